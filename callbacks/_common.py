@@ -1,0 +1,99 @@
+"""Helpers shared by the callbacks: global step, loss, rank, parameters."""
+import math
+import os
+
+import numpy as np
+
+
+def global_step(cb_params):
+    """Step counted from 1 across epochs, also after ``initial_epoch``.
+
+    MindSpore keeps ``cur_epoch_num`` absolute but restarts
+    ``cur_step_num`` when training starts at ``initial_epoch``; the step
+    within the epoch is therefore recomputed from ``batch_num``.
+    """
+    batch_num = int(cb_params.batch_num)
+    in_epoch = (int(cb_params.cur_step_num) - 1) % batch_num + 1
+    return (int(cb_params.cur_epoch_num) - 1) * batch_num + in_epoch
+
+
+def is_epoch_end(cb_params):
+    """True on the last step of an epoch."""
+    return int(cb_params.cur_step_num) % int(cb_params.batch_num) == 0
+
+
+def first_output(outputs):
+    """The loss: the output itself or the first item of a tuple/list."""
+    while isinstance(outputs, (tuple, list)):
+        if not outputs:
+            return None
+        outputs = outputs[0]
+    return outputs
+
+
+def to_float(value):
+    """A Python float from a Tensor, numpy value or number (None stays None)."""
+    if value is None:
+        return None
+    if hasattr(value, "asnumpy"):
+        value = value.asnumpy()
+    return float(np.asarray(value).reshape(-1)[0])
+
+
+def is_finite(value):
+    return value is not None and math.isfinite(value)
+
+
+def rank_id():
+    """This process's rank: from the communication group when initialized,
+    else from the environment msrun sets, else 0."""
+    try:
+        from mindspore.communication import get_rank
+        return int(get_rank())
+    except Exception:  # not initialized: single process
+        return int(os.environ.get("RANK_ID", os.environ.get("MS_NODE_ID", "0")) or 0)
+
+
+def log_path(directory, filename, all_ranks):
+    """Where this rank writes ``filename``, or None when it writes nothing.
+
+    Rank 0 writes ``filename``; other ranks write ``name.rankN.csv`` only
+    when ``all_ranks`` is true.
+    """
+    rank = rank_id()
+    if rank == 0:
+        return os.path.join(directory, filename)
+    if not all_ranks:
+        return None
+    stem, ext = os.path.splitext(filename)
+    return os.path.join(directory, f"{stem}.rank{rank}{ext}")
+
+
+def optimizer_of(cb_params):
+    """The optimizer, for ``Model(net, loss, opt)`` and ``Model(train_cell)``."""
+    opt = cb_params.get("optimizer") if hasattr(cb_params, "get") else None
+    if opt is None:
+        opt = getattr(cb_params.train_network, "optimizer", None)
+    return opt
+
+
+def trained_parameters(cb_params):
+    """Parameters the optimizer updates (not its moments or step counter)."""
+    opt = optimizer_of(cb_params)
+    params = getattr(opt, "parameters", None) if opt is not None else None
+    if params:
+        return list(params)
+    network = cb_params.get("network") or cb_params.train_network
+    return list(network.trainable_params())
+
+
+def check_every(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be an integer >= 1. Received: {name}={value!r}")
+    return value
+
+
+def check_directory(directory):
+    if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
+        raise ValueError(f"`directory` must be a path. Received: directory={directory!r}")
+    return os.fspath(directory)

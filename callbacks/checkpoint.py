@@ -1,0 +1,252 @@
+"""Checkpoint: atomic, resumable MindSpore checkpoints with retention."""
+import logging
+import os
+import re
+import time
+
+import mindspore as ms
+from mindspore.train import Callback
+
+from ._common import (check_directory, first_output, global_step, is_finite,
+                      log_path, to_float)
+from .csv_log import CsvLog
+
+__all__ = ["Checkpoint", "list_checkpoints", "latest_checkpoint"]
+
+logger = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^(?P<kind>best-)?epoch(?P<epoch>\d+)-step(?P<step>\d+)\.ckpt$")
+MODES = ("min", "max")
+
+
+class Checkpoint(Callback):
+    """Save the whole train network (weights and optimizer state).
+
+    Files go to ``<directory>/checkpoints/epochEEEE-stepSSSSSSS.ckpt``
+    (``best-`` prefixed for the best ones), written under a temporary
+    ``.tmp-`` name and renamed, so a crash never leaves a truncated
+    checkpoint. The global ``step`` and ``epoch`` are appended to each file
+    so a run can resume exactly. Every save is indexed in
+    ``<directory>/checkpoints.csv`` (``step,epoch,loss,file,kind,score``).
+    Training always ends with a save. Before saving, every callback of the
+    run that has a ``flush()`` method is flushed, so logs on disk are never
+    behind the newest checkpoint.
+
+    Retention keeps the newest ``keep_last`` regular files and the
+    ``keep_best`` best by ``monitor``; it only ever deletes files named by
+    this callback, found again on disk after a restart.
+
+    Args:
+        directory: run folder; checkpoints go into its ``checkpoints/``.
+        every_epochs: save at the end of every N-th epoch (None: never).
+        every_steps: also save every N-th global step (None: never).
+        keep_last: regular checkpoints kept (None: all).
+        monitor: ``"loss"`` or an eval metric name to keep the best by.
+        mode: ``"min"`` or ``"max"``; required with ``monitor``.
+        keep_best: best checkpoints kept.
+        min_interval_s: skip a periodic save when the last one is younger
+            (the final save is never skipped).
+        all_ranks: ranks other than 0 save too (under ``checkpoints/rankN``).
+    """
+
+    INDEX = "checkpoints.csv"
+    COLUMNS = ("step", "epoch", "loss", "file", "kind", "score")
+
+    def __init__(self, directory, every_epochs=1, every_steps=None, keep_last=3,
+                 monitor=None, mode=None, keep_best=1, min_interval_s=0.0, all_ranks=False):
+        super().__init__()
+        self.directory = check_directory(directory)
+        self.every_epochs = _check_optional_count("every_epochs", every_epochs)
+        self.every_steps = _check_optional_count("every_steps", every_steps)
+        self.keep_last = _check_optional_count("keep_last", keep_last)
+        self.keep_best = _check_optional_count("keep_best", keep_best) or 1
+        self.monitor, self.mode = _check_monitor(monitor, mode)
+        if min_interval_s is None or min_interval_s < 0:
+            raise ValueError(f"`min_interval_s` must be >= 0. Received: min_interval_s={min_interval_s!r}")
+        self.min_interval_s = float(min_interval_s)
+        self.all_ranks = bool(all_ranks)
+        self.ckpt_dir = None
+        self.last_saved_step = None
+        self.best = []   # [(score, step, path)] best first
+        self._last = []  # regular checkpoints, oldest first
+        self._index = None
+        self._cb_params = None
+        self._last_save_time = None
+
+    # -- hooks ---------------------------------------------------------------
+    def on_train_begin(self, run_context):
+        index_path = log_path(self.directory, self.INDEX, self.all_ranks)
+        if index_path is None:
+            return  # another rank: save nothing
+        rank_suffix = os.path.splitext(os.path.basename(index_path))[0][len("checkpoints"):]
+        self.ckpt_dir = os.path.join(self.directory, "checkpoints" + rank_suffix.replace(".", "/"))
+        os.makedirs(self.ckpt_dir, exist_ok=True)
+        self._index = CsvLog(index_path, self.COLUMNS, flush_rows=1).open()
+        self._last, self.best = self._scan(index_path)
+        self._last_save_time = time.monotonic()
+
+    def on_train_step_end(self, run_context):
+        cb_params = run_context.original_args()
+        self._cb_params = cb_params
+        if self.every_steps and global_step(cb_params) % self.every_steps == 0:
+            self._save_if_due(cb_params, run_context)
+
+    def on_train_epoch_end(self, run_context):
+        cb_params = run_context.original_args()
+        self._cb_params = cb_params
+        if self.every_epochs and int(cb_params.cur_epoch_num) % self.every_epochs == 0:
+            self._save_if_due(cb_params, run_context)
+        if self.monitor is not None:
+            self._save_if_best(cb_params, run_context)
+
+    def on_train_end(self, run_context):
+        cb_params = run_context.original_args()
+        if self.ckpt_dir and "net_outputs" in cb_params and \
+                self.last_saved_step != global_step(cb_params):
+            self._save(cb_params, run_context, kind="last")
+        self.close()
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        if self._index is not None:
+            self._index.close()
+
+    # -- saving --------------------------------------------------------------
+    def _save_if_due(self, cb_params, run_context):
+        if self.ckpt_dir is None or self.last_saved_step == global_step(cb_params):
+            return
+        if time.monotonic() - self._last_save_time < self.min_interval_s:
+            return
+        self._save(cb_params, run_context, kind="last")
+
+    def _save_if_best(self, cb_params, run_context):
+        if self.ckpt_dir is None:
+            return
+        score = self._score(cb_params)
+        if not is_finite(score):
+            return
+        worst_kept = self.best[-1][0] if len(self.best) >= self.keep_best else None
+        if worst_kept is None or self._better(score, worst_kept):
+            self._save(cb_params, run_context, kind="best", score=score)
+
+    def _save(self, cb_params, run_context, kind, score=None):
+        step, epoch = global_step(cb_params), int(cb_params.cur_epoch_num)
+        _flush_others(cb_params, self)
+        name = f"{'best-' if kind == 'best' else ''}epoch{epoch:04d}-step{step:07d}.ckpt"
+        path = os.path.join(self.ckpt_dir, name)
+        tmp = os.path.join(self.ckpt_dir, f".tmp-{os.getpid()}-{name}")
+        ms.save_checkpoint(cb_params.train_network, tmp,
+                           append_dict={"step": step, "epoch": epoch})
+        os.replace(tmp, path)
+        loss = to_float(first_output(cb_params.net_outputs))
+        self._index.write((step, epoch, loss, os.path.relpath(path, self.directory), kind,
+                           "" if score is None else score))
+        self._retain(kind, path, step, score)
+        if kind == "last":
+            self.last_saved_step = step
+            self._last_save_time = time.monotonic()
+
+    def _retain(self, kind, path, step, score):
+        if kind == "last":
+            self._last = [p for p in self._last if p != path] + [path]
+            while self.keep_last and len(self._last) > self.keep_last:
+                _remove(self._last.pop(0))
+            return
+        self.best.append((score, step, path))
+        self.best.sort(key=lambda b: b[0], reverse=self.mode == "max")
+        while len(self.best) > self.keep_best:
+            _remove(self.best.pop()[2])
+
+    def _score(self, cb_params):
+        if self.monitor == "loss":
+            return to_float(first_output(cb_params.get("net_outputs")))
+        results = cb_params.get("eval_results") or cb_params.get("metrics") or {}
+        if self.monitor not in results:
+            return None
+        return to_float(results[self.monitor])
+
+    def _better(self, a, b):
+        return a < b if self.mode == "min" else a > b
+
+    def _scan(self, index_path):
+        """Rebuild retention state from the files on disk (after a restart)."""
+        scores = _scores_from_index(index_path)
+        last, best = [], []
+        for name in os.listdir(self.ckpt_dir):
+            match = _NAME.match(name)
+            if not match:
+                continue  # temp leftovers and files we did not write
+            path = os.path.join(self.ckpt_dir, name)
+            if match["kind"]:
+                best.append((scores.get(name, float("nan")), int(match["step"]), path))
+            else:
+                last.append((int(match["step"]), path))
+        best.sort(key=lambda b: b[0], reverse=self.mode == "max")
+        return [p for _, p in sorted(last)], best
+
+
+def list_checkpoints(directory, kind="last"):
+    """Checkpoints this callback wrote under ``directory``, oldest first,
+    as ``(step, epoch, path)``; ``kind`` is ``"last"``, ``"best"`` or ``"all"``."""
+    ckpt_dir = os.path.join(os.fspath(directory), "checkpoints")
+    if not os.path.isdir(ckpt_dir):
+        return []
+    found = []
+    for name in os.listdir(ckpt_dir):
+        match = _NAME.match(name)
+        if match and (kind == "all" or (kind == "best") == bool(match["kind"])):
+            found.append((int(match["step"]), int(match["epoch"]), os.path.join(ckpt_dir, name)))
+    return sorted(found)
+
+
+def latest_checkpoint(directory):
+    """The ``(step, epoch, path)`` of the newest regular checkpoint, or None."""
+    found = list_checkpoints(directory, "last")
+    return found[-1] if found else None
+
+
+def _flush_others(cb_params, me):
+    for cb in cb_params.get("list_callback") or ():
+        if cb is not me and callable(getattr(cb, "flush", None)):
+            cb.flush()
+
+
+def _scores_from_index(index_path):
+    import csv
+    if not os.path.exists(index_path):
+        return {}
+    with open(index_path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return {os.path.basename(r["file"]): float(r["score"]) for r in rows
+            if r.get("kind") == "best" and r.get("score")}
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def _check_optional_count(name, value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"`{name}` must be None or an integer >= 0. Received: {name}={value!r}")
+    return value or None
+
+
+def _check_monitor(monitor, mode):
+    if monitor is None:
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"`mode` must be one of {MODES}. Received: mode={mode!r}")
+        return None, mode
+    if mode not in MODES:
+        raise ValueError(
+            f"Checkpoint(monitor={monitor!r}) needs `mode` set to one of {MODES}: "
+            "there is no safe default (a wrong one silently keeps the worst "
+            f"checkpoint). Received: mode={mode!r}")
+    return monitor, mode

@@ -1,0 +1,189 @@
+"""The one CSV writer every mindexp callback shares, and its reader."""
+import csv
+import io
+import os
+import time
+
+__all__ = ["CsvLog", "read_csv"]
+
+
+class CsvLog:
+    """Append rows to a CSV file, crash-safe and buffered.
+
+    The header is written only when the file is new or empty; an existing
+    header must equal ``fieldnames``. Rows are buffered and written whole,
+    every ``flush_rows`` rows or ``flush_seconds`` seconds, and on
+    :meth:`flush`/:meth:`close`, so a crash loses at most the buffer and never
+    leaves half a row. A half row left by a killed process is cut off when
+    the file is opened again.
+
+    Args:
+        path: file to write.
+        fieldnames: column names, in order.
+        flush_rows: rows buffered before a write.
+        flush_seconds: longest time a row stays buffered (checked on write).
+    """
+
+    def __init__(self, path, fieldnames, flush_rows=256, flush_seconds=2.0):
+        if not fieldnames:
+            raise ValueError(f"CsvLog needs at least one column. Received: fieldnames={fieldnames!r}")
+        if flush_rows < 1:
+            raise ValueError(f"flush_rows must be >= 1. Received: flush_rows={flush_rows!r}")
+        self.path = os.fspath(path)
+        self.fieldnames = list(fieldnames)
+        self.flush_rows = int(flush_rows)
+        self.flush_seconds = float(flush_seconds)
+        self._rows = []
+        self._file = None
+        self._writer = None
+        self._last_flush = time.monotonic()
+
+    # -- writing -----------------------------------------------------------
+    def open(self):
+        """Open for appending, checking or writing the header. Idempotent."""
+        if self._file is not None:
+            return self
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        header = self._read_header()
+        if header is not None and header != self.fieldnames:
+            raise ValueError(
+                f"{self.path} has columns {header}, expected {self.fieldnames}; "
+                "write to another directory or remove the file")
+        self._cut_partial_row()
+        self._file = open(self.path, "a", newline="", encoding="utf-8")
+        self._writer = csv.writer(self._file)
+        if header is None:
+            self._writer.writerow(self.fieldnames)
+            self._file.flush()
+        self._last_flush = time.monotonic()
+        return self
+
+    def write(self, row):
+        """Buffer one row (a sequence in column order or a dict)."""
+        if isinstance(row, dict):
+            row = [row.get(name, "") for name in self.fieldnames]
+        self._rows.append(row)
+        if len(self._rows) >= self.flush_rows or \
+                time.monotonic() - self._last_flush >= self.flush_seconds:
+            self.flush()
+
+    def flush(self):
+        """Write the buffered rows whole and hand them to the OS."""
+        if not self._rows:
+            return
+        if self._file is None:
+            self.open()
+        # One write() call for the whole buffer: a kill can only cut at a
+        # row boundary or leave a partial tail, which open() repairs.
+        buf = io.StringIO()
+        csv.writer(buf).writerows(self._rows)
+        self._file.write(buf.getvalue())
+        self._file.flush()
+        self._rows.clear()
+        self._last_flush = time.monotonic()
+
+    def close(self):
+        """Flush and close; safe to call twice."""
+        self.flush()
+        if self._file is None:
+            return
+        self._file.close()
+        self._file = None
+        self._writer = None
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- resume ------------------------------------------------------------
+    def truncate_after(self, step, column="step"):
+        """Drop every row whose ``column`` is greater than ``step``.
+
+        Rewrites the file atomically (temp file + ``os.replace``) so a crash
+        during truncation leaves either the old or the new file.
+        """
+        self.flush()
+        if not os.path.exists(self.path):
+            return 0
+        kept, dropped = _rows_up_to(self.path, column, step)
+        was_open = self._file is not None
+        if was_open:
+            self._file.close()
+            self._file = None
+        _atomic_write_rows(self.path, kept)
+        if was_open:
+            self.open()
+        return dropped
+
+    # -- helpers -------------------------------------------------------------
+    def _read_header(self):
+        if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
+            return None
+        with open(self.path, newline="", encoding="utf-8") as f:
+            first = f.readline()
+        return next(csv.reader([first]), None) or None
+
+    def _cut_partial_row(self):
+        """Cut a trailing row that has no newline (left by a killed writer)."""
+        if not os.path.exists(self.path):
+            return
+        with open(self.path, "rb+") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            if size == 0:
+                return
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            f.seek(0)
+            data = f.read()
+            f.truncate(data.rfind(b"\n") + 1)
+
+
+def _rows_up_to(path, column, step):
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        return [], 0
+    header = rows[0]
+    if column not in header:
+        raise ValueError(f"{path} has no column {column!r}. Columns: {header}")
+    idx = header.index(column)
+    kept = [header] + [r for r in rows[1:] if len(r) > idx and int(float(r[idx])) <= step]
+    return kept, len(rows) - len(kept)
+
+
+def _atomic_write_rows(path, rows):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_csv(path, name=None):
+    """Read a log the way :class:`CsvLog` wrote it, as a pandas DataFrame.
+
+    ``path`` is the file, or a directory together with ``name`` (the file
+    name inside it, e.g. ``"loss.csv"``). A missing or empty file gives an
+    empty DataFrame. pandas is imported here, lazily, so that the callbacks
+    stay importable without it.
+    """
+    import pandas as pd  # lazy: callbacks/ must not need pandas to train
+
+    path = os.path.join(os.fspath(path), name) if name else os.fspath(path)
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return pd.DataFrame()
+    return pd.read_csv(path, engine=_fastest_engine())
+
+
+def _fastest_engine():
+    try:
+        import pyarrow  # noqa: F401  (optional extra)
+        return "pyarrow"
+    except ImportError:
+        return "c"

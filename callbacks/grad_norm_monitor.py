@@ -1,0 +1,97 @@
+"""GradNormMonitor: the global gradient norm of every step to grad_norm.csv."""
+from mindspore.train import Callback
+
+from ._common import (check_directory, check_every, global_step, is_epoch_end,
+                      log_path, to_float)
+from .csv_log import CsvLog
+
+__all__ = ["GradNormMonitor"]
+
+
+class GradNormMonitor(Callback):
+    """Write ``step,epoch,grad_norm`` to ``<directory>/grad_norm.csv``.
+
+    The norm comes from the train network's second output: wrap the network
+    as ``callbacks.TrainStep(nn.WithLossCell(net, loss_fn), optimizer)`` and
+    give that to ``Model``. With ``per_param=True`` (and
+    ``TrainStep(..., per_param_norms=True)``) each parameter's gradient norm
+    also goes to ``grad_norm_params.csv`` as ``step,epoch,param,grad_norm``.
+
+    Args:
+        directory: folder of ``grad_norm.csv``.
+        every: write every N-th global step (and each epoch's last step).
+        per_param: also write per-parameter norms.
+        all_ranks: ranks other than 0 write ``grad_norm.rankN.csv``.
+    """
+
+    FILENAME = "grad_norm.csv"
+    PARAMS_FILENAME = "grad_norm_params.csv"
+    COLUMNS = ("step", "epoch", "grad_norm")
+    PARAMS_COLUMNS = ("step", "epoch", "param", "grad_norm")
+
+    def __init__(self, directory, every=1, per_param=False, all_ranks=False):
+        super().__init__()
+        self.directory = check_directory(directory)
+        self.every = check_every("every", every)
+        self.per_param = bool(per_param)
+        self.all_ranks = bool(all_ranks)
+        self.last_grad_norm = None
+        self._log = None
+        self._params_log = None
+        self._names = ()
+
+    def on_train_begin(self, run_context):
+        network = run_context.original_args().train_network
+        self._check_network(network)
+        self._names = tuple(getattr(network, "param_names", ()))
+        path = log_path(self.directory, self.FILENAME, self.all_ranks)
+        self._log = CsvLog(path, self.COLUMNS).open() if path else None
+        ppath = log_path(self.directory, self.PARAMS_FILENAME, self.all_ranks)
+        if self.per_param and ppath:
+            self._params_log = CsvLog(ppath, self.PARAMS_COLUMNS).open()
+
+    def on_train_step_end(self, run_context):
+        cb_params = run_context.original_args()
+        step = global_step(cb_params)
+        if step % self.every and not is_epoch_end(cb_params):
+            return
+        outputs = cb_params.net_outputs
+        epoch = int(cb_params.cur_epoch_num)
+        self.last_grad_norm = to_float(outputs[1])
+        if self._log is not None:
+            self._log.write((step, epoch, self.last_grad_norm))
+        if self._params_log is not None:
+            for name, norm in zip(self._names, outputs[2]):
+                self._params_log.write((step, epoch, name, to_float(norm)))
+
+    def on_train_epoch_end(self, run_context):
+        self.flush()
+
+    def on_train_end(self, run_context):
+        self.close()
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def flush(self):
+        for log in (self._log, self._params_log):
+            if log is not None:
+                log.flush()
+
+    def close(self):
+        for log in (self._log, self._params_log):
+            if log is not None:
+                log.close()
+
+    def _check_network(self, network):
+        kind = type(network).__name__
+        if not getattr(network, "returns_grad_norm", False):
+            raise TypeError(
+                "GradNormMonitor needs a train network that returns (loss, grad_norm): "
+                "wrap it as callbacks.TrainStep(nn.WithLossCell(net, loss_fn), optimizer) "
+                f"and pass that to Model. Received: train network of type {kind}")
+        if self.per_param and not getattr(network, "returns_param_grad_norms", False):
+            raise TypeError(
+                "GradNormMonitor(per_param=True) needs TrainStep(..., per_param_norms=True). "
+                f"Received: train network of type {kind} without per-parameter norms")

@@ -1,0 +1,126 @@
+"""LossMonitor: the training loss (and learning rate) of every step to loss.csv."""
+import time
+
+from mindspore import Parameter
+from mindspore.train import Callback
+
+from ._common import (check_directory, check_every, first_output, global_step,
+                      is_epoch_end, is_finite, log_path, optimizer_of, to_float)
+from .csv_log import CsvLog
+
+__all__ = ["LossMonitor"]
+
+
+class LossMonitor(Callback):
+    """Write ``step,epoch,loss,lr,time_s`` to ``<directory>/loss.csv``.
+
+    Works with a network that returns the loss or a tuple whose first item
+    is the loss. The last step of every epoch is always written. A NaN or
+    infinite loss stops training (``run_context.request_stop()``) and is
+    kept in :attr:`stop_reason`, which a runner reads to mark the run
+    diverged; MindSpore's own LossMonitor misses NaN for tuple outputs.
+
+    Args:
+        directory: folder of ``loss.csv`` (created if missing).
+        every: write every N-th global step (and each epoch's last step).
+        all_ranks: ranks other than 0 write ``loss.rankN.csv`` instead of
+            nothing.
+        time_offset: seconds added to ``time_s`` (a resumed run continues
+            its clock).
+    """
+
+    FILENAME = "loss.csv"
+    COLUMNS = ("step", "epoch", "loss", "lr", "time_s")
+
+    def __init__(self, directory, every=1, all_ranks=False, time_offset=0.0):
+        super().__init__()
+        self.directory = check_directory(directory)
+        self.every = check_every("every", every)
+        self.all_ranks = bool(all_ranks)
+        self.time_offset = float(time_offset)
+        self.stop_reason = None
+        self.last_loss = None
+        self.last_step = 0
+        self._log = None
+        self._lr = None
+        self._t0 = None
+
+    def on_train_begin(self, run_context):
+        cb_params = run_context.original_args()
+        path = log_path(self.directory, self.FILENAME, self.all_ranks)
+        self._log = CsvLog(path, self.COLUMNS).open() if path else None
+        self._lr = _LearningRate(optimizer_of(cb_params))
+        self._t0 = time.monotonic()
+
+    def on_train_step_end(self, run_context):
+        cb_params = run_context.original_args()
+        step = global_step(cb_params)
+        if step % self.every and not is_epoch_end(cb_params):
+            return
+        loss = to_float(first_output(cb_params.net_outputs))
+        self.last_loss, self.last_step = loss, step
+        if self._log is not None:
+            elapsed = time.monotonic() - self._t0 + self.time_offset
+            self._log.write((step, int(cb_params.cur_epoch_num), loss,
+                             self._lr(step), round(elapsed, 6)))
+        if not is_finite(loss):
+            self.stop_reason = f"loss is {loss} at step {step}"
+            run_context.request_stop()
+
+    def on_train_epoch_end(self, run_context):
+        self.flush()
+
+    def on_train_end(self, run_context):
+        self.close()
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def flush(self):
+        """Write buffered rows to disk (Checkpoint calls it before saving)."""
+        if self._log is not None:
+            self._log.flush()
+
+    def close(self):
+        if self._log is not None:
+            self._log.close()
+
+    def state_dict(self):
+        """What a resumed run needs to continue this log."""
+        return {"last_step": self.last_step, "last_loss": self.last_loss,
+                "stop_reason": self.stop_reason}
+
+
+class _LearningRate:
+    """The optimizer's learning rate at a global step, read cheaply.
+
+    A per-step list (MindSpore's dynamic LR) is copied to the host once; a
+    constant is re-read on each logged step (a callback may change it); a
+    ``LearningRateSchedule`` cell is evaluated on the step.
+    """
+
+    def __init__(self, optimizer):
+        self._table = None
+        self._param = None
+        self._schedule = None
+        lr = getattr(optimizer, "learning_rate", None) if optimizer is not None else None
+        if isinstance(lr, (tuple, list)) or type(lr).__name__ == "ParameterTuple":
+            lr = lr[0] if len(lr) else None  # group learning rates: the first group
+        if isinstance(lr, Parameter):
+            if getattr(optimizer, "dynamic_lr", False) or lr.size > 1:
+                self._table = lr.asnumpy().reshape(-1)
+            else:
+                self._param = lr
+        elif lr is not None and callable(lr):
+            self._schedule = lr
+
+    def __call__(self, step):
+        if self._table is not None:
+            return float(self._table[min(step - 1, len(self._table) - 1)])
+        if self._param is not None:
+            return to_float(self._param)
+        if self._schedule is not None:
+            from mindspore import Tensor, int32
+            return to_float(self._schedule(Tensor(step - 1, int32)))
+        return ""

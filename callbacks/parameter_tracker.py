@@ -1,0 +1,113 @@
+"""ParameterTracker: trajectories of network parameters to params.csv (tidy)."""
+import fnmatch
+
+import numpy as np
+from mindspore.train import Callback
+
+from ._common import (check_directory, check_every, global_step, is_epoch_end,
+                      log_path, trained_parameters)
+from .csv_log import CsvLog
+
+__all__ = ["ParameterTracker"]
+
+STATS = ("norm", "mean", "std", "min", "max")
+
+
+class ParameterTracker(Callback):
+    """Write parameter values as tidy rows ``step,epoch,param,value``.
+
+    A one-element parameter is written under its name (``dense.weight``),
+    one with up to ``max_values`` elements as ``name[i]`` (flat index), a
+    larger one as ``name:norm``, ``name:mean``, ``name:std``, ``name:min``
+    and ``name:max``. Each selected parameter is copied to the host once per
+    logged step, and only on logged steps.
+
+    Args:
+        directory: folder of ``params.csv``.
+        names: parameter names or glob patterns (``"dense.*"``); default:
+            every parameter the optimizer updates.
+        every: write every N-th global step (and each epoch's last step).
+        max_values: largest parameter written element by element.
+        all_ranks: ranks other than 0 write ``params.rankN.csv``.
+    """
+
+    FILENAME = "params.csv"
+    COLUMNS = ("step", "epoch", "param", "value")
+
+    def __init__(self, directory, names=None, every=1, max_values=16, all_ranks=False):
+        super().__init__()
+        self.directory = check_directory(directory)
+        self.names = _check_names(names)
+        self.every = check_every("every", every)
+        self.max_values = check_every("max_values", max_values)
+        self.all_ranks = bool(all_ranks)
+        self._params = []
+        self._log = None
+
+    def on_train_begin(self, run_context):
+        cb_params = run_context.original_args()
+        self._params = self._select(trained_parameters(cb_params))
+        path = log_path(self.directory, self.FILENAME, self.all_ranks)
+        self._log = CsvLog(path, self.COLUMNS).open() if path else None
+
+    def on_train_step_end(self, run_context):
+        cb_params = run_context.original_args()
+        step = global_step(cb_params)
+        if self._log is None or (step % self.every and not is_epoch_end(cb_params)):
+            return
+        epoch = int(cb_params.cur_epoch_num)
+        for param in self._params:
+            for label, value in self.values(param.name, param.asnumpy()):
+                self._log.write((step, epoch, label, value))
+
+    def values(self, name, array):
+        """The ``(label, value)`` pairs written for one parameter."""
+        flat = np.asarray(array, dtype=np.float64).reshape(-1)
+        if flat.size == 1:
+            return [(name, float(flat[0]))]
+        if flat.size <= self.max_values:
+            return [(f"{name}[{i}]", float(v)) for i, v in enumerate(flat)]
+        return [(f"{name}:norm", float(np.sqrt(np.dot(flat, flat)))),
+                (f"{name}:mean", float(flat.mean())), (f"{name}:std", float(flat.std())),
+                (f"{name}:min", float(flat.min())), (f"{name}:max", float(flat.max()))]
+
+    def on_train_epoch_end(self, run_context):
+        self.flush()
+
+    def on_train_end(self, run_context):
+        self.close()
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def flush(self):
+        if self._log is not None:
+            self._log.flush()
+
+    def close(self):
+        if self._log is not None:
+            self._log.close()
+
+    def _select(self, params):
+        if self.names is None:
+            return params
+        chosen = [p for p in params if any(fnmatch.fnmatchcase(p.name, pat) for pat in self.names)]
+        unmatched = [pat for pat in self.names
+                     if not any(fnmatch.fnmatchcase(p.name, pat) for p in params)]
+        if unmatched:
+            raise ValueError(f"ParameterTracker: no parameter matches {unmatched}; "
+                             f"parameters are {[p.name for p in params]}. Received: names={self.names!r}")
+        return chosen
+
+
+def _check_names(names):
+    if names is None:
+        return None
+    if isinstance(names, str):
+        names = [names]
+    names = list(names)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f"`names` must be None or non-empty parameter names/glob patterns. "
+                         f"Received: names={names!r}")
+    return names

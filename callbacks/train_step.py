@@ -1,0 +1,88 @@
+"""TrainStep: a TrainOneStepCell that also returns the global gradient norm."""
+from mindspore import nn, ops
+
+__all__ = ["TrainStep"]
+
+
+class TrainStep(nn.TrainOneStepCell):
+    """One optimizer update that returns ``(loss, grad_norm)``.
+
+    ``grad_norm`` is the global L2 norm of all gradients after the
+    distributed reduction and before clipping. With ``clip_grad_norm`` the
+    gradients are scaled so their global norm is at most that value. With
+    ``accumulation_steps=K`` every input batch is split into K equal
+    micro-batches whose gradients are averaged before ONE update, so a step
+    is always one optimizer update. With ``per_param_norms=True`` a third
+    output holds the norm of each parameter's gradient (in the order of
+    :attr:`param_names`).
+
+    Args:
+        network: a cell returning the loss, e.g. ``nn.WithLossCell(net, loss_fn)``.
+        optimizer: a ``mindspore.nn.Optimizer``.
+        clip_grad_norm: max global norm, or None for no clipping.
+        sens: scale of the loss gradient (a fixed loss scale).
+        accumulation_steps: micro-batches per update (the batch size must be
+            divisible by it).
+        per_param_norms: also return per-parameter gradient norms.
+    """
+
+    returns_grad_norm = True
+
+    def __init__(self, network, optimizer, clip_grad_norm=None, sens=1.0,
+                 accumulation_steps=1, per_param_norms=False):
+        super().__init__(network, optimizer, sens)
+        if clip_grad_norm is not None and not (isinstance(clip_grad_norm, (int, float))
+                                               and clip_grad_norm > 0):
+            raise ValueError("`clip_grad_norm` must be a positive number or None. "
+                             f"Received: clip_grad_norm={clip_grad_norm!r}")
+        if isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps, int) \
+                or accumulation_steps < 1:
+            raise ValueError("`accumulation_steps` must be an integer >= 1. "
+                             f"Received: accumulation_steps={accumulation_steps!r}")
+        self.clip = None if clip_grad_norm is None else float(clip_grad_norm)
+        self.accumulation_steps = accumulation_steps
+        self.per_param_norms = bool(per_param_norms)
+        self.returns_param_grad_norms = self.per_param_norms
+        self.param_names = [p.name for p in self.weights]
+        self.hyper_map = ops.HyperMap()
+
+    def construct(self, *inputs):
+        if self.accumulation_steps == 1:
+            loss, grads = self._loss_and_grads(*inputs)
+        else:
+            loss, grads = self._accumulated(*inputs)
+        grads = self.grad_reducer(grads)
+        norms = self.hyper_map(_square_sum, grads)
+        grad_norm = ops.sqrt(ops.addn(norms))
+        if self.clip is not None:
+            scale = self.clip / ops.maximum(grad_norm, self.clip)
+            grads = self.hyper_map(ops.partial(_scale, scale), grads)
+        loss = ops.depend(loss, self.optimizer(grads))
+        if self.per_param_norms:
+            return loss, grad_norm, self.hyper_map(ops.sqrt, norms)
+        return loss, grad_norm
+
+    def _loss_and_grads(self, *inputs):
+        loss = self.network(*inputs)
+        sens = ops.fill(loss.dtype, loss.shape, self.sens)
+        grads = self.grad(self.network, self.weights)(*inputs, sens)
+        return loss, grads
+
+    def _accumulated(self, *inputs):
+        size = inputs[0].shape[0] // self.accumulation_steps
+        loss, grads = self._loss_and_grads(*[x[0:size] for x in inputs])
+        for k in range(1, self.accumulation_steps):
+            micro = [x[k * size:(k + 1) * size] for x in inputs]
+            micro_loss, micro_grads = self._loss_and_grads(*micro)
+            loss = loss + micro_loss
+            grads = self.hyper_map(ops.add, grads, micro_grads)
+        inv = 1.0 / self.accumulation_steps
+        return loss * inv, self.hyper_map(ops.partial(_scale, inv), grads)
+
+
+def _square_sum(grad):
+    return ops.reduce_sum(ops.square(grad.astype("float32")))
+
+
+def _scale(factor, grad):
+    return grad * ops.cast(factor, grad.dtype)

@@ -1,0 +1,1 @@
+"""Experiments shipped with mindexp, one module each."""

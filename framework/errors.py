@@ -1,0 +1,24 @@
+"""Errors the framework raises for bad input (the CLI maps them to exit 2)."""
+
+
+class MindexpError(Exception):
+    """Bad input from the user: reported as one line, exit status 2."""
+
+
+class ConfigError(MindexpError, ValueError):
+    """A config value is unknown, ill-typed or out of range.
+
+    ``field`` names the offending config field (None when not one field).
+    """
+
+    def __init__(self, message, field=None):
+        super().__init__(message)
+        self.field = field
+
+
+class DataError(MindexpError, ValueError):
+    """An experiment's data cannot be trained on as declared."""
+
+
+class RunDirError(MindexpError, ValueError):
+    """A path is not a run directory, or holds no runs, or is malformed."""

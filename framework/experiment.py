@@ -1,0 +1,108 @@
+"""The Experiment base class users subclass."""
+import dataclasses
+
+from . import config as _config
+from .builders import build_learning_rate, build_loss, build_optimizer
+from .config import Config as _CommonConfig
+
+
+class Experiment:
+    """An experiment: data (``source``), a ``network`` and a config.
+
+    Subclass it, set ``name`` and ``columns``, implement ``source(split)``
+    and ``network()``, and optionally extend the nested ``Config`` dataclass
+    (subclass ``Experiment.Config``). Everything else has a default driven
+    by the config: ``dataset``, ``loss_fn``, ``loss_network``,
+    ``optimizer``, ``metrics``, ``callbacks``, ``targets``, ``validate``.
+
+    ``MyExperiment(lr=0.1).run(out="outputs")`` trains and returns a
+    :class:`framework.Run`. Unknown or ill-typed config values raise
+    :class:`framework.ConfigError` naming the field, before anything runs.
+    """
+
+    name = None
+    columns = ("x", "y")
+    Config = _CommonConfig
+
+    def __init__(self, config=None, **overrides):
+        base = _config.to_dict(config) if dataclasses.is_dataclass(config) else dict(config or {})
+        self.config = _config.resolve(type(self).Config, base, overrides)
+        self.run_dir = None
+        self.validate()
+
+    @classmethod
+    def experiment_name(cls):
+        return cls.name or cls.__name__.lower()
+
+    # -- data --------------------------------------------------------------
+    def source(self, split):
+        """Data of ``split`` ("train" or "eval"): a tuple of equal-length
+        arrays or a random-access source; None when there is no such split."""
+        raise NotImplementedError(f"{type(self).__name__} must implement source(split)")
+
+    def dataset(self, split, arrays, start_epoch=0, num_shards=1, shard_id=0):
+        """The ``GeneratorDataset`` of a split, batched by the framework.
+
+        Override to return your own ``GeneratorDataset`` (it must be new on
+        every call: MindSpore binds a dataset to one Model).
+        """
+        from .data import make_dataset
+        cfg = self.config
+        train = split == "train"
+        batch = cfg.batch_size * (cfg.grad_accumulation if train else 1)
+        return make_dataset(arrays, self.columns, batch, shuffle=train, seed=cfg.seed,
+                            start_epoch=start_epoch, num_shards=num_shards, shard_id=shard_id,
+                            drop_last=train)
+
+    # -- model -------------------------------------------------------------
+    def network(self):
+        """The ``mindspore.nn.Cell`` to train."""
+        raise NotImplementedError(f"{type(self).__name__} must implement network()")
+
+    def loss_fn(self):
+        """The loss cell, from ``config.loss`` by default."""
+        return build_loss(self.config.loss)
+
+    def loss_network(self, net):
+        """The cell returning the loss from one batch's columns.
+
+        Default: ``nn.WithLossCell(net, self.loss_fn())`` for (data, label)
+        columns. Override for a custom loss (e.g. physics-informed).
+        """
+        from mindspore import nn
+        return nn.WithLossCell(net, self.loss_fn())
+
+    def optimizer(self, params, learning_rate=None):
+        """The optimizer, from ``config.optimizer``/``lr``/``momentum``/``weight_decay``."""
+        lr = self.config.lr if learning_rate is None else learning_rate
+        return build_optimizer(self.config, params, lr)
+
+    def learning_rate(self, steps_per_epoch):
+        """A float or a per-step list, from ``config.lr_schedule``."""
+        return build_learning_rate(self.config, steps_per_epoch)
+
+    def metrics(self):
+        """Eval metrics: a dict of name -> ``nn.Metric`` or names (``"mae"``)."""
+        return {}
+
+    def callbacks(self):
+        """Extra callbacks for this experiment (``self.run_dir`` is set)."""
+        return []
+
+    def targets(self):
+        """Known true parameter values, e.g. ``{"dense.weight": 2.0}``."""
+        return {}
+
+    def validate(self):
+        """Check the config beyond types; raise ``ConfigError`` naming the field.
+
+        Called on construction. The framework itself checks the data-dependent
+        limits (batch size vs. training set, warmup vs. run length) at run time,
+        before the run directory is created.
+        """
+
+    # -- running -----------------------------------------------------------
+    def run(self, out="outputs", name=None, quiet=True):
+        """Train in a new run directory under ``out``; returns a :class:`Run`."""
+        from .runner import train
+        return train(self, out=out, label=name, quiet=quiet)

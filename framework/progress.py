@@ -1,0 +1,36 @@
+"""A tqdm progress bar over steps (only when stdout is a terminal)."""
+from mindspore.train import Callback
+
+
+class Progress(Callback):
+    """Shows steps, epoch and the last loss in a tqdm bar."""
+
+    def __init__(self, epochs, steps_per_epoch, every=10):
+        super().__init__()
+        self.total = epochs * steps_per_epoch
+        self.every = every
+        self._bar = None
+
+    def on_train_begin(self, run_context):
+        from tqdm import tqdm
+        self._bar = tqdm(total=self.total, unit="step", dynamic_ncols=True, leave=False)
+
+    def on_train_step_end(self, run_context):
+        cb_params = run_context.original_args()
+        self._bar.update(1)
+        if cb_params.cur_step_num % self.every == 0:
+            loss = cb_params.net_outputs
+            loss = loss[0] if isinstance(loss, (tuple, list)) else loss
+            self._bar.set_postfix(epoch=cb_params.cur_epoch_num, loss=f"{float(loss.asnumpy()):.4g}")
+
+    def on_train_end(self, run_context):
+        self.close()
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

@@ -1,0 +1,88 @@
+"""Run directories: race-free creation, atomic run.json, status."""
+import datetime as _dt
+import json
+import os
+import re
+import secrets
+
+from .errors import ConfigError, RunDirError
+
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}$")
+
+
+def check_label(label):
+    """A run label is safe in a file name and can never escape the root."""
+    if label is None:
+        return None
+    if not isinstance(label, str) or not _LABEL.match(label) or ".." in label:
+        raise ConfigError("--name must be 1-64 characters of letters, digits, '.', '_', "
+                          f"'-', '+', '=' (no '/', '..' or control characters). Received: {label!r}",
+                          field="name")
+    return label
+
+
+def now_iso():
+    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+def create_run_dir(root, experiment, label=None):
+    """Make ``root/experiment/<run_id>`` with ``os.mkdir`` and return it.
+
+    The run id is ``YYYYmmdd-HHMMSS[-label]-xxxxxx``; the random suffix and
+    the retry on ``FileExistsError`` keep it unique when parallel processes
+    start in the same second.
+    """
+    label = check_label(label)
+    parent = os.path.join(os.fspath(root), experiment)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the output folder {parent}: {exc.strerror}",
+                          field="out") from None
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for _ in range(100):
+        run_id = "-".join(p for p in (stamp, label, secrets.token_hex(3)) if p)
+        path = os.path.join(parent, run_id)
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ConfigError(f"cannot create a run folder in {parent}: {exc.strerror}",
+                              field="out") from None
+    raise RunDirError(f"could not find a free run id in {parent}")
+
+
+def write_json(path, data):
+    """Write JSON atomically: temp file in the same folder, then ``os.replace``."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=False, default=_jsonable)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path):
+    """Read a JSON file, raising RunDirError naming it when missing or malformed."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise RunDirError(f"{path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunDirError(f"{path} is not valid JSON ({exc})") from None
+
+
+def is_run_dir(path):
+    return os.path.isfile(os.path.join(path, "run.json"))
+
+
+def _jsonable(value):
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)

@@ -1,0 +1,283 @@
+"""Train an Experiment with mindspore.train.Model into a run directory."""
+import logging
+import os
+import platform
+import sys
+import time
+
+from . import config as _config
+from .data import as_arrays
+from .errors import ConfigError, MindexpError
+from .rundir import create_run_dir, now_iso, write_json
+
+logger = logging.getLogger(__name__)
+
+
+class TrainingError(Exception):
+    """Training itself failed; ``run`` is the :class:`Run` (status failed)."""
+
+    def __init__(self, message, run=None):
+        super().__init__(message)
+        self.run = run
+
+
+class Plan:
+    """Everything checked before a run directory exists."""
+
+    def __init__(self, train, eval_, steps_per_epoch):
+        self.train, self.eval = train, eval_
+        self.steps_per_epoch = steps_per_epoch
+
+
+def prepare(exp, workers=1):
+    """Load and check the data and the data-dependent config limits."""
+    cfg = exp.config
+    train = as_arrays(_source(exp, "train"), exp.columns, "train")
+    raw_eval = _source(exp, "eval")
+    eval_ = as_arrays(raw_eval, exp.columns, "eval") if raw_eval is not None else None
+    n, per_step = len(train[0]), cfg.batch_size * cfg.grad_accumulation
+    if per_step * workers > n:
+        what = f"batch_size x grad_accumulation ({cfg.batch_size} x {cfg.grad_accumulation})" \
+            if cfg.grad_accumulation > 1 else f"batch_size ({cfg.batch_size})"
+        raise ConfigError(f"config field 'batch_size': {what} x workers ({workers}) must be at "
+                          f"most the training set size {n}. Received: batch_size={cfg.batch_size}",
+                          field="batch_size")
+    steps_per_epoch = n // per_step // workers
+    total = steps_per_epoch * cfg.epochs
+    if cfg.warmup_steps > total:
+        raise ConfigError(f"config field 'warmup_steps' must be at most the run's {total} steps. "
+                          f"Received: warmup_steps={cfg.warmup_steps}", field="warmup_steps")
+    return Plan(train, eval_, steps_per_epoch)
+
+
+def _source(exp, split):
+    try:
+        return exp.source(split)
+    except MindexpError:
+        raise
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # the user's code: say where it failed
+        raise MindexpError(f"{type(exp).__name__}.source({split!r}) raised "
+                           f"{type(exc).__name__}: {exc}") from None
+
+
+def train(exp, out="outputs", label=None, quiet=True, entry=None):
+    """Train ``exp`` in a new run directory under ``out`` and return its Run.
+
+    Raises ConfigError/DataError before anything is created, TrainingError
+    (after run.json says failed) when training itself fails.
+    """
+    plan = prepare(exp)
+    run_dir = create_run_dir(out, exp.experiment_name(), label)
+    return _train_in(exp, plan, run_dir, quiet, entry)
+
+
+def _train_in(exp, plan, run_dir, quiet, entry, resume=None):
+    from .run import Run
+    exp.run_dir = run_dir
+    meta = _initial_meta(exp, run_dir, entry)
+    write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
+    write_json(os.path.join(run_dir, "run.json"), meta)
+    session = _Session(exp, plan, run_dir, quiet)
+    session.execute(meta, resume)
+    write_json(os.path.join(run_dir, "run.json"), meta)
+    run = Run(run_dir)
+    if meta["status"] == "failed":
+        raise TrainingError(meta.get("error") or "training failed", run=run)
+    return run
+
+
+def _initial_meta(exp, run_dir, entry):
+    import numpy
+    cfg = exp.config
+    return {
+        "experiment": exp.experiment_name(),
+        "run_id": os.path.basename(run_dir),
+        "entry": entry or f"{type(exp).__module__}:{type(exp).__qualname__}",
+        "status": "running",
+        "started_at": now_iso(),
+        "ended_at": None,
+        "steps": 0,
+        "epochs": 0,
+        "final_loss": None,
+        "train_time_s": None,
+        "steps_per_s": None,
+        "device": cfg.device,
+        "mode": cfg.mode,
+        "workers": cfg.workers,
+        "pid": os.getpid(),
+        "host": platform.node(),
+        "versions": {"mindspore": _mindspore_version(), "numpy": numpy.__version__,
+                     "python": platform.python_version()},
+        "targets": dict(exp.targets() or {}),
+        "params": {},
+        "error": None,
+    }
+
+
+def _mindspore_version():
+    from importlib import metadata
+    try:
+        return metadata.version("mindspore")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class _Session:
+    """One training session: builds the MindSpore objects and runs them."""
+
+    def __init__(self, exp, plan, run_dir, quiet):
+        self.exp, self.plan, self.run_dir, self.quiet = exp, plan, run_dir, quiet
+        self.cfg = exp.config
+        from .signals import SignalStop
+        self.stopper = SignalStop()
+        self.loss_cb = None
+        self.net = None
+
+    def execute(self, meta, resume=None):
+        start = time.monotonic()
+        try:
+            with self.stopper.installed():
+                self._train(resume)
+        except KeyboardInterrupt:
+            meta.update(status="interrupted", error="interrupted (second Ctrl-C)")
+        except Exception as exc:  # the run failed: keep why, the caller raises
+            meta.update(status="failed", error=_describe(exc))
+            logger.debug("training failed", exc_info=True)
+        else:
+            meta["status"] = self._status(meta)
+        self._summarize(meta, time.monotonic() - start)
+
+    def _train(self, resume):
+        from callbacks import TrainStep
+
+        _set_context(self.cfg, self.run_dir)
+        self.net = _amp(self.exp.network(), self.cfg.amp_level)
+        loss_net = self.exp.loss_network(self.net)
+        lr = self.exp.learning_rate(self.plan.steps_per_epoch)
+        opt = self.exp.optimizer(self.net.trainable_params(), lr)
+        cell = TrainStep(loss_net, opt, clip_grad_norm=self.cfg.clip_grad_norm,
+                         sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation)
+        initial_epoch = resume.load(cell) if resume else 0
+        model, metrics = self._model(cell)
+        train_ds = self.exp.dataset("train", self.plan.train, start_epoch=initial_epoch)
+        cbs = self._callbacks(metrics, resume)
+        self.t_train = time.monotonic()
+        if self.plan.eval is not None and metrics:
+            eval_ds = self.exp.dataset("eval", self.plan.eval)
+            model.fit(self.cfg.epochs, train_ds, eval_ds, valid_frequency=self.cfg.eval_every,
+                      callbacks=cbs, dataset_sink_mode=self.cfg.sink, initial_epoch=initial_epoch)
+        else:
+            model.train(self.cfg.epochs, train_ds, callbacks=cbs,
+                        dataset_sink_mode=self.cfg.sink, initial_epoch=initial_epoch)
+        self.t_train = time.monotonic() - self.t_train
+
+    def _model(self, cell):
+        from mindspore import nn
+        from mindspore.train import Model
+        from .metrics import build_metrics
+        metrics = build_metrics(self.exp.metrics()) if self.plan.eval is not None else {}
+        if not metrics:
+            return Model(cell), {}
+        eval_net = nn.WithEvalCell(self.net, self.exp.loss_fn())
+        return Model(cell, eval_network=eval_net, metrics=metrics, eval_indexes=[0, 1, 2]), metrics
+
+    def _callbacks(self, metrics, resume):
+        from callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker
+        from callbacks.eval_monitor import EvalMonitor
+        cfg, d = self.cfg, self.run_dir
+        self.loss_cb = LossMonitor(d, every=cfg.log_every,
+                                   time_offset=resume.time_offset if resume else 0.0)
+        cbs = [self.stopper, self.loss_cb]
+        if cfg.track_params:
+            cbs.append(ParameterTracker(d, names=list(cfg.track_names) or None,
+                                        every=cfg.log_every, max_values=cfg.max_param_values))
+        cbs.append(GradNormMonitor(d, every=cfg.log_every))
+        if metrics:
+            cbs.append(EvalMonitor(d, list(metrics)))
+        if not self.quiet and sys.stdout.isatty():
+            from .progress import Progress
+            cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
+        cbs.extend(self.exp.callbacks() or [])
+        cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,
+                              keep_last=cfg.keep_checkpoints,
+                              min_interval_s=cfg.checkpoint_interval_s))
+        return cbs
+
+    def _status(self, meta):
+        if self.stopper.signum is not None:
+            return "interrupted"
+        if self.loss_cb is not None and self.loss_cb.stop_reason:
+            meta["error"] = f"diverged: {self.loss_cb.stop_reason}"
+            return "diverged"
+        return "completed"
+
+    def _summarize(self, meta, elapsed):
+        loss_cb = self.loss_cb
+        steps = loss_cb.last_step if loss_cb else 0
+        train_time = getattr(self, "t_train", None)
+        train_time = train_time if isinstance(train_time, float) and train_time < elapsed else elapsed
+        meta.update(ended_at=now_iso(), steps=steps,
+                    epochs=-(-steps // self.plan.steps_per_epoch) if steps else 0,
+                    final_loss=loss_cb.last_loss if loss_cb else None,
+                    train_time_s=round(train_time, 4),
+                    steps_per_s=round(steps / train_time, 2) if steps and train_time else None,
+                    params=_scalar_params(self.net))
+
+
+def _set_context(cfg, run_dir):
+    import mindspore as ms
+    mode = ms.GRAPH_MODE if cfg.mode == "graph" else ms.PYNATIVE_MODE
+    ms.set_context(mode=mode)
+    set_device(cfg.device)
+    if cfg.graph_kernel:
+        _enable_graph_kernel(cfg.device)
+    ms.set_seed(cfg.seed)
+    import numpy as np
+    np.random.seed(cfg.seed)
+
+
+def set_device(device):
+    """Select the backend, with a clear error when it is not installed."""
+    import mindspore as ms
+    try:
+        ms.set_device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(f"config field 'device': MindSpore cannot use {device} here "
+                          f"({str(exc).splitlines()[0]}); accepted: CPU, or GPU/Ascend with the "
+                          f"matching mindspore package. Received: device={device!r}",
+                          field="device") from None
+
+
+def _enable_graph_kernel(device):
+    import mindspore as ms
+    if device == "CPU":
+        logger.warning("graph_kernel: MindSpore's graph-kernel fusion is not supported on CPU; "
+                       "training without it")
+        return
+    ms.set_context(enable_graph_kernel=True)
+
+
+def _amp(net, level):
+    if level == "O0":
+        return net
+    from mindspore import amp
+    return amp.auto_mixed_precision(net, level)
+
+
+def _scalar_params(net):
+    if net is None:
+        return {}
+    out = {}
+    for p in net.trainable_params():
+        if p.size == 1:
+            out[p.name] = float(p.asnumpy().reshape(-1)[0])
+    return out
+
+
+def _describe(exc):
+    text = str(exc).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip() and not set(ln.strip()) <= set("-=")]
+    head = lines[0] if lines else ""
+    return f"{type(exc).__name__}: {head}"[:2000]

@@ -1,0 +1,49 @@
+"""Stop training cleanly on SIGINT/SIGTERM."""
+import logging
+import signal
+import threading
+
+from mindspore.train import Callback
+
+logger = logging.getLogger(__name__)
+
+
+class SignalStop(Callback):
+    """Turns SIGINT/SIGTERM into a clean stop at the next step end.
+
+    The first signal requests a stop, so the step finishes, the final
+    checkpoint matches the logs and the status becomes ``interrupted``; a
+    second signal raises KeyboardInterrupt at once.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.signum = None
+        self._saved = {}
+
+    def handler(self, signum, frame):
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+        logger.warning("signal %s: stopping after this step", signum)
+
+    def on_train_step_end(self, run_context):
+        if self.signum is not None:
+            run_context.request_stop()
+
+    def installed(self):
+        """Context manager installing the handlers (main thread only)."""
+        return self
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._saved[sig] = signal.signal(sig, self.handler)
+        return self
+
+    def __exit__(self, *exc):
+        # Model also calls __exit__ on every callback when training ends.
+        for sig, old in self._saved.items():
+            signal.signal(sig, old)
+        self._saved = {}
+        return False
