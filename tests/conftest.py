@@ -2,8 +2,6 @@
 import os
 import subprocess
 import sys
-from types import SimpleNamespace
-
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,40 +26,30 @@ def cli(tmp_path):
     return run
 
 
-class FakeRunContext:
-    """A RunContext stand-in over plain attributes, for unit-testing callbacks
-    without a network: ``original_args()`` returns the params object."""
+class CbParams(dict):
+    """The attribute-style dict MindSpore passes as ``original_args()``."""
 
-    def __init__(self, **params):
-        self.params = _CbParams(**params)
-        self.stop_requested = False
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
 
-    def original_args(self):
-        return self.params
-
-    def request_stop(self):
-        self.stop_requested = True
-
-    def get_stop_requested(self):
-        return self.stop_requested
-
-
-class _CbParams(SimpleNamespace):
-    def get(self, key, default=None):
-        return getattr(self, key, default)
-
-    def __contains__(self, key):
-        return hasattr(self, key)
+    def __setattr__(self, key, value):
+        self[key] = value
 
 
 @pytest.fixture
 def run_context():
-    """Factory: ``run_context(batch_num=10, ...)`` -> FakeRunContext."""
+    """Factory: ``run_context(batch_num=10, ...)`` -> a real
+    ``mindspore.train.RunContext`` over hand-built params."""
+    from mindspore.train import RunContext
+
     def make(**params):
         params.setdefault("batch_num", 10)
         params.setdefault("cur_epoch_num", 1)
         params.setdefault("cur_step_num", 0)
-        return FakeRunContext(**params)
+        return RunContext(CbParams(params))
     return make
 
 
