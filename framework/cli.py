@@ -47,6 +47,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("mindexp: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `mindexp list | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 def _one_line(exc):
@@ -55,10 +58,12 @@ def _one_line(exc):
 
 def cmd_list(args):
     from .catalog import shipped
+    from .config import choices
     for info in shipped():
-        print(f"{info.name:<12} {info.doc}")
+        print(f"{info.name}: {info.doc}")
         for name, type_, default in info.fields:
-            print(f"    {name:<22} {type_:<28} {default}")
+            options = f"  ({', '.join(choices(name))})" if choices(name) else ""
+            print(f"    {name:<22} {type_:<16} = {default}{options}")
         print()
     return EXIT_OK
 

@@ -242,7 +242,23 @@ def to_dict(config):
 
 
 def field_defaults(config_cls):
-    """``[(name, type name, default)]`` for listing."""
+    """``[(name, short type, default)]`` for listing."""
     hints = typing.get_type_hints(config_cls)
-    return [(f.name, _type_name(hints[f.name]), f.default if f.default is not dataclasses.MISSING
+    return [(f.name, short_type(hints[f.name]), f.default if f.default is not dataclasses.MISSING
              else f.default_factory()) for f in fields(config_cls)]
+
+
+def short_type(hint):
+    """``int``, ``float | None``, ``tuple[str, ...]``: as a user would write it."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:
+        return " | ".join(short_type(a) for a in args).replace("NoneType", "None")
+    if origin in (tuple, list):
+        inner = ", ".join("..." if a is Ellipsis else short_type(a) for a in args)
+        return f"{origin.__name__}[{inner}]"
+    return getattr(hint, "__name__", str(hint))
+
+
+def choices(name):
+    """The accepted values of a common field with a fixed set, else ()."""
+    return _CHOICES.get(name, ())

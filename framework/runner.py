@@ -189,7 +189,7 @@ class _Session:
         cfg, d = self.cfg, self.run_dir
         self.loss_cb = LossMonitor(d, every=cfg.log_every,
                                    time_offset=resume.time_offset if resume else 0.0)
-        cbs = [self.stopper, self.loss_cb]
+        cbs = [self.loss_cb]
         if cfg.track_params:
             cbs.append(ParameterTracker(d, names=list(cfg.track_names) or None,
                                         every=cfg.log_every, max_values=cfg.max_param_values))
@@ -203,6 +203,8 @@ class _Session:
         cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,
                               keep_last=cfg.keep_checkpoints,
                               min_interval_s=cfg.checkpoint_interval_s))
+        # Last, so a signal that arrives during any callback of step s stops at s.
+        cbs.append(self.stopper)
         return cbs
 
     def _status(self, meta):
@@ -241,6 +243,8 @@ def _set_context(cfg, run_dir):
 def set_device(device):
     """Select the backend, with a clear error when it is not installed."""
     import mindspore as ms
+    if ms.get_context("device_target") == device:
+        return  # already selected; MindSpore refuses a second set once it has run
     try:
         ms.set_device(device)
     except (RuntimeError, ValueError) as exc:

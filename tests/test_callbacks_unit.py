@@ -1,0 +1,178 @@
+"""Callbacks driven by a real mindspore RunContext over hand-built params
+(no network, no training): step numbering, NaN stop, naming, retention."""
+import csv
+import os
+
+import numpy as np
+import pytest
+from mindspore import Parameter, Tensor, nn
+
+from callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker, list_checkpoints
+
+
+def rows_of(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def drive(callback, ctx, epochs, steps, outputs=lambda step: (Tensor(np.float32(1.0 / step)),),
+          initial_epoch=0):
+    """Run a callback's hooks the way Model.train does (cur_step_num restarts
+    at 1 when initial_epoch > 0, cur_epoch_num is absolute)."""
+    p = ctx.original_args()
+    p.batch_num = steps
+    p.cur_step_num = 0
+    callback.on_train_begin(ctx)
+    for epoch in range(initial_epoch, epochs):
+        p.cur_epoch_num = epoch + 1
+        callback.on_train_epoch_begin(ctx)
+        for _ in range(steps):
+            p.cur_step_num += 1
+            p.net_outputs = outputs(p.cur_step_num)
+            callback.on_train_step_end(ctx)
+            if ctx.get_stop_requested():
+                break
+        callback.on_train_epoch_end(ctx)
+        if ctx.get_stop_requested():
+            break
+    callback.on_train_end(ctx)
+
+
+class TwoParams(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.w = Parameter(Tensor(np.ones((1, 1), np.float32)), name="w")
+        self.v = Parameter(Tensor(np.arange(4, dtype=np.float32)), name="v")
+        self.big = Parameter(Tensor(np.arange(1000, dtype=np.float32)), name="big")
+
+    def construct(self, x):
+        return x
+
+
+@pytest.fixture
+def network():
+    return TwoParams()
+
+
+def test_loss_monitor_writes_every_nth_and_each_epochs_last_step(tmp_path, run_context):
+    cb = LossMonitor(tmp_path, every=3)
+    drive(cb, run_context(train_network=None), epochs=2, steps=4)
+    steps = [int(r["step"]) for r in rows_of(tmp_path / "loss.csv")]
+    assert steps == [3, 4, 6, 8]  # 4 and 8 end an epoch
+
+
+def test_loss_monitor_numbers_steps_globally_after_initial_epoch(tmp_path, run_context):
+    drive(LossMonitor(tmp_path), run_context(train_network=None), epochs=2, steps=5)
+    drive(LossMonitor(tmp_path), run_context(train_network=None), epochs=4, steps=5,
+          initial_epoch=2)
+    rows = rows_of(tmp_path / "loss.csv")
+    assert [int(r["step"]) for r in rows] == list(range(1, 21))
+    assert [int(r["epoch"]) for r in rows[::5]] == [1, 2, 3, 4]
+
+
+def test_loss_monitor_takes_the_first_item_of_tuple_outputs(tmp_path, run_context):
+    out = lambda step: (Tensor(np.float32(0.5)), Tensor(np.float32(9.0)))
+    drive(LossMonitor(tmp_path), run_context(train_network=None), 1, 2, outputs=out)
+    assert [float(r["loss"]) for r in rows_of(tmp_path / "loss.csv")] == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_loss_monitor_stops_on_non_finite_loss_and_says_why(tmp_path, run_context, bad):
+    out = lambda step: (Tensor(np.float32(bad if step == 3 else 1.0)), Tensor(np.float32(1)))
+    cb, ctx = LossMonitor(tmp_path), run_context(train_network=None)
+    drive(cb, ctx, epochs=5, steps=4, outputs=out)
+    assert ctx.get_stop_requested()
+    assert cb.stop_reason == f"loss is {float(bad)} at step 3"
+    assert [r["step"] for r in rows_of(tmp_path / "loss.csv")] == ["1", "2", "3"]
+
+
+def test_loss_monitor_reads_the_optimizers_learning_rate(tmp_path, run_context, network):
+    opt = nn.SGD([network.w], learning_rate=[0.1, 0.2, 0.3])
+    drive(LossMonitor(tmp_path), run_context(train_network=None, optimizer=opt), 1, 3)
+    lrs = [float(r["lr"]) for r in rows_of(tmp_path / "loss.csv")]
+    assert lrs == pytest.approx([0.1, 0.2, 0.3])
+
+
+def test_parameter_tracker_names_1_4_and_1000_element_parameters(tmp_path, run_context, network):
+    opt = nn.SGD(network.trainable_params(), 0.1)
+    drive(ParameterTracker(tmp_path), run_context(train_network=network, optimizer=opt), 1, 1)
+    values = {r["param"]: float(r["value"]) for r in rows_of(tmp_path / "params.csv")}
+    big = np.arange(1000, dtype=np.float64)
+    assert values == pytest.approx({
+        "w": 1.0, "v[0]": 0.0, "v[1]": 1.0, "v[2]": 2.0, "v[3]": 3.0,
+        "big:norm": np.linalg.norm(big), "big:mean": big.mean(), "big:std": big.std(),
+        "big:min": 0.0, "big:max": 999.0})
+
+
+def test_parameter_tracker_selects_by_glob_and_rejects_unmatched(tmp_path, run_context, network):
+    opt = nn.SGD(network.trainable_params(), 0.1)
+    ctx = run_context(train_network=network, optimizer=opt)
+    drive(ParameterTracker(tmp_path, names=["v*"]), ctx, 1, 1)
+    assert {r["param"] for r in rows_of(tmp_path / "params.csv")} == {f"v[{i}]" for i in range(4)}
+    with pytest.raises(ValueError, match=r"no parameter matches \['nope\*'\]"):
+        ParameterTracker(tmp_path / "other", names=["nope*"]).on_train_begin(ctx)
+
+
+def test_parameter_tracker_ignores_optimizer_state(tmp_path, run_context, network):
+    opt = nn.Adam([network.w], 0.1)  # moments are Parameters too
+    drive(ParameterTracker(tmp_path), run_context(train_network=network, optimizer=opt), 1, 1)
+    assert {r["param"] for r in rows_of(tmp_path / "params.csv")} == {"w"}
+
+
+def test_grad_norm_monitor_without_trainstep_says_how_to_fix(tmp_path, run_context, network):
+    with pytest.raises(TypeError, match=r"wrap it as callbacks.TrainStep"):
+        GradNormMonitor(tmp_path).on_train_begin(run_context(train_network=network))
+
+
+def test_checkpoint_monitor_without_mode_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match=r"needs `mode`.*Received: mode=None"):
+        Checkpoint(tmp_path, monitor="accuracy")
+
+
+@pytest.mark.parametrize("kwargs", [{"every_epochs": -1}, {"keep_last": 1.5}, {"mode": "up"}])
+def test_checkpoint_bad_arguments_are_named(tmp_path, kwargs):
+    name = next(iter(kwargs))
+    with pytest.raises(ValueError, match=f"Received: {name}="):
+        Checkpoint(tmp_path, **kwargs)
+
+
+def test_checkpoint_retention_keeps_last_n_and_ignores_temp_files(tmp_path, run_context, network):
+    ckpt_dir = tmp_path / "checkpoints"
+    ckpt_dir.mkdir()
+    (ckpt_dir / ".tmp-123-epoch0001-step0000001.ckpt").write_bytes(b"half")  # a crash leftover
+    (ckpt_dir / "mine.ckpt").write_bytes(b"user file")  # not ours: never deleted
+    cb = Checkpoint(tmp_path, every_epochs=1, keep_last=2)
+    drive(cb, run_context(train_network=network), epochs=5, steps=2)
+    assert [s for s, _, _ in list_checkpoints(tmp_path)] == [8, 10]
+    assert (ckpt_dir / "mine.ckpt").exists() and (ckpt_dir / ".tmp-123-epoch0001-step0000001.ckpt").exists()
+    assert not [f for f in os.listdir(ckpt_dir) if f.startswith(".tmp-") and "123" not in f]
+    index = rows_of(tmp_path / "checkpoints.csv")
+    assert [int(r["step"]) for r in index] == [2, 4, 6, 8, 10]
+    assert {r["kind"] for r in index} == {"last"}
+
+
+def test_checkpoint_retention_is_rebuilt_from_disk_after_a_restart(tmp_path, run_context, network):
+    drive(Checkpoint(tmp_path, keep_last=2), run_context(train_network=network), epochs=3, steps=2)
+    drive(Checkpoint(tmp_path, keep_last=2), run_context(train_network=network), epochs=6, steps=2,
+          initial_epoch=3)
+    assert [s for s, _, _ in list_checkpoints(tmp_path)] == [10, 12]
+
+
+def test_checkpoint_keeps_the_best_by_monitor(tmp_path, run_context, network):
+    losses = {1: 0.5, 2: 0.1, 3: 0.9, 4: 0.3}  # per epoch (one step each)
+    out = lambda step: (Tensor(np.float32(losses[step])),)
+    cb = Checkpoint(tmp_path, every_epochs=None, monitor="loss", mode="min", keep_best=1)
+    drive(cb, run_context(train_network=network), epochs=4, steps=1, outputs=out)
+    best = list_checkpoints(tmp_path, "best")
+    assert [s for s, _, _ in best] == [2]
+    assert [s for s, _, _ in list_checkpoints(tmp_path, "last")] == [4]  # the final save
+
+
+def test_checkpoint_files_carry_step_and_epoch(tmp_path, run_context, network):
+    import mindspore as ms
+    drive(Checkpoint(tmp_path), run_context(train_network=network), epochs=2, steps=3)
+    step, epoch, path = list_checkpoints(tmp_path)[-1]
+    saved = ms.load_checkpoint(path)
+    assert (step, epoch) == (6, 2)
+    assert int(saved["step"]) == 6 and int(saved["epoch"]) == 2
+    assert os.path.basename(path) == "epoch0002-step0000006.ckpt"

@@ -1,0 +1,118 @@
+"""CsvLog: header once, header check, buffering, crash safety, truncation, reader."""
+import csv
+
+import pytest
+
+from callbacks import CsvLog, read_csv
+
+
+def rows_of(path):
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_header_written_once_across_appends(tmp_path):
+    path = tmp_path / "loss.csv"
+    with CsvLog(path, ["step", "loss"]) as log:
+        log.write((1, 0.5))
+    with CsvLog(path, ["step", "loss"]) as log:
+        log.write((2, 0.25))
+    assert rows_of(path) == [["step", "loss"], ["1", "0.5"], ["2", "0.25"]]
+
+
+def test_header_written_when_file_exists_but_empty(tmp_path):
+    path = tmp_path / "loss.csv"
+    path.write_text("")
+    with CsvLog(path, ["step", "loss"]) as log:
+        log.write((1, 0.5))
+    assert rows_of(path)[0] == ["step", "loss"]
+
+
+def test_header_mismatch_is_a_clear_error(tmp_path):
+    path = tmp_path / "loss.csv"
+    path.write_text("step,epoch\n1,1\n")
+    with pytest.raises(ValueError, match=r"has columns \['step', 'epoch'\], expected \['step', 'loss'\]"):
+        CsvLog(path, ["step", "loss"]).open()
+    assert path.read_text() == "step,epoch\n1,1\n"  # untouched
+
+
+def test_rows_are_buffered_until_flush_rows(tmp_path):
+    path = tmp_path / "x.csv"
+    log = CsvLog(path, ["step"], flush_rows=3, flush_seconds=3600).open()
+    log.write((1,))
+    log.write((2,))
+    assert len(rows_of(path)) == 1  # header only
+    log.write((3,))
+    assert len(rows_of(path)) == 4
+    log.close()
+
+
+def test_flush_seconds_bounds_buffer_age(tmp_path):
+    path = tmp_path / "x.csv"
+    log = CsvLog(path, ["step"], flush_rows=10_000, flush_seconds=0.0).open()
+    log.write((1,))
+    assert rows_of(path)[-1] == ["1"]
+    log.close()
+
+
+def test_exit_flushes_when_the_block_raises(tmp_path):
+    path = tmp_path / "x.csv"
+    with pytest.raises(RuntimeError):
+        with CsvLog(path, ["step"], flush_rows=10_000, flush_seconds=3600) as log:
+            log.write((1,))
+            log.write((2,))
+            raise RuntimeError("training blew up")
+    assert rows_of(path) == [["step"], ["1"], ["2"]]
+
+
+def test_half_row_left_by_a_killed_writer_is_cut_on_open(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("step,loss\n1,0.5\n2,0.2")  # no newline: the writer died mid-row
+    with CsvLog(path, ["step", "loss"]) as log:
+        log.write((2, 0.25))
+    assert rows_of(path) == [["step", "loss"], ["1", "0.5"], ["2", "0.25"]]
+
+
+def test_truncate_after_drops_later_steps(tmp_path):
+    path = tmp_path / "x.csv"
+    with CsvLog(path, ["step", "v"]) as log:
+        for step in range(1, 11):
+            log.write((step, step * 10))
+    dropped = CsvLog(path, ["step", "v"]).truncate_after(6)
+    assert dropped == 4
+    assert [r[0] for r in rows_of(path)] == ["step", "1", "2", "3", "4", "5", "6"]
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_truncate_then_append_keeps_each_step_once(tmp_path):
+    path = tmp_path / "x.csv"
+    log = CsvLog(path, ["step", "v"]).open()
+    for step in range(1, 6):
+        log.write((step, 0))
+    log.truncate_after(3)
+    for step in range(4, 6):
+        log.write((step, 1))
+    log.close()
+    assert [r[0] for r in rows_of(path)[1:]] == ["1", "2", "3", "4", "5"]
+
+
+def test_dict_rows_follow_the_column_order(tmp_path):
+    path = tmp_path / "x.csv"
+    with CsvLog(path, ["step", "loss", "lr"]) as log:
+        log.write({"loss": 0.5, "step": 1})
+    assert rows_of(path)[1] == ["1", "0.5", ""]
+
+
+def test_read_csv_returns_dataframe_and_empty_for_missing(tmp_path):
+    with CsvLog(tmp_path / "loss.csv", ["step", "loss"]) as log:
+        log.write((1, 0.5))
+    frame = read_csv(tmp_path, "loss.csv")
+    assert list(frame.columns) == ["step", "loss"] and frame["loss"].tolist() == [0.5]
+    assert read_csv(tmp_path, "missing.csv").empty
+
+
+@pytest.mark.parametrize("kwargs, field", [({"fieldnames": []}, "fieldnames"),
+                                          ({"fieldnames": ["a"], "flush_rows": 0}, "flush_rows")])
+def test_bad_arguments_name_the_argument(tmp_path, kwargs, field):
+    with pytest.raises(ValueError, match=f"Received: {field}="):
+        CsvLog(tmp_path / "x.csv", **kwargs)
