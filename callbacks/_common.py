@@ -11,10 +11,13 @@ def global_step(cb_params):
     MindSpore keeps ``cur_epoch_num`` absolute but restarts
     ``cur_step_num`` when training starts at ``initial_epoch``; the step
     within the epoch is therefore recomputed from ``batch_num``.
+    A runner that resumes mid-epoch (a first ``Model.train`` over the rest
+    of that epoch) sets ``cb_params["step_offset"]`` to keep the count.
     """
     batch_num = int(cb_params.batch_num)
     in_epoch = (int(cb_params.cur_step_num) - 1) % batch_num + 1
-    return (int(cb_params.cur_epoch_num) - 1) * batch_num + in_epoch
+    offset = cb_params.get("step_offset", 0) if hasattr(cb_params, "get") else 0
+    return (int(cb_params.cur_epoch_num) - 1) * batch_num + in_epoch + int(offset or 0)
 
 
 def is_epoch_end(cb_params):

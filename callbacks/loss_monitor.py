@@ -50,7 +50,8 @@ class LossMonitor(Callback):
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         self._log = CsvLog(path, self.COLUMNS).open() if path else None
         self._lr = _LearningRate(optimizer_of(cb_params))
-        self._t0 = time.monotonic()
+        if self._t0 is None:  # a second Model.train on the same monitor keeps the clock
+            self._t0 = time.monotonic()
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()

@@ -25,6 +25,11 @@ def build_parser():
     _add_config_args(run)
     run.add_argument("--name", help="label that goes into the run id")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    resume = sub.add_parser("resume", help="continue a run from its latest checkpoint")
+    resume.add_argument("run_dir", help="outputs/<experiment>/<run_id>")
+    resume.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="change a config field, e.g. epochs=50 to train longer")
+    resume.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
@@ -84,11 +89,24 @@ def _build_experiment(spec, toml_path, sets):
     return exp
 
 
+def cmd_resume(args):
+    from .config import parse_assignments
+    from .resume import resume
+    overrides = parse_assignments(args.set)
+    return _report(lambda: resume(args.run_dir, overrides, quiet=args.quiet))
+
+
 def _train_and_report(exp, args):
-    from .runner import TrainingError, train
+    from .runner import train
     out = os.path.abspath(args.out)
+    return _report(lambda: train(exp, out=out, label=args.name, quiet=args.quiet,
+                                 entry=exp.entry))
+
+
+def _report(start):
+    from .runner import TrainingError
     try:
-        run = train(exp, out=out, label=args.name, quiet=args.quiet, entry=exp.entry)
+        run = start()
     except TrainingError as exc:
         print(f"mindexp: training failed: {_one_line(exc)}", file=sys.stderr)
         if exc.run is not None:
@@ -119,4 +137,4 @@ def _fmt(value):
     return "n/a" if value is None else f"{value:.6g}"
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run}
+COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume}

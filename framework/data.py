@@ -86,10 +86,12 @@ class BatchSource:
         start_epoch: 0-based epoch of the first call (resume).
         num_shards, shard_id: data-parallel sharding.
         drop_last: drop the incomplete last batch (keeps shapes static).
+        first_batch: start ``start_epoch`` at this batch and stop at its end
+            (the rest of an epoch, for a resume from a mid-epoch checkpoint).
     """
 
     def __init__(self, arrays, batch_size, shuffle=True, seed=0, start_epoch=0,
-                 num_shards=1, shard_id=0, drop_last=True):
+                 num_shards=1, shard_id=0, drop_last=True, first_batch=0):
         self.arrays = tuple(arrays)
         self.n = len(self.arrays[0])
         self.batch_size = int(batch_size)
@@ -102,6 +104,11 @@ class BatchSource:
         if self._local < 1:
             raise DataError(f"{self.n} samples make no batch of {self.batch_size} "
                             f"for each of {self.num_shards} worker(s)")
+        self.first_batch = int(first_batch)
+        if not 0 <= self.first_batch < self._local:
+            raise ValueError(f"first_batch must be in [0, {self._local}). "
+                             f"Received: first_batch={first_batch}")
+        self._local -= self.first_batch
         self._calls = 0
         self._epoch = None
         self._order = None
@@ -114,7 +121,7 @@ class BatchSource:
         self._calls += 1
         if epoch != self._epoch:
             self._epoch, self._order = epoch, self.order(epoch)
-        b = index * self.num_shards + self.shard_id
+        b = (index + self.first_batch) * self.num_shards + self.shard_id
         if self._order is None:
             return tuple(a[b * self.batch_size:(b + 1) * self.batch_size] for a in self.arrays)
         rows = self._order[b * self.batch_size:(b + 1) * self.batch_size]
@@ -128,12 +135,12 @@ class BatchSource:
 
 
 def make_dataset(arrays, columns, batch_size, shuffle, seed, start_epoch=0,
-                 num_shards=1, shard_id=0, drop_last=True):
+                 num_shards=1, shard_id=0, drop_last=True, first_batch=0):
     """A ``GeneratorDataset`` over a :class:`BatchSource` (one worker: in-memory
     data with more workers is up to 400x slower)."""
     import mindspore.dataset as ds
 
     source = BatchSource(arrays, batch_size, shuffle, seed, start_epoch,
-                         num_shards, shard_id, drop_last)
+                         num_shards, shard_id, drop_last, first_batch)
     return ds.GeneratorDataset(source, column_names=list(columns), shuffle=False,
                                num_parallel_workers=1, python_multiprocessing=False)

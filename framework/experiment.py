@@ -40,11 +40,14 @@ class Experiment:
         arrays or a random-access source; None when there is no such split."""
         raise NotImplementedError(f"{type(self).__name__} must implement source(split)")
 
-    def dataset(self, split, arrays, start_epoch=0, num_shards=1, shard_id=0):
+    def dataset(self, split, arrays, start_epoch=0, num_shards=1, shard_id=0, first_batch=0):
         """The ``GeneratorDataset`` of a split, batched by the framework.
 
-        Override to return your own ``GeneratorDataset`` (it must be new on
-        every call: MindSpore binds a dataset to one Model).
+        ``arrays`` are the split's columns; ``start_epoch`` (0-based) and
+        ``first_batch`` place a resumed run in the data order; ``num_shards``
+        and ``shard_id`` shard it for data parallelism. Override to return
+        your own ``GeneratorDataset`` (new on every call: MindSpore binds a
+        dataset to one Model); honour these arguments to keep resume exact.
         """
         from .data import make_dataset
         cfg = self.config
@@ -52,7 +55,7 @@ class Experiment:
         batch = cfg.batch_size * (cfg.grad_accumulation if train else 1)
         return make_dataset(arrays, self.columns, batch, shuffle=train, seed=cfg.seed,
                             start_epoch=start_epoch, num_shards=num_shards, shard_id=shard_id,
-                            drop_last=train)
+                            drop_last=train, first_batch=first_batch)
 
     # -- model -------------------------------------------------------------
     def network(self):

@@ -73,10 +73,16 @@ def train(exp, out="outputs", label=None, quiet=True, entry=None):
     return _train_in(exp, plan, run_dir, quiet, entry)
 
 
-def _train_in(exp, plan, run_dir, quiet, entry, resume=None):
+def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None):
     from .run import Run
     exp.run_dir = run_dir
     meta = _initial_meta(exp, run_dir, entry)
+    if previous is not None:
+        meta.update(started_at=previous.get("started_at", meta["started_at"]),
+                    resumes=previous.get("resumes", []) + [
+                        {"at": now_iso(), "step": resume.step, "checkpoint":
+                         os.path.relpath(resume.path, run_dir),
+                         "previous_status": previous.get("status")}])
     write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
     write_json(os.path.join(run_dir, "run.json"), meta)
     session = _Session(exp, plan, run_dir, quiet)
@@ -159,19 +165,36 @@ class _Session:
         opt = self.exp.optimizer(self.net.trainable_params(), lr)
         cell = TrainStep(loss_net, opt, clip_grad_norm=self.cfg.clip_grad_norm,
                          sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation)
-        initial_epoch = resume.load(cell) if resume else 0
+        initial_epoch, first_batch = 0, 0
+        if resume:
+            resume.load(cell)
+            initial_epoch, first_batch = resume.position(self.plan.steps_per_epoch)
         model, metrics = self._model(cell)
-        train_ds = self.exp.dataset("train", self.plan.train, start_epoch=initial_epoch)
         cbs = self._callbacks(metrics, resume)
         self.t_train = time.monotonic()
+        if first_batch:  # finish the interrupted epoch first, in the original order
+            offset = initial_epoch * self.plan.steps_per_epoch + first_batch - initial_epoch * (
+                self.plan.steps_per_epoch - first_batch)
+            self._fit(model, metrics, initial_epoch + 1, initial_epoch, [_StepOffset(offset)] + cbs,
+                      first_batch)
+            initial_epoch += 1
+        if initial_epoch < self.cfg.epochs and not self._stopped():
+            self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
+        self.t_train = time.monotonic() - self.t_train
+
+    def _fit(self, model, metrics, epochs, initial_epoch, cbs, first_batch=0):
+        train_ds = self.exp.dataset("train", self.plan.train, start_epoch=initial_epoch,
+                                    first_batch=first_batch)
         if self.plan.eval is not None and metrics:
             eval_ds = self.exp.dataset("eval", self.plan.eval)
-            model.fit(self.cfg.epochs, train_ds, eval_ds, valid_frequency=self.cfg.eval_every,
+            model.fit(epochs, train_ds, eval_ds, valid_frequency=self.cfg.eval_every,
                       callbacks=cbs, dataset_sink_mode=self.cfg.sink, initial_epoch=initial_epoch)
         else:
-            model.train(self.cfg.epochs, train_ds, callbacks=cbs,
-                        dataset_sink_mode=self.cfg.sink, initial_epoch=initial_epoch)
-        self.t_train = time.monotonic() - self.t_train
+            model.train(epochs, train_ds, callbacks=cbs, dataset_sink_mode=self.cfg.sink,
+                        initial_epoch=initial_epoch)
+
+    def _stopped(self):
+        return self.stopper.signum is not None or bool(self.loss_cb and self.loss_cb.stop_reason)
 
     def _model(self, cell):
         from mindspore import nn
@@ -226,6 +249,16 @@ class _Session:
                     train_time_s=round(train_time, 4),
                     steps_per_s=round(steps / train_time, 2) if steps and train_time else None,
                     params=_scalar_params(self.net))
+
+
+def _StepOffset(offset):
+    """A callback that makes the callbacks' global step continue mid-epoch."""
+    from mindspore.train import Callback
+
+    class StepOffset(Callback):
+        def on_train_begin(self, run_context):
+            run_context.original_args().step_offset = offset
+    return StepOffset()
 
 
 def _set_context(cfg, run_dir):

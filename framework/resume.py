@@ -1,0 +1,148 @@
+"""Resume a run exactly from its latest good checkpoint."""
+import logging
+import os
+
+from .errors import MindexpError, RunDirError
+from .rundir import read_json
+
+logger = logging.getLogger(__name__)
+
+# Logs whose rows carry a global step; each is cut back to the checkpoint.
+STEP_LOGS = ("loss.csv", "params.csv", "grad_norm.csv", "grad_norm_params.csv", "eval.csv",
+             "checkpoints.csv")
+
+
+class Resume:
+    """Where a resumed run starts: the checkpoint, its step and epoch."""
+
+    def __init__(self, path, params, step, epoch, time_offset=0.0):
+        self.path, self.params = path, params
+        self.step, self.epoch = step, epoch
+        self.time_offset = time_offset
+
+    def load(self, cell):
+        """Load weights and optimizer state into the train cell."""
+        import mindspore as ms
+        state = {k: v for k, v in self.params.items() if k not in ("step", "epoch")}
+        not_loaded, _ = ms.load_param_into_net(cell, state, strict_load=True)
+        if not_loaded:
+            raise MindexpError(f"checkpoint {self.path} does not match the network: "
+                               f"missing {not_loaded[:5]}")
+
+    def position(self, steps_per_epoch):
+        """``(initial_epoch, first_batch)`` for Model.train: the 0-based epoch
+        to start in and the batches of it already done."""
+        done_in_epoch = self.step - (self.epoch - 1) * steps_per_epoch
+        if done_in_epoch >= steps_per_epoch:
+            return self.epoch, 0
+        return self.epoch - 1, done_in_epoch
+
+
+def prepare_resume(run_dir, overrides=None):
+    """Check a run can resume; returns ``(experiment, entry, meta, Resume)``.
+
+    Changes nothing on disk. Raises MindexpError (one line) for a completed
+    run, a run without a usable checkpoint, or a path that is not a run.
+    """
+    from .catalog import load_experiment
+    run_dir = _check_run_dir(run_dir)
+    meta = read_json(os.path.join(run_dir, "run.json"))
+    config = read_json(os.path.join(run_dir, "config.json"))
+    cls = load_experiment(meta["entry"])
+    exp = cls({**config, **(overrides or {})})
+    resume = _latest_good_checkpoint(run_dir)
+    _check_not_done(meta, exp, resume, run_dir)
+    resume.time_offset = _last_time(run_dir, resume.step)
+    return exp, meta["entry"], meta, resume
+
+
+def _check_run_dir(run_dir):
+    run_dir = os.path.abspath(os.fspath(run_dir))
+    if not os.path.isfile(os.path.join(run_dir, "run.json")):
+        raise RunDirError(f"cannot resume {run_dir}: not a run directory (no run.json)")
+    return run_dir
+
+
+def _check_not_done(meta, exp, resume, run_dir):
+    if meta.get("status") == "running" and _alive(meta.get("pid")) and \
+            meta.get("host") == _host():
+        raise MindexpError(f"cannot resume {run_dir}: it is still running (pid {meta['pid']})")
+    if meta.get("status") == "completed" and resume.epoch >= exp.config.epochs:
+        raise MindexpError(f"cannot resume {run_dir}: it is completed ({resume.epoch} of "
+                           f"{exp.config.epochs} epochs); to train longer pass "
+                           f"--set epochs=N with N > {resume.epoch}")
+
+
+def _latest_good_checkpoint(run_dir):
+    """The newest checkpoint that loads; a corrupt newer one is skipped with a warning."""
+    import mindspore as ms
+    from callbacks import list_checkpoints
+    found = sorted(list_checkpoints(run_dir, "all"), key=lambda c: (c[0], "best-" not in c[2]))
+    corrupt = []
+    for step, epoch, path in reversed(found):
+        try:
+            params = ms.load_checkpoint(path)
+        except Exception as exc:  # MindSpore raises several types for a bad file
+            corrupt.append((path, str(exc).strip().splitlines()[0] if str(exc).strip() else ""))
+            continue
+        for bad, why in corrupt:
+            logger.warning("skipping corrupt checkpoint %s (%s)", bad, why)
+        return Resume(path, params, step, epoch)
+    what = "no checkpoint" if not found else f"no readable checkpoint ({len(corrupt)} corrupt)"
+    raise MindexpError(f"cannot resume {run_dir}: it has {what} in checkpoints/")
+
+
+def truncate_logs(run_dir, step):
+    """Cut every step log back to ``step`` so the resumed run writes each step once."""
+    from callbacks import CsvLog
+    for name in STEP_LOGS:
+        path = os.path.join(run_dir, name)
+        if os.path.exists(path) and os.path.getsize(path):
+            header = _header(path)
+            if "step" in header:
+                CsvLog(path, header).truncate_after(step)
+
+
+def _last_time(run_dir, step):
+    import csv
+    path = os.path.join(run_dir, "loss.csv")
+    last = 0.0
+    if os.path.exists(path):
+        with open(path, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                if row.get("step", "").isdigit() and int(row["step"]) <= step and row.get("time_s"):
+                    last = float(row["time_s"])
+    return last
+
+
+def _header(path):
+    import csv
+    with open(path, newline="", encoding="utf-8") as f:
+        return next(csv.reader(f), [])
+
+
+def _alive(pid):
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _host():
+    import platform
+    return platform.node()
+
+
+def resume(run_dir, overrides=None, quiet=True):
+    """Continue a run in its own directory; returns its :class:`Run`."""
+    from .runner import prepare, _train_in
+    exp, entry, meta, point = prepare_resume(run_dir, overrides)
+    plan = prepare(exp, workers=exp.config.workers)
+    run_dir = os.path.abspath(os.fspath(run_dir))
+    truncate_logs(run_dir, point.step)
+    return _train_in(exp, plan, run_dir, quiet, entry, resume=point, previous=meta)
+
+
