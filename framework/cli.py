@@ -24,13 +24,28 @@ def build_parser():
     run.add_argument("experiment", help="a shipped name (see `mindexp list`) or path/file.py:Class")
     _add_config_args(run)
     run.add_argument("--name", help="label that goes into the run id")
+    run.add_argument("--workers", type=_positive_int, metavar="N",
+                     help="data-parallel workers launched with msrun (config field `workers`)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     resume = sub.add_parser("resume", help="continue a run from its latest checkpoint")
     resume.add_argument("run_dir", help="outputs/<experiment>/<run_id>")
     resume.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change a config field, e.g. epochs=50 to train longer")
     resume.add_argument("--quiet", action="store_true", help="no progress bar")
+    worker = sub.add_parser("_worker")  # what msrun runs in each worker (internal)
+    worker.add_argument("run_dir")
+    worker.add_argument("--resume", action="store_true")
     return parser
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1. Received: {text!r}")
+    return value
 
 
 def _add_config_args(p):
@@ -74,8 +89,15 @@ def cmd_list(args):
 
 
 def cmd_run(args):
-    exp = _build_experiment(args.experiment, args.config, args.set)
+    sets = list(args.set) + ([f"workers={args.workers}"] if args.workers else [])
+    exp = _build_experiment(args.experiment, args.config, sets)
     return _train_and_report(exp, args)
+
+
+def cmd_worker(args):
+    from .runner import run_worker
+    run_worker(os.path.abspath(args.run_dir), resume=args.resume)
+    return EXIT_OK
 
 
 def _build_experiment(spec, toml_path, sets):
@@ -107,6 +129,8 @@ def _report(start):
     from .runner import TrainingError
     try:
         run = start()
+        if run is None:  # a rank other than 0 under the user's own msrun: nothing to show
+            return EXIT_OK
     except TrainingError as exc:
         print(f"mindexp: training failed: {_one_line(exc)}", file=sys.stderr)
         if exc.run is not None:
@@ -137,4 +161,4 @@ def _fmt(value):
     return "n/a" if value is None else f"{value:.6g}"
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume}
+COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": cmd_worker}

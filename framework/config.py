@@ -48,6 +48,7 @@ class Config:
     keep_checkpoints: int = 3
     eval_every: int = 1
     workers: int = 1
+    log_all_ranks: bool = False
 
 
 # field -> (check, what is accepted); checked after type coercion

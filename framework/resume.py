@@ -138,11 +138,28 @@ def _host():
 
 def resume(run_dir, overrides=None, quiet=True):
     """Continue a run in its own directory; returns its :class:`Run`."""
-    from .runner import prepare, _train_in
+    from .rundir import write_json
+    from .runner import _train_in, launch_workers, prepare
     exp, entry, meta, point = prepare_resume(run_dir, overrides)
     plan = prepare(exp, workers=exp.config.workers)
     run_dir = os.path.abspath(os.fspath(run_dir))
     truncate_logs(run_dir, point.step)
+    if overrides:
+        write_json(os.path.join(run_dir, "config.json"), _config_dict(exp))
+    if exp.config.workers > 1:
+        return launch_workers(exp, run_dir, entry, resume=True, previous=meta)
     return _train_in(exp, plan, run_dir, quiet, entry, resume=point, previous=meta)
+
+
+def load_resume_point(run_dir):
+    """The resume point, for an msrun worker (the launcher already checked the run)."""
+    point = _latest_good_checkpoint(run_dir)
+    point.time_offset = _last_time(run_dir, point.step)
+    return point
+
+
+def _config_dict(exp):
+    from .config import to_dict
+    return to_dict(exp.config)
 
 

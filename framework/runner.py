@@ -68,25 +68,89 @@ def train(exp, out="outputs", label=None, quiet=True, entry=None):
     Raises ConfigError/DataError before anything is created, TrainingError
     (after run.json says failed) when training itself fails.
     """
-    plan = prepare(exp)
+    from . import distributed
+    if distributed.under_msrun():  # started by the user's own msrun command
+        return _train_as_worker_of_own_msrun(exp, out, label, entry)
+    workers = exp.config.workers
+    plan = prepare(exp, workers=workers)
     run_dir = create_run_dir(out, exp.experiment_name(), label)
+    if workers > 1:
+        return launch_workers(exp, run_dir, entry)
     return _train_in(exp, plan, run_dir, quiet, entry)
 
 
-def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None):
+def launch_workers(exp, run_dir, entry, resume=False, previous=None):
+    """Train with ``config.workers`` msrun workers; the launcher keeps run.json true
+    when a worker dies (status failed with that worker's last log lines)."""
+    from . import distributed
+    from .run import Run
+    from .rundir import read_json
+    meta = previous or _initial_meta(exp, run_dir, entry)
+    if not resume:
+        write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
+    meta.update(status="running", workers=exp.config.workers)
+    write_json(os.path.join(run_dir, "run.json"), meta)
+    code = distributed.launch(run_dir, exp.config.workers, resume=resume)
+    meta = read_json(os.path.join(run_dir, "run.json"))
+    if code != 0 and meta.get("status") in ("running", "completed"):
+        log, tail = distributed.worker_failure(run_dir)
+        meta.update(status="failed", ended_at=now_iso(),
+                    error=f"msrun exited with status {code}; last lines of msrun/{log}:\n{tail}")
+        write_json(os.path.join(run_dir, "run.json"), meta)
+    if meta["status"] == "failed":
+        raise TrainingError(meta["error"].splitlines()[0], run=Run(run_dir))
+    return Run(run_dir)
+
+
+def run_worker(run_dir, resume=False):
+    """One msrun worker of a launched run: join the cluster and train; rank 0 writes."""
+    from . import distributed
+    from .catalog import load_experiment
+    from .rundir import read_json
+    rank, size = distributed.init_data_parallel()
+    meta = read_json(os.path.join(run_dir, "run.json"))
+    exp = load_experiment(meta["entry"])(read_json(os.path.join(run_dir, "config.json")))
+    plan = prepare(exp, workers=size)
+    point = None
+    if resume:
+        from .resume import load_resume_point
+        point = load_resume_point(run_dir)
+    return _train_in(exp, plan, run_dir, True, meta["entry"], resume=point,
+                     previous=meta if resume else None, shard=(size, rank))
+
+
+def _train_as_worker_of_own_msrun(exp, out, label, entry):
+    from . import distributed
+    rank, size = distributed.init_data_parallel()
+    plan = prepare(exp, workers=size)
+    if rank == 0:
+        run_dir = create_run_dir(out, exp.experiment_name(), label)
+    else:  # other ranks write nothing; this path is never created
+        run_dir = os.path.join(os.fspath(out), exp.experiment_name(), f".rank{rank}")
+    return _train_in(exp, plan, run_dir, True, entry, shard=(size, rank))
+
+
+def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shard=(1, 0)):
     from .run import Run
     exp.run_dir = run_dir
+    writer = shard[1] == 0  # rank 0 alone writes the run directory
     meta = _initial_meta(exp, run_dir, entry)
+    meta["workers"] = shard[0]
     if previous is not None:
         meta.update(started_at=previous.get("started_at", meta["started_at"]),
                     resumes=previous.get("resumes", []) + [
                         {"at": now_iso(), "step": resume.step, "checkpoint":
                          os.path.relpath(resume.path, run_dir),
                          "previous_status": previous.get("status")}])
-    write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
-    write_json(os.path.join(run_dir, "run.json"), meta)
-    session = _Session(exp, plan, run_dir, quiet)
+    if writer:
+        write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
+        write_json(os.path.join(run_dir, "run.json"), meta)
+    session = _Session(exp, plan, run_dir, quiet, shard)
     session.execute(meta, resume)
+    if not writer:
+        if meta["status"] == "failed":
+            raise TrainingError(meta.get("error") or "training failed")
+        return None
     write_json(os.path.join(run_dir, "run.json"), meta)
     run = Run(run_dir)
     if meta["status"] == "failed":
@@ -133,8 +197,9 @@ def _mindspore_version():
 class _Session:
     """One training session: builds the MindSpore objects and runs them."""
 
-    def __init__(self, exp, plan, run_dir, quiet):
+    def __init__(self, exp, plan, run_dir, quiet, shard=(1, 0)):
         self.exp, self.plan, self.run_dir, self.quiet = exp, plan, run_dir, quiet
+        self.num_shards, self.shard_id = shard
         self.cfg = exp.config
         from .signals import SignalStop
         self.stopper = SignalStop()
@@ -184,6 +249,7 @@ class _Session:
 
     def _fit(self, model, metrics, epochs, initial_epoch, cbs, first_batch=0):
         train_ds = self.exp.dataset("train", self.plan.train, start_epoch=initial_epoch,
+                                    num_shards=self.num_shards, shard_id=self.shard_id,
                                     first_batch=first_batch)
         if self.plan.eval is not None and metrics:
             eval_ds = self.exp.dataset("eval", self.plan.eval)
@@ -210,13 +276,14 @@ class _Session:
         from callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker
         from callbacks.eval_monitor import EvalMonitor
         cfg, d = self.cfg, self.run_dir
-        self.loss_cb = LossMonitor(d, every=cfg.log_every,
+        ranks = cfg.log_all_ranks
+        self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
                                    time_offset=resume.time_offset if resume else 0.0)
         cbs = [self.loss_cb]
         if cfg.track_params:
-            cbs.append(ParameterTracker(d, names=list(cfg.track_names) or None,
+            cbs.append(ParameterTracker(d, names=list(cfg.track_names) or None, all_ranks=ranks,
                                         every=cfg.log_every, max_values=cfg.max_param_values))
-        cbs.append(GradNormMonitor(d, every=cfg.log_every))
+        cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks))
         if metrics:
             cbs.append(EvalMonitor(d, list(metrics)))
         if not self.quiet and sys.stdout.isatty():

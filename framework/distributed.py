@@ -1,0 +1,126 @@
+"""Data parallel through MindSpore's own launcher, msrun.
+
+``mindexp run NAME --workers N`` creates the run directory, then starts
+``msrun`` with N local workers on loopback; each worker runs
+``mindexp _worker RUN_DIR``. A process that msrun started itself (the
+multi-node case, or a user's own msrun command) is detected from msrun's
+environment and joins the cluster instead of launching another one.
+"""
+import glob
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+logger = logging.getLogger(__name__)
+
+ENTRY_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_msrun_entry.py")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def under_msrun():
+    """True in a process that msrun started as a worker."""
+    return os.environ.get("MS_ROLE") == "MS_WORKER" and "MS_WORKER_NUM" in os.environ
+
+
+def env_rank():
+    """This worker's rank from msrun's environment (0 outside msrun)."""
+    return int(os.environ.get("RANK_ID", os.environ.get("MS_NODE_ID", "0")) or 0) \
+        if under_msrun() else 0
+
+
+def init_data_parallel():
+    """Join msrun's cluster in DATA_PARALLEL with mean gradients; returns (rank, size)."""
+    import mindspore as ms
+    from mindspore.communication import get_group_size, get_rank, init
+    init()
+    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
+                                 gradients_mean=True)
+    return get_rank(), get_group_size()
+
+
+def free_port():
+    """A TCP port free on loopback right now (msrun's scheduler binds it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(run_dir, workers, resume=False, timeout_s=300):
+    """Run msrun with ``workers`` local workers on ``run_dir``; returns its exit code.
+
+    msrun's own output and the workers' logs go to ``run_dir/msrun/``.
+    """
+    log_dir = os.path.join(run_dir, "msrun")
+    os.makedirs(log_dir, exist_ok=True)
+    cmd = [_msrun(), f"--worker_num={workers}", f"--local_worker_num={workers}",
+           "--master_addr=127.0.0.1", f"--master_port={free_port()}", "--join=True",
+           f"--log_dir={log_dir}", f"--cluster_time_out={int(timeout_s)}",
+           ENTRY_SCRIPT, "_worker", run_dir] + (["--resume"] if resume else [])
+    with open(os.path.join(log_dir, "msrun.log"), "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_worker_env(),
+                                start_new_session=True)
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            _stop(proc)
+            raise
+
+
+def _stop(proc):
+    import signal
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)  # workers stop cleanly at the next step
+        proc.wait(timeout=60)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _msrun():
+    found = os.path.join(os.path.dirname(sys.executable), "msrun")
+    return found if os.path.exists(found) else (shutil.which("msrun") or "msrun")
+
+
+def _worker_env():
+    env = dict(os.environ)
+    # msrun starts workers with the `python` on PATH: make it this interpreter.
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("GLOG_v", "3")
+    return env
+
+
+def worker_failure(run_dir, lines=12):
+    """``(log name, text)``: the error lines msrun and the workers logged, the
+    log of a worker with a traceback first, else msrun's and the scheduler's
+    ``[ERROR]`` lines (a worker killed outright leaves no trace of its own)."""
+    log_dir = os.path.join(run_dir, "msrun")
+    for path in sorted(glob.glob(os.path.join(log_dir, "worker_*.log"))):
+        tail = _tail(path, lines)
+        if "Traceback" in tail or "Error" in tail:
+            return os.path.basename(path), tail
+    errors = []
+    for name in ("msrun.log", "scheduler.log"):
+        errors += _error_lines(os.path.join(log_dir, name))
+    return "msrun.log and scheduler.log", "\n".join(errors[-lines:])
+
+
+def _error_lines(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            found = [ln.strip() for ln in f if ln.startswith("[ERROR]")]
+    except OSError:
+        return []
+    # "[ERROR] ME(pid,...):time [file:line] message" -> "message"
+    return [ln.split("] ", 2)[-1] if ln.count("] ") >= 2 else ln for ln in found]
+
+
+def _tail(path, lines):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            kept = [ln.rstrip() for ln in f if ln.strip() and "[INFO]" not in ln]
+    except OSError:
+        return ""
+    return "\n".join(kept[-lines:])
