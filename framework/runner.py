@@ -7,7 +7,7 @@ import time
 
 from . import config as _config
 from .data import as_arrays
-from .errors import ConfigError, MindexpError
+from .errors import ConfigError, DataError, MindexpError
 from .rundir import create_run_dir, now_iso, write_json
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,45 @@ def prepare(exp, workers=1):
     if cfg.warmup_steps > total:
         raise ConfigError(f"config field 'warmup_steps' must be at most the run's {total} steps. "
                           f"Received: warmup_steps={cfg.warmup_steps}", field="warmup_steps")
+    check_output_shape(exp, train)
     return Plan(train, eval_, steps_per_epoch)
+
+
+# Losses that compare output and label element by element (and would
+# silently broadcast (b, 1) against (b,) into a (b, b) loss).
+_ELEMENTWISE = ("mse", "mae", "l1", "huber", "bce")
+
+
+def check_output_shape(exp, train):
+    """Run the network on one batch (PyNative, before anything is created) and
+    reject an output that cannot match the labels, naming both shapes."""
+    from .experiment import Experiment
+    if type(exp).loss_network is not Experiment.loss_network or len(train) != 2:
+        return  # a custom loss cell decides what matches
+    out_shape, labels = _forward_shape(exp, train[0][:exp.config.batch_size]), train[1]
+    if out_shape is None:
+        return  # the network fails on its own: training reports it as a failed run
+    label_shape = (min(len(labels), exp.config.batch_size),) + labels.shape[1:]
+    if exp.config.loss in _ELEMENTWISE:
+        ok = tuple(out_shape) == label_shape
+    else:  # sparse cross-entropy: (b, classes) logits for (b,) labels
+        ok = len(out_shape) == 2 and out_shape[0] == label_shape[0] and len(label_shape) == 1
+    if not ok:
+        raise DataError(f"the network's output shape {tuple(out_shape)} does not match the labels' "
+                        f"shape {label_shape} (column {exp.columns[1]!r}, loss {exp.config.loss!r}); "
+                        "make the network return one value per label")
+
+
+def _forward_shape(exp, batch):
+    import mindspore as ms
+    mode = ms.get_context("mode")
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    try:
+        return exp.network()(ms.Tensor(batch)).shape
+    except Exception:  # the user's network: a failure here is the run's to report
+        return None
+    finally:
+        ms.set_context(mode=mode)
 
 
 def _source(exp, split):
