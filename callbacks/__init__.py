@@ -8,7 +8,8 @@ from .csv_log import CsvLog, read_csv
 from .grad_norm_monitor import GradNormMonitor
 from .loss_monitor import LossMonitor
 from .parameter_tracker import ParameterTracker
+from .timer import Timer
 from .train_step import TrainStep
 
 __all__ = ["Checkpoint", "CsvLog", "GradNormMonitor", "LossMonitor", "ParameterTracker",
-           "TrainStep", "latest_checkpoint", "list_checkpoints", "read_csv"]
+           "Timer", "TrainStep", "latest_checkpoint", "list_checkpoints", "read_csv"]

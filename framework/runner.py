@@ -176,6 +176,7 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
     meta["workers"] = shard[0]
     if previous is not None:
         meta.update(started_at=previous.get("started_at", meta["started_at"]),
+                    train_time_s=previous.get("train_time_s"),
                     resumes=previous.get("resumes", []) + [
                         {"at": now_iso(), "step": resume.step, "checkpoint":
                          os.path.relpath(resume.path, run_dir),
@@ -274,7 +275,6 @@ class _Session:
             initial_epoch, first_batch = resume.position(self.plan.steps_per_epoch)
         model, metrics = self._model(cell)
         cbs = self._callbacks(metrics, resume)
-        self.t_train = time.monotonic()
         if first_batch:  # finish the interrupted epoch first, in the original order
             offset = initial_epoch * self.plan.steps_per_epoch + first_batch - initial_epoch * (
                 self.plan.steps_per_epoch - first_batch)
@@ -283,7 +283,6 @@ class _Session:
             initial_epoch += 1
         if initial_epoch < self.cfg.epochs and not self._stopped():
             self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
-        self.t_train = time.monotonic() - self.t_train
 
     def _fit(self, model, metrics, epochs, initial_epoch, cbs, first_batch=0):
         train_ds = self.exp.dataset("train", self.plan.train, start_epoch=initial_epoch,
@@ -317,7 +316,9 @@ class _Session:
         ranks = cfg.log_all_ranks
         self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
                                    time_offset=resume.time_offset if resume else 0.0)
-        cbs = [self.loss_cb]
+        from callbacks import Timer
+        self.timer = Timer()
+        cbs = [self.timer, self.loss_cb]
         if cfg.track_params:
             cbs.append(ParameterTracker(d, names=list(cfg.track_names) or None, all_ranks=ranks,
                                         every=cfg.log_every, max_values=cfg.max_param_values))
@@ -344,15 +345,15 @@ class _Session:
         return "completed"
 
     def _summarize(self, meta, elapsed):
-        loss_cb = self.loss_cb
+        loss_cb, timer = self.loss_cb, getattr(self, "timer", None)
         steps = loss_cb.last_step if loss_cb else 0
-        train_time = getattr(self, "t_train", None)
-        train_time = train_time if isinstance(train_time, float) and train_time < elapsed else elapsed
+        train_time = timer.train_time_s if timer and timer.train_time_s else elapsed
+        rate = timer.steps_per_s if timer else None
         meta.update(ended_at=now_iso(), steps=steps,
                     epochs=-(-steps // self.plan.steps_per_epoch) if steps else 0,
                     final_loss=loss_cb.last_loss if loss_cb else None,
-                    train_time_s=round(train_time, 4),
-                    steps_per_s=round(steps / train_time, 2) if steps and train_time else None,
+                    train_time_s=round((meta.get("train_time_s") or 0) + train_time, 4),
+                    steps_per_s=round(rate, 2) if rate else None,
                     params=_scalar_params(self.net))
 
 

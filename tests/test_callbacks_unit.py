@@ -176,3 +176,17 @@ def test_checkpoint_files_carry_step_and_epoch(tmp_path, run_context, network):
     assert (step, epoch) == (6, 2)
     assert int(saved["step"]) == 6 and int(saved["epoch"]) == 2
     assert os.path.basename(path) == "epoch0002-step0000006.ckpt"
+
+
+def test_timer_leaves_the_first_step_out_of_steps_per_s(run_context, monkeypatch):
+    from callbacks import Timer
+    import callbacks.timer as timer_module
+    clock = iter([0.0, 5.0, 5.5, 6.0, 6.5, 7.0])  # begin, 4 step ends (first = compile), end
+    monkeypatch.setattr(timer_module.time, "monotonic", lambda: next(clock))
+    timer, ctx = Timer(), run_context()
+    timer.on_train_begin(ctx)
+    for _ in range(4):
+        timer.on_train_step_end(ctx)
+    timer.on_train_end(ctx)
+    assert timer.steps == 4 and timer.steps_per_s == pytest.approx(3 / 1.5)
+    assert timer.train_time_s == pytest.approx(7.0)

@@ -1,0 +1,57 @@
+"""Timer: training throughput with the first step (graph compile) left out."""
+import time
+
+from mindspore.train import Callback
+
+__all__ = ["Timer"]
+
+
+class Timer(Callback):
+    """Measures ``steps_per_s`` from the end of the first step to the end of
+    the last, so the one-off graph compile does not count; ``train_time_s``
+    is the whole wall time from ``on_train_begin``. Writes nothing.
+    Accumulates over several ``Model.train`` calls on the same instance.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.train_time_s = 0.0
+        self.steps = 0
+        self._timed_steps = 0
+        self._timed_s = 0.0
+        self._begin = None
+        self._first_end = None
+        self._last_end = None
+
+    def on_train_begin(self, run_context):
+        self._begin = time.monotonic()
+        self._first_end = self._last_end = None
+
+    def on_train_step_end(self, run_context):
+        now = time.monotonic()
+        self.steps += 1
+        if self._first_end is None:
+            self._first_end = now
+        else:
+            self._timed_steps += 1
+        self._last_end = now
+
+    def on_train_end(self, run_context):
+        self._close_phase()
+
+    def __exit__(self, *exc):
+        self._close_phase()
+        return False
+
+    def _close_phase(self):
+        if self._begin is None:
+            return
+        self.train_time_s += time.monotonic() - self._begin
+        if self._first_end is not None:
+            self._timed_s += self._last_end - self._first_end
+        self._begin = None
+
+    @property
+    def steps_per_s(self):
+        """Steps per second after the first step; None before two steps."""
+        return self._timed_steps / self._timed_s if self._timed_s > 0 else None
