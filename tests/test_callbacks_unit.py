@@ -190,3 +190,18 @@ def test_timer_leaves_the_first_step_out_of_steps_per_s(run_context, monkeypatch
     timer.on_train_end(ctx)
     assert timer.steps == 4 and timer.steps_per_s == pytest.approx(3 / 1.5)
     assert timer.train_time_s == pytest.approx(7.0)
+
+
+def test_early_stopping_stops_after_patience_epochs_without_improvement(run_context):
+    from callbacks import EarlyStopping
+    losses = {1: 1.0, 2: 0.5, 3: 0.6, 4: 0.55, 5: 0.7, 6: 0.1}  # per epoch (one step each)
+    cb, ctx = EarlyStopping(patience=3), run_context(train_network=None)
+    drive(cb, ctx, epochs=6, steps=1, outputs=lambda step: (Tensor(np.float32(losses[step])),))
+    assert ctx.get_stop_requested() and cb.stopped_epoch == 5 and cb.best == 0.5
+    assert "did not improve on 0.5 for 3 epochs" in cb.stop_reason
+
+
+def test_early_stopping_on_an_eval_metric_needs_a_mode():
+    from callbacks import EarlyStopping
+    with pytest.raises(ValueError, match=r"needs `mode`.*Received: mode=None"):
+        EarlyStopping(monitor="accuracy")

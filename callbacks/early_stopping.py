@@ -1,0 +1,77 @@
+"""EarlyStopping: stop when a monitored value stops improving."""
+import math
+
+from mindspore.train import Callback
+
+from ._common import first_output, to_float
+
+__all__ = ["EarlyStopping"]
+
+MODES = ("min", "max")
+
+
+class EarlyStopping(Callback):
+    """Stop training after ``patience`` epochs without improvement.
+
+    Checked at each epoch's end. ``monitor="loss"`` watches the last
+    training loss of the epoch; any other name is read from the eval
+    results ``Model.fit`` provides (e.g. ``"accuracy"``). ``mode`` is
+    ``"min"`` or ``"max"``: required unless monitoring the loss (a wrong
+    default silently keeps the worst model).
+
+    Args:
+        monitor: ``"loss"`` or an eval metric name.
+        patience: epochs without improvement before stopping.
+        min_delta: smallest change that counts as an improvement.
+        mode: ``"min"`` or ``"max"``.
+    """
+
+    def __init__(self, monitor="loss", patience=5, min_delta=0.0, mode=None):
+        super().__init__()
+        if mode is None and monitor == "loss":
+            mode = "min"
+        if mode not in MODES:
+            raise ValueError(f"EarlyStopping(monitor={monitor!r}) needs `mode` set to one of {MODES}. "
+                             f"Received: mode={mode!r}")
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+            raise ValueError(f"`patience` must be an integer >= 1. Received: patience={patience!r}")
+        if not isinstance(min_delta, (int, float)) or min_delta < 0:
+            raise ValueError(f"`min_delta` must be a number >= 0. Received: min_delta={min_delta!r}")
+        self.monitor, self.patience, self.min_delta, self.mode = monitor, patience, float(min_delta), mode
+        self.best = None
+        self.wait = 0
+        self.stopped_epoch = None
+        self.stop_reason = None
+
+    def on_train_epoch_end(self, run_context):
+        cb_params = run_context.original_args()
+        value = self._value(cb_params)
+        if value is None or math.isnan(value):
+            return
+        if self.best is None or self._improved(value):
+            self.best, self.wait = value, 0
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
+            self.stopped_epoch = int(cb_params.cur_epoch_num)
+            self.stop_reason = (f"{self.monitor} did not improve on {self.best:.6g} for "
+                                f"{self.patience} epochs")
+            run_context.request_stop()
+
+    def state_dict(self):
+        """Resumable state (Lightning style)."""
+        return {"best": self.best, "wait": self.wait}
+
+    def load_state_dict(self, state):
+        self.best, self.wait = state.get("best"), int(state.get("wait", 0))
+
+    def _improved(self, value):
+        if self.mode == "min":
+            return value < self.best - self.min_delta
+        return value > self.best + self.min_delta
+
+    def _value(self, cb_params):
+        if self.monitor == "loss":
+            return to_float(first_output(cb_params.get("net_outputs")))
+        results = cb_params.get("eval_results") or cb_params.get("metrics") or {}
+        return to_float(results[self.monitor]) if self.monitor in results else None
