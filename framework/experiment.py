@@ -82,8 +82,13 @@ class Experiment:
         return build_learning_rate(self.config, steps_per_epoch)
 
     def metrics(self):
-        """Eval metrics: a dict of name -> ``nn.Metric`` or names (``"mae"``)."""
-        return {}
+        """Eval metrics: names (``["mae"]``) or a dict of column -> name or ``nn.Metric``.
+
+        Only asked when ``source("eval")`` gives data. Default: the
+        ``metrics`` config field, or ``["loss"]`` (the eval loss of
+        ``loss_fn()``) when it is empty; return ``[]`` to skip evaluation.
+        """
+        return list(self.config.metrics) or ["loss"]
 
     def callbacks(self):
         """Extra callbacks for this experiment (``self.run_dir`` is set)."""
