@@ -287,3 +287,28 @@ def test_same_seed_gives_identical_logs_in_graph_mode(tmp_path):
         # Compared as the CSV's text: byte-identical values, not merely close.
         pd.testing.assert_frame_equal(_values(runs[0], name), _values(runs[1], name))
     assert not _values(runs[0], "loss").equals(_values(other, "loss"))
+
+
+# -- invalid values and combinations, rejected at config time --------------------------
+@pytest.mark.parametrize("field, value", [
+    ("grad_accumulation", 0), ("lr_schedule", "linear"), ("mode", "eager"), ("device", "TPU"),
+    ("clip_grad_norm", -1.0), ("loss_scale", 0.0), ("warmup_steps", -1), ("lr_decay_rate", 1.5),
+    ("amp_level", "O4"), ("batch_size", 0), ("metrics", "mse,f1"),
+])
+def test_invalid_values_name_the_field(field, value):
+    with pytest.raises(ConfigError) as err:
+        Linear(**{field: value})
+    assert err.value.field == field
+    assert f"Received: {field}=" in str(err.value)
+
+
+def test_graph_kernel_is_ignored_with_a_warning_in_pynative(caplog, monkeypatch):
+    import mindspore as ms
+    from framework import runner
+    calls = []
+    monkeypatch.setattr(ms, "set_context", lambda **kw: calls.append(kw))
+    cfg = Linear(mode="pynative", graph_kernel=True, device="GPU").config
+    with caplog.at_level(logging.WARNING, logger="framework.runner"):
+        runner._enable_graph_kernel(cfg)
+    assert not calls
+    assert any("pynative" in r.getMessage() for r in caplog.records)
