@@ -252,8 +252,7 @@ def _set_context(cfg, run_dir):
     set_device(cfg.device)
     if cfg.graph_kernel:
         _enable_graph_kernel(cfg)
-    if cfg.mode == "pynative":
-        _absorb_first_op_error()
+    _absorb_first_op_error()
     ms.set_seed(cfg.seed)
     import numpy as np
     np.random.seed(cfg.seed)
@@ -299,11 +298,12 @@ def _enable_graph_kernel(cfg):
 
 
 def _absorb_first_op_error():
-    """Run one throwaway PyNative op.
+    """Run one throwaway eager Tensor operator.
 
     MindSpore wheels built against NumPy 1.x raise SystemError ("numpy.core.multiarray
-    failed to import") on the first PyNative Tensor operator under NumPy 2, once per
-    process; later ops work. Taking that hit here keeps it out of the user's network.
+    failed to import") on the first eager Tensor operator under NumPy 2, once per
+    process; later ones work. Taking that hit here keeps it out of the user's code
+    (a PyNative network, or Tensor arithmetic in ``network()``).
     """
     import numpy as np
     from mindspore import Tensor

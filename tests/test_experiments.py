@@ -99,3 +99,27 @@ def test_experiment_specific_config_is_checked():
     with pytest.raises(ConfigError) as err:
         MlpSine(hidden=-1)
     assert err.value.field == "hidden"
+
+
+TINY = {"linear": dict(samples=40, batch_size=10),
+        "mlp_sine": dict(samples=128, eval_samples=64, batch_size=16),
+        "spirals": dict(samples=128, eval_samples=64, batch_size=16),
+        "pinn_ode": dict(samples=64, eval_samples=32, batch_size=16)}
+SWITCHES = {"graph": dict(optimizer="momentum", lr=0.01, lr_schedule="cosine", warmup_steps=2,
+                          clip_grad_norm=1.0, grad_accumulation=2, amp_level="O2",
+                          loss_scale=8.0),
+            "pynative": dict(mode="pynative", optimizer="rmsprop", lr=0.001)}
+COMMON = dict(epochs=2, eval_every=1)
+
+
+@pytest.mark.parametrize("switches", list(SWITCHES))
+@pytest.mark.parametrize("name", SHIPPED)
+def test_switches_work_in_every_experiment(out, name, switches):
+    from framework.catalog import resolve_spec
+    cls, _ = resolve_spec(name)
+    run = cls(**COMMON, **TINY[name], **SWITCHES[switches]).run(out=out)
+    assert run.status == "completed", run.meta["error"]
+    assert np.isfinite(run.loss.loss).all() and np.isfinite(run.grad_norm.grad_norm).all()
+    assert run.meta["steps"] == len(run.loss) == 2 * len(run.loss[run.loss.epoch == 1])
+    if name != "linear":
+        assert list(run.eval.epoch) == [1, 2]
