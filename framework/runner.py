@@ -186,7 +186,8 @@ class _Session:
         if self.plan.eval is not None and metrics:
             eval_ds = self.exp.dataset("eval", self.plan.eval)
             model.fit(self.cfg.epochs, train_ds, eval_ds, valid_frequency=_eval_epochs(self.cfg),
-                      callbacks=cbs, dataset_sink_mode=self.cfg.sink, initial_epoch=initial_epoch)
+                      callbacks=cbs, dataset_sink_mode=self.cfg.sink, initial_epoch=initial_epoch,
+                      valid_dataset_sink_mode=self.cfg.sink)  # fit's default is sink mode
         else:
             model.train(self.cfg.epochs, train_ds, callbacks=cbs,
                         dataset_sink_mode=self.cfg.sink, initial_epoch=initial_epoch)
@@ -311,7 +312,7 @@ def _absorb_first_op_error():
     try:
         (one * one).asnumpy()
     except SystemError:
-        logger.debug("first PyNative op failed once (NumPy ABI); continuing", exc_info=True)
+        logger.debug("first eager op failed once (NumPy ABI); continuing", exc_info=True)
 
 
 def _amp(net, level):
