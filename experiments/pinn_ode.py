@@ -19,7 +19,7 @@ class InputGradient(nn.Cell):
     """
 
     def __init__(self, fn):
-        super().__init__()
+        super().__init__(auto_prefix=False)  # keep fn's parameter names (checkpoints)
         self.fn = fn
         self.grad = ops.GradOperation()
 
@@ -37,7 +37,9 @@ class PinnLoss(nn.Cell):
     """
 
     def __init__(self, net, boundary_weight=1.0):
-        super().__init__()
+        # No prefix: the parameters keep the network's own names ("body.0.weight"), as
+        # with nn.WithLossCell, so checkpoints load back into network().
+        super().__init__(auto_prefix=False)
         self.net = net
         self.second = InputGradient(InputGradient(net))
         self.boundary = Tensor(np.array([[0.0], [1.0]], np.float32))

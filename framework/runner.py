@@ -299,20 +299,25 @@ def _enable_graph_kernel(cfg):
 
 
 def _absorb_first_op_error():
-    """Run one throwaway eager Tensor operator.
+    """Run one throwaway eager Tensor operator, quietly.
 
-    MindSpore wheels built against NumPy 1.x raise SystemError ("numpy.core.multiarray
-    failed to import") on the first eager Tensor operator under NumPy 2, once per
-    process; later ones work. Taking that hit here keeps it out of the user's code
-    (a PyNative network, or Tensor arithmetic in ``network()``).
+    MindSpore wheels built against NumPy 1.x print a NumPy-ABI complaint and raise
+    SystemError ("numpy.core.multiarray failed to import") on the first eager Tensor
+    operator under NumPy 2, once per process; later ones work. Taking that hit here
+    keeps it out of the user's code (a PyNative network, Tensor arithmetic in
+    ``network()``) and off stderr.
     """
+    import contextlib
+    import io
     import numpy as np
     from mindspore import Tensor
     one = Tensor(np.ones(1, np.float32))
+    noise = io.StringIO()
     try:
-        (one * one).asnumpy()
+        with contextlib.redirect_stderr(noise):
+            (one * one).asnumpy()
     except SystemError:
-        logger.debug("first eager op failed once (NumPy ABI); continuing", exc_info=True)
+        logger.debug("first eager op failed once (NumPy ABI): %s", noise.getvalue())
 
 
 def _amp(net, level):
