@@ -67,7 +67,10 @@ class Experiment:
         """The cell returning the loss from one batch's columns.
 
         Default: ``nn.WithLossCell(net, self.loss_fn())`` for (data, label)
-        columns. Override for a custom loss (e.g. physics-informed).
+        columns. Override for a custom loss (e.g. physics-informed); build
+        its cells with ``super().__init__(auto_prefix=False)`` like
+        ``WithLossCell``, so the parameters keep the network's names and
+        checkpoints load back into ``network()``.
         """
         from mindspore import nn
         return nn.WithLossCell(net, self.loss_fn())
