@@ -172,7 +172,7 @@ class _Session:
         from callbacks import TrainStep
 
         _set_context(self.cfg, self.run_dir)
-        self.net = _amp(self.exp.network(), self.cfg.amp_level)
+        self.net = _amp(self.exp.network(), self.cfg.amp_level, self.run_dir)
         loss_net = self.exp.loss_network(self.net)
         lr = self.exp.learning_rate(self.plan.steps_per_epoch)
         opt = self.exp.optimizer(self.net.trainable_params(), lr)
@@ -320,11 +320,16 @@ def _absorb_first_op_error():
         logger.debug("first eager op failed once (NumPy ABI): %s", noise.getvalue())
 
 
-def _amp(net, level):
+def _amp(net, level, run_dir):
     if level == "O0":
         return net
+    import contextlib
     from mindspore import amp
-    return amp.auto_mixed_precision(net, level)
+    # O1 rewrites the network's Python source into ./rewritten_network/ (MindSpore uses
+    # the working directory, and graph mode reads the file back when compiling): keep
+    # that file in the run directory rather than wherever the user started mindexp.
+    with contextlib.chdir(run_dir):
+        return amp.auto_mixed_precision(net, level)
 
 
 def _scalar_params(net):

@@ -213,8 +213,17 @@ def test_other_amp_levels_train_in_float16(amp_runs, level):
     assert 1e-6 < diff < 1e-2
 
 
-def test_amp_output_loss_and_grad_norm_stay_float32(ms_graph):
+def test_o1_rewrite_files_stay_in_the_run_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = Linear(amp_level="O1", epochs=1).run(out=str(tmp_path / "out"))
+    assert run.status == "completed"
+    assert os.listdir(tmp_path) == ["out"]
+    assert os.listdir(os.path.join(run.dir, "rewritten_network"))
+
+
+def test_amp_output_loss_and_grad_norm_stay_float32(ms_graph, tmp_path, monkeypatch):
     from mindspore import Tensor, amp, nn
+    monkeypatch.chdir(tmp_path)  # O1 writes ./rewritten_network/
     from callbacks import TrainStep
     from experiments.linear import MinimalNet
     x = Tensor(np.linspace(0, 1, 8, dtype=np.float32)[:, None])
