@@ -1,4 +1,5 @@
 """TrainStep: a TrainOneStepCell that also returns the global gradient norm."""
+from mindspore import dtype as mstype
 from mindspore import nn, ops
 
 __all__ = ["TrainStep"]
@@ -8,7 +9,11 @@ class TrainStep(nn.TrainOneStepCell):
     """One optimizer update that returns ``(loss, grad_norm)``.
 
     ``grad_norm`` is the global L2 norm of all gradients after the
-    distributed reduction and before clipping. With ``clip_grad_norm`` the
+    distributed reduction and the loss-scale division, before clipping. A
+    ``sens`` other than 1 is a fixed loss scale: the loss gradient starts at
+    ``sens`` (so float16 backward passes do not underflow) and the gradients
+    are divided by it again before the norm, the clipping and the update;
+    the returned loss is always float32. With ``clip_grad_norm`` the
     gradients are scaled so their global norm is at most that value. With
     ``accumulation_steps=K`` every input batch is split into K equal
     micro-batches whose gradients are averaged before ONE update, so a step
@@ -20,7 +25,7 @@ class TrainStep(nn.TrainOneStepCell):
         network: a cell returning the loss, e.g. ``nn.WithLossCell(net, loss_fn)``.
         optimizer: a ``mindspore.nn.Optimizer``.
         clip_grad_norm: max global norm, or None for no clipping.
-        sens: scale of the loss gradient (a fixed loss scale).
+        sens: a fixed loss scale (gradients are unscaled before the update).
         accumulation_steps: micro-batches per update (the batch size must be
             divisible by it).
         per_param_norms: also return per-parameter gradient norms.
@@ -45,6 +50,8 @@ class TrainStep(nn.TrainOneStepCell):
         self.returns_param_grad_norms = self.per_param_norms
         self.param_names = [p.name for p in self.weights]
         self.hyper_map = ops.HyperMap()
+        # A Python constant: graph mode folds the unscaling away when it is 1.
+        self.inv_sens = 1.0 / float(sens)
 
     def construct(self, *inputs):
         if self.accumulation_steps == 1:
@@ -52,12 +59,14 @@ class TrainStep(nn.TrainOneStepCell):
         else:
             loss, grads = self._accumulated(*inputs)
         grads = self.grad_reducer(grads)
+        if self.inv_sens != 1.0:
+            grads = self.hyper_map(ops.partial(_scale, self.inv_sens), grads)
         norms = self.hyper_map(_square_sum, grads)
         grad_norm = ops.sqrt(ops.addn(norms))
         if self.clip is not None:
             scale = self.clip / ops.maximum(grad_norm, self.clip)
             grads = self.hyper_map(ops.partial(_scale, scale), grads)
-        loss = ops.depend(loss, self.optimizer(grads))
+        loss = ops.depend(ops.cast(loss, mstype.float32), self.optimizer(grads))
         if self.per_param_norms:
             return loss, grad_norm, self.hyper_map(ops.sqrt, norms)
         return loss, grad_norm

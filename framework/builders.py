@@ -41,8 +41,12 @@ def build_learning_rate(config, steps_per_epoch):
     """A float (constant) or a per-step list from MindSpore's dynamic-LR helpers.
 
     The list covers every optimizer update of the run, so the ``lr`` column
-    of loss.csv shows the value used at each step. Linear warmup scales the
-    first ``warmup_steps`` values.
+    of loss.csv shows the value used at each step. ``step``: ``lr`` times
+    ``lr_decay_rate`` every ``lr_decay_epochs`` epochs; ``exponential``: the
+    same decay spread over the epochs (``rate ** (epoch / lr_decay_epochs)``,
+    constant within an epoch); ``cosine``: per step from ``lr`` towards
+    ``lr / 1000``. Linear warmup multiplies step i < ``warmup_steps`` (from 0)
+    by ``(i + 1) / warmup_steps``.
     """
     from mindspore import nn
     total = steps_per_epoch * config.epochs
@@ -51,8 +55,8 @@ def build_learning_rate(config, steps_per_epoch):
     epochs_per_decay = config.lr_decay_epochs
     if config.lr_schedule == "constant":
         lrs = [config.lr] * total
-    elif config.lr_schedule == "cosine":
-        lrs = nn.cosine_decay_lr(config.lr * 1e-3, config.lr, total, steps_per_epoch, config.epochs)
+    elif config.lr_schedule == "cosine":  # per step, from lr down towards lr / 1000
+        lrs = nn.cosine_decay_lr(config.lr * 1e-3, config.lr, total, 1, total)
     elif config.lr_schedule == "exponential":
         lrs = nn.exponential_decay_lr(config.lr, config.lr_decay_rate, total, steps_per_epoch,
                                       epochs_per_decay)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import Optional, Tuple
 
 from .errors import ConfigError
+from .metrics import METRIC_NAMES
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad")
 LOSSES = ("mse", "mae", "l1", "huber", "cross_entropy", "bce")
@@ -47,6 +48,7 @@ class Config:
     checkpoint_interval_s: float = 10.0
     keep_checkpoints: int = 3
     eval_every: int = 1
+    metrics: Tuple[str, ...] = ()
     workers: int = 1
     log_all_ranks: bool = False
 
@@ -70,6 +72,9 @@ _RULES = {
     "checkpoint_interval_s": (lambda v: v >= 0, "a number >= 0"),
     "keep_checkpoints": (lambda v: v >= 1, "an integer >= 1"),
     "eval_every": (lambda v: v >= 1, "an integer >= 1"),
+    "metrics": (lambda v: set(v) <= set(METRIC_NAMES),
+                f"a comma-separated list of {', '.join(METRIC_NAMES)} (empty: the experiment's "
+                "choice, or loss)"),
     "workers": (lambda v: v >= 1, "an integer >= 1"),
     "seed": (lambda v: 0 <= v < 2 ** 32, "an integer in [0, 2**32)"),
 }

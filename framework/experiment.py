@@ -70,7 +70,10 @@ class Experiment:
         """The cell returning the loss from one batch's columns.
 
         Default: ``nn.WithLossCell(net, self.loss_fn())`` for (data, label)
-        columns. Override for a custom loss (e.g. physics-informed).
+        columns. Override for a custom loss (e.g. physics-informed); build
+        its cells with ``super().__init__(auto_prefix=False)`` like
+        ``WithLossCell``, so the parameters keep the network's names and
+        checkpoints load back into ``network()``.
         """
         from mindspore import nn
         return nn.WithLossCell(net, self.loss_fn())
@@ -85,8 +88,13 @@ class Experiment:
         return build_learning_rate(self.config, steps_per_epoch)
 
     def metrics(self):
-        """Eval metrics: a dict of name -> ``nn.Metric`` or names (``"mae"``)."""
-        return {}
+        """Eval metrics: names (``["mae"]``) or a dict of column -> name or ``nn.Metric``.
+
+        Only asked when ``source("eval")`` gives data. Default: the
+        ``metrics`` config field, or ``["loss"]`` (the eval loss of
+        ``loss_fn()``) when it is empty; return ``[]`` to skip evaluation.
+        """
+        return list(self.config.metrics) or ["loss"]
 
     def callbacks(self):
         """Extra callbacks for this experiment (``self.run_dir`` is set)."""

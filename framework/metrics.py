@@ -1,30 +1,27 @@
-"""Eval metrics by name (MindSpore's own nn.Metric classes)."""
+"""Eval metrics by name (MindSpore's own nn.Metric classes, plus max_error)."""
 from .errors import ConfigError
 
-METRIC_NAMES = ("mae", "mse", "rmse", "accuracy", "loss", "top5")
+METRIC_NAMES = ("mae", "mse", "rmse", "max_error", "accuracy", "top5", "loss")
 
 
 def build_metrics(spec):
     """``{"mae": "mae", "acc": Accuracy()}`` or ``["mae"]`` -> dict of Metric objects."""
-    from mindspore.train import MAE, MSE, Accuracy, Loss, RMSE, Top5CategoricalAccuracy
-    table = {"mae": MAE, "mse": MSE, "rmse": RMSE, "accuracy": Accuracy, "loss": Loss,
-             "top5": Top5CategoricalAccuracy}
+    from mindspore.train import MAE, MSE, Accuracy, Loss, Top5CategoricalAccuracy
+    from .extra_metrics import RMSE, MaxError
+    table = {"mae": MAE, "mse": MSE, "rmse": RMSE, "max_error": MaxError, "accuracy": Accuracy,
+             "top5": Top5CategoricalAccuracy, "loss": Loss}
+    check_metric_names(spec)
     items = spec.items() if isinstance(spec, dict) else ((n, n) for n in spec or ())
-    out = {}
-    for name, metric in items:
-        if isinstance(metric, str):
-            if metric not in table:
-                raise ConfigError(f"unknown metric {metric!r}; accepted: {', '.join(table)}. "
-                                  f"Received: {metric!r}", field="metrics")
-            metric = table[metric]()
-        out[name] = metric
-    return out
+    return {name: table[metric]() if isinstance(metric, str) else metric
+            for name, metric in items}
 
 
 def check_metric_names(spec):
     """Reject unknown metric names before anything runs (no mindspore import)."""
-    items = spec.values() if isinstance(spec, dict) else (spec or ())
+    items = list(spec.values() if isinstance(spec, dict) else (spec or ()))
     for metric in items:
         if isinstance(metric, str) and metric not in METRIC_NAMES:
-            raise ConfigError(f"unknown metric {metric!r}; accepted: {', '.join(METRIC_NAMES)}. "
-                              f"Received: {metric!r}", field="metrics")
+            shown = [m if isinstance(m, str) else type(m).__name__ for m in items]
+            raise ConfigError(f"config field 'metrics': unknown metric {metric!r}; accepted: "
+                              f"{', '.join(METRIC_NAMES)} (or nn.Metric objects). "
+                              f"Received: metrics={shown!r}", field="metrics")

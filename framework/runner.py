@@ -8,6 +8,7 @@ import time
 from . import config as _config
 from .data import as_arrays
 from .errors import ConfigError, DataError, MindexpError
+from .metrics import check_metric_names
 from .rundir import create_run_dir, now_iso, write_json
 
 logger = logging.getLogger(__name__)
@@ -30,8 +31,10 @@ class Plan:
 
 
 def prepare(exp, workers=1):
-    """Load and check the data and the data-dependent config limits."""
+    """Load and check the data, the data-dependent config limits, the eval
+    metrics and the device."""
     cfg = exp.config
+    check_device(cfg.device)
     train = as_arrays(_source(exp, "train"), exp.columns, "train")
     raw_eval = _source(exp, "eval")
     eval_ = as_arrays(raw_eval, exp.columns, "eval") if raw_eval is not None else None
@@ -48,6 +51,7 @@ def prepare(exp, workers=1):
         raise ConfigError(f"config field 'warmup_steps' must be at most the run's {total} steps. "
                           f"Received: warmup_steps={cfg.warmup_steps}", field="warmup_steps")
     check_output_shape(exp, train)
+    _check_eval(exp, eval_)
     return Plan(train, eval_, steps_per_epoch)
 
 
@@ -80,12 +84,28 @@ def _forward_shape(exp, batch):
     import mindspore as ms
     mode = ms.get_context("mode")
     ms.set_context(mode=ms.PYNATIVE_MODE)
+    _absorb_first_op_error()  # else the check would swallow MindSpore's one-off error
     try:
         return exp.network()(ms.Tensor(batch)).shape
     except Exception:  # the user's network: a failure here is the run's to report
         return None
     finally:
         ms.set_context(mode=mode)
+
+
+def _check_eval(exp, eval_):
+    """Metric names are known, and asked for only when there is an eval split."""
+    if eval_ is not None:
+        check_metric_names(exp.metrics())
+    elif exp.config.metrics:
+        raise ConfigError(f"config field 'metrics' needs an eval split, and "
+                          f"{exp.experiment_name()}.source('eval') gives none. "
+                          f"Received: metrics={','.join(exp.config.metrics)}", field="metrics")
+
+
+def _eval_epochs(cfg):
+    """Epochs that end with an evaluation: every ``eval_every``-th and the last."""
+    return [e for e in range(1, cfg.epochs + 1) if e % cfg.eval_every == 0 or e == cfg.epochs]
 
 
 def _source(exp, split):
@@ -263,7 +283,7 @@ class _Session:
         from callbacks import TrainStep
 
         _set_context(self.cfg, self.run_dir)
-        self.net = _amp(self.exp.network(), self.cfg.amp_level)
+        self.net = _amp(self.exp.network(), self.cfg.amp_level, self.run_dir)
         loss_net = self.exp.loss_network(self.net)
         lr = self.exp.learning_rate(self.plan.steps_per_epoch)
         opt = self.exp.optimizer(self.net.trainable_params(), lr)
@@ -290,8 +310,9 @@ class _Session:
                                     first_batch=first_batch)
         if self.plan.eval is not None and metrics:
             eval_ds = self.exp.dataset("eval", self.plan.eval)
-            model.fit(epochs, train_ds, eval_ds, valid_frequency=self.cfg.eval_every,
-                      callbacks=cbs, dataset_sink_mode=self.cfg.sink, initial_epoch=initial_epoch)
+            model.fit(epochs, train_ds, eval_ds, valid_frequency=_eval_epochs(self.cfg),
+                      callbacks=cbs, dataset_sink_mode=self.cfg.sink, initial_epoch=initial_epoch,
+                      valid_dataset_sink_mode=self.cfg.sink)  # fit's default is sink mode
         else:
             model.train(epochs, train_ds, callbacks=cbs, dataset_sink_mode=self.cfg.sink,
                         initial_epoch=initial_epoch)
@@ -373,10 +394,24 @@ def _set_context(cfg, run_dir):
     ms.set_context(mode=mode)
     set_device(cfg.device)
     if cfg.graph_kernel:
-        _enable_graph_kernel(cfg.device)
+        _enable_graph_kernel(cfg)
+    _absorb_first_op_error()
     ms.set_seed(cfg.seed)
     import numpy as np
     np.random.seed(cfg.seed)
+
+
+def check_device(device):
+    """ConfigError, before any run directory exists, when MindSpore has no
+    ``device`` backend here (``ms.set_device`` would only fail later)."""
+    if device == "CPU":
+        return
+    import mindspore as ms
+    if not ms.hal.is_available(device):
+        raise ConfigError(f"config field 'device': this MindSpore installation cannot use "
+                          f"{device} (mindspore.hal.is_available({device!r}) is False); accepted: "
+                          f"CPU, or GPU/Ascend with the matching mindspore package and drivers. "
+                          f"Received: device={device!r}", field="device")
 
 
 def set_device(device):
@@ -393,20 +428,52 @@ def set_device(device):
                           field="device") from None
 
 
-def _enable_graph_kernel(device):
+def _enable_graph_kernel(cfg):
     import mindspore as ms
-    if device == "CPU":
+    if cfg.device == "CPU":
+        # MindSpore accepts the switch on CPU but then fails compiling fused kernels (no AKG).
         logger.warning("graph_kernel: MindSpore's graph-kernel fusion is not supported on CPU; "
                        "training without it")
+        return
+    if cfg.mode == "pynative":
+        logger.warning("graph_kernel: kernel fusion applies to graph mode only; "
+                       "ignored with mode=pynative")
         return
     ms.set_context(enable_graph_kernel=True)
 
 
-def _amp(net, level):
+def _absorb_first_op_error():
+    """Run one throwaway eager Tensor operator, quietly.
+
+    MindSpore wheels built against NumPy 1.x print a NumPy-ABI complaint and raise
+    SystemError ("numpy.core.multiarray failed to import") on the first eager Tensor
+    operator under NumPy 2, once per process; later ones work. Taking that hit here
+    keeps it out of the user's code (a PyNative network, Tensor arithmetic in
+    ``network()``) and off stderr.
+    """
+    import contextlib
+    import io
+    import numpy as np
+    from mindspore import Tensor
+    one = Tensor(np.ones(1, np.float32))
+    noise = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(noise):
+            (one * one).asnumpy()
+    except SystemError:
+        logger.debug("first eager op failed once (NumPy ABI): %s", noise.getvalue())
+
+
+def _amp(net, level, run_dir):
     if level == "O0":
         return net
+    import contextlib
     from mindspore import amp
-    return amp.auto_mixed_precision(net, level)
+    # O1 rewrites the network's Python source into ./rewritten_network/ (MindSpore uses
+    # the working directory, and graph mode reads the file back when compiling): keep
+    # that file in the run directory rather than wherever the user started mindexp.
+    with contextlib.chdir(run_dir):
+        return amp.auto_mixed_precision(net, level)
 
 
 def _scalar_params(net):
