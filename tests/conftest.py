@@ -58,5 +58,6 @@ def ms_graph():
     """MindSpore in graph mode on CPU (imported once per session)."""
     import mindspore as ms
     ms.set_context(mode=ms.GRAPH_MODE)
-    ms.set_device("CPU")
+    if ms.get_context("device_target") != "CPU":  # refused once the runtime has started
+        ms.set_device("CPU")
     return ms

@@ -25,7 +25,7 @@ def _final(run, metric):
 def test_list_shows_every_experiment_without_importing_mindspore(cli):
     result = cli("list")
     assert result.returncode == 0
-    heads = [line.split()[0] for line in result.stdout.splitlines() if line and line[0] != " "]
+    heads = [line.split(":")[0] for line in result.stdout.splitlines() if line and line[0] != " "]
     assert heads == list(SHIPPED)
     assert "hidden" in result.stdout and "boundary_weight" in result.stdout
     probe = ("import sys; from framework.catalog import shipped; shipped(); "
