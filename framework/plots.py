@@ -127,6 +127,7 @@ def final_loss_bar(runs, ax=None):
         ax.annotate(f" {note}" + ("" if status == "completed" else f" ({status})"),
                     (values[y], y), va="center", fontsize=8)
     _log_if_wide(ax, [v for v in values if v > 0], axis="x")
+    ax.margins(x=0.2)  # room for the value labels
     ax.set(xlabel="final loss", title="final loss per config")
     return fig
 

@@ -77,21 +77,27 @@ def load_runs(paths):
     as a warning and listed in the result's ``errors``. Raises RunDirError
     when a path does not exist or holds no runs, or when no run loads.
     """
+    runs, errors = _read_each(paths, load_run)
+    return RunList(runs, errors)
+
+
+def _read_each(paths, read):
+    """``read(run_dir)`` for every run below ``paths``; broken runs are collected, not fatal."""
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not paths:
         raise RunDirError("no run paths given. Received: []")
     dirs = list(dict.fromkeys(d for p in paths for d in find_run_dirs(p)))
-    runs, errors = [], []
+    done, errors = [], []
     for run_dir in dirs:
         try:
-            runs.append(load_run(run_dir))
+            done.append(read(run_dir))
         except RunDirError as exc:
             errors.append((run_dir, str(exc)))
-    if not runs:
+    if not done:
         raise RunDirError(_nothing_loaded(errors))
     for _, message in errors:
         logger.warning("skipped a broken run: %s", message)
-    return RunList(runs, errors)
+    return done, errors
 
 
 def _nothing_loaded(errors):
@@ -350,6 +356,11 @@ def display_table(table):
     return table[head + rest]
 
 
+def export_table(table):
+    """``table`` with list-valued config cells as the text ``--set`` takes (``a,b``), for CSV."""
+    return table.map(lambda v: format_value(v) if isinstance(v, tuple) else v)
+
+
 def format_table(table):
     """Aligned plain text of a (display) table, numbers to 6 significant digits."""
     return table.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.6g}")
@@ -365,16 +376,7 @@ def list_runs(paths):
     as ``running (process gone)``.
     """
     import pandas as pd
-    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    dirs = list(dict.fromkeys(d for p in paths for d in find_run_dirs(p)))
-    rows, errors = [], []
-    for run_dir in dirs:
-        try:
-            rows.append(_listing_row(Run(run_dir)))
-        except RunDirError as exc:
-            errors.append((run_dir, str(exc)))
-    for _, message in errors:
-        logger.warning("skipped a broken run: %s", message)
+    rows, errors = _read_each(paths, lambda run_dir: _listing_row(Run(run_dir)))
     table = pd.DataFrame(rows, columns=["run_id", "experiment", "status", "started_at", "age_s",
                                         "steps", "final_loss", "run_dir"])
     table = table.sort_values("started_at", ascending=False, kind="stable", na_position="last")
