@@ -54,7 +54,7 @@ def _add_report_commands(sub):
     cmp = sub.add_parser("compare", help="compare runs as a table; --csv/--html to save it")
     cmp.add_argument("paths", nargs="+", metavar="PATH", help="run directories or folders of runs")
     cmp.add_argument("--sort", default="final_loss", metavar="COL",
-                     help="column to sort by, '-COL' for descending (default: final_loss)")
+                     help="column to sort by; --sort=-COL for descending (default: final_loss)")
     cmp.add_argument("--csv", metavar="FILE", help="write the full table as CSV")
     cmp.add_argument("--html", metavar="FILE",
                      help="write one self-contained HTML report (table, statuses, plots)")
