@@ -1,10 +1,13 @@
 """mindexp compare / runs / plot: tables, CSV, self-contained HTML, and bad input."""
 import os
 import re
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
+from conftest import cli_env
 from framework.cli import main
 from rundirs import make_run, trained_runs
 
@@ -170,3 +173,14 @@ def test_a_subprocess_compare_of_nothing_is_one_line(cli, tmp_path):
     done = cli("compare", "nowhere")
     assert done.returncode == 2
     assert done.stderr == "mindexp: error: nowhere does not exist. Received: 'nowhere'\n"
+
+
+def test_reports_do_not_import_mindspore(tmp_path):
+    make_run(tmp_path, "a", config={"lr": 0.1})
+    make_run(tmp_path, "b", config={"lr": 0.2})
+    code = ("import sys; from framework.cli import main; "
+            f"codes = [main([c, {str(tmp_path)!r}]) for c in ('compare', 'runs', 'plot')]; "
+            "print(codes, 'mindspore' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout.strip().endswith("[0, 0, 0] False"), done.stdout + done.stderr
