@@ -69,7 +69,7 @@ def _add_report_commands(sub):
     sweep.add_argument("--grid", action="append", required=True, metavar="FIELD=V1,V2",
                        help="values of one config field (repeatable)")
     _add_config_args(sweep)
-    sweep.add_argument("--workers", type=int, metavar="N",
+    sweep.add_argument("--workers", type=_positive_int, metavar="N",
                        help="runs at the same time (default: the number of CPU cores)")
     sweep.add_argument("--name", help="label for the sweep id and its runs' ids")
 

@@ -132,8 +132,9 @@ def _wait_for_loss_rows(folder, runs, timeout):
     (["--grid", "lr=0.1,-1"], "config field 'lr' must be a number > 0. Received: lr=-1"),
     (["--grid", "optimizer=sgd,lbfgs"], "config field 'optimizer' must be one of"),
     (["--grid", "lr=0.1", "--set", "lr=0.2"], "'lr' is given by both --grid and --set"),
-    (["--grid", "lr=0.1", "--workers", "0"], "--workers must be an integer >= 1"),
-    (["--grid", "lr=0.1", "--workers", "two"], "argument --workers: invalid int value"),
+    (["--grid", "lr=0.1", "--workers", "0"], "argument --workers: must be an integer >= 1. "
+                                             "Received: '0'"),
+    (["--grid", "lr=0.1", "--workers", "two"], "argument --workers: must be an integer >= 1"),
     (["--grid", "lr=0.1", "--name", "../up"], "--name must be 1-64 characters"),
     ([], "the following arguments are required: --grid"),
 ])
@@ -145,3 +146,18 @@ def test_bad_grids_are_one_line_and_start_nothing(tmp_path, capsys, args, messag
     assert message in err and err.startswith("mindexp: error: ")
     assert err.count("\n") == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+def test_grid_points_are_the_cartesian_product_first_key_slowest():
+    points = grid_points({"optimizer": ["sgd", "adam"], "lr": ["0.1", "0.2", "0.3"]})
+    assert len(points) == 6
+    assert points[:2] == [{"optimizer": "sgd", "lr": "0.1"}, {"optimizer": "sgd", "lr": "0.2"}]
+
+
+def test_the_python_api_checks_workers_too():
+    from framework import ConfigError
+    from framework.sweep import Sweep
+    with pytest.raises(ConfigError, match=r"--workers must be an integer >= 1. "
+                                          r"Received: --workers 0"):
+        Sweep("linear", {"lr": ["0.1"]}, workers=0)
+    assert Sweep("linear", {"lr": ["0.1", "0.2"]}, workers=8).workers == 2  # no idle slots
