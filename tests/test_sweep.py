@@ -157,7 +157,7 @@ def test_grid_points_are_the_cartesian_product_first_key_slowest():
 def test_the_python_api_checks_workers_too():
     from framework import ConfigError
     from framework.sweep import Sweep
-    with pytest.raises(ConfigError, match=r"--workers must be an integer >= 1. "
+    with pytest.raises(ConfigError, match=r"--workers must be an integer >= 1 .*"
                                           r"Received: --workers 0"):
         Sweep("linear", {"lr": ["0.1"]}, workers=0)
     assert Sweep("linear", {"lr": ["0.1", "0.2"]}, workers=8).workers == 2  # no idle slots
