@@ -163,8 +163,10 @@ def _row(run, config_names):
     row.update({_config_column(n): _cell(run.config.get(n)) for n in config_names})
     row.update({_outcome_column(k, config_names): v for k, v in _loss_outcomes(run).items()})
     finals = _final_params(run)
-    row.update(finals)
-    row.update({f"{name}_error": abs(finals[name] - float(target))
+    # A parameter named like a config field (a bare Parameter "lr") must not hide it.
+    column = {name: f"param.{name}" if name in row else name for name in finals}
+    row.update({column[name]: value for name, value in finals.items()})
+    row.update({f"{column[name]}_error": abs(finals[name] - float(target))
                 for name, target in run.targets.items()
                 if finals.get(name) is not None and _is_number(target)})
     row.update(_eval_outcomes(run))

@@ -196,6 +196,13 @@ def test_only_scalar_parameters_get_columns_and_errors_to_targets(tmp_path):
     assert history(tmp_path, "big:norm")["big:norm"].tolist() == [3, 3, 3]
 
 
+def test_a_parameter_named_like_a_config_field_does_not_hide_it(tmp_path):
+    make_run(tmp_path, params={"lr": [0.5, 0.6, 0.7]}, targets={"lr": 1.0})
+    row = compare(tmp_path).iloc[0]
+    assert row["lr"] == 0.1  # the config field
+    assert row["param.lr"] == 0.7 and row["param.lr_error"] == pytest.approx(0.3)
+
+
 def test_unknown_sort_column_lists_the_valid_ones(tmp_path):
     make_run(tmp_path)
     with pytest.raises(ConfigError, match=r"unknown sort column 'speed'; valid columns: "
