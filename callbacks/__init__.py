@@ -2,15 +2,30 @@
 
 Import only mindspore, numpy and the standard library (pandas lazily in
 :func:`read_csv`), so they work in any MindSpore project.
-"""
-from .checkpoint import Checkpoint, latest_checkpoint, list_checkpoints
-from .csv_log import CsvLog, read_csv
-from .early_stopping import EarlyStopping
-from .grad_norm_monitor import GradNormMonitor
-from .loss_monitor import LossMonitor
-from .parameter_tracker import ParameterTracker
-from .timer import Timer
-from .train_step import TrainStep
 
-__all__ = ["Checkpoint", "CsvLog", "EarlyStopping", "GradNormMonitor", "LossMonitor", "ParameterTracker",
-           "Timer", "TrainStep", "latest_checkpoint", "list_checkpoints", "read_csv"]
+Names are imported on first use: reading logs (``read_csv``) does not pay
+for importing mindspore.
+"""
+import importlib
+
+_EXPORTS = {
+    "Checkpoint": "checkpoint", "latest_checkpoint": "checkpoint",
+    "list_checkpoints": "checkpoint", "CsvLog": "csv_log", "read_csv": "csv_log",
+    "EarlyStopping": "early_stopping", "EvalMonitor": "eval_monitor",
+    "GradNormMonitor": "grad_norm_monitor", "LossMonitor": "loss_monitor",
+    "ParameterTracker": "parameter_tracker", "Timer": "timer", "TrainStep": "train_step",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,5 +1,6 @@
 """The ``mindexp`` command line. Imports mindspore only for commands that train."""
 import argparse
+import logging
 import os
 import sys
 
@@ -35,6 +36,7 @@ def build_parser():
     worker = sub.add_parser("_worker")  # what msrun runs in each worker (internal)
     worker.add_argument("run_dir")
     worker.add_argument("--resume", action="store_true")
+    _add_report_commands(sub)
     return parser
 
 
@@ -48,6 +50,30 @@ def _positive_int(text):
     return value
 
 
+def _add_report_commands(sub):
+    cmp = sub.add_parser("compare", help="compare runs as a table; --csv/--html to save it")
+    cmp.add_argument("paths", nargs="+", metavar="PATH", help="run directories or folders of runs")
+    cmp.add_argument("--sort", default="final_loss", metavar="COL",
+                     help="column to sort by; --sort=-COL for descending (default: final_loss)")
+    cmp.add_argument("--csv", metavar="FILE", help="write the full table as CSV")
+    cmp.add_argument("--html", metavar="FILE",
+                     help="write one self-contained HTML report (table, statuses, plots)")
+    runs = sub.add_parser("runs", help="list runs: status, age, steps, final loss")
+    runs.add_argument("path", nargs="?", default="outputs", help="folder of runs (default: outputs/)")
+    plot = sub.add_parser("plot", help="draw the plots of runs (and overlays of several)")
+    plot.add_argument("paths", nargs="+", metavar="RUN_OR_FOLDER")
+    plot.add_argument("--out", metavar="DIR", help="write here instead of each run's plots/ "
+                      "(default for overlays: plots/ in the runs' common folder)")
+    sweep = sub.add_parser("sweep", help="run the cartesian product of a config grid")
+    sweep.add_argument("experiment", help="a shipped name or path/file.py:Class")
+    sweep.add_argument("--grid", action="append", required=True, metavar="FIELD=V1,V2",
+                       help="values of one config field (repeatable)")
+    _add_config_args(sweep)
+    sweep.add_argument("--workers", type=_positive_int, metavar="N",
+                       help="runs at the same time (default: the number of CPU cores)")
+    sweep.add_argument("--name", help="label for the sweep id and its runs' ids")
+
+
 def _add_config_args(p):
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="set a config field (repeatable; wins over --config)")
@@ -58,6 +84,7 @@ def _add_config_args(p):
 def main(argv=None):
     """Entry point of the ``mindexp`` console script; returns the exit status."""
     os.environ.setdefault("GLOG_v", "3")  # MindSpore: errors only on stderr
+    _log_to_stderr()
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
@@ -74,6 +101,24 @@ def main(argv=None):
 
 def _one_line(exc):
     return " ".join(str(exc).split())
+
+
+class _StderrHandler(logging.Handler):
+    """``mindexp: warning: ...`` on whatever sys.stderr is at the time."""
+
+    def emit(self, record):
+        try:
+            print(f"mindexp: {record.levelname.lower()}: {_one_line(record.getMessage())}",
+                  file=sys.stderr)
+        except Exception:
+            self.handleError(record)
+
+
+def _log_to_stderr():
+    """Library warnings (a skipped broken run, a plot not drawn) go to stderr as one line."""
+    logger = logging.getLogger("framework")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
 
 
 def cmd_list(args):
@@ -161,4 +206,143 @@ def _fmt(value):
     return "n/a" if value is None else f"{value:.6g}"
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": cmd_worker}
+def cmd_compare(args):
+    from .reports import compare, display_table, format_table, load_runs
+    runs = load_runs(args.paths)
+    table = compare(runs, sort=args.sort)
+    files = _report_files(table, runs, args)  # all made before any is written
+    print(format_table(display_table(table)))
+    for path, text in files.items():
+        _write_atomically(path, text)
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _report_files(table, runs, args):
+    files = {}
+    if args.csv:
+        from .reports import export_table
+        files[_writable(args.csv)] = export_table(table).to_csv(index=False)
+    if args.html:
+        from .htmlreport import render_html
+        title = "mindexp comparison: " + ", ".join(args.paths)
+        files[_writable(args.html)] = render_html(table, runs, title, skipped=runs.errors)
+    return files
+
+
+def _writable(path):
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        why = "it is a folder" if os.path.isdir(path) else f"{folder} is not a writable folder"
+        raise MindexpError(f"cannot write the report to {path}: {why}. Received: {path!r}")
+    return path
+
+
+def _write_atomically(path, text):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise MindexpError(f"cannot write {path}: {exc.strerror}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def cmd_runs(args):
+    import pandas as pd
+    from .reports import format_age, format_table, list_runs
+    table = list_runs(args.path)
+    shown = pd.DataFrame({"run_id": table["run_id"], "experiment": table["experiment"],
+                          "status": table["status"], "age": table["age_s"].map(format_age),
+                          "steps": table["steps"],
+                          "final_loss": pd.to_numeric(table["final_loss"], errors="coerce")})
+    print(format_table(shown))
+    return EXIT_OK
+
+
+def cmd_plot(args):
+    from .plots import save_overlay_plots, save_run_plots
+    from .reports import load_runs
+    runs = load_runs(args.paths)
+    written = []
+    try:
+        for run in runs:
+            found = save_run_plots(run, os.path.join(args.out, run.run_id) if args.out else None)
+            if not found:
+                print(f"mindexp: warning: {run.dir} has no loss rows yet; no plots", file=sys.stderr)
+            written += found
+        if len(runs) > 1:
+            common = os.path.join(os.path.commonpath([r.dir for r in runs]), "plots")
+            written += save_overlay_plots(runs, args.out or common)
+    except OSError as exc:
+        raise MindexpError(f"cannot write the plots: {exc.strerror}: {exc.filename}") from None
+    print("\n".join(written))
+    return EXIT_OK
+
+
+def cmd_sweep(args):
+    from .catalog import resolve_spec
+    from .config import load_toml, parse_assignments
+    from .sweep import Sweep, check_points, parse_grid
+    cls, entry = resolve_spec(args.experiment)
+    grid, sets = parse_grid(args.grid, cls), parse_assignments(args.set)
+    check_points(cls, grid, sets, load_toml(args.config) if args.config else {})
+    spec = entry if ":" in args.experiment or args.experiment.endswith(".py") else args.experiment
+    sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name)
+    folder = sweep.start(cls.experiment_name())
+    print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
+          f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)
+    status = sweep.run(on_finish=_sweep_progress(len(sweep.runs)))
+    _sweep_summary(sweep)
+    return _sweep_exit(sweep, status)
+
+
+def _sweep_progress(total):
+    done = []
+
+    def report(run):
+        done.append(run)
+        loss = f"  final loss {_fmt(run.final_loss)}" if run.final_loss is not None else ""
+        print(f"[{len(done)}/{total}] {_values_text(run.values)}: {run.status}{loss}"
+              f"  ({run.run_id or 'no run directory'})", flush=True)
+    return report
+
+
+def _values_text(values):
+    return ", ".join(f"{k}={v}" for k, v in values.items())
+
+
+def _sweep_summary(sweep):
+    from .reports import compare, display_table, format_table, load_runs
+    if not sweep.run_dirs():
+        return
+    runs = load_runs(sweep.run_dirs())
+    print()
+    print(format_table(display_table(compare(runs))))
+    try:
+        from .plots import save_overlay_plots
+        plots = save_overlay_plots(runs, sweep.dir)
+        print(f"plots: {', '.join(plots)}")
+    except Exception as exc:  # the table is the answer; plots are a convenience
+        print(f"mindexp: warning: could not draw the sweep's plots: {exc}", file=sys.stderr)
+
+
+def _sweep_exit(sweep, status):
+    failures = sweep.failures()
+    if not failures:
+        return EXIT_OK
+    what = "sweep interrupted; " if status == "interrupted" else ""
+    print(f"mindexp: {what}{len(failures)} of {len(sweep.runs)} runs did not complete:",
+          file=sys.stderr)
+    for run in failures:
+        where = f"run directory: {run.run_dir}" if run.run_dir else f"log: {run.log_path}"
+        print(f"  {_values_text(run.values)}: {run.status}: {run.error}"
+              + (f" ({where})" if run.log_path else ""), file=sys.stderr)
+    return 130 if status == "interrupted" else EXIT_FAILED
+
+
+COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": cmd_worker,
+            "compare": cmd_compare, "runs": cmd_runs, "plot": cmd_plot, "sweep": cmd_sweep}

@@ -7,6 +7,13 @@ from .rundir import is_run_dir, read_json
 
 LOGS = {"loss": "loss.csv", "params": "params.csv", "grad_norm": "grad_norm.csv",
         "eval": "eval.csv", "checkpoints": "checkpoints.csv"}
+# Columns each log must have; reports rely on them. Every other column but
+# the text ones holds numbers, and step/epoch hold integers.
+REQUIRED = {"loss": ("step", "epoch", "loss"), "params": ("step", "epoch", "param", "value"),
+            "grad_norm": ("step", "epoch", "grad_norm"), "eval": ("epoch", "step"),
+            "checkpoints": ("step", "epoch", "file")}
+TEXT_COLUMNS = ("param", "file", "kind")
+INTEGER_COLUMNS = ("step", "epoch")
 
 
 class Run:
@@ -16,6 +23,8 @@ class Run:
 
     def __init__(self, path):
         self.dir = os.path.abspath(os.fspath(path))
+        if not os.path.exists(self.dir):
+            raise RunDirError(f"{path} does not exist")
         if not is_run_dir(self.dir):
             raise RunDirError(f"{path} is not a run directory (it has no run.json)")
 
@@ -24,11 +33,11 @@ class Run:
 
     @functools.cached_property
     def meta(self):
-        return read_json(os.path.join(self.dir, "run.json"))
+        return _read_object(os.path.join(self.dir, "run.json"))
 
     @functools.cached_property
     def config(self):
-        return read_json(os.path.join(self.dir, "config.json"))
+        return _read_object(os.path.join(self.dir, "config.json"))
 
     @property
     def run_id(self):
@@ -43,13 +52,22 @@ class Run:
         return dict(self.meta.get("targets") or {})
 
     def read(self, name):
-        """A log of this run as a DataFrame (``"loss"``, ``"params"``, ...)."""
-        from callbacks import read_csv
-        try:
-            return read_csv(self.dir, LOGS.get(name, name))
-        except Exception as exc:  # pandas' parser errors name no file
-            raise RunDirError(f"{os.path.join(self.dir, LOGS.get(name, name))} is not a "
-                              f"readable CSV ({str(exc).splitlines()[0]})") from None
+        """A log of this run as a DataFrame (``"loss"``, ``"params"``, ...).
+
+        Raises RunDirError naming the file when it is truncated (a last row
+        without line end) or malformed. A running run's last row may still
+        be in flight: it is dropped instead.
+        """
+        path = os.path.join(self.dir, LOGS.get(name, name))
+        partial = _ends_mid_row(path)
+        if partial and self.status != "running":
+            raise RunDirError(f"{path} is truncated: its last row has no line end "
+                              "(the file was cut while being written or copied)")
+        table = _parse_csv(path)
+        if partial:  # no rows parsed: even the header is still in flight
+            table = table.iloc[:-1] if len(table) else table.iloc[:0, :0]
+        _check_columns(path, table, REQUIRED.get(name, ()))
+        return table
 
     @functools.cached_property
     def loss(self):
@@ -85,3 +103,64 @@ class Run:
         net = cls(self.config).network()
         ms.load_param_into_net(net, ms.load_checkpoint(path), strict_load=False)
         return net
+
+
+def _read_object(path):
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path} must hold a JSON object. Received: {type(data).__name__}")
+    return data
+
+
+def _ends_mid_row(path):
+    """True when the file's last byte is not a line end (CsvLog always writes whole rows)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except FileNotFoundError:
+        return False
+
+
+def _parse_csv(path):
+    from callbacks import read_csv
+    try:
+        return read_csv(path)
+    except Exception as exc:  # pandas' parser errors name no file
+        raise RunDirError(f"{path} is not a readable CSV ({str(exc).splitlines()[0]})") from None
+
+
+def _check_columns(path, table, required):
+    import pandas as pd
+    if table.empty and not len(table.columns):
+        return
+    if not isinstance(table.index, pd.RangeIndex):
+        raise RunDirError(f"{path} is malformed: its rows have more fields than its header")
+    missing = [c for c in required if c not in table.columns]
+    if missing:
+        raise RunDirError(f"{path} is malformed: it lacks the column(s) {', '.join(missing)}. "
+                          f"Received columns: {', '.join(map(str, table.columns))}")
+    for column in table.columns:
+        if column not in TEXT_COLUMNS:
+            _check_numbers(path, table[column], integer=column in INTEGER_COLUMNS)
+
+
+def _check_numbers(path, values, integer):
+    import pandas as pd
+    fine = pd.api.types.is_integer_dtype if integer else pd.api.types.is_numeric_dtype
+    if fine(values):
+        return
+    numbers = pd.to_numeric(values, errors="coerce")
+    bad = numbers.isna() & values.notna()  # text where a number belongs
+    if integer:
+        bad |= numbers.isna() | (numbers % 1 != 0)
+    if not bad.any():
+        return
+    first = bad.idxmax()
+    what = "integers" if integer else "numbers"
+    shown = "an empty field" if pd.isna(values[first]) else repr(str(values[first]))
+    raise RunDirError(f"{path} is malformed: column {values.name!r} must hold {what}. "
+                      f"Received: {shown} on line {first + 2}")  # line 1: the header

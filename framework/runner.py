@@ -211,10 +211,20 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
             raise TrainingError(meta.get("error") or "training failed")
         return None
     write_json(os.path.join(run_dir, "run.json"), meta)
+    _save_plots(run_dir)
     run = Run(run_dir)
     if meta["status"] == "failed":
         raise TrainingError(meta.get("error") or "training failed", run=run)
     return run
+
+
+def _save_plots(run_dir):
+    """Draw plots/ of the run; plots are a convenience, so a failure only warns."""
+    try:
+        from .plots import save_run_plots
+        save_run_plots(run_dir)
+    except Exception as exc:
+        logger.warning("could not draw the plots of %s: %s: %s", run_dir, type(exc).__name__, exc)
 
 
 def _initial_meta(exp, run_dir, entry):

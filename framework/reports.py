@@ -1,0 +1,451 @@
+"""Reports: read run directories back and compare them with pandas.
+
+pandas is imported inside the functions, so importing ``framework`` stays
+light (``mindexp list`` imports neither pandas nor mindspore).
+"""
+import datetime as _dt
+import logging
+import math
+import os
+import platform
+import re
+
+from .errors import ConfigError, RunDirError
+from .run import Run
+from .rundir import is_run_dir
+
+logger = logging.getLogger(__name__)
+
+IDENTITY = ("experiment", "run_id", "status")
+OUTCOMES = ("final_loss", "min_loss", "best_step", "steps", "epochs", "train_time_s",
+            "steps_per_s")
+# Eval metrics where smaller is better; any other metric (accuracy, f1, ...) is maximized.
+LOWER_IS_BETTER = frozenset({"loss", "mae", "mse", "rmse", "error", "l1", "l2", "perplexity",
+                             "distance", "hausdorff"})
+_MISSING = object()
+
+
+class RunList(list):
+    """The runs that loaded, plus ``errors``: ``(run_dir, message)`` per broken run."""
+
+    def __init__(self, runs=(), errors=()):
+        super().__init__(runs)
+        self.errors = list(errors)
+
+
+# -- loading -----------------------------------------------------------------
+
+def load_run(path):
+    """Read one run directory back as a :class:`framework.Run`.
+
+    Reads run.json, config.json and the logs reports use (loss, params,
+    eval), so a broken run fails here, with a RunDirError naming the file.
+    """
+    run = Run(path)
+    for part in ("meta", "config", "loss", "params", "eval"):
+        getattr(run, part)
+    return run
+
+
+def find_run_dirs(path):
+    """The run directories at or below ``path`` (sorted); RunDirError when none."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise RunDirError(f"{path} does not exist. Received: {path!r}")
+    if is_run_dir(path):
+        return [os.path.abspath(path)]
+    if not os.path.isdir(path):
+        raise RunDirError(f"{path} is neither a run directory nor a folder holding runs. "
+                          f"Received: {path!r}")
+    found = []
+    for root, dirs, files in os.walk(path):
+        if "run.json" in files:
+            found.append(os.path.abspath(root))
+            dirs.clear()  # a run's own subfolders (checkpoints/, plots/) hold no runs
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+    if not found:
+        raise RunDirError(f"{path} holds no runs (no run.json in it or in any folder below it). "
+                          f"Received: {path!r}")
+    return sorted(found)
+
+
+def load_runs(paths):
+    """Load run directories and every run below folders (recursively).
+
+    Folders that are not runs are skipped. A broken run (unreadable JSON,
+    malformed or truncated CSV) does not fail the whole call: it is logged
+    as a warning and listed in the result's ``errors``. Raises RunDirError
+    when a path does not exist or holds no runs, or when no run loads.
+    """
+    runs, errors = _read_each(paths, load_run)
+    return RunList(runs, errors)
+
+
+def _read_each(paths, read):
+    """``read(run_dir)`` for every run below ``paths``; broken runs are collected, not fatal."""
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not paths:
+        raise RunDirError("no run paths given. Received: []")
+    dirs = list(dict.fromkeys(d for p in paths for d in find_run_dirs(p)))
+    done, errors = [], []
+    for run_dir in dirs:
+        try:
+            done.append(read(run_dir))
+        except RunDirError as exc:
+            errors.append((run_dir, str(exc)))
+    if not done:
+        raise RunDirError(_nothing_loaded(errors))
+    for _, message in errors:
+        logger.warning("skipped a broken run: %s", message)
+    return done, errors
+
+
+def _nothing_loaded(errors):
+    if len(errors) == 1:
+        return errors[0][1]
+    return f"none of the {len(errors)} runs could be read; the first: {errors[0][1]}"
+
+
+def as_runs(runs_or_paths):
+    """Runs from a Run, a path, or a list of either (paths go through :func:`load_runs`)."""
+    items = [runs_or_paths] if isinstance(runs_or_paths, (str, os.PathLike, Run)) \
+        else list(runs_or_paths)
+    if items and all(isinstance(i, Run) for i in items):
+        return items
+    return load_runs([i.dir if isinstance(i, Run) else i for i in items])
+
+
+# -- comparing ---------------------------------------------------------------
+
+def compare(runs_or_paths, sort="final_loss"):
+    """One row per run, as a pandas DataFrame.
+
+    Columns: ``experiment, run_id, status``; every config field under its
+    own name; ``final_loss, min_loss, best_step, steps, epochs_done,
+    train_time_s, steps_per_s`` (``epochs_done`` because ``epochs`` is the
+    config field); the final value of each tracked scalar parameter;
+    ``<param>_error`` (absolute error to the run's ``targets``);
+    ``final_<metric>``/``best_<metric>`` from eval.csv; ``run_dir``.
+
+    ``sort`` names a column (prefix ``-`` for descending); missing values go
+    last. An unknown column raises ConfigError listing the valid ones.
+    """
+    import pandas as pd
+    runs = as_runs(runs_or_paths)
+    config_names = _union(run.config for run in runs)
+    rows = [_row(run, config_names) for run in runs]
+    table = pd.DataFrame(rows, columns=_column_order(rows, config_names))
+    table.attrs["config_columns"] = [_config_column(n) for n in config_names]
+    return sort_table(table, sort)
+
+
+def sort_table(table, sort):
+    """``table`` sorted by column ``sort`` (``-col``: descending), NaN last."""
+    if not isinstance(sort, str) or not sort.lstrip("-"):
+        raise ConfigError(f"sort must name a column. Received: sort={sort!r}", field="sort")
+    column, descending = (sort[1:], True) if sort.startswith("-") else (sort, False)
+    if column not in table.columns:
+        raise ConfigError(f"unknown sort column {column!r}; valid columns: "
+                          f"{', '.join(map(str, table.columns))}. Received: sort={sort!r}",
+                          field="sort")
+    try:
+        ordered = table.sort_values(column, ascending=not descending, na_position="last",
+                                    kind="stable")
+    except TypeError:  # mixed types in a config column: order by their text
+        ordered = table.sort_values(column, ascending=not descending, na_position="last",
+                                    kind="stable", key=lambda s: s.astype(str))
+    return ordered.reset_index(drop=True)
+
+
+def _row(run, config_names):
+    row = {name: run.meta.get(name) for name in IDENTITY}
+    row["run_id"] = run.run_id
+    row.update({_config_column(n): _cell(run.config.get(n)) for n in config_names})
+    row.update({_outcome_column(k, config_names): v for k, v in _loss_outcomes(run).items()})
+    finals = _final_params(run)
+    # A parameter named like a config field (a bare Parameter "lr") must not hide it.
+    column = {name: f"param.{name}" if name in row else name for name in finals}
+    row.update({column[name]: value for name, value in finals.items()})
+    row.update({f"{column[name]}_error": abs(finals[name] - float(target))
+                for name, target in run.targets.items()
+                if finals.get(name) is not None and _is_number(target)})
+    row.update(_eval_outcomes(run))
+    row["run_dir"] = run.dir
+    return row
+
+
+def _config_column(name):
+    # A config field never hides the identity columns.
+    return f"config.{name}" if name in IDENTITY or name == "run_dir" else name
+
+
+def _outcome_column(name, config_names):
+    return f"{name}_done" if name in config_names else name
+
+
+def _column_order(rows, config_names):
+    head = list(IDENTITY) + [_config_column(n) for n in config_names]
+    rest = list(dict.fromkeys(k for row in rows for k in row if k not in head and k != "run_dir"))
+    return head + rest + ["run_dir"]
+
+
+def _loss_outcomes(run):
+    meta, loss = run.meta, run.loss
+    values = loss["loss"].to_numpy(dtype=float) if len(loss) else ()
+    best = _nanargmin(values)
+    return {
+        "final_loss": float(values[-1]) if len(values) else meta.get("final_loss"),
+        "min_loss": float(values[best]) if best is not None else None,
+        "best_step": int(loss["step"].iloc[best]) if best is not None else None,
+        # run.json holds the totals once the run ended; loss.csv while it runs
+        "steps": meta.get("steps") or (int(loss["step"].iloc[-1]) if len(loss) else 0),
+        "epochs": meta.get("epochs") or (int(loss["epoch"].iloc[-1]) if len(loss) else 0),
+        "train_time_s": meta.get("train_time_s"),
+        "steps_per_s": meta.get("steps_per_s"),
+    }
+
+
+def _nanargmin(values):
+    import numpy as np
+    if not len(values) or np.isnan(values).all():
+        return None
+    return int(np.nanargmin(values))
+
+
+def _final_params(run):
+    """Last logged value of each scalar parameter, then run.json's for the untracked."""
+    finals = {}
+    params = run.params
+    if len(params):
+        last = params.drop_duplicates("param", keep="last")  # tidy rows: last per name
+        finals = {str(name): float(value) for name, value in zip(last["param"], last["value"])
+                  if not _is_element_or_stat(str(name))}
+    for name, value in (run.meta.get("params") or {}).items():
+        finals.setdefault(name, value)
+    return finals
+
+
+def _is_element_or_stat(name):
+    return "[" in name or ":" in name
+
+
+def _eval_outcomes(run):
+    table = run.eval
+    out = {}
+    for column in table.columns:
+        values = table[column].dropna() if column not in ("epoch", "step") else ()
+        if len(values):
+            out[f"final_{column}"] = float(values.iloc[-1])
+            best = values.min() if lower_is_better(column) else values.max()
+            out[f"best_{column}"] = float(best)
+    return out
+
+
+def lower_is_better(metric):
+    """True for loss/error-like metric names (``mae``, ``val_loss``, ``rmse``)."""
+    return any(token in LOWER_IS_BETTER for token in re.split(r"[^a-z0-9]+", str(metric).lower()))
+
+
+# -- history -----------------------------------------------------------------
+
+def history(runs, metric="loss"):
+    """Every logged value of ``metric`` in long format, never sampled.
+
+    Columns: ``run_id, step, epoch, <metric>`` then the config fields that
+    differ between the runs, ready for ``groupby``/``pivot``. ``metric`` is
+    a loss.csv column (``loss``, ``lr``, ``time_s``), ``grad_norm``, a
+    params.csv parameter (``dense.weight``, ``w[0]``, ``w:norm``) or an
+    eval.csv metric. Raises ConfigError listing the available metrics when
+    no run logged it.
+    """
+    import pandas as pd
+    runs = as_runs(runs)
+    varying = differing_config(runs)
+    frames = [_with_config(frame, run, varying) for run in runs
+              if (frame := _metric_frame(run, metric)) is not None]
+    if not frames:
+        available = sorted(set().union(*(available_metrics(run) for run in runs)))
+        raise ConfigError(f"no run logged the metric {metric!r}; available: "
+                          f"{', '.join(available)}. Received: metric={metric!r}", field="metric")
+    return pd.concat(frames, ignore_index=True)
+
+
+def _metric_frame(run, metric):
+    for table in (run.loss, run.grad_norm, run.eval):
+        if metric in table.columns and metric not in ("step", "epoch"):
+            return table[["step", "epoch", metric]]
+    params = run.params
+    if len(params):
+        rows = params[params["param"] == metric]
+        if len(rows):
+            return rows[["step", "epoch", "value"]].rename(columns={"value": metric})
+    return None
+
+
+def _with_config(frame, run, varying):
+    frame = frame.reset_index(drop=True)
+    frame.insert(0, "run_id", run.run_id)
+    for name in varying:
+        frame[_config_column(name)] = _cell(run.config.get(name))
+    return frame
+
+
+def available_metrics(run):
+    """Metric names :func:`history` accepts for this run."""
+    names = set()
+    for table in (run.loss, run.grad_norm, run.eval):
+        names.update(c for c in table.columns if c not in ("step", "epoch"))
+    if len(run.params):
+        names.update(map(str, run.params["param"].unique()))
+    return names
+
+
+# -- labels and display --------------------------------------------------------
+
+def differing_config(runs):
+    """Config field names whose values are not the same in every run, in config order."""
+    names = _union(run.config for run in runs)
+    return [n for n in names
+            if len({_cell(run.config.get(n, _MISSING)) for run in runs}) > 1]
+
+
+def config_labels(runs):
+    """One label per run from the config fields that differ, e.g. ``"optimizer=adam, lr=0.1"``.
+
+    Runs whose configs are all equal are labelled by run id; equal labels
+    get ``#2``, ``#3``... so every run stays distinguishable.
+    """
+    fields = differing_config(runs)
+    experiments = {run.meta.get("experiment") for run in runs}
+    labels = []
+    for run in runs:
+        parts = [f"{n}={format_value(run.config[n])}" for n in fields if n in run.config]
+        if len(experiments) > 1:
+            parts.insert(0, str(run.meta.get("experiment")))
+        labels.append(", ".join(parts) or run.run_id)
+    return _numbered(labels)
+
+
+def _numbered(labels):
+    seen, out = {}, []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} #{seen[label]}")
+    return out
+
+
+def format_value(value):
+    """A config value as a user would type it (``0.1``, ``true``, ``none``, ``a,b``)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(format_value, value))
+    return str(value)
+
+
+def display_table(table):
+    """The columns worth reading: who, status, the config fields that differ, the outcomes."""
+    config_columns = table.attrs.get("config_columns", [])
+    differing = [c for c in config_columns if table[c].astype(str).nunique(dropna=False) > 1]
+    head = ["experiment"] if table["experiment"].nunique(dropna=False) > 1 else []
+    head += ["run_id", "status"] + differing
+    rest = [c for c in table.columns if c not in IDENTITY and c not in config_columns
+            and c != "run_dir"]
+    return table[head + rest]
+
+
+def export_table(table):
+    """``table`` with list-valued config cells as the text ``--set`` takes (``a,b``), for CSV."""
+    return table.map(lambda v: format_value(v) if isinstance(v, tuple) else v)
+
+
+def format_table(table):
+    """Aligned plain text of a (display) table, numbers to 6 significant digits."""
+    return table.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.6g}")
+
+
+# -- listing -------------------------------------------------------------------
+
+def list_runs(paths):
+    """Runs below ``paths`` from their run.json alone, newest first: run_id,
+    experiment, status, started_at, age_s, steps, final_loss, run_dir.
+
+    A run still marked running whose process is gone from this host shows
+    as ``running (process gone)``.
+    """
+    import pandas as pd
+    rows, errors = _read_each(paths, lambda run_dir: _listing_row(Run(run_dir)))
+    table = pd.DataFrame(rows, columns=["run_id", "experiment", "status", "started_at", "age_s",
+                                        "steps", "final_loss", "run_dir"])
+    table = table.sort_values("started_at", ascending=False, kind="stable", na_position="last")
+    table.attrs["errors"] = errors
+    return table.reset_index(drop=True)
+
+
+def _listing_row(run):
+    meta = run.meta
+    steps, final = meta.get("steps"), meta.get("final_loss")
+    if meta.get("status") == "running":  # run.json is only final at the end: ask loss.csv
+        loss = run.loss
+        steps = int(loss["step"].iloc[-1]) if len(loss) else 0
+        final = float(loss["loss"].iloc[-1]) if len(loss) else None
+    return {"run_id": run.run_id, "experiment": meta.get("experiment"),
+            "status": _live_status(meta), "started_at": meta.get("started_at"),
+            "age_s": _age_s(meta.get("started_at")), "steps": steps, "final_loss": final,
+            "run_dir": run.dir}
+
+
+def _live_status(meta):
+    status = meta.get("status")
+    pid = meta.get("pid")
+    if status != "running" or meta.get("host") != platform.node() or not isinstance(pid, int):
+        return status
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "running (process gone)"
+    except PermissionError:  # alive, owned by someone else
+        pass
+    return status
+
+
+def _age_s(started_at):
+    try:
+        started = _dt.datetime.fromisoformat(started_at)
+    except (TypeError, ValueError):
+        return None
+    now = _dt.datetime.now(started.tzinfo) if started.tzinfo else _dt.datetime.now()
+    return max(0.0, (now - started).total_seconds())
+
+
+def format_age(seconds):
+    """``45s``, ``12m``, ``5h``, ``3d`` (``-`` when unknown)."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+# -- helpers -------------------------------------------------------------------
+
+def _union(dicts):
+    return list(dict.fromkeys(k for d in dicts for k in d))
+
+
+def _cell(value):
+    """A config value fit for a table cell and a set (lists become tuples)."""
+    if isinstance(value, list):
+        return tuple(_cell(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _cell(v)) for k, v in value.items()))
+    return value
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

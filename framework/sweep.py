@@ -1,0 +1,321 @@
+"""Sweeps: the cartesian product of a config grid, each run in its own process.
+
+MindSpore keeps global graph state, so every grid point runs as
+``python -m framework run ... --quiet`` in a child process of its own, up
+to ``workers`` at once. A failed or diverged run does not stop the others.
+``<out>/sweeps/<sweep_id>/`` holds ``sweep.json`` (the grid, the fixed
+values, each run's id and status; rewritten atomically as runs finish),
+each child's output in ``logs/`` and the overlay plots.
+"""
+import dataclasses
+import difflib
+import glob
+import itertools
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from .errors import ConfigError
+from .rundir import check_label, create_run_dir, now_iso, read_json, write_json
+
+logger = logging.getLogger(__name__)
+
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POLL_S = 0.2
+
+
+def parse_grid(items, exp_cls):
+    """``["optimizer=sgd,adam", "lr=0.1,0.2"]`` -> ``{"optimizer": ["sgd", "adam"], ...}``.
+
+    Raises ConfigError for a malformed item, a key that is not a config
+    field of ``exp_cls`` (naming the closest ones), an empty value or a key
+    given twice.
+    """
+    known = [f.name for f in dataclasses.fields(exp_cls.Config)]
+    grid = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--grid expects FIELD=VALUE1,VALUE2,... Received: {item!r}")
+        _check_grid_key(key, known, exp_cls, grid)
+        values = [v.strip() for v in raw.split(",")]
+        if "" in values:
+            raise ConfigError(f"--grid {key} has an empty value; give FIELD=VALUE1,VALUE2 with "
+                              f"no empty item. Received: {item!r}", field=key)
+        grid[key] = values
+    return grid
+
+
+def _check_grid_key(key, known, exp_cls, grid):
+    if key in grid:
+        raise ConfigError(f"--grid {key} is given twice; list all its values in one "
+                          f"--grid {key}=VALUE1,VALUE2. Received: {key}", field=key)
+    if key not in known:
+        close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"--grid key {key!r} is not a config field of "
+                          f"{exp_cls.experiment_name()}.{hint} Valid fields: {', '.join(known)}. "
+                          f"Received: {key}", field=key)
+
+
+def check_points(exp_cls, grid, sets, file_values=None):
+    """Build every grid point's config now, so a bad value stops the sweep
+    before any run starts (ConfigError naming the field)."""
+    both = [key for key in grid if key in (sets or {})]
+    if both:
+        raise ConfigError(f"config field {both[0]!r} is given by both --grid and --set; keep "
+                          f"one. Received: --grid {both[0]}=..., --set {both[0]}=...",
+                          field=both[0])
+    for point in grid_points(grid):
+        exp_cls({**(file_values or {}), **(sets or {}), **point})
+
+
+def grid_points(grid):
+    """The cartesian product as a list of ``{field: value}``, first key varying slowest."""
+    keys = list(grid)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*grid.values())]
+
+
+class SweepRun:
+    """One grid point: its values, its child process and what became of it."""
+
+    def __init__(self, index, values, label):
+        self.index, self.values, self.label = index, values, label
+        self.status, self.run_id, self.run_dir = "pending", None, None
+        self.returncode, self.error, self.final_loss = None, None, None
+        self.proc, self.log_path = None, None
+
+    def as_dict(self):
+        return {"index": self.index, "values": self.values, "label": self.label,
+                "status": self.status, "run_id": self.run_id, "run_dir": self.run_dir,
+                "final_loss": self.final_loss, "returncode": self.returncode,
+                "error": self.error, "log": self.log_path}
+
+
+class Sweep:
+    """A grid of runs of one experiment, run in child processes.
+
+    Args:
+        spec: what ``mindexp run`` accepts (a shipped name or ``file.py:Class``).
+        grid: ``{field: [values as text]}`` from :func:`parse_grid`.
+        sets: fixed ``{field: value as text}`` for every run.
+        config_file: a TOML file every run reads (``--set`` and the grid win).
+        out: output root; runs go to ``<out>/<experiment>/``.
+        workers: runs at the same time.
+        name: label for the sweep id and its runs' ids.
+    """
+
+    def __init__(self, spec, grid, sets=None, config_file=None, out="outputs", workers=None,
+                 name=None):
+        self.spec, self.grid, self.sets = spec, dict(grid), dict(sets or {})
+        self.config_file = os.path.abspath(config_file) if config_file else None
+        self.out = os.path.abspath(out)
+        self.name = check_label(name)
+        self.runs = [SweepRun(i, values, f"{name or 'sweep'}-{i + 1}")
+                     for i, values in enumerate(grid_points(self.grid))]
+        self.workers = _check_workers(workers, len(self.runs))
+        for run in self.runs:
+            check_label(run.label)
+        self.dir = self.sweep_id = self.experiment = None
+        self.status, self.started_at, self.ended_at = "pending", None, None
+        self._signals = 0
+
+    # -- running -------------------------------------------------------------
+    def start(self, experiment):
+        """Create ``<out>/sweeps/<sweep_id>/`` and its sweep.json; returns the folder.
+
+        ``experiment`` is the experiment's name (its run folder under ``out``).
+        """
+        self.experiment = experiment
+        self.dir = create_run_dir(self.out, "sweeps", self.name)
+        self.sweep_id = os.path.basename(self.dir)
+        os.makedirs(os.path.join(self.dir, "logs"))
+        self.status, self.started_at = "running", now_iso()
+        self.save()
+        return self.dir
+
+    def run(self, on_finish=None):
+        """Run every grid point (after :meth:`start`); returns the sweep status.
+
+        ``on_finish(run)`` is called as each run ends. SIGINT and SIGTERM
+        stop the sweep: running children get SIGTERM (their runs end
+        ``interrupted``), pending ones never start.
+        """
+        with self._signals_forwarded():
+            self._schedule(on_finish)
+        self.status = self._final_status()
+        self.ended_at = now_iso()
+        self.save()
+        return self.status
+
+    def _schedule(self, on_finish):
+        pending, running = list(self.runs), []
+        while pending or running:
+            while pending and len(running) < self.workers and not self._signals:
+                running.append(self._launch(pending.pop(0)))
+            if self._signals and pending:
+                for run in pending:
+                    run.status, run.error = "not started", "the sweep was stopped"
+                pending = []
+            time.sleep(POLL_S)
+            for run in [r for r in running if r.proc.poll() is not None]:
+                running.remove(run)
+                self._collect(run)
+                self.save()
+                if on_finish:
+                    on_finish(run)
+
+    def _launch(self, run):
+        run.log_path = os.path.join(self.dir, "logs", f"{run.label}.log")
+        with open(run.log_path, "w", encoding="utf-8") as log:
+            # Own session: a terminal's Ctrl-C reaches the sweep only, which
+            # forwards exactly one SIGTERM, so each run stops cleanly.
+            run.proc = subprocess.Popen(self._command(run), stdout=log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, env=_child_env(),
+                                        start_new_session=True)
+        run.status = "running"
+        return run
+
+    def _command(self, run):
+        cmd = [sys.executable, "-m", "framework", "run", self.spec, "--out", self.out,
+               "--name", run.label, "--quiet"]
+        if self.config_file:
+            cmd += ["--config", self.config_file]
+        for key, value in {**self.sets, **run.values}.items():
+            cmd += ["--set", f"{key}={value}"]
+        return cmd
+
+    # -- results -------------------------------------------------------------
+    def _collect(self, run):
+        run.returncode = run.proc.returncode
+        output = _read_text(run.log_path)
+        run.run_dir = _printed_run_dir(output) or self._find_run_dir(run)
+        meta = _read_meta(run.run_dir)
+        run.run_id = meta.get("run_id") if meta else None
+        run.final_loss = meta.get("final_loss") if meta else None
+        run.status = self._status_of(run, meta)
+        run.error = (meta or {}).get("error") or (None if run.status == "completed"
+                                                  else _last_error(output, run.returncode))
+
+    def _find_run_dir(self, run):
+        """The child's run dir when it died before printing it: its label and pid match."""
+        pattern = os.path.join(self.out, self.experiment, f"*-{run.label}-*")
+        for path in sorted(glob.glob(pattern)):
+            if (_read_meta(path) or {}).get("pid") == run.proc.pid:
+                return path
+        return None
+
+    def _status_of(self, run, meta):
+        status = (meta or {}).get("status")
+        if status and status != "running":
+            return status
+        # No final run.json: the child died before or during training.
+        return "interrupted" if self._signals else "failed"
+
+    def _final_status(self):
+        if self._signals:
+            return "interrupted"
+        return "completed" if all(r.status == "completed" for r in self.runs) else "failed"
+
+    def failures(self):
+        """The runs that did not complete."""
+        return [r for r in self.runs if r.status != "completed"]
+
+    def run_dirs(self):
+        return [r.run_dir for r in self.runs if r.run_dir]
+
+    def save(self):
+        """Write ``sweep.json`` atomically."""
+        write_json(os.path.join(self.dir, "sweep.json"), {
+            "sweep_id": self.sweep_id, "experiment": self.experiment, "spec": self.spec,
+            "grid": self.grid, "set": self.sets, "config_file": self.config_file,
+            "workers": self.workers, "out": self.out, "status": self.status,
+            "started_at": self.started_at, "ended_at": self.ended_at,
+            "runs": [r.as_dict() for r in self.runs]})
+
+    # -- signals ---------------------------------------------------------------
+    def _signals_forwarded(self):
+        return _SignalForwarding(self)
+
+    def _forward(self, signum, frame):
+        self._signals += 1
+        logger.warning("signal %s: stopping the sweep (%s)", signum,
+                       "forwarding SIGTERM to the runs" if self._signals < 3 else "killing the runs")
+        for run in self.runs:
+            if run.proc is not None and run.proc.poll() is None:
+                # Once: the run stops after its step. Twice: at once. Thrice: killed.
+                run.proc.send_signal(signal.SIGTERM if self._signals < 3 else signal.SIGKILL)
+
+
+class _SignalForwarding:
+    """Install the sweep's SIGINT/SIGTERM handler (main thread only), restore it after."""
+
+    def __init__(self, sweep):
+        self.sweep, self.saved = sweep, {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.saved[sig] = signal.signal(sig, self.sweep._forward)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self.saved.items():
+            signal.signal(sig, old)
+        return False
+
+
+def _check_workers(workers, n_runs):
+    if workers is None:
+        return max(1, min(os.cpu_count() or 1, n_runs))
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"--workers must be an integer >= 1 (runs at the same time). "
+                          f"Received: --workers {workers!r}", field="workers")
+    return min(workers, max(1, n_runs))
+
+
+def _child_env():
+    env = dict(os.environ)
+    # The children import this very framework, wherever the sweep was started.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    env.setdefault("GLOG_v", "3")
+    return env
+
+
+def _read_text(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _printed_run_dir(output):
+    for line in output.splitlines():
+        if line.startswith("run directory: "):
+            return line.split(": ", 1)[1].strip()
+    return None
+
+
+def _read_meta(run_dir):
+    if not run_dir:
+        return None
+    try:
+        return read_json(os.path.join(run_dir, "run.json"))
+    except Exception:  # a child killed mid-start may leave no readable run.json
+        return None
+
+
+def _last_error(output, returncode):
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("mindexp:")]
+    if errors:
+        return errors[-1]
+    if returncode is not None and returncode < 0:
+        return f"killed by signal {-returncode}"
+    return lines[-1] if lines else f"exited with status {returncode}"

@@ -1,0 +1,144 @@
+"""Plots of one run and of several, and the plots/ the runner writes."""
+import logging
+import os
+
+import pytest
+from matplotlib.figure import Figure
+
+from framework import load_run, load_runs
+from framework import plots
+from framework.reports import config_labels
+from rundirs import make_run, trained_runs
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    return trained_runs(tmp_path_factory)
+
+
+def _is_png(path):
+    with open(path, "rb") as f:
+        return f.read(8) == PNG_MAGIC and os.path.getsize(path) > 2000
+
+
+@pytest.mark.slow
+def test_every_real_run_got_its_plots_from_the_runner(trained):
+    for run in load_runs(trained):
+        folder = os.path.join(run.dir, "plots")
+        assert sorted(os.listdir(folder)) == ["grad_norm.png", "loss.png", "params.png"]
+        assert all(_is_png(os.path.join(folder, name)) for name in os.listdir(folder))
+
+
+@pytest.mark.slow
+def test_params_plot_draws_each_target_dashed(trained):
+    run = load_runs(trained)[0]
+    ax = Figure().add_subplot()
+    assert plots.params_plot(run, ax=ax) is ax.figure
+    solid = {line.get_label(): line for line in ax.lines if line.get_linestyle() == "-"}
+    dashed = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert set(solid) == {"dense.weight", "dense.bias"}
+    assert sorted(line.get_ydata()[0] for line in dashed) == [0.0, 2.0]
+    weight = run.params[run.params["param"] == "dense.weight"]["value"].tolist()
+    assert list(solid["dense.weight"].get_ydata()) == pytest.approx(weight)
+
+
+@pytest.mark.slow
+def test_loss_overlay_is_labelled_by_config_not_run_id(trained):
+    runs = load_runs(trained)
+    fig = plots.loss_overlay(runs)
+    ax = fig.axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == config_labels(runs)
+    assert any(label.startswith("optimizer=adam, lr=0.1") for label in legend)
+    assert not any(run.run_id in label for run in runs for label in legend)
+    assert [len(line.get_xdata()) for line in ax.lines] == [50, 50, 50]
+
+
+@pytest.mark.slow
+def test_params_overlay_has_a_panel_per_parameter_or_shares_an_axis(trained):
+    runs = load_runs(trained)
+    fig = plots.params_overlay(runs)
+    assert [ax.get_title() for ax in fig.axes] == ["dense.weight", "dense.bias"]
+    assert len([l for l in fig.axes[0].lines if l.get_linestyle() == "-"]) == 3
+    ax = Figure().add_subplot()
+    plots.params_overlay(runs, ax=ax)
+    assert len([l for l in ax.lines if l.get_linestyle() == "-"]) == 6
+
+
+@pytest.mark.slow
+def test_final_loss_bar_orders_configs_best_first(trained):
+    runs = load_runs(trained)
+    ax = plots.final_loss_bar(runs).axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    by_label = dict(zip(config_labels(runs), (r.loss["loss"].iloc[-1] for r in runs)))
+    assert labels == sorted(by_label, key=by_label.get)
+    assert [p.get_width() for p in ax.patches] == pytest.approx(sorted(by_label.values()))
+
+
+def test_loss_gets_a_log_axis_only_when_it_spans_decades(tmp_path):
+    wide = load_run(make_run(tmp_path, "wide", losses=(10.0, 1.0, 0.01, 0.001)))
+    narrow = load_run(make_run(tmp_path, "narrow", losses=(1.0, 0.5, 0.2)))
+    assert plots.loss_plot(wide).axes[0].get_yscale() == "log"
+    assert plots.loss_plot(narrow).axes[0].get_yscale() == "linear"
+    assert plots.loss_overlay([wide, narrow]).axes[0].get_yscale() == "log"
+
+
+def test_save_run_plots_writes_whole_files_and_skips_empty_plots(tmp_path):
+    run_dir = make_run(tmp_path, params={"w": [0.5, 1.0, 1.5]}, targets={"w": 2.0})
+    written = plots.save_run_plots(run_dir)
+    assert [os.path.basename(p) for p in written] == ["loss.png", "params.png"]  # no grad_norm.csv
+    assert all(_is_png(p) for p in written)
+    assert sorted(os.listdir(os.path.join(run_dir, "plots"))) == ["loss.png", "params.png"]
+
+
+def test_a_run_without_loss_rows_gets_no_plots(tmp_path):
+    run_dir = make_run(tmp_path, losses=())
+    assert plots.save_run_plots(run_dir) == []
+    assert not os.path.exists(os.path.join(run_dir, "plots"))
+
+
+def test_a_failed_save_leaves_neither_a_half_file_nor_a_temp_file(tmp_path, monkeypatch):
+    run_dir = make_run(tmp_path)
+    plots.save_run_plots(run_dir)
+    before = open(os.path.join(run_dir, "plots", "loss.png"), "rb").read()
+
+    def disk_full(fig, dpi=100):
+        raise OSError("disk full")
+    monkeypatch.setattr(plots, "figure_png", disk_full)
+    with pytest.raises(OSError):
+        plots.save_run_plots(run_dir)
+    assert os.listdir(os.path.join(run_dir, "plots")) == ["loss.png"]
+    assert open(os.path.join(run_dir, "plots", "loss.png"), "rb").read() == before
+
+
+def test_grad_norm_plot_shows_the_clipping_threshold(tmp_path):
+    run_dir = make_run(tmp_path, config={"clip_grad_norm": 1.5})
+    with open(os.path.join(run_dir, "grad_norm.csv"), "w") as f:
+        f.write("step,epoch,grad_norm\n1,1,3.0\n2,1,2.0\n3,2,1.0\n")
+    ax = plots.grad_norm_plot(run_dir).axes[0]
+    assert [line.get_ydata()[0] for line in ax.lines if line.get_linestyle() == ":"] == [1.5]
+
+
+def test_overlays_of_a_failed_run_still_draw(tmp_path):
+    make_run(tmp_path, "ok", config={"lr": 0.1})
+    make_run(tmp_path, "bad", status="diverged", config={"lr": 9.0}, losses=(1.0, float("nan")))
+    written = plots.save_overlay_plots(tmp_path, tmp_path / "out")
+    assert [os.path.basename(p) for p in written] == ["loss_overlay.png", "final_loss.png"]
+    texts = [t.get_text() for t in plots.final_loss_bar(tmp_path).axes[0].texts]
+    assert texts[-1].endswith("(diverged)")
+
+
+@pytest.mark.slow
+def test_a_plotting_failure_only_warns(tmp_path, monkeypatch, caplog):
+    from experiments.linear import Linear
+
+    def broken(run_dir, out_dir=None):
+        raise RuntimeError("no fonts today")
+    monkeypatch.setattr(plots, "save_run_plots", broken)
+    with caplog.at_level(logging.WARNING, logger="framework.runner"):
+        run = Linear(epochs=1, seed=2).run(out=str(tmp_path))
+    assert run.status == "completed"
+    assert "could not draw the plots" in caplog.text and "no fonts today" in caplog.text
+    assert not os.path.exists(os.path.join(run.dir, "plots"))

@@ -1,0 +1,257 @@
+"""compare/history/load_runs on real tiny trainings and on hand-made run dirs."""
+import json
+import logging
+import os
+
+import pandas as pd
+import pytest
+
+from framework import ConfigError, RunDirError, compare, history, load_run, load_runs
+from framework.reports import config_labels, differing_config, display_table, list_runs
+from rundirs import OPTIMIZER_RUNS, make_run, trained_runs
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    return trained_runs(tmp_path_factory)
+
+
+# -- real trainings ------------------------------------------------------------
+
+@pytest.mark.slow
+def test_compare_gives_one_row_per_real_run_with_config_and_outcomes(trained):
+    table = compare(trained)
+    assert len(table) == 3
+    assert list(table.columns[:3]) == ["experiment", "run_id", "status"]
+    assert set(table["status"]) == {"completed"}
+    assert sorted(zip(table["optimizer"], table["lr"])) == sorted(OPTIMIZER_RUNS)
+    assert (table["samples"] == 100).all() and (table["epochs"] == 5).all()
+    assert table["final_loss"].is_monotonic_increasing  # default sort
+    for row in table.to_dict("records"):
+        loss = pd.read_csv(os.path.join(row["run_dir"], "loss.csv"))
+        params = pd.read_csv(os.path.join(row["run_dir"], "params.csv"))
+        weight = params[params["param"] == "dense.weight"]["value"].iloc[-1]
+        assert row["final_loss"] == pytest.approx(loss["loss"].iloc[-1])
+        assert row["min_loss"] == pytest.approx(loss["loss"].min())
+        assert row["best_step"] == loss["step"][loss["loss"].idxmin()]
+        assert (row["steps"], row["epochs_done"]) == (50, 5)
+        assert row["train_time_s"] > 0 and row["steps_per_s"] > 0
+        assert row["dense.weight"] == pytest.approx(weight)
+    assert table["dense.weight_error"].tolist() == \
+        pytest.approx((table["dense.weight"] - 2.0).abs().tolist())
+    assert table["dense.bias_error"].tolist() == pytest.approx(table["dense.bias"].abs().tolist())
+
+
+@pytest.mark.slow
+def test_compare_sorts_by_any_column_and_accepts_runs_or_paths(trained):
+    runs = load_runs(trained)
+    assert compare(runs, sort="lr")["lr"].tolist() == [0.05, 0.1, 0.2]
+    assert compare([r.dir for r in runs], sort="-lr")["lr"].tolist() == [0.2, 0.1, 0.05]
+    assert compare(runs[0])["run_id"].tolist() == [runs[0].run_id]
+
+
+@pytest.mark.slow
+def test_history_is_long_and_complete_with_the_varying_config(trained):
+    runs = load_runs(trained)
+    loss = history(runs)
+    assert list(loss.columns) == ["run_id", "step", "epoch", "loss", "optimizer", "lr"]
+    assert len(loss) == 150
+    for run in runs:
+        mine = loss[loss["run_id"] == run.run_id]
+        assert mine["step"].tolist() == list(range(1, 51))
+        assert mine["loss"].tolist() == pytest.approx(run.loss["loss"].tolist())
+        assert set(mine["optimizer"]) == {run.config["optimizer"]}
+    wide = loss.pivot(index="step", columns="optimizer", values="loss")
+    assert sorted(wide.columns) == ["adam", "momentum", "sgd"]
+
+
+@pytest.mark.slow
+def test_history_of_a_parameter_the_grad_norm_and_the_lr(trained):
+    weight = history(trained, "dense.weight")
+    assert len(weight) == 150 and weight["dense.weight"].notna().all()
+    assert len(history(trained, "grad_norm")) == 150
+    lr = history(trained, "lr")
+    assert lr.groupby("optimizer")["lr"].nunique().eq(1).all()
+
+
+@pytest.mark.slow
+def test_unknown_history_metric_lists_the_available_ones(trained):
+    with pytest.raises(ConfigError, match=r"available: .*dense\.weight.*grad_norm.*"
+                                          r"Received: metric='acc'"):
+        history(trained, "acc")
+
+
+@pytest.mark.slow
+def test_labels_name_the_config_fields_that_differ(trained):
+    runs = load_runs(trained)
+    assert differing_config(runs) == ["optimizer", "lr"]
+    labels = config_labels(runs)
+    expected = {f"optimizer={o}, lr={lr:g}" for o, lr in OPTIMIZER_RUNS}
+    assert set(labels) == expected
+    assert all(run.run_id not in label for run, label in zip(runs, labels))
+
+
+# -- hand-made run directories -------------------------------------------------------
+
+def test_load_runs_finds_runs_recursively_and_skips_other_folders(tmp_path):
+    make_run(tmp_path / "a", "r1")
+    make_run(tmp_path / "b" / "deeper", "r2")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "sweeps" / "s1").mkdir(parents=True)
+    (tmp_path / "sweeps" / "s1" / "sweep.json").write_text("{}")
+    runs = load_runs(tmp_path)
+    assert sorted(r.run_id for r in runs) == ["r1", "r2"] and runs.errors == []
+    assert len(load_runs([tmp_path / "a", tmp_path])) == 2  # a run reached twice counts once
+
+
+def test_a_broken_run_is_named_and_the_others_still_load(tmp_path, caplog):
+    make_run(tmp_path, "good")
+    broken = make_run(tmp_path, "broken")
+    with open(os.path.join(broken, "run.json"), "w") as f:
+        f.write('{"status": "compl')
+    with caplog.at_level(logging.WARNING, logger="framework.reports"):
+        runs = load_runs(tmp_path)
+    assert [r.run_id for r in runs] == ["good"]
+    assert runs.errors[0][0] == broken and "run.json is not valid JSON" in runs.errors[0][1]
+    assert broken in caplog.text
+    assert compare(tmp_path)["run_id"].tolist() == ["good"]
+
+
+def test_when_nothing_loads_one_error_names_the_problem(tmp_path):
+    for name in ("x", "y"):
+        with open(os.path.join(make_run(tmp_path, name), "loss.csv"), "a") as f:
+            f.write("garbage,row\n")
+    with pytest.raises(RunDirError, match=r"none of the 2 runs could be read; the first: "
+                                          r".*x.loss\.csv is malformed"):
+        load_runs(tmp_path)
+
+
+@pytest.mark.parametrize("path, message", [
+    ("missing", "does not exist"),
+    ("empty", "holds no runs"),
+    ("file.txt", "neither a run directory nor a folder"),
+])
+def test_paths_that_hold_no_runs(tmp_path, path, message):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(RunDirError, match=message):
+        load_runs(tmp_path / path)
+    with pytest.raises(RunDirError, match=message if path == "missing" else "not a run directory"):
+        load_run(tmp_path / path)
+
+
+def _spoil(run_dir, filename, text, mode="w"):
+    with open(os.path.join(run_dir, filename), mode) as f:
+        f.write(text)
+
+
+@pytest.mark.parametrize("filename, text, mode, message", [
+    ("loss.csv", "3,2,0.1,0.1,0.3", "a", r"loss\.csv is truncated"),
+    ("loss.csv", "3,2,abc,0.1,0.3\n", "a", r"column 'loss' must hold numbers. Received: 'abc' on line 4"),
+    ("loss.csv", "x,2,0.1,0.1,0.3\n", "a", r"column 'step' must hold integers. Received: 'x' on line 4"),
+    ("loss.csv", "3\n", "a", r"column 'epoch' must hold integers. Received: an empty field on line 4"),
+    ("loss.csv", "3,2,0.1,0.1,0.3,9,9\n", "a", r"is not a readable CSV \(.*Expected 5 fields in line 4, saw 7\)"),
+    ("loss.csv", "step,loss\n1,0.5\n", "w", r"lacks the column\(s\) epoch"),
+    ("params.csv", "step,epoch,param,value\n1,1,w,oops\n", "w", "column 'value' must hold numbers"),
+    ("eval.csv", "epoch,step,accuracy\n1,2,0.5\n2,4,", "w", r"eval\.csv is truncated"),
+    ("run.json", "{not json", "w", r"run\.json is not valid JSON"),
+    ("run.json", "[1, 2]", "w", r"run\.json must hold a JSON object"),
+    ("config.json", "", "w", r"config\.json is not valid JSON"),
+])
+def test_malformed_files_are_named(tmp_path, filename, text, mode, message):
+    run_dir = make_run(tmp_path, losses=(1.0, 0.5))
+    _spoil(run_dir, filename, text, mode)
+    with pytest.raises(RunDirError, match=message) as info:
+        load_run(run_dir)
+    assert os.path.join(run_dir, filename) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_running_run_may_have_a_row_in_flight(tmp_path):
+    run_dir = make_run(tmp_path, status="running", losses=(1.0, 0.5))
+    _spoil(run_dir, "loss.csv", "3,2,0.2", "a")
+    assert load_run(run_dir).loss["step"].tolist() == [1, 2]
+
+
+def test_final_and_best_eval_metrics_follow_the_metric_direction(tmp_path):
+    rows = [{"epoch": 1, "step": 2, "accuracy": 0.5, "mae": 0.4},
+            {"epoch": 2, "step": 4, "accuracy": 0.9, "mae": 0.1},
+            {"epoch": 3, "step": 6, "accuracy": 0.8, "mae": 0.3}]
+    make_run(tmp_path, losses=(1, 0.5, 0.4, 0.3, 0.2, 0.3), eval_rows=rows)
+    row = compare(tmp_path).iloc[0]
+    assert (row["final_accuracy"], row["best_accuracy"]) == (0.8, 0.9)
+    assert (row["final_mae"], row["best_mae"]) == (0.3, 0.1)
+    assert (row["min_loss"], row["best_step"], row["final_loss"]) == (0.2, 5, 0.3)
+    assert history(tmp_path, "accuracy")["accuracy"].tolist() == [0.5, 0.9, 0.8]
+
+
+def test_only_scalar_parameters_get_columns_and_errors_to_targets(tmp_path):
+    params = {"w": [1.0, 1.5, 1.9], "v[0]": [0, 0, 0], "big:norm": [3, 3, 3]}
+    make_run(tmp_path, params=params, targets={"w": 2.0, "b": 0.0},
+             meta={"params": {"w": 1.9, "b": 0.25}})
+    row = compare(tmp_path).iloc[0]
+    assert row["w"] == 1.9 and row["w_error"] == pytest.approx(0.1)
+    assert row["b"] == 0.25 and row["b_error"] == 0.25  # untracked: from run.json
+    assert "v[0]" not in row and "big:norm" not in row
+    assert history(tmp_path, "big:norm")["big:norm"].tolist() == [3, 3, 3]
+
+
+def test_a_parameter_named_like_a_config_field_does_not_hide_it(tmp_path):
+    make_run(tmp_path, params={"lr": [0.5, 0.6, 0.7]}, targets={"lr": 1.0})
+    row = compare(tmp_path).iloc[0]
+    assert row["lr"] == 0.1  # the config field
+    assert row["param.lr"] == 0.7 and row["param.lr_error"] == pytest.approx(0.3)
+
+
+def test_unknown_sort_column_lists_the_valid_ones(tmp_path):
+    make_run(tmp_path)
+    with pytest.raises(ConfigError, match=r"unknown sort column 'speed'; valid columns: "
+                                          r"experiment, run_id, status, .*final_loss.*"
+                                          r"Received: sort='speed'"):
+        compare(tmp_path, sort="speed")
+
+
+def test_runs_without_a_finite_loss_sort_last(tmp_path):
+    make_run(tmp_path, "diverged", status="diverged", losses=(1.0, float("nan")))
+    make_run(tmp_path, "worse", losses=(1.0, 0.9))
+    make_run(tmp_path, "better", losses=(1.0, 0.1))
+    table = compare(tmp_path)
+    assert table["run_id"].tolist() == ["better", "worse", "diverged"]
+    assert table["min_loss"].tolist() == [0.1, 0.9, 1.0]
+
+
+def test_display_table_keeps_differing_config_and_outcomes(tmp_path):
+    make_run(tmp_path, "a", config={"optimizer": "adam"})
+    make_run(tmp_path, "b", config={"optimizer": "sgd"})
+    shown = display_table(compare(tmp_path))
+    assert list(shown.columns[:3]) == ["run_id", "status", "optimizer"]
+    assert "lr" not in shown.columns and "final_loss" in shown.columns
+    assert "run_dir" not in shown.columns
+
+
+def test_equal_configs_get_distinct_labels(tmp_path):
+    make_run(tmp_path, "a", config={"optimizer": "adam", "lr": 0.1})
+    make_run(tmp_path, "b", config={"optimizer": "adam", "lr": 0.1, "seed": 3})
+    make_run(tmp_path, "c", config={"optimizer": "adam", "lr": 0.1, "seed": 3})
+    assert config_labels(load_runs(tmp_path)) == ["seed=0", "seed=3", "seed=3 #2"]
+    assert config_labels(load_runs(tmp_path / "toy" / "a")) == ["a"]
+
+
+def test_list_runs_reads_run_json_and_spots_dead_processes(tmp_path):
+    make_run(tmp_path, "done")
+    make_run(tmp_path, "ghost", status="running", losses=(1.0, 0.7),
+             meta={"pid": 2 ** 22 + 12345, "host": os.uname().nodename, "steps": 0,
+                   "started_at": "2026-02-01T00:00:00+00:00"})
+    table = list_runs(tmp_path)
+    assert table["run_id"].tolist() == ["ghost", "done"]  # newest first
+    ghost = table.iloc[0]
+    assert ghost["status"] == "running (process gone)"
+    assert (ghost["steps"], ghost["final_loss"]) == (2, 0.7)  # from loss.csv while running
+    assert ghost["age_s"] > 0
+
+
+def test_run_json_shapes_survive_a_round_trip(tmp_path):
+    run_dir = make_run(tmp_path, config={"track_names": ["a", "b"]})
+    table = compare(run_dir)
+    assert table["track_names"].iloc[0] == ("a", "b")
+    assert json.loads(open(os.path.join(run_dir, "config.json")).read())["track_names"] == ["a", "b"]

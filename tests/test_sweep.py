@@ -1,0 +1,163 @@
+"""mindexp sweep: grids validated up front, runs in parallel child processes,
+failures and signals handled, sweep.json written."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import cli_env
+from framework.cli import main
+from framework.sweep import grid_points
+
+FRAGILE = '''
+from dataclasses import dataclass
+from experiments.linear import Linear, MinimalNet
+
+
+class Fragile(Linear):
+    """Linear, but its network refuses to build when explode=true."""
+    name = "fragile"
+
+    @dataclass
+    class Config(Linear.Config):
+        explode: bool = False
+
+    def network(self):
+        if self.config.explode:
+            raise RuntimeError("exploded on purpose")
+        return MinimalNet()
+'''
+TINY = ("--set", "epochs=1", "--set", "samples=20", "--set", "batch_size=10")
+
+
+def _sweep_json(out):
+    found = glob.glob(os.path.join(str(out), "sweeps", "*", "sweep.json"))
+    assert len(found) == 1, found
+    with open(found[0]) as f:
+        return json.load(f)
+
+
+@pytest.mark.slow
+def test_four_runs_with_two_workers_complete_with_one_table(cli, tmp_path):
+    done = cli("sweep", "linear", "--grid", "optimizer=sgd,adam", "--grid", "lr=0.05,0.1",
+               *TINY, "--workers", "2", "--out", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    sweep = _sweep_json(tmp_path / "out")
+    assert sweep["status"] == "completed" and sweep["workers"] == 2
+    assert sweep["grid"] == {"optimizer": ["sgd", "adam"], "lr": ["0.05", "0.1"]}
+    assert sweep["set"] == {"epochs": "1", "samples": "20", "batch_size": "10"}
+    assert [r["values"] for r in sweep["runs"]] == grid_points(sweep["grid"])
+    assert [r["status"] for r in sweep["runs"]] == ["completed"] * 4
+    for record in sweep["runs"]:
+        with open(os.path.join(record["run_dir"], "run.json")) as f:
+            meta = json.load(f)
+        assert meta["run_id"] == record["run_id"] and meta["status"] == "completed"
+        with open(os.path.join(record["run_dir"], "config.json")) as f:
+            config = json.load(f)
+        assert (config["optimizer"], str(config["lr"]), config["epochs"]) == \
+            (record["values"]["optimizer"], record["values"]["lr"], 1)
+    lines = done.stdout.splitlines()
+    header = [i for i, line in enumerate(lines) if line.split()[:4] == ["run_id", "status",
+                                                                     "optimizer", "lr"]]
+    assert len(header) == 1  # one table
+    assert sum(" completed " in line for line in lines[header[0] + 1:]) == 4
+    assert sorted(os.listdir(os.path.dirname(sweep["runs"][0]["log"]))) == \
+        [f"sweep-{i}.log" for i in range(1, 5)]
+
+
+@pytest.mark.slow
+def test_a_failing_config_does_not_stop_the_others(cli, tmp_path):
+    (tmp_path / "fragile.py").write_text(FRAGILE)
+    done = cli("sweep", "fragile.py:Fragile", "--grid", "explode=false,true", *TINY,
+               "--workers", "2", "--out", "out", "--name", "frag")
+    assert done.returncode == 1, done.stdout + done.stderr
+    sweep = _sweep_json(tmp_path / "out")
+    by_value = {r["values"]["explode"]: r for r in sweep["runs"]}
+    assert by_value["false"]["status"] == "completed"
+    assert by_value["true"]["status"] == "failed"
+    assert "exploded on purpose" in by_value["true"]["error"]
+    assert sweep["status"] == "failed" and sweep["sweep_id"].split("-")[2] == "frag"
+    assert "1 of 2 runs did not complete" in done.stderr
+    assert "explode=true: failed: RuntimeError: exploded on purpose" in done.stderr
+    assert by_value["true"]["run_dir"] in done.stderr
+    assert "Traceback" not in done.stderr
+    assert " completed " in done.stdout and " failed " in done.stdout  # the table has both
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_runs_and_marks_them_interrupted(tmp_path):
+    cmd = [sys.executable, "-m", "framework", "sweep", "linear", "--grid",
+           "optimizer=sgd,adam,momentum", "--set", "epochs=100000", "--workers", "2",
+           "--out", "out"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _wait_for_loss_rows(tmp_path / "out" / "linear", runs=2, timeout=120)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stdout + stderr
+    sweep = _sweep_json(tmp_path / "out")
+    assert sweep["status"] == "interrupted"
+    assert sorted(r["status"] for r in sweep["runs"]) == ["interrupted", "interrupted",
+                                                          "not started"]
+    for record in sweep["runs"][:2]:
+        with open(os.path.join(record["run_dir"], "run.json")) as f:
+            assert json.load(f)["status"] == "interrupted"
+    assert "sweep interrupted; 3 of 3 runs did not complete" in stderr
+
+
+def _wait_for_loss_rows(folder, runs, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        files = glob.glob(os.path.join(str(folder), "*", "loss.csv"))
+        if len(files) >= runs and all(os.path.getsize(f) > 40 for f in files):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{runs} runs did not start logging within {timeout} s")
+
+
+# -- bad input: caught before anything starts ------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["--grid", "lrr=0.1,0.2"], "--grid key 'lrr' is not a config field of linear. Did you mean lr"),
+    (["--grid", "lr="], "--grid lr has an empty value"),
+    (["--grid", "lr=0.1,,0.2"], "--grid lr has an empty value"),
+    (["--grid", "lr"], "--grid expects FIELD=VALUE1,VALUE2"),
+    (["--grid", "=0.1"], "--grid expects FIELD=VALUE1,VALUE2"),
+    (["--grid", "lr=0.1", "--grid", "lr=0.2"], "--grid lr is given twice"),
+    (["--grid", "lr=0.1,-1"], "config field 'lr' must be a number > 0. Received: lr=-1"),
+    (["--grid", "optimizer=sgd,lbfgs"], "config field 'optimizer' must be one of"),
+    (["--grid", "lr=0.1", "--set", "lr=0.2"], "'lr' is given by both --grid and --set"),
+    (["--grid", "lr=0.1", "--workers", "0"], "argument --workers: must be an integer >= 1. "
+                                             "Received: '0'"),
+    (["--grid", "lr=0.1", "--workers", "two"], "argument --workers: must be an integer >= 1"),
+    (["--grid", "lr=0.1", "--name", "../up"], "--name must be 1-64 characters"),
+    ([], "the following arguments are required: --grid"),
+])
+def test_bad_grids_are_one_line_and_start_nothing(tmp_path, capsys, args, message):
+    out = tmp_path / "out"
+    code = main(["sweep", "linear", *args, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and err.startswith("mindexp: error: ")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_grid_points_are_the_cartesian_product_first_key_slowest():
+    points = grid_points({"optimizer": ["sgd", "adam"], "lr": ["0.1", "0.2", "0.3"]})
+    assert len(points) == 6
+    assert points[:2] == [{"optimizer": "sgd", "lr": "0.1"}, {"optimizer": "sgd", "lr": "0.2"}]
+
+
+def test_the_python_api_checks_workers_too():
+    from framework import ConfigError
+    from framework.sweep import Sweep
+    with pytest.raises(ConfigError, match=r"--workers must be an integer >= 1 .*"
+                                          r"Received: --workers 0"):
+        Sweep("linear", {"lr": ["0.1"]}, workers=0)
+    assert Sweep("linear", {"lr": ["0.1", "0.2"]}, workers=8).workers == 2  # no idle slots
