@@ -30,7 +30,7 @@ class Plan:
         self.steps_per_epoch = steps_per_epoch
 
 
-def prepare(exp, workers=1):
+def prepare(exp, workers=1, check_network=True):
     """Load and check the data, the data-dependent config limits, the eval
     metrics and the device."""
     cfg = exp.config
@@ -50,7 +50,8 @@ def prepare(exp, workers=1):
     if cfg.warmup_steps > total:
         raise ConfigError(f"config field 'warmup_steps' must be at most the run's {total} steps. "
                           f"Received: warmup_steps={cfg.warmup_steps}", field="warmup_steps")
-    check_output_shape(exp, train)
+    if check_network:
+        check_output_shape(exp, train)
     _check_eval(exp, eval_)
     return Plan(train, eval_, steps_per_epoch)
 
@@ -84,7 +85,6 @@ def _forward_shape(exp, batch):
     import mindspore as ms
     mode = ms.get_context("mode")
     ms.set_context(mode=ms.PYNATIVE_MODE)
-    _absorb_first_op_error()  # else the check would swallow MindSpore's one-off error
     try:
         return exp.network()(ms.Tensor(batch)).shape
     except Exception:  # the user's network: a failure here is the run's to report
@@ -150,6 +150,7 @@ def launch_workers(exp, run_dir, entry, resume=False, previous=None):
     write_json(os.path.join(run_dir, "run.json"), meta)
     code = distributed.launch(run_dir, exp.config.workers, resume=resume)
     meta = read_json(os.path.join(run_dir, "run.json"))
+    _save_plots(run_dir)
     if code != 0 and meta.get("status") in ("running", "completed"):
         log, tail = distributed.worker_failure(run_dir)
         meta.update(status="failed", ended_at=now_iso(),
@@ -168,7 +169,7 @@ def run_worker(run_dir, resume=False):
     rank, size = distributed.init_data_parallel()
     meta = read_json(os.path.join(run_dir, "run.json"))
     exp = load_experiment(meta["entry"])(read_json(os.path.join(run_dir, "config.json")))
-    plan = prepare(exp, workers=size)
+    plan = prepare(exp, workers=size, check_network=False)  # the launcher checked it
     point = None
     if resume:
         from .resume import load_resume_point
@@ -211,7 +212,11 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
             raise TrainingError(meta.get("error") or "training failed")
         return None
     write_json(os.path.join(run_dir, "run.json"), meta)
-    _save_plots(run_dir)
+    if shard[0] == 1:
+        # Under msrun, ranks must leave the cluster together: a rank 0 still
+        # plotting after the others exit is declared timed out. The launcher
+        # plots instead.
+        _save_plots(run_dir)
     run = Run(run_dir)
     if meta["status"] == "failed":
         raise TrainingError(meta.get("error") or "training failed", run=run)
@@ -405,7 +410,6 @@ def _set_context(cfg, run_dir):
     set_device(cfg.device)
     if cfg.graph_kernel:
         _enable_graph_kernel(cfg)
-    _absorb_first_op_error()
     ms.set_seed(cfg.seed)
     import numpy as np
     np.random.seed(cfg.seed)
@@ -450,28 +454,6 @@ def _enable_graph_kernel(cfg):
                        "ignored with mode=pynative")
         return
     ms.set_context(enable_graph_kernel=True)
-
-
-def _absorb_first_op_error():
-    """Run one throwaway eager Tensor operator, quietly.
-
-    MindSpore wheels built against NumPy 1.x print a NumPy-ABI complaint and raise
-    SystemError ("numpy.core.multiarray failed to import") on the first eager Tensor
-    operator under NumPy 2, once per process; later ones work. Taking that hit here
-    keeps it out of the user's code (a PyNative network, Tensor arithmetic in
-    ``network()``) and off stderr.
-    """
-    import contextlib
-    import io
-    import numpy as np
-    from mindspore import Tensor
-    one = Tensor(np.ones(1, np.float32))
-    noise = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(noise):
-            (one * one).asnumpy()
-    except SystemError:
-        logger.debug("first eager op failed once (NumPy ABI): %s", noise.getvalue())
 
 
 def _amp(net, level, run_dir):
