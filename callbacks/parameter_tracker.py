@@ -1,11 +1,12 @@
 """ParameterTracker: trajectories of network parameters to params.csv (tidy)."""
 import fnmatch
+import math
 
 import numpy as np
 from mindspore.train import Callback
 
 from ._common import (check_directory, check_every, global_step, is_epoch_end,
-                      log_path, trained_parameters)
+                      log_path, tensor_values, trained_parameters)
 from .csv_log import CsvLog
 
 __all__ = ["ParameterTracker"]
@@ -42,11 +43,13 @@ class ParameterTracker(Callback):
         self.max_values = check_every("max_values", max_values)
         self.all_ranks = bool(all_ranks)
         self._params = []
+        self._plan = []
         self._log = None
 
     def on_train_begin(self, run_context):
         cb_params = run_context.original_args()
         self._params = self._select(trained_parameters(cb_params))
+        self._plan = [(p, self._labels(p)) for p in self._params]
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         self._log = CsvLog(path, self.COLUMNS).open() if path else None
 
@@ -56,9 +59,14 @@ class ParameterTracker(Callback):
         if self._log is None or (step % self.every and not is_epoch_end(cb_params)):
             return
         epoch = int(cb_params.cur_epoch_num)
-        for param in self._params:
-            for label, value in self.values(param.name, param.asnumpy()):
-                self._log.write((step, epoch, label, value))
+        write = self._log.write
+        for param, labels in self._plan:
+            if labels is None:   # large: five statistics of a host copy
+                rows = self.values(param.name, param.asnumpy())
+            else:                # small: its elements, labels made once
+                rows = zip(labels, tensor_values(param))
+            for label, value in rows:
+                write((step, epoch, label, value))
 
     def values(self, name, array):
         """The ``(label, value)`` pairs written for one parameter."""
@@ -67,9 +75,20 @@ class ParameterTracker(Callback):
             return [(name, float(flat[0]))]
         if flat.size <= self.max_values:
             return [(f"{name}[{i}]", float(v)) for i, v in enumerate(flat)]
-        return [(f"{name}:norm", float(np.sqrt(np.dot(flat, flat)))),
+        # einsum, not np.dot: a BLAS call leaves OpenBLAS's threads spinning,
+        # and they take the cores from MindSpore's kernels of the next step.
+        return [(f"{name}:norm", math.sqrt(float(np.einsum("i,i->", flat, flat)))),
                 (f"{name}:mean", float(flat.mean())), (f"{name}:std", float(flat.std())),
                 (f"{name}:min", float(flat.min())), (f"{name}:max", float(flat.max()))]
+
+    def _labels(self, param):
+        """Labels of a parameter written element by element, None for a large one."""
+        size, name = int(param.size), param.name
+        if size == 1:
+            return (name,)
+        if size <= self.max_values:
+            return tuple(f"{name}[{i}]" for i in range(size))
+        return None
 
     def on_train_epoch_end(self, run_context):
         self.flush()
