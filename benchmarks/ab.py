@@ -64,7 +64,7 @@ def main(argv=None):
         print(f"run {r + 1}: " + ", ".join(f"{k} {v['time_ratio']:.3f}x" for k, v in res.items()),
               file=sys.stderr, flush=True)
     print(f"{w.key}: {w.title}; {args.runs} runs, sets interleaved by "
-          f"{'epoch' if w.steps_per_epoch <= 50 else 'chunks of steps'} inside each")
+          f"{'epoch' if interleave.chunking(w, 3)[0] else 'chunks of steps'} inside each")
     print(f"  {'':<10} {'chunks':>6}  {'mean chunk':>10}  {'time/off':>8}  {'median/off':>10}")
     for k in impls:
         chunks = runs[0][k]["chunks"]

@@ -110,6 +110,14 @@ class Dispatcher(Callback):
         return out
 
 
+def chunking(w, n_sets):
+    """(by_epoch, chunk): whole epochs when there are enough of them for ~8 per
+    set, else chunks of steps giving ~16 per set."""
+    if w.epochs >= 8 * n_sets:
+        return True, None
+    return False, max(1, min(w.steps_per_epoch, w.steps // (16 * n_sets)))
+
+
 def default_sets(pkg_by_name, out):
     """name -> the four default callbacks of a callbacks package, as the runner sets them."""
     sets = {}
@@ -137,8 +145,7 @@ def measure(w, pkg_by_name, out, train_step_pkg=None):
     net = exp.network()
     opt = exp.optimizer(net.trainable_params(), exp.learning_rate(w.steps_per_epoch))
     cell = (train_step_pkg or callbacks).TrainStep(exp.loss_network(net), opt)
-    by_epoch = w.steps_per_epoch <= 50
-    chunk = None if by_epoch else max(1, w.steps_per_epoch // 12)
+    by_epoch, chunk = chunking(w, len(pkg_by_name))
     disp = Dispatcher(default_sets(pkg_by_name, out), by_epoch, chunk)
     Model(cell).train(w.epochs, exp.dataset("train", arrays), callbacks=[disp],
                       dataset_sink_mode=False)

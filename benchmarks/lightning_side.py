@@ -68,9 +68,13 @@ def run(w, out, checkpoint="throttled"):
     class Timer(Callback):
         n, t1, tn = 0, None, None
 
+        def __init__(self):
+            self.ends = []
+
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             self.n += 1
             self.tn = time.perf_counter()
+            self.ends.append(self.tn)
             if self.n == 1:
                 self.t1 = self.tn
 
@@ -87,8 +91,10 @@ def run(w, out, checkpoint="throttled"):
                         enable_checkpointing=True)
     trainer.fit(Module(), loader)
     secs = timer.tn - timer.t1
+    steps = sorted(b - a for a, b in zip(timer.ends, timer.ends[1:]))
     return {"steps": timer.n, "timed_steps": timer.n - 1, "seconds": secs,
             "steps_per_s": steps_per_s(timer.n - 1, secs),
+            "median_step_ms": steps[len(steps) // 2] * 1e3 if steps else float("nan"),
             "torch_threads": torch.get_num_threads()}
 
 

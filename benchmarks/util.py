@@ -35,7 +35,7 @@ class QuietGate:
     machine are counted and reported.
     """
 
-    def __init__(self, threshold=0.25, max_wait=20.0, enabled=True):
+    def __init__(self, threshold=0.25, max_wait=5.0, enabled=True):
         self.threshold, self.max_wait, self.enabled = threshold, max_wait, enabled
         self.checks = self.busy_starts = 0
         self.waited = 0.0
