@@ -1,11 +1,12 @@
 """ParameterTracker: trajectories of network parameters to params.csv (tidy)."""
 import fnmatch
+import math
 
 import numpy as np
 from mindspore.train import Callback
 
 from ._common import (check_directory, check_every, global_step, is_epoch_end,
-                      log_path, trained_parameters)
+                      log_path, tensor_values, trained_parameters)
 from .csv_log import CsvLog
 
 __all__ = ["ParameterTracker"]
@@ -42,11 +43,13 @@ class ParameterTracker(Callback):
         self.max_values = check_every("max_values", max_values)
         self.all_ranks = bool(all_ranks)
         self._params = []
+        self._plan = []
         self._log = None
 
     def on_train_begin(self, run_context):
         cb_params = run_context.original_args()
         self._params = self._select(trained_parameters(cb_params))
+        self._plan = [(p, p.name, self._labels(p)) for p in self._params]
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         self._log = CsvLog(path, self.COLUMNS).open() if path else None
 
@@ -56,20 +59,35 @@ class ParameterTracker(Callback):
         if self._log is None or (step % self.every and not is_epoch_end(cb_params)):
             return
         epoch = int(cb_params.cur_epoch_num)
-        for param in self._params:
-            for label, value in self.values(param.name, param.asnumpy()):
-                self._log.write((step, epoch, label, value))
+        write = self._log.write
+        for param, name, labels in self._plan:
+            if labels is None:   # large: five statistics of a host copy
+                rows = self.values(name, param.asnumpy())
+            else:                # small: its elements, labels made once
+                rows = zip(labels, tensor_values(param))
+            for label, value in rows:
+                write((step, epoch, label, value))
 
     def values(self, name, array):
         """The ``(label, value)`` pairs written for one parameter."""
-        flat = np.asarray(array, dtype=np.float64).reshape(-1)
-        if flat.size == 1:
-            return [(name, float(flat[0]))]
-        if flat.size <= self.max_values:
+        raw = np.asarray(array).reshape(-1)
+        if raw.size <= self.max_values:
+            flat = raw.astype(np.float64)
+            if flat.size == 1:
+                return [(name, float(flat[0]))]
             return [(f"{name}[{i}]", float(v)) for i, v in enumerate(flat)]
-        return [(f"{name}:norm", float(np.sqrt(np.dot(flat, flat)))),
-                (f"{name}:mean", float(flat.mean())), (f"{name}:std", float(flat.std())),
-                (f"{name}:min", float(flat.min())), (f"{name}:max", float(flat.max()))]
+        norm, mean, std = _moments(raw)
+        return [(f"{name}:norm", norm), (f"{name}:mean", mean), (f"{name}:std", std),
+                (f"{name}:min", float(raw.min())), (f"{name}:max", float(raw.max()))]
+
+    def _labels(self, param):
+        """Labels of a parameter written element by element, None for a large one."""
+        size, name = int(param.size), param.name
+        if size == 1:
+            return (name,)
+        if size <= self.max_values:
+            return tuple(f"{name}[{i}]" for i in range(size))
+        return None
 
     def on_train_epoch_end(self, run_context):
         self.flush()
@@ -99,6 +117,25 @@ class ParameterTracker(Callback):
             raise ValueError(f"ParameterTracker: no parameter matches {unmatched}; "
                              f"parameters are {[p.name for p in params]}. Received: names={self.names!r}")
         return chosen
+
+
+def _moments(raw):
+    """L2 norm, mean and standard deviation of a flat array, in float64.
+
+    Two sums (x and x*x) instead of np.std's three passes; the variance
+    E[x^2] - mean^2 is exact to ~1e-10 unless the spread is tiny against the
+    mean, where np.var recomputes it. np.einsum, not np.dot: a BLAS call
+    leaves OpenBLAS's threads spinning, and they take the cores from
+    MindSpore's kernels of the next step.
+    """
+    flat = raw.astype(np.float64)
+    n = flat.size
+    sq = float(np.einsum("i,i->", flat, flat))
+    mean = float(flat.sum()) / n
+    var = sq / n - mean * mean
+    if not var > 1e-6 * mean * mean:   # cancellation (or NaN): the two-pass way
+        var = float(flat.var())
+    return math.sqrt(sq), mean, (math.sqrt(var) if var >= 0 else var)  # var < 0: only NaN
 
 
 def _check_names(names):

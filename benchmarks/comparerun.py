@@ -1,0 +1,77 @@
+"""Time ``framework.compare()`` over many long runs, in its own process (goal 6).
+
+    python benchmarks/comparerun.py RUNS STEPS ROOT
+
+Makes one real (tiny) run of the seed experiment as a template, copies it
+RUNS times with loss.csv, params.csv and grad_norm.csv of STEPS steps each
+(the files as the callbacks write them), then times ``compare(ROOT/linear)``.
+Prints one JSON line. Exit 3 when this branch has no ``framework.compare``.
+"""
+import json
+import os
+import shutil
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+os.environ.setdefault("GLOG_v", "3")
+
+
+def _csv(header, rows):
+    return header + "\n" + "\n".join(rows) + "\n"
+
+
+def make_runs(n_runs, steps, root):
+    import numpy as np
+
+    from experiments.linear import Linear
+    template = Linear(epochs=1).run(out=root, quiet=True).dir
+    parent = os.path.dirname(template)
+    spe = 10
+    step = np.arange(1, steps + 1)
+    epoch = (step - 1) // spe + 1
+    loss = np.exp(-step / 500.0) + 1e-4
+    t = step * 1e-3
+    loss_csv = _csv("step,epoch,loss,lr,time_s",
+                    (f"{s},{e},{v:.9g},0.2,{ts:.6f}" for s, e, v, ts in zip(step, epoch, loss, t)))
+    params_csv = _csv("step,epoch,param,value",
+                      (f"{s},{e},{name},{v:.9g}" for s, e, v in zip(step, epoch, 2 - loss)
+                       for name in ("dense.weight", "dense.bias")))
+    grad_csv = _csv("step,epoch,grad_norm",
+                    (f"{s},{e},{v:.9g}" for s, e, v in zip(step, epoch, loss * 3)))
+    with open(os.path.join(template, "run.json")) as f:
+        meta = json.load(f)
+    for i in range(n_runs):
+        run_id = f"bench-{i:04d}"
+        d = os.path.join(parent, run_id)
+        shutil.copytree(template, d, ignore=shutil.ignore_patterns("checkpoints"))
+        for name, text in (("loss.csv", loss_csv), ("params.csv", params_csv),
+                           ("grad_norm.csv", grad_csv)):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        meta.update(run_id=run_id, steps=int(steps), epochs=int(epoch[-1]))
+        with open(os.path.join(d, "run.json"), "w") as f:
+            json.dump(meta, f)
+    shutil.rmtree(template)
+    return parent
+
+
+def main():
+    n_runs, steps, root = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    try:
+        from framework import compare
+    except ImportError:
+        print(json.dumps({"skip": "framework.compare does not exist on this branch yet"}))
+        sys.exit(3)
+    parent = make_runs(n_runs, steps, root)
+    import pandas  # noqa: F401  (imported before the clock: a report session has it)
+    t0 = time.perf_counter()
+    table = compare(parent)
+    secs = time.perf_counter() - t0
+    print(json.dumps({"runs": len(table), "steps": steps, "seconds": secs}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Small helpers of the benchmark: a quiet-machine gate, medians, subprocess timing."""
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cpu_busy(interval=0.5):
+    """Fraction of all cores busy over ``interval`` seconds (from /proc/stat), or None."""
+    def read():
+        with open("/proc/stat") as f:
+            fields = [float(v) for v in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
+        return idle, sum(fields)
+    try:
+        i0, t0 = read()
+        time.sleep(interval)
+        i1, t1 = read()
+    except OSError:
+        return None
+    total = t1 - t0
+    return None if total <= 0 else 1.0 - (i1 - i0) / total
+
+
+class QuietGate:
+    """Wait (bounded) until other processes leave the cores alone.
+
+    This machine is shared: a test suite running next to a measurement
+    slows it down 2-4x. Before each measurement the gate waits until the
+    cores are less than ``threshold`` busy (we are idle at that moment), at
+    most ``max_wait`` seconds; measurements that had to start on a busy
+    machine are counted and reported.
+    """
+
+    def __init__(self, threshold=0.25, max_wait=5.0, enabled=True):
+        self.threshold, self.max_wait, self.enabled = threshold, max_wait, enabled
+        self.checks = self.busy_starts = 0
+        self.waited = 0.0
+
+    def wait(self):
+        if not self.enabled:
+            return True
+        self.checks += 1
+        start = time.monotonic()
+        while True:
+            busy = cpu_busy(0.5)
+            if busy is None or busy < self.threshold:
+                self.waited += time.monotonic() - start
+                return True
+            if time.monotonic() - start > self.max_wait:
+                self.waited += time.monotonic() - start
+                self.busy_starts += 1
+                return False
+            time.sleep(1.0)
+
+    def summary(self):
+        if not self.enabled:
+            return "quiet gate off"
+        return (f"quiet gate: {self.checks} checks, waited {self.waited:.0f} s, "
+                f"{self.busy_starts} started on a busy machine")
+
+
+def median(values):
+    values = [v for v in values if v is not None and v == v]
+    return statistics.median(values) if values else float("nan")
+
+
+def env_for_children(**extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("GLOG_v", "3")
+    env.update(extra)
+    return env
+
+
+def timed_run(cmd, cwd=ROOT, timeout=900, env=None):
+    """Run ``cmd``; return (seconds, CompletedProcess)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env or env_for_children(), capture_output=True,
+                          text=True, timeout=timeout)
+    return time.perf_counter() - t0, proc
+
+
+def python():
+    return sys.executable
