@@ -63,6 +63,38 @@ class QuietGate:
                 f"{self.busy_starts} started on a busy machine")
 
 
+class LoadMeter:
+    """CPU used by everything else while our children ran: total busy time
+    of the machine (/proc/stat) minus our children's (RUSAGE_CHILDREN),
+    in cores (1.0 = one core kept busy by neighbours)."""
+
+    def __enter__(self):
+        import resource
+        self._busy0, self._t0 = _busy_seconds(), time.monotonic()
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self._own0 = r.ru_utime + r.ru_stime
+        return self
+
+    def __exit__(self, *exc):
+        import resource
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own = r.ru_utime + r.ru_stime - self._own0
+        busy1, wall = _busy_seconds(), time.monotonic() - self._t0
+        self.neighbours = None if busy1 is None or self._busy0 is None or wall <= 0 \
+            else max(0.0, (busy1 - self._busy0 - own) / wall)
+        return False
+
+
+def _busy_seconds():
+    try:
+        with open("/proc/stat") as f:
+            fields = [float(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def median(values):
     values = [v for v in values if v is not None and v == v]
     return statistics.median(values) if values else float("nan")
