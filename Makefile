@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test bench clean
+.PHONY: run test bench bench-lightning-venv clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+
+# Optional: PyTorch Lightning side by side (goal 1), in its own venv
+bench-lightning-venv:
+	benchmarks/setup_lightning.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info
