@@ -1,13 +1,13 @@
 """EvalMonitor: eval metrics after each evaluation to eval.csv."""
-from mindspore.train import Callback
 
 from ._common import check_directory, global_step, log_path, to_float
+from ._log_callback import LogCallback
 from .csv_log import CsvLog
 
 __all__ = ["EvalMonitor"]
 
 
-class EvalMonitor(Callback):
+class EvalMonitor(LogCallback):
     """Write ``epoch,step,<metric>...`` to ``<directory>/eval.csv``.
 
     Reads the results ``Model.fit`` puts in ``eval_results`` after each
@@ -45,17 +45,3 @@ class EvalMonitor(Callback):
             self._log.write([int(cb_params.cur_epoch_num), global_step(cb_params)] +
                             [self.last[k] for k in self.metrics])
 
-    def on_train_end(self, run_context):
-        self.close()
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def flush(self):
-        if self._log is not None:
-            self._log.flush()
-
-    def close(self):
-        if self._log is not None:
-            self._log.close()

@@ -1,14 +1,14 @@
 """GradNormMonitor: the global gradient norm of every step to grad_norm.csv."""
-from mindspore.train import Callback
 
 from ._common import (check_directory, check_every, global_step, is_epoch_end,
                       log_path, to_float)
+from ._log_callback import LogCallback
 from .csv_log import CsvLog
 
 __all__ = ["GradNormMonitor"]
 
 
-class GradNormMonitor(Callback):
+class GradNormMonitor(LogCallback):
     """Write ``step,epoch,grad_norm`` to ``<directory>/grad_norm.csv``.
 
     The norm comes from the train network's second output: wrap the network
@@ -64,25 +64,8 @@ class GradNormMonitor(Callback):
             for name, norm in zip(self._names, outputs[2]):
                 self._params_log.write((step, epoch, name, to_float(norm)))
 
-    def on_train_epoch_end(self, run_context):
-        self.flush()
-
-    def on_train_end(self, run_context):
-        self.close()
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def flush(self):
-        for log in (self._log, self._params_log):
-            if log is not None:
-                log.flush()
-
-    def close(self):
-        for log in (self._log, self._params_log):
-            if log is not None:
-                log.close()
+    def _logs(self):
+        return (self._log, self._params_log)
 
     def _check_network(self, network):
         kind = type(network).__name__

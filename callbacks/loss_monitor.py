@@ -2,16 +2,16 @@
 import time
 
 from mindspore import Parameter
-from mindspore.train import Callback
 
 from ._common import (check_directory, check_every, first_output, global_step,
                       is_epoch_end, is_finite, log_path, optimizer_of, to_float)
+from ._log_callback import LogCallback
 from .csv_log import CsvLog
 
 __all__ = ["LossMonitor"]
 
 
-class LossMonitor(Callback):
+class LossMonitor(LogCallback):
     """Write ``step,epoch,loss,lr,time_s`` to ``<directory>/loss.csv``.
 
     Works with a network that returns the loss or a tuple whose first item
@@ -67,25 +67,6 @@ class LossMonitor(Callback):
         if not is_finite(loss):
             self.stop_reason = f"loss is {loss} at step {step}"
             run_context.request_stop()
-
-    def on_train_epoch_end(self, run_context):
-        self.flush()
-
-    def on_train_end(self, run_context):
-        self.close()
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def flush(self):
-        """Write buffered rows to disk (Checkpoint calls it before saving)."""
-        if self._log is not None:
-            self._log.flush()
-
-    def close(self):
-        if self._log is not None:
-            self._log.close()
 
     def state_dict(self):
         """What a resumed run needs to continue this log."""

@@ -3,10 +3,10 @@ import fnmatch
 import math
 
 import numpy as np
-from mindspore.train import Callback
 
 from ._common import (check_directory, check_every, global_step, is_epoch_end,
                       log_path, tensor_values, trained_parameters)
+from ._log_callback import LogCallback
 from .csv_log import CsvLog
 
 __all__ = ["ParameterTracker"]
@@ -14,7 +14,7 @@ __all__ = ["ParameterTracker"]
 STATS = ("norm", "mean", "std", "min", "max")
 
 
-class ParameterTracker(Callback):
+class ParameterTracker(LogCallback):
     """Write parameter values as tidy rows ``step,epoch,param,value``.
 
     A one-element parameter is written under its name (``dense.weight``),
@@ -88,24 +88,6 @@ class ParameterTracker(Callback):
         if size <= self.max_values:
             return tuple(f"{name}[{i}]" for i in range(size))
         return None
-
-    def on_train_epoch_end(self, run_context):
-        self.flush()
-
-    def on_train_end(self, run_context):
-        self.close()
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def flush(self):
-        if self._log is not None:
-            self._log.flush()
-
-    def close(self):
-        if self._log is not None:
-            self._log.close()
 
     def _select(self, params):
         if self.names is None:
