@@ -4,7 +4,7 @@ import io
 import os
 import time
 
-__all__ = ["CsvLog", "read_csv"]
+__all__ = ["CsvLog", "read_csv", "read_header"]
 
 
 class CsvLog:
@@ -120,11 +120,7 @@ class CsvLog:
 
     # -- helpers -------------------------------------------------------------
     def _read_header(self):
-        if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
-            return None
-        with open(self.path, newline="", encoding="utf-8") as f:
-            first = f.readline()
-        return next(csv.reader([first]), None) or None
+        return read_header(self.path)
 
     def _cut_partial_row(self):
         """Cut a trailing row that has no newline (left by a killed writer)."""
@@ -141,6 +137,15 @@ class CsvLog:
             f.seek(0)
             data = f.read()
             f.truncate(data.rfind(b"\n") + 1)
+
+
+def read_header(path):
+    """The column names of a CSV log, or None when it is missing or empty."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    with open(path, newline="", encoding="utf-8") as f:
+        first = f.readline()
+    return next(csv.reader([first]), None) or None
 
 
 def _rows_up_to(path, column, step):

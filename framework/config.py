@@ -2,7 +2,7 @@
 import dataclasses
 import difflib
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
 from .errors import ConfigError

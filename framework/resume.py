@@ -94,13 +94,12 @@ def _latest_good_checkpoint(run_dir):
 
 def truncate_logs(run_dir, step):
     """Cut every step log back to ``step`` so the resumed run writes each step once."""
-    from callbacks import CsvLog
+    from callbacks.csv_log import CsvLog, read_header
     for name in STEP_LOGS:
         path = os.path.join(run_dir, name)
-        if os.path.exists(path) and os.path.getsize(path):
-            header = _header(path)
-            if "step" in header:
-                CsvLog(path, header).truncate_after(step)
+        header = read_header(path)
+        if header and "step" in header:
+            CsvLog(path, header).truncate_after(step)
 
 
 def _last_time(run_dir, step):
@@ -113,12 +112,6 @@ def _last_time(run_dir, step):
                 if row.get("step", "").isdigit() and int(row["step"]) <= step and row.get("time_s"):
                     last = float(row["time_s"])
     return last
-
-
-def _header(path):
-    import csv
-    with open(path, newline="", encoding="utf-8") as f:
-        return next(csv.reader(f), [])
 
 
 def _alive(pid):

@@ -3,7 +3,6 @@ what is accepted, exit 2, no traceback, nothing created or changed under the
 output root."""
 import hashlib
 import json
-import os
 
 import pytest
 

@@ -5,19 +5,6 @@ import pytest
 from framework.data import BatchSource, make_dataset
 
 
-@pytest.fixture
-def ms_cpu():
-    """Graph mode on CPU; tolerates a runtime that an earlier in-process test
-    already started (conftest's ms_graph raises then)."""
-    import mindspore as ms
-    ms.set_context(mode=ms.GRAPH_MODE)
-    try:
-        ms.set_device("CPU")
-    except RuntimeError:  # "The runtime has been initialized": it is CPU here
-        pass
-    return ms
-
-
 def _arrays(n=25):
     return (np.arange(2 * n, dtype=np.float32).reshape(n, 2), np.arange(n, dtype=np.int32))
 
@@ -69,12 +56,12 @@ def test_other_uses_take_mindspore_pipeline():
 
 
 @pytest.mark.slow
-def test_model_train_is_bitwise_the_same_as_through_the_pipeline(ms_cpu):
+def test_model_train_is_bitwise_the_same_as_through_the_pipeline(ms_graph):
     from mindspore import nn
     from mindspore.train import Model
 
     def train(dataset):
-        ms_cpu.set_seed(0)
+        ms_graph.set_seed(0)
         net = nn.Dense(2, 1)
         model = Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 1e-3))
         model.train(3, dataset, dataset_sink_mode=False)

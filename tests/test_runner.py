@@ -2,15 +2,12 @@
 import json
 import os
 import signal
-from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from experiments.linear import Linear
 from framework import ConfigError, DataError, Experiment, TrainingError
-from framework.rundir import create_run_dir
 
 
 @pytest.fixture(scope="module")

@@ -3,28 +3,15 @@ import numpy as np
 import pytest
 
 
-@pytest.fixture
-def ms_cpu():
-    """Graph mode on CPU; tolerates a runtime that an earlier in-process test
-    already started (conftest's ms_graph raises then)."""
-    import mindspore as ms
-    ms.set_context(mode=ms.GRAPH_MODE)
-    try:
-        ms.set_device("CPU")
-    except RuntimeError:  # "The runtime has been initialized": it is CPU here
-        pass
-    return ms
-
-
 @pytest.mark.parametrize("clip", [None, 0.05])
-def test_concatenated_and_per_gradient_norms_agree(ms_cpu, monkeypatch, clip):
+def test_concatenated_and_per_gradient_norms_agree(ms_graph, monkeypatch, clip):
     from mindspore import Tensor, nn
 
     import callbacks.train_step as ts
 
     def one_step(limit):
         monkeypatch.setattr(ts, "CONCAT_NORM_MAX_ELEMENTS", limit)
-        ms_cpu.set_seed(0)
+        ms_graph.set_seed(0)
         net = nn.SequentialCell([nn.Dense(3, 16), nn.ReLU(), nn.Dense(16, 1)])
         step = ts.TrainStep(nn.WithLossCell(net, nn.MSELoss()),
                             nn.SGD(net.trainable_params(), 0.1), clip_grad_norm=clip)
