@@ -3,15 +3,27 @@ from mindspore.train import Callback
 
 
 class LogCallback(Callback):
-    """A Callback whose CsvLogs are flushed at each epoch's end and closed at
-    the end of training and in ``__exit__`` (which MindSpore runs even when
-    training raises). Subclasses list their logs in ``_logs()``."""
+    """A Callback whose CsvLogs are flushed when due at each epoch's end
+    (every ``flush_seconds``; Checkpoint flushes them before each save, so a
+    log is never behind a checkpoint) and closed at the end of training and
+    in ``__exit__`` (which MindSpore runs even when training raises).
+    Subclasses list their logs in ``_logs()``."""
 
     def _logs(self):
         return (getattr(self, "_log", None),)
 
+    # No-op hooks defined here, not inherited: Callback's own forward to the
+    # deprecated step_begin/epoch_begin names, an extra call every step.
+    def on_train_step_begin(self, run_context):
+        pass
+
+    def on_train_epoch_begin(self, run_context):
+        pass
+
     def on_train_epoch_end(self, run_context):
-        self.flush()
+        for log in self._logs():
+            if log is not None:
+                log.flush_if_due()
 
     def on_train_end(self, run_context):
         self.close()

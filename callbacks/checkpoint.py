@@ -85,6 +85,13 @@ class Checkpoint(Callback):
         self._last, self.best = self._scan(index_path)
         self._last_save_time = time.monotonic()
 
+    # Defined, not inherited: Callback's own forward to the deprecated names.
+    def on_train_step_begin(self, run_context):
+        pass
+
+    def on_train_epoch_begin(self, run_context):
+        pass
+
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
         self._cb_params = cb_params

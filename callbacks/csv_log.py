@@ -63,8 +63,14 @@ class CsvLog:
         if isinstance(row, dict):
             row = [row.get(name, "") for name in self.fieldnames]
         self._rows.append(row)
-        if len(self._rows) >= self.flush_rows or \
-                time.monotonic() - self._last_flush >= self.flush_seconds:
+        if len(self._rows) >= self.flush_rows:
+            self.flush()
+        else:
+            self.flush_if_due()
+
+    def flush_if_due(self):
+        """Flush when the oldest buffered row has waited ``flush_seconds``."""
+        if self._rows and time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()
 
     def flush(self):

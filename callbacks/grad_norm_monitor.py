@@ -1,7 +1,6 @@
 """GradNormMonitor: the global gradient norm of every step to grad_norm.csv."""
 
-from ._common import (check_directory, check_every, global_step, is_epoch_end,
-                      log_path, to_float)
+from ._common import check_directory, check_every, log_path, net_outputs, step_info, to_float
 from ._log_callback import LogCallback
 from .csv_log import CsvLog
 
@@ -52,11 +51,10 @@ class GradNormMonitor(LogCallback):
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
-        step = global_step(cb_params)
-        if step % self.every and not is_epoch_end(cb_params):
+        step, epoch, epoch_end = step_info(cb_params)
+        if step % self.every and not epoch_end:
             return
-        outputs = cb_params.net_outputs
-        epoch = int(cb_params.cur_epoch_num)
+        outputs = net_outputs(cb_params)
         self.last_grad_norm = to_float(outputs[1])
         if self._log is not None:
             self._log.write((step, epoch, self.last_grad_norm))

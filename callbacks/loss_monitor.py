@@ -2,9 +2,10 @@
 import time
 
 from mindspore import Parameter
+from mindspore import dtype as mstype
 
-from ._common import (check_directory, check_every, first_output, global_step,
-                      is_epoch_end, is_finite, log_path, optimizer_of, to_float)
+from ._common import (check_directory, check_every, first_output, is_finite, log_path,
+                      net_outputs, optimizer_of, step_info, to_float)
 from ._log_callback import LogCallback
 from .csv_log import CsvLog
 
@@ -55,15 +56,14 @@ class LossMonitor(LogCallback):
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
-        step = global_step(cb_params)
-        if step % self.every and not is_epoch_end(cb_params):
+        step, epoch, epoch_end = step_info(cb_params)
+        if step % self.every and not epoch_end:
             return
-        loss = to_float(first_output(cb_params.net_outputs))
+        loss = to_float(first_output(net_outputs(cb_params)))
         self.last_loss, self.last_step = loss, step
         if self._log is not None:
             elapsed = time.monotonic() - self._t0 + self.time_offset
-            self._log.write((step, int(cb_params.cur_epoch_num), loss,
-                             self._lr(step), round(elapsed, 6)))
+            self._log.write((step, epoch, loss, self._lr(step), round(elapsed, 6)))
         if not is_finite(loss):
             self.stop_reason = f"loss is {loss} at step {step}"
             run_context.request_stop()
@@ -78,13 +78,14 @@ class _LearningRate:
     """The optimizer's learning rate at a global step, read cheaply.
 
     A per-step list (MindSpore's dynamic LR) is copied to the host once; a
-    constant is re-read on each logged step (a callback may change it); a
-    ``LearningRateSchedule`` cell is evaluated on the step.
+    constant is re-read on each logged step (a callback may change it),
+    through a reader chosen once; a ``LearningRateSchedule`` cell is
+    evaluated on the step.
     """
 
     def __init__(self, optimizer):
         self._table = None
-        self._param = None
+        self._read = None
         self._schedule = None
         lr = getattr(optimizer, "learning_rate", None) if optimizer is not None else None
         if isinstance(lr, (tuple, list)) or type(lr).__name__ == "ParameterTuple":
@@ -93,16 +94,26 @@ class _LearningRate:
             if getattr(optimizer, "dynamic_lr", False) or lr.size > 1:
                 self._table = lr.asnumpy().reshape(-1)
             else:
-                self._param = lr
+                self._read = _scalar_reader(lr)
         elif lr is not None and callable(lr):
             self._schedule = lr
 
     def __call__(self, step):
         if self._table is not None:
             return float(self._table[min(step - 1, len(self._table) - 1)])
-        if self._param is not None:
-            return to_float(self._param)
+        if self._read is not None:
+            return self._read()
         if self._schedule is not None:
             from mindspore import Tensor, int32
             return to_float(self._schedule(Tensor(step - 1, int32)))
         return ""
+
+
+def _scalar_reader(param):
+    """A function returning the value of a one-element Parameter as a float."""
+    if getattr(param, "has_init", False):   # lazily initialized: item() needs the data
+        param.init_data()
+    if param.dtype == mstype.float32:
+        item = param.item
+        return lambda: float(item())
+    return lambda: to_float(param)

@@ -4,14 +4,16 @@ import math
 
 import numpy as np
 
-from ._common import (check_directory, check_every, global_step, is_epoch_end,
-                      log_path, tensor_values, trained_parameters)
+from ._common import (check_directory, check_every, log_path, step_info, tensor_values,
+                      trained_parameters)
 from ._log_callback import LogCallback
 from .csv_log import CsvLog
 
 __all__ = ["ParameterTracker"]
 
 STATS = ("norm", "mean", "std", "min", "max")
+# largest float32 parameter whose statistics are summed in float32 (see _statistics)
+FLOAT32_SUM_MAX = 1 << 20
 
 
 class ParameterTracker(LogCallback):
@@ -49,23 +51,21 @@ class ParameterTracker(LogCallback):
     def on_train_begin(self, run_context):
         cb_params = run_context.original_args()
         self._params = self._select(trained_parameters(cb_params))
-        self._plan = [(p, p.name, self._labels(p)) for p in self._params]
+        self._plan = [(p, self._labels(p), int(p.size) > self.max_values) for p in self._params]
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         self._log = CsvLog(path, self.COLUMNS).open() if path else None
 
     def on_train_step_end(self, run_context):
-        cb_params = run_context.original_args()
-        step = global_step(cb_params)
-        if self._log is None or (step % self.every and not is_epoch_end(cb_params)):
+        step, epoch, epoch_end = step_info(run_context.original_args())
+        if self._log is None or (step % self.every and not epoch_end):
             return
-        epoch = int(cb_params.cur_epoch_num)
         write = self._log.write
-        for param, name, labels in self._plan:
-            if labels is None:   # large: five statistics of a host copy
-                rows = self.values(name, param.asnumpy())
-            else:                # small: its elements, labels made once
-                rows = zip(labels, tensor_values(param))
-            for label, value in rows:
+        for param, labels, large in self._plan:   # labels made once, in on_train_begin
+            if large:   # five statistics of one host copy
+                values = _statistics(param.asnumpy().reshape(-1))
+            else:       # its elements
+                values = tensor_values(param)
+            for label, value in zip(labels, values):
                 write((step, epoch, label, value))
 
     def values(self, name, array):
@@ -76,18 +76,16 @@ class ParameterTracker(LogCallback):
             if flat.size == 1:
                 return [(name, float(flat[0]))]
             return [(f"{name}[{i}]", float(v)) for i, v in enumerate(flat)]
-        norm, mean, std = _moments(raw)
-        return [(f"{name}:norm", norm), (f"{name}:mean", mean), (f"{name}:std", std),
-                (f"{name}:min", float(raw.min())), (f"{name}:max", float(raw.max()))]
+        return list(zip((f"{name}:{stat}" for stat in STATS), _statistics(raw)))
 
     def _labels(self, param):
-        """Labels of a parameter written element by element, None for a large one."""
+        """The ``param`` column of a parameter's rows, in the order of its values."""
         size, name = int(param.size), param.name
         if size == 1:
             return (name,)
         if size <= self.max_values:
             return tuple(f"{name}[{i}]" for i in range(size))
-        return None
+        return tuple(f"{name}:{stat}" for stat in STATS)
 
     def _select(self, params):
         if self.names is None:
@@ -101,23 +99,30 @@ class ParameterTracker(LogCallback):
         return chosen
 
 
-def _moments(raw):
-    """L2 norm, mean and standard deviation of a flat array, in float64.
+def _statistics(raw):
+    """L2 norm, mean, standard deviation, min and max of a flat array.
 
-    Two sums (x and x*x) instead of np.std's three passes; the variance
-    E[x^2] - mean^2 is exact to ~1e-10 unless the spread is tiny against the
-    mean, where np.var recomputes it. np.einsum, not np.dot: a BLAS call
-    leaves OpenBLAS's threads spinning, and they take the cores from
-    MindSpore's kernels of the next step.
+    Up to ``FLOAT32_SUM_MAX`` float32 elements are summed in float32 (numpy's
+    pairwise sum and einsum: ~1e-7 relative here, and no float64 copy, which
+    was a third of the cost); larger or other arrays in float64. The
+    variance E[x^2] - mean^2 takes two sums instead of np.std's three
+    passes; unless the spread is large against the mean (std > 3 |mean|,
+    as for most weights), where it could lose digits, np.var recomputes it
+    in float64. np.einsum, not np.dot: a BLAS call leaves OpenBLAS's
+    threads spinning, and they take the cores from MindSpore's kernels of
+    the next step.
     """
-    flat = raw.astype(np.float64)
+    flat = raw
+    if flat.dtype != np.float32 or flat.size > FLOAT32_SUM_MAX:
+        flat = flat.astype(np.float64)
     n = flat.size
     sq = float(np.einsum("i,i->", flat, flat))
     mean = float(flat.sum()) / n
     var = sq / n - mean * mean
-    if not var > 1e-6 * mean * mean:   # cancellation (or NaN): the two-pass way
-        var = float(flat.var())
-    return math.sqrt(sq), mean, (math.sqrt(var) if var >= 0 else var)  # var < 0: only NaN
+    if not var > 10.0 * mean * mean:   # could lose digits (or NaN): the two-pass way
+        var = float(flat.var(dtype=np.float64))
+    std = math.sqrt(var) if var >= 0 else var   # var < 0: only NaN
+    return math.sqrt(sq), mean, std, float(flat.min()), float(flat.max())
 
 
 def _check_names(names):

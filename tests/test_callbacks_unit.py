@@ -205,3 +205,49 @@ def test_early_stopping_on_an_eval_metric_needs_a_mode():
     from callbacks import EarlyStopping
     with pytest.raises(ValueError, match=r"needs `mode`.*Received: mode=None"):
         EarlyStopping(monitor="accuracy")
+
+
+@pytest.mark.parametrize("data", [
+    np.random.default_rng(0).normal(0.0, 0.05, 65_536),        # weights: float32 sums
+    1000.0 + np.random.default_rng(1).normal(0.0, 0.01, 4096),  # spread << mean: two-pass
+    np.random.default_rng(2).normal(3.0, 1.0, (1 << 20) + 1),   # above FLOAT32_SUM_MAX
+], ids=["weights", "spread-small-against-mean", "over-float32-limit"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_parameter_statistics_match_float64_numpy(data, dtype):
+    from callbacks.parameter_tracker import ParameterTracker as PT
+    raw = data.astype(dtype)
+    exact = raw.astype(np.float64)
+    got = dict(PT("unused").values("p", raw))
+    assert got == pytest.approx({"p:norm": np.linalg.norm(exact), "p:mean": exact.mean(),
+                                 "p:std": exact.std(), "p:min": exact.min(),
+                                 "p:max": exact.max()}, rel=1e-6)
+
+
+def test_epoch_end_does_not_flush_before_flush_seconds_but_checkpoint_does(tmp_path, run_context,
+                                                                           network):
+    """One step per epoch must not mean one disk write per step; the logs
+    still reach the disk before any checkpoint, so resume never loses rows."""
+    monitor = LossMonitor(tmp_path)
+    ctx = run_context(train_network=network, optimizer=nn.SGD(network.trainable_params(), 0.1))
+    p = ctx.original_args()
+    p.batch_num, p.cur_step_num, p.cur_epoch_num = 1, 0, 0
+    p.list_callback = [monitor]
+    monitor.on_train_begin(ctx)
+    for epoch in (1, 2, 3):
+        p.cur_epoch_num = p.cur_step_num = epoch
+        p.net_outputs = (Tensor(np.float32(1.0)),)
+        monitor.on_train_step_end(ctx)
+        monitor.on_train_epoch_end(ctx)
+    assert rows_of(tmp_path / "loss.csv") == []           # buffered: < flush_seconds old
+    ckpt = Checkpoint(tmp_path, every_epochs=1, min_interval_s=0)
+    ckpt.on_train_begin(ctx)
+    ckpt.on_train_epoch_end(ctx)
+    assert [r["step"] for r in rows_of(tmp_path / "loss.csv")] == ["1", "2", "3"]
+    p.cur_epoch_num = p.cur_step_num = 4
+    monitor.on_train_step_end(ctx)
+    assert len(rows_of(tmp_path / "loss.csv")) == 3
+    monitor._log.flush_seconds = 0.0                       # now due: the epoch end writes it
+    monitor.on_train_epoch_end(ctx)
+    assert len(rows_of(tmp_path / "loss.csv")) == 4
+    monitor.on_train_end(ctx)
+    ckpt.on_train_end(ctx)
