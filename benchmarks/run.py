@@ -206,8 +206,8 @@ def bench_sweep(args, gate, out):
             if proc.returncode != 0:
                 raise RuntimeError(f"mindexp run failed: {proc.stderr.strip()[-300:]}")
 
-    def parallel(tag):
-        cmd = py + ["sweep", "linear", "--out", os.path.join(out, tag), "--workers", "2"] + \
+    def parallel(tag, workers="2"):
+        cmd = py + ["sweep", "linear", "--out", os.path.join(out, tag), "--workers", workers] + \
             quiet + set_args + [a for g in grid for a in ("--grid", g)]
         _, proc = timed_run(cmd)
         if proc.returncode != 0:
@@ -216,10 +216,14 @@ def bench_sweep(args, gate, out):
         if made != len(runs):
             raise RuntimeError(f"sweep made {made} run directories, expected {len(runs)}")
 
+    def one_worker(tag):   # how much of the gain is the worker's single MindSpore import
+        parallel(tag, workers="1")
+
     # A B B A: the neighbours' load drifts over minutes; each side is timed twice
     phases = [("sequential", sequential), ("parallel", parallel)]
-    phases = phases + phases[::-1] if not args.quick else phases
-    times, load = {"sequential": [], "parallel": []}, {"sequential": [], "parallel": []}
+    phases = phases + [("one_worker", one_worker)] + phases[::-1] if not args.quick else phases
+    times = {"sequential": [], "parallel": [], "one_worker": []}
+    load = {"sequential": [], "parallel": [], "one_worker": []}
     try:
         for i, (kind, fn) in enumerate(phases):
             gate.wait()
@@ -233,7 +237,9 @@ def bench_sweep(args, gate, out):
     except RuntimeError as exc:
         return {"error": str(exc)}
     return {"runs": len(runs), "sequential_s": sum(times["sequential"]),
-            "parallel_s": sum(times["parallel"]), "times": times, "neighbour_cores": load}
+            "parallel_s": sum(times["parallel"]), "times": times, "neighbour_cores": load,
+            "one_worker_ratio": (times["one_worker"][0] / median(times["sequential"])
+                                 if times["one_worker"] else None)}
 
 
 def _run_dirs(root):
@@ -406,6 +412,10 @@ def render(data, args):
         if g.result == "SKIP":
             line += f"  ({g.note})"
         lines.append(line)
+    one = (data.get("sweep") or {}).get("one_worker_ratio")
+    if one is not None:
+        lines.append(f"      (the same sweep with --workers 1: {one:.2f}x one after another; "
+                     "a sweep worker imports MindSpore once for all its runs)")
     if data.get("gate"):
         lines.append("")
         lines.append(data["gate"])

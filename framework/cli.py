@@ -36,6 +36,7 @@ def build_parser():
     worker = sub.add_parser("_worker")  # what msrun runs in each worker (internal)
     worker.add_argument("run_dir")
     worker.add_argument("--resume", action="store_true")
+    sub.add_parser("_sweep_worker")  # a sweep's worker process (internal, see sweep_worker)
     _add_report_commands(sub)
     return parser
 
@@ -344,5 +345,11 @@ def _sweep_exit(sweep, status):
     return 130 if status == "interrupted" else EXIT_FAILED
 
 
+def cmd_sweep_worker(args):
+    from .sweep_worker import serve
+    return serve()
+
+
 COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": cmd_worker,
+            "_sweep_worker": cmd_sweep_worker,
             "compare": cmd_compare, "runs": cmd_runs, "plot": cmd_plot, "sweep": cmd_sweep}

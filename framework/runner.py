@@ -410,6 +410,8 @@ def _set_context(cfg, run_dir):
     set_device(cfg.device)
     if cfg.graph_kernel:
         _enable_graph_kernel(cfg)
+    elif ms.get_context("enable_graph_kernel"):   # left on by an earlier run of a sweep worker
+        ms.set_context(enable_graph_kernel=False)
     ms.set_seed(cfg.seed)
     import numpy as np
     np.random.seed(cfg.seed)

@@ -1,23 +1,29 @@
-"""Sweeps: the cartesian product of a config grid, each run in its own process.
+"""Sweeps: the cartesian product of a config grid, run by worker processes.
 
-MindSpore keeps global graph state, so every grid point runs as
-``python -m framework run ... --quiet`` in a child process of its own, up
-to ``workers`` at once. A failed or diverged run does not stop the others.
+Up to ``workers`` child processes (``python -m framework _sweep_worker``,
+see :mod:`framework.sweep_worker`) each run grid points one after another,
+as ``mindexp run ... --quiet`` in-process: MindSpore is imported once per
+worker, not once per run, which is most of a small run's time. Each run
+sets its own context and seeds, so its logs equal a fresh process's. A
+failed or diverged run does not stop the others; a worker that dies takes
+only its current run with it and is replaced. A grid over ``device`` gets
+a fresh worker per run (MindSpore selects the device once per process).
 ``<out>/sweeps/<sweep_id>/`` holds ``sweep.json`` (the grid, the fixed
 values, each run's id and status; rewritten atomically as runs finish),
-each child's output in ``logs/`` and the overlay plots.
+each run's output in ``logs/`` and the overlay plots.
 """
 import dataclasses
 import difflib
 import glob
 import itertools
+import json
 import logging
 import os
+import selectors
 import signal
 import subprocess
 import sys
 import threading
-import time
 
 from .errors import ConfigError
 from .rundir import check_label, create_run_dir, now_iso, read_json, write_json
@@ -88,7 +94,7 @@ class SweepRun:
         self.index, self.values, self.label = index, values, label
         self.status, self.run_id, self.run_dir = "pending", None, None
         self.returncode, self.error, self.final_loss = None, None, None
-        self.proc, self.log_path = None, None
+        self.pid, self.log_path = None, None
 
     def as_dict(self):
         return {"index": self.index, "values": self.values, "label": self.label,
@@ -119,6 +125,9 @@ class Sweep:
         self.runs = [SweepRun(i, values, f"{name or 'sweep'}-{i + 1}")
                      for i, values in enumerate(grid_points(self.grid))]
         self.workers = _check_workers(workers, len(self.runs))
+        # MindSpore selects the device once per process: a grid over it needs fresh workers.
+        self.reuse_workers = "device" not in self.grid
+        self._workers, self._started = [], 0
         for run in self.runs:
             check_label(run.label)
         self.dir = self.sweep_id = self.experiment = None
@@ -135,6 +144,7 @@ class Sweep:
         self.dir = create_run_dir(self.out, "sweeps", self.name)
         self.sweep_id = os.path.basename(self.dir)
         os.makedirs(os.path.join(self.dir, "logs"))
+        os.makedirs(os.path.join(self.dir, "workers"))   # each worker's own stderr
         self.status, self.started_at = "running", now_iso()
         self.save()
         return self.dir
@@ -154,36 +164,66 @@ class Sweep:
         return self.status
 
     def _schedule(self, on_finish):
-        pending, running = list(self.runs), []
-        while pending or running:
-            while pending and len(running) < self.workers and not self._signals:
-                running.append(self._launch(pending.pop(0)))
-            if self._signals and pending:
-                for run in pending:
-                    run.status, run.error = "not started", "the sweep was stopped"
-                pending = []
-            time.sleep(POLL_S)
-            for run in [r for r in running if r.proc.poll() is not None]:
-                running.remove(run)
-                self._collect(run)
-                self.save()
-                if on_finish:
-                    on_finish(run)
+        pending, self._workers = list(self.runs), []
+        selector = selectors.DefaultSelector()
+        try:
+            while pending or any(w.run for w in self._workers):
+                if self._signals and pending:
+                    for run in pending:
+                        run.status, run.error = "not started", "the sweep was stopped"
+                    pending = []
+                self._hand_out(pending, selector)
+                for key, _ in selector.select(timeout=POLL_S):
+                    self._answered(key.data, selector, on_finish)
+        finally:
+            for worker in self._workers:
+                worker.close()
+
+    def _hand_out(self, pending, selector):
+        """Give each idle worker a run; start workers up to ``workers``."""
+        for worker in [w for w in self._workers if w.run is None]:
+            if pending and not self._signals and worker.give(self._launch(pending[0]),
+                                                             self._command(pending[0])):
+                pending.pop(0)
+            elif worker.run is None:
+                self._retire(worker, selector)
+        while pending and not self._signals and len(self._workers) < self.workers:
+            self._started += 1
+            worker = _Worker(os.path.join(self.dir, "workers"), self._started,
+                             runs=None if self.reuse_workers else 1)
+            self._workers.append(worker)
+            selector.register(worker.proc.stdout, selectors.EVENT_READ, worker)
+            if worker.give(self._launch(pending[0]), self._command(pending[0])):
+                pending.pop(0)
+
+    def _answered(self, worker, selector, on_finish):
+        run, code = worker.run, worker.answer()
+        if run is not None:
+            if code is not None:      # else answer() kept how the worker died
+                run.returncode = code
+            self._collect(run)
+            self.save()
+            if on_finish:
+                on_finish(run)
+        if code is None or not worker.reusable():   # it died, or it has done its share
+            self._retire(worker, selector)
+
+    def _retire(self, worker, selector):
+        try:
+            selector.unregister(worker.proc.stdout)
+        except (KeyError, ValueError):
+            pass
+        worker.close()
+        self._workers.remove(worker)
 
     def _launch(self, run):
         run.log_path = os.path.join(self.dir, "logs", f"{run.label}.log")
-        with open(run.log_path, "w", encoding="utf-8") as log:
-            # Own session: a terminal's Ctrl-C reaches the sweep only, which
-            # forwards exactly one SIGTERM, so each run stops cleanly.
-            run.proc = subprocess.Popen(self._command(run), stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=_child_env(),
-                                        start_new_session=True)
+        open(run.log_path, "w", encoding="utf-8").close()
         run.status = "running"
         return run
 
     def _command(self, run):
-        cmd = [sys.executable, "-m", "framework", "run", self.spec, "--out", self.out,
-               "--name", run.label, "--quiet"]
+        cmd = ["run", self.spec, "--out", self.out, "--name", run.label, "--quiet"]
         if self.config_file:
             cmd += ["--config", self.config_file]
         for key, value in {**self.sets, **run.values}.items():
@@ -192,7 +232,6 @@ class Sweep:
 
     # -- results -------------------------------------------------------------
     def _collect(self, run):
-        run.returncode = run.proc.returncode
         output = _read_text(run.log_path)
         run.run_dir = _printed_run_dir(output) or self._find_run_dir(run)
         meta = _read_meta(run.run_dir)
@@ -206,7 +245,7 @@ class Sweep:
         """The child's run dir when it died before printing it: its label and pid match."""
         pattern = os.path.join(self.out, self.experiment, f"*-{run.label}-*")
         for path in sorted(glob.glob(pattern)):
-            if (_read_meta(path) or {}).get("pid") == run.proc.pid:
+            if (_read_meta(path) or {}).get("pid") == run.pid:
                 return path
         return None
 
@@ -246,10 +285,74 @@ class Sweep:
         self._signals += 1
         logger.warning("signal %s: stopping the sweep (%s)", signum,
                        "forwarding SIGTERM to the runs" if self._signals < 3 else "killing the runs")
-        for run in self.runs:
-            if run.proc is not None and run.proc.poll() is None:
-                # Once: the run stops after its step. Twice: at once. Thrice: killed.
-                run.proc.send_signal(signal.SIGTERM if self._signals < 3 else signal.SIGKILL)
+        for worker in list(getattr(self, "_workers", ())):
+            # Once: the run stops after its step. Twice: at once. Thrice: killed.
+            worker.signal(signal.SIGTERM if self._signals < 3 else signal.SIGKILL)
+
+
+class _Worker:
+    """One ``python -m framework _sweep_worker`` child and the run it is doing.
+
+    ``runs``: how many runs it may do (None: any number).
+    """
+
+    def __init__(self, log_dir, number, runs=None):
+        with open(os.path.join(log_dir, f"worker-{number}.log"), "a", encoding="utf-8") as log:
+            # Own session: a terminal's Ctrl-C reaches the sweep only, which
+            # forwards exactly one SIGTERM, so each run stops cleanly.
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "framework", "_sweep_worker"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, env=_child_env(), text=True,
+                encoding="utf-8", start_new_session=True)
+        self.run, self.left = None, runs
+
+    def give(self, run, argv):
+        """Send ``run`` (``mindexp argv``); False when the worker is gone."""
+        try:
+            self.proc.stdin.write(json.dumps({"argv": argv, "log": run.log_path}) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            run.status = "pending"
+            return False
+        self.run, run.pid = run, self.proc.pid
+        if self.left is not None:
+            self.left -= 1
+        return True
+
+    def answer(self):
+        """The finished run's exit status, or None when the worker died
+        (then its exit status, a signal as a negative number, goes to the run)."""
+        line = self.proc.stdout.readline()
+        try:
+            return int(json.loads(line)["returncode"])
+        except (ValueError, KeyError, TypeError):
+            if self.run is not None:
+                self.run.returncode = self.proc.wait()
+            return None
+        finally:
+            if not line:
+                self.proc.wait()
+
+    def reusable(self):
+        self.run = None
+        return self.proc.poll() is None and (self.left is None or self.left > 0)
+
+    def signal(self, signum):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+
+    def close(self):
+        """End of input: the worker exits after its run (and at once when idle)."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        if self.run is None:
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 class _SignalForwarding:

@@ -1,5 +1,6 @@
 """mindexp sweep: grids validated up front, runs in parallel child processes,
 failures and signals handled, sweep.json written."""
+import csv
 import glob
 import json
 import os
@@ -68,6 +69,8 @@ def test_four_runs_with_two_workers_complete_with_one_table(cli, tmp_path):
     assert sum(" completed " in line for line in lines[header[0] + 1:]) == 4
     assert sorted(os.listdir(os.path.dirname(sweep["runs"][0]["log"]))) == \
         [f"sweep-{i}.log" for i in range(1, 5)]
+    assert sorted(os.listdir(tmp_path / "out" / "sweeps" / sweep["sweep_id"] / "workers")) == \
+        ["worker-1.log", "worker-2.log"]
 
 
 @pytest.mark.slow
@@ -161,3 +164,61 @@ def test_the_python_api_checks_workers_too():
                                           r"Received: --workers 0"):
         Sweep("linear", {"lr": ["0.1"]}, workers=0)
     assert Sweep("linear", {"lr": ["0.1", "0.2"]}, workers=8).workers == 2  # no idle slots
+
+
+@pytest.mark.slow
+def test_runs_share_a_worker_and_log_what_a_fresh_process_logs(cli, tmp_path):
+    """One worker imports MindSpore once for both runs; the second run, which
+    follows another in the same process, logs exactly what `mindexp run` does."""
+    small = ("--set", "epochs=3", "--set", "samples=40", "--set", "batch_size=10")
+    done = cli("sweep", "linear", "--grid", "lr=0.05,0.1", *small, "--workers", "1",
+               "--out", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = _sweep_json(tmp_path / "out")["runs"]
+    metas = []
+    for record in records:
+        with open(os.path.join(record["run_dir"], "run.json")) as f:
+            metas.append(json.load(f))
+    assert metas[0]["pid"] == metas[1]["pid"]
+    alone = cli("run", "linear", "--set", "lr=0.1", *small, "--out", "alone", "--quiet")
+    assert alone.returncode == 0, alone.stderr
+    (fresh,) = glob.glob(str(tmp_path / "alone" / "linear" / "*"))
+    for name, columns in (("loss.csv", slice(0, 4)), ("params.csv", slice(None)),
+                          ("grad_norm.csv", slice(None))):
+        ours = _csv_rows(os.path.join(records[1]["run_dir"], name), columns)
+        assert ours == _csv_rows(os.path.join(fresh, name), columns) and len(ours) > 12
+
+
+def _csv_rows(path, columns):
+    with open(path, newline="") as f:
+        return [row[columns] for row in csv.reader(f)]
+
+
+DYING = FRAGILE + '''
+
+class Dying(Fragile):
+    """Kills its own process (as a crash in native code would) when explode=true."""
+    name = "dying"
+
+    def network(self):
+        if self.config.explode:
+            import os, signal
+            os.kill(os.getpid(), signal.SIGKILL)
+        return MinimalNet()
+'''
+
+
+@pytest.mark.slow
+def test_a_dying_worker_takes_only_its_run_and_is_replaced(cli, tmp_path):
+    (tmp_path / "dying.py").write_text(DYING)
+    done = cli("sweep", "dying.py:Dying", "--grid", "explode=false,true,false", "--set",
+               "lr=0.1", *TINY, "--workers", "1", "--out", "out")
+    assert done.returncode == 1, done.stdout + done.stderr
+    runs = _sweep_json(tmp_path / "out")["runs"]
+    assert [r["status"] for r in runs] == ["completed", "failed", "completed"]
+    assert runs[1]["error"] == "killed by signal 9" and runs[1]["returncode"] == -9
+    pids = []
+    for record in (runs[0], runs[2]):
+        with open(os.path.join(record["run_dir"], "run.json")) as f:
+            pids.append(json.load(f)["pid"])
+    assert pids[0] != pids[1]      # the third run had a new worker
