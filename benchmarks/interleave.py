@@ -147,8 +147,10 @@ def measure(w, pkg_by_name, out, train_step_pkg=None):
     cell = (train_step_pkg or callbacks).TrainStep(exp.loss_network(net), opt)
     by_epoch, chunk = chunking(w, len(pkg_by_name))
     disp = Dispatcher(default_sets(pkg_by_name, out), by_epoch, chunk)
-    Model(cell).train(w.epochs, exp.dataset("train", arrays), callbacks=[disp],
-                      dataset_sink_mode=False)
+    dataset = exp.dataset("train", arrays)
+    from framework.runner import startup_objects_frozen
+    with startup_objects_frozen():   # as the runner trains: no 150 ms full collections
+        Model(cell).train(w.epochs, dataset, callbacks=[disp], dataset_sink_mode=False)
     res = disp.result()
     base = res[next(iter(res))]
     for r in res.values():

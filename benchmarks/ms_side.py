@@ -214,6 +214,7 @@ def model_fast(w, out=None):
 def mindexp_off(w, out=None):
     """mindexp's train cell + data path, with no callbacks (see the module doc)."""
     from callbacks import TrainStep
+    from framework.runner import startup_objects_frozen
     exp, arrays = _arrays(w)
     cfg = exp.config
     ms.set_seed(cfg.seed)
@@ -223,8 +224,9 @@ def mindexp_off(w, out=None):
     cell = TrainStep(exp.loss_network(net), opt, clip_grad_norm=cfg.clip_grad_norm)
     model = Model(cell)
     timer = StepTimer(w.steps)
-    model.train(cfg.epochs, exp.dataset("train", arrays), callbacks=[timer],
-                dataset_sink_mode=False)
+    dataset = exp.dataset("train", arrays)
+    with startup_objects_frozen():   # as the runner trains
+        model.train(cfg.epochs, dataset, callbacks=[timer], dataset_sink_mode=False)
     return timer.result()
 
 

@@ -27,6 +27,16 @@ class Timer(Callback):
         self._begin = time.monotonic()
         self._first_end = self._last_end = None
 
+    # Defined, not inherited: Callback's own forward to the deprecated names.
+    def on_train_step_begin(self, run_context):
+        pass
+
+    def on_train_epoch_begin(self, run_context):
+        pass
+
+    def on_train_epoch_end(self, run_context):
+        pass
+
     def on_train_step_end(self, run_context):
         now = time.monotonic()
         self.steps += 1

@@ -31,6 +31,16 @@ class SignalStop(Callback):
         if self.signum is not None:
             run_context.request_stop()
 
+    # Defined, not inherited: Callback's own forward to the deprecated names.
+    def on_train_step_begin(self, run_context):
+        pass
+
+    def on_train_epoch_begin(self, run_context):
+        pass
+
+    def on_train_epoch_end(self, run_context):
+        pass
+
     def installed(self):
         """Context manager installing the handlers (main thread only)."""
         return self

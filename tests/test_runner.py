@@ -149,3 +149,42 @@ def test_run_ids_stay_unique_across_8_processes_starting_together(tmp_path):
     paths = [line for p in procs for line in p.communicate()[0].split()]
     assert all(p.returncode == 0 for p in procs)
     assert len(paths) == 40 == len(set(paths)) == len(os.listdir(tmp_path / "linear"))
+
+
+class SeesTheCollector(Linear):
+    """Records, during training, whether the objects made before it are frozen."""
+
+    def callbacks(self):
+        import gc
+
+        from mindspore.train import Callback
+        seen = self.seen = []
+
+        class Look(Callback):
+            def on_train_step_end(self, run_context):
+                seen.append(gc.get_freeze_count())
+        return [Look()]
+
+
+def test_training_keeps_startup_objects_out_of_full_collections_and_gives_them_back(tmp_path):
+    import gc
+    before = gc.get_freeze_count()
+    exp = SeesTheCollector(epochs=2)
+    run = exp.run(out=str(tmp_path))
+    assert run.status == "completed"
+    assert min(exp.seen) > 10_000          # MindSpore's modules, the network, ...
+    assert gc.get_freeze_count() == before  # unfrozen after training
+
+
+def test_a_caller_s_own_gc_freeze_is_left_alone():
+    import gc
+
+    from framework.runner import startup_objects_frozen
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with startup_objects_frozen():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
