@@ -68,6 +68,14 @@ class CsvLog:
         else:
             self.flush_if_due()
 
+    def write_rows(self, rows):
+        """Buffer several rows (sequences in column order) with one check."""
+        self._rows.extend(rows)
+        if len(self._rows) >= self.flush_rows:
+            self.flush()
+        else:
+            self.flush_if_due()
+
     def flush_if_due(self):
         """Flush when the oldest buffered row has waited ``flush_seconds``."""
         if self._rows and time.monotonic() - self._last_flush >= self.flush_seconds:

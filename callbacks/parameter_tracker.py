@@ -59,14 +59,14 @@ class ParameterTracker(LogCallback):
         step, epoch, epoch_end = step_info(run_context.original_args())
         if self._log is None or (step % self.every and not epoch_end):
             return
-        write = self._log.write
+        rows = []
         for param, labels, large in self._plan:   # labels made once, in on_train_begin
             if large:   # five statistics of one host copy
                 values = _statistics(param.asnumpy().reshape(-1))
             else:       # its elements
                 values = tensor_values(param)
-            for label, value in zip(labels, values):
-                write((step, epoch, label, value))
+            rows.extend([(step, epoch, label, value) for label, value in zip(labels, values)])
+        self._log.write_rows(rows)
 
     def values(self, name, array):
         """The ``(label, value)`` pairs written for one parameter."""

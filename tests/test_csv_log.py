@@ -116,3 +116,17 @@ def test_read_csv_returns_dataframe_and_empty_for_missing(tmp_path):
 def test_bad_arguments_name_the_argument(tmp_path, kwargs, field):
     with pytest.raises(ValueError, match=f"Received: {field}="):
         CsvLog(tmp_path / "x.csv", **kwargs)
+
+
+def test_write_rows_buffers_like_write_and_flushes_at_flush_rows(tmp_path):
+    log = CsvLog(tmp_path / "m.csv", ["step", "value"], flush_rows=4).open()
+    log.write_rows([(1, 0.5), (2, 0.25)])
+    assert _lines(tmp_path / "m.csv") == ["step,value"]
+    log.write_rows([(3, 0.125), (4, 1e-9)])
+    assert _lines(tmp_path / "m.csv") == ["step,value", "1,0.5", "2,0.25", "3,0.125", "4,1e-09"]
+    log.close()
+
+
+def _lines(path):
+    with open(path, newline="") as f:
+        return f.read().splitlines()
