@@ -182,10 +182,9 @@ class Sweep:
     def _hand_out(self, pending, selector):
         """Give each idle worker a run; start workers up to ``workers``."""
         for worker in [w for w in self._workers if w.run is None]:
-            if pending and not self._signals and worker.give(self._launch(pending[0]),
-                                                             self._command(pending[0])):
-                pending.pop(0)
-            elif worker.run is None:
+            if pending and not self._signals:
+                self._give(worker, pending.pop(0), selector)
+            else:
                 self._retire(worker, selector)
         while pending and not self._signals and len(self._workers) < self.workers:
             self._started += 1
@@ -193,8 +192,18 @@ class Sweep:
                              runs=None if self.reuse_workers else 1)
             self._workers.append(worker)
             selector.register(worker.proc.stdout, selectors.EVENT_READ, worker)
-            if worker.give(self._launch(pending[0]), self._command(pending[0])):
-                pending.pop(0)
+            self._give(worker, pending.pop(0), selector)
+
+    def _give(self, worker, run, selector):
+        """Send ``run`` to ``worker``; a worker already gone fails the run (never
+        a retry: a worker that cannot start would otherwise be restarted forever)."""
+        if worker.give(self._launch(run), self._command(run)):
+            return
+        self._retire(worker, selector)
+        run.returncode, run.status = worker.proc.returncode, "failed"
+        run.error = (f"the sweep's worker exited before the run started (status "
+                     f"{run.returncode}); see {worker.log_path}")
+        self.save()
 
     def _answered(self, worker, selector, on_finish):
         run, code = worker.run, worker.answer()
@@ -297,7 +306,8 @@ class _Worker:
     """
 
     def __init__(self, log_dir, number, runs=None):
-        with open(os.path.join(log_dir, f"worker-{number}.log"), "a", encoding="utf-8") as log:
+        self.log_path = os.path.join(log_dir, f"worker-{number}.log")
+        with open(self.log_path, "a", encoding="utf-8") as log:
             # Own session: a terminal's Ctrl-C reaches the sweep only, which
             # forwards exactly one SIGTERM, so each run stops cleanly.
             self.proc = subprocess.Popen(
@@ -312,7 +322,6 @@ class _Worker:
             self.proc.stdin.write(json.dumps({"argv": argv, "log": run.log_path}) + "\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
-            run.status = "pending"
             return False
         self.run, run.pid = run, self.proc.pid
         if self.left is not None:

@@ -222,3 +222,15 @@ def test_a_dying_worker_takes_only_its_run_and_is_replaced(cli, tmp_path):
         with open(os.path.join(record["run_dir"], "run.json")) as f:
             pids.append(json.load(f)["pid"])
     assert pids[0] != pids[1]      # the third run had a new worker
+
+
+def test_a_worker_gone_before_its_run_fails_that_run_and_is_not_restarted_forever(
+        tmp_path, monkeypatch):
+    from framework import sweep as sw
+    monkeypatch.setattr(sw._Worker, "give", lambda self, run, argv: False)
+    sweep = sw.Sweep("linear", {"lr": ["0.1", "0.2", "0.3"]}, out=str(tmp_path), workers=2)
+    sweep.start("linear")
+    assert sweep.run() == "failed"
+    assert [r.status for r in sweep.runs] == ["failed"] * 3
+    assert all("worker exited before the run started" in r.error for r in sweep.runs)
+    assert sweep._started == 3            # one worker per run, then it stopped
