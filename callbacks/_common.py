@@ -68,14 +68,14 @@ def to_float(value):
         return None
     if isinstance(value, float):
         return value
-    if _item_readable(value):
+    if item_readable(value):
         return float(value.item())
     if hasattr(value, "asnumpy"):
         value = value.asnumpy()
     return float(np.asarray(value).reshape(-1)[0])
 
 
-def _item_readable(value):
+def item_readable(value):
     """A MindSpore Tensor with one element whose ``item()`` is safe.
 
     (``item()`` of a bfloat16 Tensor crashes the process in MindSpore 2.10:

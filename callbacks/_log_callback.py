@@ -1,8 +1,8 @@
 """The lifecycle every CSV-writing callback shares."""
-from mindspore.train import Callback
+from ._quiet_callback import QuietCallback
 
 
-class LogCallback(Callback):
+class LogCallback(QuietCallback):
     """A Callback whose CsvLogs are flushed when due at each epoch's end
     (every ``flush_seconds``; Checkpoint flushes them before each save, so a
     log is never behind a checkpoint) and closed at the end of training and
@@ -11,14 +11,6 @@ class LogCallback(Callback):
 
     def _logs(self):
         return (getattr(self, "_log", None),)
-
-    # No-op hooks defined here, not inherited: Callback's own forward to the
-    # deprecated step_begin/epoch_begin names, an extra call every step.
-    def on_train_step_begin(self, run_context):
-        pass
-
-    def on_train_epoch_begin(self, run_context):
-        pass
 
     def on_train_epoch_end(self, run_context):
         for log in self._logs():

@@ -5,10 +5,9 @@ import re
 import time
 
 import mindspore as ms
-from mindspore.train import Callback
-
 from ._common import (check_directory, first_output, global_step, is_finite,
-                      log_path, to_float)
+                      log_path, step_info, to_float)
+from ._quiet_callback import QuietCallback
 from .csv_log import CsvLog
 
 __all__ = ["Checkpoint", "list_checkpoints", "latest_checkpoint"]
@@ -19,7 +18,7 @@ _NAME = re.compile(r"^(?P<kind>best-)?epoch(?P<epoch>\d+)-step(?P<step>\d+)\.ckp
 MODES = ("min", "max")
 
 
-class Checkpoint(Callback):
+class Checkpoint(QuietCallback):
     """Save the whole train network (weights and optimizer state).
 
     Files go to ``<directory>/checkpoints/epochEEEE-stepSSSSSSS.ckpt``
@@ -85,13 +84,6 @@ class Checkpoint(Callback):
         self._last, self.best = self._scan(index_path)
         self._last_save_time = time.monotonic()
 
-    # Defined, not inherited: Callback's own forward to the deprecated names.
-    def on_train_step_begin(self, run_context):
-        pass
-
-    def on_train_epoch_begin(self, run_context):
-        pass
-
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
         self._cb_params = cb_params
@@ -140,7 +132,7 @@ class Checkpoint(Callback):
             self._save(cb_params, run_context, kind="best", score=score)
 
     def _save(self, cb_params, run_context, kind, score=None):
-        step, epoch = global_step(cb_params), int(cb_params.cur_epoch_num)
+        step, epoch, _ = step_info(cb_params)
         _flush_others(cb_params, self)
         name = f"{'best-' if kind == 'best' else ''}epoch{epoch:04d}-step{step:07d}.ckpt"
         path = os.path.join(self.ckpt_dir, name)

@@ -63,14 +63,14 @@ class CsvLog:
         if isinstance(row, dict):
             row = [row.get(name, "") for name in self.fieldnames]
         self._rows.append(row)
-        if len(self._rows) >= self.flush_rows:
-            self.flush()
-        else:
-            self.flush_if_due()
+        self._flush_when_full_or_due()
 
     def write_rows(self, rows):
         """Buffer several rows (sequences in column order) with one check."""
         self._rows.extend(rows)
+        self._flush_when_full_or_due()
+
+    def _flush_when_full_or_due(self):
         if len(self._rows) >= self.flush_rows:
             self.flush()
         else:

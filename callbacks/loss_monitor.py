@@ -2,10 +2,9 @@
 import time
 
 from mindspore import Parameter
-from mindspore import dtype as mstype
 
-from ._common import (check_directory, check_every, first_output, is_finite, log_path,
-                      net_outputs, optimizer_of, step_info, to_float)
+from ._common import (check_directory, check_every, first_output, is_finite, item_readable,
+                      log_path, net_outputs, optimizer_of, step_info, to_float)
 from ._log_callback import LogCallback
 from .csv_log import CsvLog
 
@@ -111,9 +110,7 @@ class _LearningRate:
 
 def _scalar_reader(param):
     """A function returning the value of a one-element Parameter as a float."""
-    if getattr(param, "has_init", False):   # lazily initialized: item() needs the data
-        param.init_data()
-    if param.dtype == mstype.float32:
+    if item_readable(param):
         item = param.item
         return lambda: float(item())
     return lambda: to_float(param)

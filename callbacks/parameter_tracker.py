@@ -51,7 +51,8 @@ class ParameterTracker(LogCallback):
     def on_train_begin(self, run_context):
         cb_params = run_context.original_args()
         self._params = self._select(trained_parameters(cb_params))
-        self._plan = [(p, self._labels(p), int(p.size) > self.max_values) for p in self._params]
+        self._plan = [(p, self._labels(p.name, p.size), int(p.size) > self.max_values)
+                      for p in self._params]
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         self._log = CsvLog(path, self.COLUMNS).open() if path else None
 
@@ -71,16 +72,14 @@ class ParameterTracker(LogCallback):
     def values(self, name, array):
         """The ``(label, value)`` pairs written for one parameter."""
         raw = np.asarray(array).reshape(-1)
+        labels = self._labels(name, raw.size)
         if raw.size <= self.max_values:
-            flat = raw.astype(np.float64)
-            if flat.size == 1:
-                return [(name, float(flat[0]))]
-            return [(f"{name}[{i}]", float(v)) for i, v in enumerate(flat)]
-        return list(zip((f"{name}:{stat}" for stat in STATS), _statistics(raw)))
+            return list(zip(labels, raw.astype(np.float64).tolist()))
+        return list(zip(labels, _statistics(raw)))
 
-    def _labels(self, param):
+    def _labels(self, name, size):
         """The ``param`` column of a parameter's rows, in the order of its values."""
-        size, name = int(param.size), param.name
+        size = int(size)
         if size == 1:
             return (name,)
         if size <= self.max_values:

@@ -1,12 +1,12 @@
 """Timer: training throughput with the first step (graph compile) left out."""
 import time
 
-from mindspore.train import Callback
+from ._quiet_callback import QuietCallback
 
 __all__ = ["Timer"]
 
 
-class Timer(Callback):
+class Timer(QuietCallback):
     """Measures ``steps_per_s`` from the end of the first step to the end of
     the last, so the one-off graph compile does not count; ``train_time_s``
     is the whole wall time from ``on_train_begin``. Writes nothing.
@@ -26,16 +26,6 @@ class Timer(Callback):
     def on_train_begin(self, run_context):
         self._begin = time.monotonic()
         self._first_end = self._last_end = None
-
-    # Defined, not inherited: Callback's own forward to the deprecated names.
-    def on_train_step_begin(self, run_context):
-        pass
-
-    def on_train_epoch_begin(self, run_context):
-        pass
-
-    def on_train_epoch_end(self, run_context):
-        pass
 
     def on_train_step_end(self, run_context):
         now = time.monotonic()

@@ -3,12 +3,12 @@ import logging
 import signal
 import threading
 
-from mindspore.train import Callback
+from callbacks._quiet_callback import QuietCallback
 
 logger = logging.getLogger(__name__)
 
 
-class SignalStop(Callback):
+class SignalStop(QuietCallback):
     """Turns SIGINT/SIGTERM into a clean stop at the next step end.
 
     The first signal requests a stop, so the step finishes, the final
@@ -30,16 +30,6 @@ class SignalStop(Callback):
     def on_train_step_end(self, run_context):
         if self.signum is not None:
             run_context.request_stop()
-
-    # Defined, not inherited: Callback's own forward to the deprecated names.
-    def on_train_step_begin(self, run_context):
-        pass
-
-    def on_train_epoch_begin(self, run_context):
-        pass
-
-    def on_train_epoch_end(self, run_context):
-        pass
 
     def installed(self):
         """Context manager installing the handlers (main thread only)."""

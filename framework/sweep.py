@@ -335,12 +335,13 @@ class _Worker:
         try:
             return int(json.loads(line)["returncode"])
         except (ValueError, KeyError, TypeError):
+            # end of output (it died) or a garbled answer: either way it is done
+            if self.proc.poll() is None:
+                self.proc.kill()
+            code = self.proc.wait()
             if self.run is not None:
-                self.run.returncode = self.proc.wait()
+                self.run.returncode = code
             return None
-        finally:
-            if not line:
-                self.proc.wait()
 
     def reusable(self):
         self.run = None
