@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test bench bench-lightning-venv clean
+.PHONY: run test test-fast bench bench-lightning-venv clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +15,13 @@ $(STAMP): setup.cfg pyproject.toml
 run: $(STAMP)
 	$(BIN)/mindexp run linear
 
+# The full suite (what CI runs).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -ra
+
+# The inner loop: every test not marked slow (nothing trains for long).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -ra -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

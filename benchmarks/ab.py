@@ -47,7 +47,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
 
-    import callbacks
+    from mindexp import callbacks
     from benchmarks import interleave, ms_side
     from benchmarks.util import median
     from benchmarks.workloads import FULL, QUICK

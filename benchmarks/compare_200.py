@@ -2,7 +2,7 @@
 
 Writes 200 synthetic run directories (run.json, config.json, loss.csv with
 10,000 rows, params.csv with 2 parameters x 10,000 steps) into a temporary
-folder, then times ``framework.compare`` on the folder: finding the runs,
+folder, then times ``mindexp.compare`` on the folder: finding the runs,
 reading and checking every file, and building the table.
 
     python benchmarks/compare_200.py [--runs 200] [--steps 10000] [--repeat 3]
@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from framework import compare, load_runs  # noqa: E402  (after the path set-up)
+from mindexp import compare, load_runs  # noqa: E402  (after the path set-up)
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 

@@ -1,11 +1,11 @@
-"""Time ``framework.compare()`` over many long runs, in its own process (goal 6).
+"""Time ``mindexp.compare()`` over many long runs, in its own process (goal 6).
 
     python benchmarks/comparerun.py RUNS STEPS ROOT
 
 Makes one real (tiny) run of the seed experiment as a template, copies it
 RUNS times with loss.csv, params.csv and grad_norm.csv of STEPS steps each
 (the files as the callbacks write them), then times ``compare(ROOT/linear)``.
-Prints one JSON line. Exit 3 when this branch has no ``framework.compare``.
+Prints one JSON line. Exit 3 when this branch has no ``mindexp.compare``.
 """
 import json
 import os
@@ -26,7 +26,7 @@ def _csv(header, rows):
 def make_runs(n_runs, steps, root):
     import numpy as np
 
-    from experiments.linear import Linear
+    from mindexp.experiments.linear import Linear
     template = Linear(epochs=1).run(out=root, quiet=True).dir
     parent = os.path.dirname(template)
     spe = 10
@@ -61,7 +61,7 @@ def make_runs(n_runs, steps, root):
 def main():
     n_runs, steps, root = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     try:
-        from framework import compare
+        from mindexp import compare
     except ImportError:
         print(json.dumps({"skip": "framework.compare does not exist on this branch yet"}))
         sys.exit(3)

@@ -136,9 +136,9 @@ def measure(w, pkg_by_name, out, train_step_pkg=None):
     and each set's time ratio against the first set (``off``)."""
     import mindspore as ms
 
-    import callbacks
+    from mindexp import callbacks
     from benchmarks import ms_side
-    from framework.data import as_arrays
+    from mindexp.data import as_arrays
     exp = ms_side.experiment(w)
     arrays = as_arrays(exp.source("train"), exp.columns, "train")
     ms.set_seed(0)
@@ -148,7 +148,7 @@ def measure(w, pkg_by_name, out, train_step_pkg=None):
     by_epoch, chunk = chunking(w, len(pkg_by_name))
     disp = Dispatcher(default_sets(pkg_by_name, out), by_epoch, chunk)
     dataset = exp.dataset("train", arrays)
-    from framework.runner import startup_objects_frozen
+    from mindexp.runner import startup_objects_frozen
     with startup_objects_frozen():   # as the runner trains: no 150 ms full collections
         Model(cell).train(w.epochs, dataset, callbacks=[disp], dataset_sink_mode=False)
     res = disp.result()

@@ -36,7 +36,7 @@ def main():
     steps, out = int(sys.argv[1]), sys.argv[2]
     from mindspore.train import Callback
 
-    from experiments.linear import Linear
+    from mindexp.experiments.linear import Linear
 
     samples = min(steps, STEPS_PER_EPOCH) * BATCH
     epochs = max(1, steps * BATCH // samples)

@@ -11,7 +11,7 @@ to the end of the last step (synced again), over ``steps - 1`` steps.
   ``GeneratorDataset(shuffle=True).batch(b)``: what a user writes first.
 - ``model_batch``: bare ``Model.train`` over a plain GeneratorDataset of
   mindexp's batch-level source, through MindSpore's pipeline.
-- ``model_fast`` (profiling only): the same over ``framework.data.make_dataset``.
+- ``model_fast`` (profiling only): the same over ``mindexp.data.make_dataset``.
 - ``mindexp_off``: mindexp's own pieces (experiment network/loss/optimizer,
   ``callbacks.TrainStep`` returning the grad norm, ``exp.dataset``) in
   ``Model.train`` with no callbacks.
@@ -28,8 +28,8 @@ import mindspore as ms
 from mindspore import Tensor, nn
 from mindspore.train import Callback, Model
 
-from framework import Experiment
-from framework.data import BatchSource, as_arrays, make_dataset
+from mindexp import Experiment
+from mindexp.data import BatchSource, as_arrays, make_dataset
 
 from .workloads import steps_per_s
 
@@ -67,7 +67,7 @@ def experiment(w, extra_callbacks=(), **overrides):
     cfg = dict(samples=w.samples, batch_size=w.batch, epochs=w.epochs, optimizer=w.optimizer,
                lr=w.lr, **overrides)
     if w.kind == "linear":
-        from experiments.linear import Linear as base
+        from mindexp.experiments.linear import Linear as base
     else:
         base = SinMLP
     if not extra_callbacks:
@@ -213,8 +213,8 @@ def model_fast(w, out=None):
 
 def mindexp_off(w, out=None):
     """mindexp's train cell + data path, with no callbacks (see the module doc)."""
-    from callbacks import TrainStep
-    from framework.runner import startup_objects_frozen
+    from mindexp.callbacks import TrainStep
+    from mindexp.runner import startup_objects_frozen
     exp, arrays = _arrays(w)
     cfg = exp.config
     ms.set_seed(cfg.seed)

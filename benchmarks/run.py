@@ -97,8 +97,8 @@ class LightningWorker:
 def bench_startup(args, gate):
     py = sys.executable
     cmds = {"import_mindspore": [py, "-c", "import mindspore"],
-            "help": [py, "-m", "framework", "--help"],
-            "list": [py, "-m", "framework", "list"]}
+            "help": [py, "-m", "mindexp", "--help"],
+            "list": [py, "-m", "mindexp", "list"]}
     times = {k: [] for k in cmds}
     for _ in range(2 if args.quick else 5):
         for key, cmd in cmds.items():
@@ -164,7 +164,7 @@ def bench_throughput(args, gate, out):
 def bench_interleaved(args, gate, workloads, out):
     """Goal 3, precisely: the four default callbacks vs none, interleaved by
     epoch (or chunk) inside each Model.train (benchmarks/interleave.py)."""
-    import callbacks
+    from mindexp import callbacks
     from benchmarks import interleave
     res = {k: [] for k in workloads}
     for r in range(args.rounds):
@@ -179,21 +179,21 @@ def bench_interleaved(args, gate, workloads, out):
 
 
 def sweep_available():
-    secs, proc = timed_run([sys.executable, "-m", "framework", "sweep", "--help"], timeout=120)
+    secs, proc = timed_run([sys.executable, "-m", "mindexp", "sweep", "--help"], timeout=120)
     return proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def bench_sweep(args, gate, out):
     ok, help_text = sweep_available()
     if not ok:
-        return {"skip": "`python -m framework sweep` does not exist on this branch yet "
+        return {"skip": "`python -m mindexp sweep` does not exist on this branch yet "
                         "(being built on another branch)"}
     grid = (["lr=0.1,0.2"] if args.quick else ["lr=0.05,0.1,0.15,0.2", "optimizer=sgd,momentum"])
     sets = [f"epochs={3 if args.quick else 30}"]
     runs = [dict(zip(("lr", "optimizer"), (lr, opt)))
             for lr in grid[0].split("=")[1].split(",")
             for opt in (grid[1].split("=")[1].split(",") if len(grid) > 1 else ["sgd"])]
-    py = [sys.executable, "-m", "framework"]
+    py = [sys.executable, "-m", "mindexp"]
     quiet = ["--quiet"] if "--quiet" in help_text else []
     set_args = [a for s in sets for a in ("--set", s)] if "--set" in help_text else []
 

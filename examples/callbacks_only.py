@@ -5,7 +5,7 @@ import mindspore.dataset as ds
 from mindspore import nn
 from mindspore.train import Model
 
-from callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker, TrainStep
+from mindexp.callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker, TrainStep
 
 ms.set_context(mode=ms.GRAPH_MODE)
 ms.set_seed(0)

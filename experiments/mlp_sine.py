@@ -4,7 +4,7 @@ from typing import Tuple
 
 import numpy as np
 
-from framework import Experiment
+from .. import Experiment
 
 
 class MlpSine(Experiment):
@@ -50,7 +50,7 @@ class MlpSine(Experiment):
         return MLP(1, 1, hidden=self.config.hidden, layers=self.config.layers)
 
     def validate(self):
-        from framework import ConfigError
+        from .. import ConfigError
         for name in ("hidden", "layers"):
             if getattr(self.config, name) < 0:
                 raise ConfigError(f"config field {name!r} must be an integer >= 0. "

@@ -7,7 +7,7 @@ import numpy as np
 from mindspore import Tensor, nn, ops
 from mindspore import dtype as mstype
 
-from framework import Experiment
+from .. import Experiment
 
 
 class InputGradient(nn.Cell):

@@ -4,7 +4,7 @@ from typing import Tuple
 
 import numpy as np
 
-from framework import ConfigError, Experiment
+from .. import ConfigError, Experiment
 
 
 def make_spirals(n_per_class, turns, noise, rng):

@@ -1,14 +1,29 @@
-"""mindexp's framework: declare an Experiment, run it, compare runs.
+"""mindexp: declare an Experiment, run it, compare runs.
 
-Importing this package does not import mindspore (training does) nor
-pandas/matplotlib (reports and plots import them when called).
+Names are imported on first use, so ``import mindexp.callbacks`` in a plain
+MindSpore script loads nothing of the experiment runtime, and importing
+``mindexp`` does not import mindspore (training does) nor pandas/matplotlib
+(reports and plots import them when called).
 """
-from .config import Config
-from .errors import ConfigError, DataError, MindexpError, RunDirError
-from .experiment import Experiment
-from .reports import compare, history, load_run, load_runs
-from .run import Run
-from .runner import TrainingError
+import importlib
 
-__all__ = ["Config", "ConfigError", "DataError", "Experiment", "MindexpError", "Run",
-           "RunDirError", "TrainingError", "compare", "history", "load_run", "load_runs"]
+_EXPORTS = {
+    "Config": "config", "ConfigError": "errors", "DataError": "errors",
+    "MindexpError": "errors", "RunDirError": "errors", "Experiment": "experiment",
+    "compare": "reports", "history": "reports", "load_run": "reports",
+    "load_runs": "reports", "Run": "run", "TrainingError": "runner",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

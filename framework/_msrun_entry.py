@@ -1,12 +1,12 @@
 """The script msrun runs in each worker (msrun needs a file, not ``-m``)."""
-import os
 import sys
 
 # Run as a file, this folder would come first on sys.path, and its modules
-# (config, data, run, ...) would shadow top-level ones: put the repo root there.
-sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# (config, data, run, ...) would shadow top-level ones: drop it; mindexp is
+# imported from where it is installed.
+del sys.path[0]
 
-from framework.cli import main  # noqa: E402
+from mindexp.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

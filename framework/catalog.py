@@ -12,8 +12,10 @@ import sys
 from .config import Config, field_defaults
 from .errors import MindexpError
 
-EXPERIMENTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                               "experiments")
+from . import experiments as _shipped_package
+
+EXPERIMENTS_DIR = os.path.dirname(os.path.abspath(_shipped_package.__file__))
+SHIPPED_PREFIX = _shipped_package.__name__ + "."  # mindexp.experiments.
 
 
 class ExperimentInfo:
@@ -35,7 +37,7 @@ def shipped():
         if filename.endswith(".py") and not filename.startswith("_"):
             with open(os.path.join(EXPERIMENTS_DIR, filename), encoding="utf-8") as f:
                 tree = ast.parse(f.read(), filename)
-            found.extend(_infos(tree, f"experiments.{filename[:-3]}"))
+            found.extend(_infos(tree, SHIPPED_PREFIX + filename[:-3]))
     return sorted(found, key=lambda i: i.name)
 
 
@@ -90,6 +92,8 @@ def resolve_spec(spec):
 def load_experiment(entry):
     """Import ``module:Class`` or ``/path/file.py:Class`` and check it."""
     target, _, class_name = entry.rpartition(":")
+    if target.startswith("experiments."):  # runs made before the one package name
+        target = SHIPPED_PREFIX + target[len("experiments."):]
     if target.endswith(".py"):
         module = _import_file(target)
     else:
@@ -142,5 +146,5 @@ def _experiment_class(module, class_name, where):
         raise MindexpError(f"{where} has no class {class_name!r}; Experiment classes there: "
                            f"{', '.join(c.__name__ for c in candidates) or 'none'}")
     if not (isinstance(cls, type) and issubclass(cls, Experiment)):
-        raise MindexpError(f"{where}:{class_name} is not a subclass of framework.Experiment")
+        raise MindexpError(f"{where}:{class_name} is not a subclass of mindexp.Experiment")
     return cls

@@ -117,7 +117,7 @@ class _StderrHandler(logging.Handler):
 
 def _log_to_stderr():
     """Library warnings (a skipped broken run, a plot not drawn) go to stderr as one line."""
-    logger = logging.getLogger("framework")
+    logger = logging.getLogger("mindexp")
     if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
         logger.addHandler(_StderrHandler())
 

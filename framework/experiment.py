@@ -16,8 +16,8 @@ class Experiment:
     ``optimizer``, ``metrics``, ``callbacks``, ``targets``, ``validate``.
 
     ``MyExperiment(lr=0.1).run(out="outputs")`` trains and returns a
-    :class:`framework.Run`. Unknown or ill-typed config values raise
-    :class:`framework.ConfigError` naming the field, before anything runs.
+    :class:`mindexp.Run`. Unknown or ill-typed config values raise
+    :class:`mindexp.ConfigError` naming the field, before anything runs.
     """
 
     name = None

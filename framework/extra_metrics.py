@@ -1,6 +1,6 @@
 """Metrics MindSpore does not ship, as ``mindspore.train.Metric`` subclasses.
 
-Imported lazily by :func:`framework.metrics.build_metrics` (it imports
+Imported lazily by :func:`mindexp.metrics.build_metrics` (it imports
 mindspore).
 """
 import math

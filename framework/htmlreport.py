@@ -21,7 +21,7 @@ img { max-width: 100%; display: block; margin: 1em 0; }
 
 
 def render_html(table, runs, title="mindexp comparison", skipped=()):
-    """The report as a string; ``table`` comes from :func:`framework.compare`.
+    """The report as a string; ``table`` comes from :func:`mindexp.compare`.
 
     ``skipped`` lists ``(run_dir, message)`` of broken runs, shown as such.
     """

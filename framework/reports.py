@@ -36,7 +36,7 @@ class RunList(list):
 # -- loading -----------------------------------------------------------------
 
 def load_run(path):
-    """Read one run directory back as a :class:`framework.Run`.
+    """Read one run directory back as a :class:`mindexp.Run`.
 
     Reads run.json, config.json and the logs reports use (loss, params,
     eval), so a broken run fails here, with a RunDirError naming the file.

@@ -76,7 +76,7 @@ def _check_not_done(meta, exp, resume, run_dir):
 def _latest_good_checkpoint(run_dir):
     """The newest checkpoint that loads; a corrupt newer one is skipped with a warning."""
     import mindspore as ms
-    from callbacks import list_checkpoints
+    from .callbacks import list_checkpoints
     found = sorted(list_checkpoints(run_dir, "all"), key=lambda c: (c[0], "best-" not in c[2]))
     corrupt = []
     for step, epoch, path in reversed(found):
@@ -94,7 +94,7 @@ def _latest_good_checkpoint(run_dir):
 
 def truncate_logs(run_dir, step):
     """Cut every step log back to ``step`` so the resumed run writes each step once."""
-    from callbacks.csv_log import CsvLog, read_header
+    from .callbacks.csv_log import CsvLog, read_header
     for name in STEP_LOGS:
         path = os.path.join(run_dir, name)
         header = read_header(path)

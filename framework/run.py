@@ -87,7 +87,7 @@ class Run:
 
     def checkpoint(self, best=False):
         """Path of the latest checkpoint, or of the newest best one, or None."""
-        from callbacks import list_checkpoints
+        from .callbacks import list_checkpoints
         found = list_checkpoints(self.dir, "best" if best else "last")
         return found[-1][2] if found else None
 
@@ -126,7 +126,7 @@ def _ends_mid_row(path):
 
 
 def _parse_csv(path):
-    from callbacks import read_csv
+    from .callbacks import read_csv
     try:
         return read_csv(path)
     except Exception as exc:  # pandas' parser errors name no file

@@ -297,7 +297,7 @@ class _Session:
         self._summarize(meta, time.monotonic() - start)
 
     def _train(self, resume):
-        from callbacks import TrainStep
+        from .callbacks import TrainStep
 
         _set_context(self.cfg, self.run_dir)
         self.net = _amp(self.exp.network(), self.cfg.amp_level, self.run_dir)
@@ -351,13 +351,13 @@ class _Session:
         return Model(cell, eval_network=eval_net, metrics=metrics, eval_indexes=[0, 1, 2]), metrics
 
     def _callbacks(self, metrics, resume):
-        from callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker
-        from callbacks.eval_monitor import EvalMonitor
+        from .callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker
+        from .callbacks.eval_monitor import EvalMonitor
         cfg, d = self.cfg, self.run_dir
         ranks = cfg.log_all_ranks
         self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
                                    time_offset=resume.time_offset if resume else 0.0)
-        from callbacks import Timer
+        from .callbacks import Timer
         self.timer = Timer()
         cbs = [self.timer, self.loss_cb]
         if cfg.track_params:

@@ -1,7 +1,7 @@
 """Sweeps: the cartesian product of a config grid, run by worker processes.
 
-Up to ``workers`` child processes (``python -m framework _sweep_worker``,
-see :mod:`framework.sweep_worker`) each run grid points one after another,
+Up to ``workers`` child processes (``python -m mindexp _sweep_worker``,
+see :mod:`mindexp.sweep_worker`) each run grid points one after another,
 as ``mindexp run ... --quiet`` in-process: MindSpore is imported once per
 worker, not once per run, which is most of a small run's time. Each run
 sets its own context and seeds, so its logs equal a fresh process's. A
@@ -300,7 +300,7 @@ class Sweep:
 
 
 class _Worker:
-    """One ``python -m framework _sweep_worker`` child and the run it is doing.
+    """One ``python -m mindexp _sweep_worker`` child and the run it is doing.
 
     ``runs``: how many runs it may do (None: any number).
     """
@@ -311,7 +311,7 @@ class _Worker:
             # Own session: a terminal's Ctrl-C reaches the sweep only, which
             # forwards exactly one SIGTERM, so each run stops cleanly.
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "framework", "_sweep_worker"], stdin=subprocess.PIPE,
+                [sys.executable, "-m", "mindexp", "_sweep_worker"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, env=_child_env(), text=True,
                 encoding="utf-8", start_new_session=True)
         self.run, self.left = None, runs

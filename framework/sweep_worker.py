@@ -1,7 +1,7 @@
 """A sweep's worker process: grid points one after another, MindSpore imported once.
 
 Importing MindSpore takes seconds, often longer than a small run; a worker
-pays it once for all the runs it is given. :class:`framework.sweep.Sweep`
+pays it once for all the runs it is given. :class:`mindexp.sweep.Sweep`
 writes one task per line on the worker's stdin, ``{"argv": [...], "log":
 path}``: the arguments of ``mindexp`` (a ``run`` command) and the file its
 output goes to. The worker points file descriptors 1 and 2 at that file

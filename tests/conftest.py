@@ -20,7 +20,7 @@ def cli_env(**extra):
 def cli(tmp_path):
     """Run ``mindexp ARGS`` in a subprocess (cwd: tmp_path); returns CompletedProcess."""
     def run(*args, cwd=None, timeout=300, **env):
-        return subprocess.run([sys.executable, "-m", "framework", *map(str, args)],
+        return subprocess.run([sys.executable, "-m", "mindexp", *map(str, args)],
                               cwd=cwd or tmp_path, env=cli_env(**env), capture_output=True,
                               text=True, timeout=timeout)
     return run

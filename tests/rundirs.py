@@ -12,7 +12,7 @@ OPTIMIZER_RUNS = (("sgd", 0.2), ("momentum", 0.05), ("adam", 0.1))
 def trained_runs(tmp_path_factory):
     """Three real Linear trainings (5 epochs, 50 steps each) in one folder, made once."""
     if "root" not in _TRAINED:
-        from experiments.linear import Linear
+        from mindexp.experiments.linear import Linear
         root = tmp_path_factory.mktemp("trained")
         for optimizer, lr in OPTIMIZER_RUNS:
             Linear(epochs=5, optimizer=optimizer, lr=lr, seed=1).run(out=str(root))

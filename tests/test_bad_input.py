@@ -10,7 +10,7 @@ GOOD_EXP = '''
 from dataclasses import dataclass
 import numpy as np
 from mindspore import nn
-from framework import Experiment
+from mindexp import Experiment
 
 
 class Good(Experiment):
@@ -67,7 +67,7 @@ class SourceRaises(Good):
 
 class Validates(Good):
     def validate(self):
-        from framework import ConfigError
+        from mindexp import ConfigError
         if self.config.epochs > 5:
             raise ConfigError(f"Validates runs at most 5 epochs. Received: epochs={self.config.epochs}",
                               field="epochs")
@@ -80,7 +80,7 @@ CASES = {
     "syntax error": (["run", "broken.py:Good"], "has a syntax error at line 1"),
     "import raises": (["run", "raises.py:X"], "importing"),
     "no such class": (["run", "exp.py:Nope"], "has no class 'Nope'; Experiment classes there: Good"),
-    "not an Experiment": (["run", "exp.py:NotAnExperiment"], "is not a subclass of framework.Experiment"),
+    "not an Experiment": (["run", "exp.py:NotAnExperiment"], "is not a subclass of mindexp.Experiment"),
     "ambiguous file": (["run", "exp.py"], "name the class as file.py:ClassName"),
     "not a .py": (["run", "exp.txt:Good"], "expected path/to/file.py:ClassName. Received: 'exp.txt:Good'"),
     "unknown field": (["run", "linear", "--set", "lrr=0.1"], "unknown config field 'lrr'. Did you mean lr"),
@@ -165,7 +165,7 @@ def snapshot(root):
 def test_bad_input(workdir, monkeypatch, capsys, case):
     """In-process through the CLI's main() (the process-level behaviour, exit
     status and no traceback, is covered in test_cli.py)."""
-    from framework.cli import main
+    from mindexp.cli import main
     args, expected = CASES[case]
     monkeypatch.chdir(workdir)
     before = snapshot(workdir)

@@ -14,7 +14,7 @@ import mindspore.dataset as ds
 from mindspore import Tensor, nn
 from mindspore.train import Model
 
-from callbacks import (Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker, TrainStep,
+from mindexp.callbacks import (Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker, TrainStep,
                        latest_checkpoint, read_csv)
 
 ms.set_context(mode=ms.GRAPH_MODE)
@@ -35,7 +35,8 @@ def fresh_net(seed=0):
 def test_plain_script_uses_the_callbacks_without_framework(tmp_path):
     script = tmp_path / "script.py"
     script.write_text(open(os.path.join(ROOT, "examples", "callbacks_only.py")).read() +
-                      "\nimport sys; assert 'framework' not in sys.modules\n")
+                      "\nimport sys; assert not [m for m in sys.modules if m.startswith('mindexp.')\n"
+                      "    and not m.startswith('mindexp.callbacks')], sorted(sys.modules)\n")
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=cli_env(),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mindspore import Parameter, Tensor, nn
 
-from callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker, list_checkpoints
+from mindexp.callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker, list_checkpoints
 
 
 def rows_of(path):
@@ -179,8 +179,8 @@ def test_checkpoint_files_carry_step_and_epoch(tmp_path, run_context, network):
 
 
 def test_timer_leaves_the_first_step_out_of_steps_per_s(run_context, monkeypatch):
-    from callbacks import Timer
-    import callbacks.timer as timer_module
+    from mindexp.callbacks import Timer
+    import mindexp.callbacks.timer as timer_module
     clock = iter([0.0, 5.0, 5.5, 6.0, 6.5, 7.0])  # begin, 4 step ends (first = compile), end
     monkeypatch.setattr(timer_module.time, "monotonic", lambda: next(clock))
     timer, ctx = Timer(), run_context()
@@ -193,7 +193,7 @@ def test_timer_leaves_the_first_step_out_of_steps_per_s(run_context, monkeypatch
 
 
 def test_early_stopping_stops_after_patience_epochs_without_improvement(run_context):
-    from callbacks import EarlyStopping
+    from mindexp.callbacks import EarlyStopping
     losses = {1: 1.0, 2: 0.5, 3: 0.6, 4: 0.55, 5: 0.7, 6: 0.1}  # per epoch (one step each)
     cb, ctx = EarlyStopping(patience=3), run_context(train_network=None)
     drive(cb, ctx, epochs=6, steps=1, outputs=lambda step: (Tensor(np.float32(losses[step])),))
@@ -202,7 +202,7 @@ def test_early_stopping_stops_after_patience_epochs_without_improvement(run_cont
 
 
 def test_early_stopping_on_an_eval_metric_needs_a_mode():
-    from callbacks import EarlyStopping
+    from mindexp.callbacks import EarlyStopping
     with pytest.raises(ValueError, match=r"needs `mode`.*Received: mode=None"):
         EarlyStopping(monitor="accuracy")
 
@@ -214,7 +214,7 @@ def test_early_stopping_on_an_eval_metric_needs_a_mode():
 ], ids=["weights", "spread-small-against-mean", "over-float32-limit"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_parameter_statistics_match_float64_numpy(data, dtype):
-    from callbacks.parameter_tracker import ParameterTracker as PT
+    from mindexp.callbacks.parameter_tracker import ParameterTracker as PT
     raw = data.astype(dtype)
     exact = raw.astype(np.float64)
     got = dict(PT("unused").values("p", raw))

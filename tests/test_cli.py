@@ -12,7 +12,7 @@ USER_FILE = '''
 from dataclasses import dataclass
 import numpy as np
 from mindspore import nn
-from framework import Experiment
+from mindexp import Experiment
 
 
 class Doubler(Experiment):
@@ -41,7 +41,7 @@ def run_dir_of(stdout):
 
 
 def test_list_shows_experiments_and_fields_without_importing_mindspore():
-    code = ("import sys; from framework.cli import main; rc = main(['list']); "
+    code = ("import sys; from mindexp.cli import main; rc = main(['list']); "
             "print('IMPORTED' if 'mindspore' in sys.modules else 'CLEAN', rc)")
     done = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True,
                           text=True, timeout=60)

@@ -12,7 +12,7 @@ from conftest import cli_env
 
 @pytest.mark.slow
 def test_eight_simultaneous_runs_make_eight_complete_run_dirs(tmp_path):
-    cmd = [sys.executable, "-m", "framework", "run", "linear", "--set", "epochs=3", "--quiet",
+    cmd = [sys.executable, "-m", "mindexp", "run", "linear", "--set", "epochs=3", "--quiet",
            "--out", str(tmp_path)]
     procs = [subprocess.Popen(cmd, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(8)]

@@ -4,8 +4,8 @@ from typing import List, Optional, Tuple
 
 import pytest
 
-from framework import ConfigError, Experiment
-from framework.config import Config, load_toml, parse_assignments, resolve
+from mindexp import ConfigError, Experiment
+from mindexp.config import Config, load_toml, parse_assignments, resolve
 
 
 @dataclass
@@ -104,6 +104,6 @@ def test_importing_framework_does_not_import_mindspore():
     import subprocess
     import sys
     from conftest import cli_env
-    code = "import sys, framework; print('mindspore' in sys.modules)"
+    code = "import sys, mindexp; print('mindspore' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr

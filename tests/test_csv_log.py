@@ -3,7 +3,7 @@ import csv
 
 import pytest
 
-from callbacks import CsvLog, read_csv
+from mindexp.callbacks import CsvLog, read_csv
 
 
 def rows_of(path):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from framework.data import BatchSource, make_dataset
+from mindexp.data import BatchSource, make_dataset
 
 
 def _arrays(n=25):

@@ -7,7 +7,7 @@ import pytest
 
 DIES = '''
 import os
-from experiments.linear import Linear
+from mindexp.experiments.linear import Linear
 
 
 class Dies(Linear):

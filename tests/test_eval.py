@@ -5,8 +5,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from experiments.linear import Linear
-from framework import ConfigError
+from mindexp.experiments.linear import Linear
+from mindexp import ConfigError
 
 
 class LinearEval(Linear):
@@ -79,7 +79,7 @@ def test_metric_objects_under_own_names(tmp_path):
 
 def test_accuracy_with_sparse_int_labels(tmp_path):
     import mindspore as ms
-    from experiments.spirals import Spirals
+    from mindexp.experiments.spirals import Spirals
     exp = Spirals(epochs=2)
     run = exp.run(out=str(tmp_path))
     xy, labels = exp.source("eval")
@@ -129,7 +129,7 @@ def test_cli_rejects_metrics_without_eval_with_exit_2(cli, tmp_path):
 
 # -- the extra metrics ----------------------------------------------------------------
 def test_max_error_and_rmse_over_batches():
-    from framework.extra_metrics import RMSE, MaxError
+    from mindexp.extra_metrics import RMSE, MaxError
     pred = [np.array([[0.0], [1.0]]), np.array([[2.0], [3.5]])]
     true = [np.array([0.5, 1.0]), np.array([2.0, 3.0])]
     metric, rmse = MaxError(), RMSE()

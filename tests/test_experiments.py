@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from framework import ConfigError
+from mindexp import ConfigError
 
 SHIPPED = ("linear", "mlp_sine", "pinn_ode", "spirals")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,7 +28,7 @@ def test_list_shows_every_experiment_without_importing_mindspore(cli):
     heads = [line.split(":")[0] for line in result.stdout.splitlines() if line and line[0] != " "]
     assert heads == list(SHIPPED)
     assert "hidden" in result.stdout and "boundary_weight" in result.stdout
-    probe = ("import sys; from framework.catalog import shipped; shipped(); "
+    probe = ("import sys; from mindexp.catalog import shipped; shipped(); "
              "print('mindspore' in sys.modules)")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                             cwd=ROOT)
@@ -40,7 +40,7 @@ def test_list_shows_every_experiment_without_importing_mindspore(cli):
 
 @pytest.mark.slow
 def test_mlp_sine_fits_and_a_linear_model_cannot(out):
-    from experiments.mlp_sine import MlpSine
+    from mindexp.experiments.mlp_sine import MlpSine
     mlp = MlpSine().run(out=out)
     line = MlpSine(hidden=0).run(out=out)
     assert _final(mlp, "mse") < 0.01 and _final(mlp, "mae") < 0.08
@@ -52,7 +52,7 @@ def test_mlp_sine_fits_and_a_linear_model_cannot(out):
 
 @pytest.mark.slow
 def test_spirals_reach_95_percent_eval_accuracy(out):
-    from experiments.spirals import Spirals
+    from mindexp.experiments.spirals import Spirals
     run = Spirals().run(out=out)
     assert _final(run, "accuracy") > 0.95
     assert run.eval.accuracy.iloc[0] < 0.9          # it was learned, not given
@@ -61,7 +61,7 @@ def test_spirals_reach_95_percent_eval_accuracy(out):
 
 @pytest.mark.slow
 def test_pinn_solves_the_ode(out):
-    from experiments.pinn_ode import PinnOde
+    from mindexp.experiments.pinn_ode import PinnOde
     run = PinnOde().run(out=out)
     assert _final(run, "max_error") < 0.02
     assert _final(run, "mse") < 1e-4
@@ -77,7 +77,7 @@ def test_pinn_solves_the_ode(out):
 def test_pinn_loss_vanishes_on_the_exact_solution(ms_graph):
     """The second derivative w.r.t. the input is right: sin(pi x) has zero loss, 2 sin(pi x) not."""
     from mindspore import Tensor, nn, ops
-    from experiments.pinn_ode import PinnLoss
+    from mindexp.experiments.pinn_ode import PinnLoss
 
     class Exact(nn.Cell):
         def __init__(self, amplitude):
@@ -96,8 +96,8 @@ def test_pinn_loss_vanishes_on_the_exact_solution(ms_graph):
 
 
 def test_experiment_specific_config_is_checked():
-    from experiments.mlp_sine import MlpSine
-    from experiments.spirals import Spirals
+    from mindexp.experiments.mlp_sine import MlpSine
+    from mindexp.experiments.spirals import Spirals
     with pytest.raises(ConfigError) as err:
         Spirals(loss="mse")
     assert err.value.field == "loss"
@@ -120,7 +120,7 @@ COMMON = dict(epochs=2, eval_every=1)
 @pytest.mark.parametrize("switches", list(SWITCHES))
 @pytest.mark.parametrize("name", SHIPPED)
 def test_switches_work_in_every_experiment(out, name, switches):
-    from framework.catalog import resolve_spec
+    from mindexp.catalog import resolve_spec
     cls, _ = resolve_spec(name)
     run = cls(**COMMON, **TINY[name], **SWITCHES[switches]).run(out=out)
     assert run.status == "completed", run.meta["error"]

@@ -5,9 +5,9 @@ import os
 import pytest
 from matplotlib.figure import Figure
 
-from framework import load_run, load_runs
-from framework import plots
-from framework.reports import config_labels
+from mindexp import load_run, load_runs
+from mindexp import plots
+from mindexp.reports import config_labels
 from rundirs import make_run, trained_runs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -132,12 +132,12 @@ def test_overlays_of_a_failed_run_still_draw(tmp_path):
 
 @pytest.mark.slow
 def test_a_plotting_failure_only_warns(tmp_path, monkeypatch, caplog):
-    from experiments.linear import Linear
+    from mindexp.experiments.linear import Linear
 
     def broken(run_dir, out_dir=None):
         raise RuntimeError("no fonts today")
     monkeypatch.setattr(plots, "save_run_plots", broken)
-    with caplog.at_level(logging.WARNING, logger="framework.runner"):
+    with caplog.at_level(logging.WARNING, logger="mindexp.runner"):
         run = Linear(epochs=1, seed=2).run(out=str(tmp_path))
     assert run.status == "completed"
     assert "could not draw the plots" in caplog.text and "no fonts today" in caplog.text

@@ -10,7 +10,7 @@ import mindspore as ms
 
 KILLABLE = '''
 import os, signal
-from experiments.linear import Linear
+from mindexp.experiments.linear import Linear
 
 
 class Killable(Linear):
@@ -34,7 +34,7 @@ COMMON = ["--set", "epochs=12", "--set", "optimizer=adam", "--set", "lr=0.05",
 
 
 def final_weights(run_dir):
-    from callbacks import latest_checkpoint
+    from mindexp.callbacks import latest_checkpoint
     params = ms.load_checkpoint(latest_checkpoint(run_dir)[2])
     return {k: params[k].asnumpy() for k in ("dense.weight", "dense.bias", "moment1.dense.weight")}
 
@@ -56,7 +56,7 @@ def reference(tmp_path_factory):
     import subprocess, sys
     root = tmp_path_factory.mktemp("ref")
     (root / "killable.py").write_text(KILLABLE)
-    done = subprocess.run([sys.executable, "-m", "framework", "run", "killable.py:Killable",
+    done = subprocess.run([sys.executable, "-m", "mindexp", "run", "killable.py:Killable",
                            "--out", "out", *COMMON], cwd=root, env=cli_env(), capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -6,8 +6,8 @@ import signal
 import numpy as np
 import pytest
 
-from experiments.linear import Linear
-from framework import ConfigError, DataError, Experiment, TrainingError
+from mindexp.experiments.linear import Linear
+from mindexp import ConfigError, DataError, Experiment, TrainingError
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def test_float64_data_is_converted_for_a_float32_network(tmp_path):
 
 MAKE_DIRS = """
 import sys, time
-from framework.rundir import create_run_dir
+from mindexp.rundir import create_run_dir
 start = float(sys.argv[2])
 while time.time() < start:
     pass
@@ -179,7 +179,7 @@ def test_training_keeps_startup_objects_out_of_full_collections_and_gives_them_b
 def test_a_caller_s_own_gc_freeze_is_left_alone():
     import gc
 
-    from framework.runner import startup_objects_frozen
+    from mindexp.runner import startup_objects_frozen
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()

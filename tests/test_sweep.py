@@ -12,12 +12,12 @@ import time
 import pytest
 
 from conftest import cli_env
-from framework.cli import main
-from framework.sweep import grid_points
+from mindexp.cli import main
+from mindexp.sweep import grid_points
 
 FRAGILE = '''
 from dataclasses import dataclass
-from experiments.linear import Linear, MinimalNet
+from mindexp.experiments.linear import Linear, MinimalNet
 
 
 class Fragile(Linear):
@@ -94,7 +94,7 @@ def test_a_failing_config_does_not_stop_the_others(cli, tmp_path):
 
 @pytest.mark.slow
 def test_sigterm_stops_the_runs_and_marks_them_interrupted(tmp_path):
-    cmd = [sys.executable, "-m", "framework", "sweep", "linear", "--grid",
+    cmd = [sys.executable, "-m", "mindexp", "sweep", "linear", "--grid",
            "optimizer=sgd,adam,momentum", "--set", "epochs=100000", "--workers", "2",
            "--out", "out"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
@@ -158,8 +158,8 @@ def test_grid_points_are_the_cartesian_product_first_key_slowest():
 
 
 def test_the_python_api_checks_workers_too():
-    from framework import ConfigError
-    from framework.sweep import Sweep
+    from mindexp import ConfigError
+    from mindexp.sweep import Sweep
     with pytest.raises(ConfigError, match=r"--workers must be an integer >= 1 .*"
                                           r"Received: --workers 0"):
         Sweep("linear", {"lr": ["0.1"]}, workers=0)
@@ -226,7 +226,7 @@ def test_a_dying_worker_takes_only_its_run_and_is_replaced(cli, tmp_path):
 
 def test_a_worker_gone_before_its_run_fails_that_run_and_is_not_restarted_forever(
         tmp_path, monkeypatch):
-    from framework import sweep as sw
+    from mindexp import sweep as sw
     monkeypatch.setattr(sw._Worker, "give", lambda self, run, argv: False)
     sweep = sw.Sweep("linear", {"lr": ["0.1", "0.2", "0.3"]}, out=str(tmp_path), workers=2)
     sweep.start("linear")

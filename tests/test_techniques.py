@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments.linear import Linear
-from framework import ConfigError
+from mindexp.experiments.linear import Linear
+from mindexp import ConfigError
 
 # Learning rates at which each optimizer solves the seed problem in its default 30 epochs.
 OPTIMIZER_LR = {"sgd": 0.2, "momentum": 0.05, "adam": 0.05, "adamw": 0.05, "rmsprop": 0.01,
@@ -224,8 +224,8 @@ def test_o1_rewrite_files_stay_in_the_run_dir(tmp_path, monkeypatch):
 def test_amp_output_loss_and_grad_norm_stay_float32(ms_graph, tmp_path, monkeypatch):
     from mindspore import Tensor, amp, nn
     monkeypatch.chdir(tmp_path)  # O1 writes ./rewritten_network/
-    from callbacks import TrainStep
-    from experiments.linear import MinimalNet
+    from mindexp.callbacks import TrainStep
+    from mindexp.experiments.linear import MinimalNet
     x = Tensor(np.linspace(0, 1, 8, dtype=np.float32)[:, None])
     for level in ("O1", "O2", "O3"):
         net = amp.auto_mixed_precision(MinimalNet(), level)
@@ -276,7 +276,7 @@ def test_missing_backend_is_a_config_error_before_the_run_dir(tmp_path, device):
 
 
 def test_graph_kernel_on_cpu_warns_and_trains(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="framework.runner"):
+    with caplog.at_level(logging.WARNING, logger="mindexp.runner"):
         run = Linear(epochs=2, graph_kernel=True).run(out=str(tmp_path))
     assert run.status == "completed"
     assert any("graph_kernel" in r.getMessage() and "CPU" in r.getMessage()
@@ -313,11 +313,11 @@ def test_invalid_values_name_the_field(field, value):
 
 def test_graph_kernel_is_ignored_with_a_warning_in_pynative(caplog, monkeypatch):
     import mindspore as ms
-    from framework import runner
+    from mindexp import runner
     calls = []
     monkeypatch.setattr(ms, "set_context", lambda **kw: calls.append(kw))
     cfg = Linear(mode="pynative", graph_kernel=True, device="GPU").config
-    with caplog.at_level(logging.WARNING, logger="framework.runner"):
+    with caplog.at_level(logging.WARNING, logger="mindexp.runner"):
         runner._enable_graph_kernel(cfg)
     assert not calls
     assert any("pynative" in r.getMessage() for r in caplog.records)

@@ -7,7 +7,7 @@ import pytest
 def test_concatenated_and_per_gradient_norms_agree(ms_graph, monkeypatch, clip):
     from mindspore import Tensor, nn
 
-    import callbacks.train_step as ts
+    import mindexp.callbacks.train_step as ts
 
     def one_step(limit):
         monkeypatch.setattr(ts, "CONCAT_NORM_MAX_ELEMENTS", limit)
