@@ -100,3 +100,10 @@ def test_callbacks_folder_copied_alone_into_another_project(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert abs(float(done.stdout.split("weight")[1].split()[0]) - 2) < 0.05
     assert (tmp_path / "logs" / "loss.csv").exists()
+
+
+def test_entries_of_runs_made_before_the_package_name_still_load():
+    from mindexp.catalog import load_experiment
+    from mindexp.experiments.linear import Linear
+    assert load_experiment("experiments.linear:Linear") is Linear
+    assert load_experiment("mindexp.experiments.linear:Linear") is Linear
