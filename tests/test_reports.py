@@ -122,7 +122,7 @@ def test_when_nothing_loads_one_error_names_the_problem(tmp_path):
         with open(os.path.join(make_run(tmp_path, name), "loss.csv"), "a") as f:
             f.write("garbage,row\n")
     with pytest.raises(RunDirError, match=r"none of the 2 runs could be read; the first: "
-                                          r".*x.loss\.csv is malformed"):
+                                          r".*x.loss\.csv line 5: expected 5 fields, got 2"):
         load_runs(tmp_path)
 
 
