@@ -10,7 +10,8 @@ import importlib
 
 _EXPORTS = {
     "Checkpoint": "checkpoint", "latest_checkpoint": "checkpoint",
-    "list_checkpoints": "checkpoint", "CsvLog": "csv_log", "read_csv": "csv_log",
+    "list_checkpoints": "checkpoint", "CsvLog": "csv_log", "CsvFormatError": "csv_log",
+    "read_csv": "csv_log",
     "EarlyStopping": "early_stopping", "EvalMonitor": "eval_monitor",
     "GradNormMonitor": "grad_norm_monitor", "LossMonitor": "loss_monitor",
     "ParameterTracker": "parameter_tracker", "Timer": "timer", "TrainStep": "train_step",

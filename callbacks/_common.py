@@ -161,3 +161,28 @@ def check_directory(directory):
     if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
         raise ValueError(f"`directory` must be a path. Received: directory={directory!r}")
     return os.fspath(directory)
+
+
+def calling_model_metric_names(max_frames=8):
+    """The names ``Model.fit`` will put in ``eval_results``, or None when unknown.
+
+    Read from the ``mindspore.train.Model`` whose hook is calling (a frame
+    of ``Model._train`` up the stack): its ``metrics`` names plus
+    ``eval_loss``, which ``Model.fit`` adds. MindSpore hands callbacks no
+    reference to the Model, so this is the only way to know the names at
+    train begin; a callback falls back to checking the first evaluation's
+    results when it returns None (a hand-built RunContext, another
+    MindSpore version).
+    """
+    import sys
+    from mindspore.train import Model
+    frame = sys._getframe(1)
+    for _ in range(max_frames):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, Model):
+            metric_fns = getattr(owner, "_metric_fns", None)
+            return None if metric_fns is None else list(metric_fns) + ["eval_loss"]
+        frame = frame.f_back
+    return None

@@ -6,7 +6,8 @@ class LogCallback(QuietCallback):
     """A Callback whose CsvLogs are flushed when due at each epoch's end
     (every ``flush_seconds``; Checkpoint flushes them before each save, so a
     log is never behind a checkpoint) and closed at the end of training and
-    in ``__exit__`` (which MindSpore runs even when training raises).
+    when training's callback context ends (which MindSpore runs even when
+    training raises; not when an evaluation of ``Model.fit`` ends).
     Subclasses list their logs in ``_logs()``."""
 
     def _logs(self):
@@ -20,9 +21,8 @@ class LogCallback(QuietCallback):
     def on_train_end(self, run_context):
         self.close()
 
-    def __exit__(self, *exc):
+    def _end_context(self):
         self.close()
-        return False
 
     def flush(self):
         """Write buffered rows to disk (Checkpoint calls it before saving)."""

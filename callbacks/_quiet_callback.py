@@ -1,4 +1,5 @@
-"""A Callback whose hooks it does not use cost nothing."""
+"""A Callback whose hooks it does not use cost nothing, and whose context
+ends with training, not with Model.fit's evaluations."""
 from mindspore.train import Callback
 
 
@@ -6,7 +7,16 @@ class QuietCallback(Callback):
     """MindSpore's ``Callback`` forwards each ``on_train_*`` hook to its
     deprecated name (``step_begin``, ...): one more Python call per callback
     per step. Here the four step and epoch hooks do nothing instead;
-    subclasses override the ones they use."""
+    subclasses override the ones they use.
+
+    ``Model.fit`` enters every callback again for each evaluation, inside
+    the training's own ``with``, and exits it when the evaluation ends. The
+    context is therefore counted: :meth:`_end_context` runs on the exit that
+    balances the first enter (the end of training, or of a failure), never
+    on an evaluation's. Subclasses release files there, not in ``__exit__``.
+    """
+
+    _context_depth = 0
 
     def on_train_step_begin(self, run_context):
         pass
@@ -19,3 +29,17 @@ class QuietCallback(Callback):
 
     def on_train_epoch_end(self, run_context):
         pass
+
+    def __enter__(self):
+        self._context_depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        # An exit without an enter (a caller closing by hand) also ends the context.
+        self._context_depth = max(0, self._context_depth - 1)
+        if not self._context_depth:
+            self._end_context()
+        return False
+
+    def _end_context(self):
+        """Training's context ended (normally or by an exception)."""

@@ -5,8 +5,10 @@ import re
 import time
 
 import mindspore as ms
+import numpy as np
+
 from ._common import (check_directory, first_output, global_step, is_finite,
-                      log_path, step_info, to_float)
+                      log_path, step_info, to_float, trained_parameters)
 from ._quiet_callback import QuietCallback
 from .csv_log import CsvLog
 
@@ -27,9 +29,12 @@ class Checkpoint(QuietCallback):
     checkpoint. The global ``step`` and ``epoch`` are appended to each file
     so a run can resume exactly. Every save is indexed in
     ``<directory>/checkpoints.csv`` (``step,epoch,loss,file,kind,score``).
-    Training always ends with a save. Before saving, every callback of the
-    run that has a ``flush()`` method is flushed, so logs on disk are never
-    behind the newest checkpoint.
+    Training always ends with a save, unless it diverged: once the loss or
+    a weight is NaN/Inf nothing more is saved (:attr:`skipped_reason` says
+    why), so the newest checkpoint is the last finite one. Before saving,
+    every callback of the run that has a ``flush()`` method is flushed, so
+    logs on disk are never behind the newest checkpoint. Nothing is created
+    on disk before the first save.
 
     Retention keeps the newest ``keep_last`` regular files and the
     ``keep_best`` best by ``monitor``; it only ever deletes files named by
@@ -71,6 +76,7 @@ class Checkpoint(QuietCallback):
         self._index = None
         self._cb_params = None
         self._last_save_time = None
+        self.skipped_reason = None  # why saving stopped (divergence), or None
 
     # -- hooks ---------------------------------------------------------------
     def on_train_begin(self, run_context):
@@ -79,10 +85,12 @@ class Checkpoint(QuietCallback):
             return  # another rank: save nothing
         rank_suffix = os.path.splitext(os.path.basename(index_path))[0][len("checkpoints"):]
         self.ckpt_dir = os.path.join(self.directory, "checkpoints" + rank_suffix.replace(".", "/"))
-        os.makedirs(self.ckpt_dir, exist_ok=True)
-        self._index = CsvLog(index_path, self.COLUMNS, flush_rows=1).open()
+        # Nothing is created before the first save: a callback that rejects the
+        # run at train begin leaves no empty folders or files behind.
+        self._index = CsvLog(index_path, self.COLUMNS, flush_rows=1).check()
         self._last, self.best = self._scan(index_path)
         self._last_save_time = time.monotonic()
+        self.skipped_reason = None
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
@@ -105,9 +113,8 @@ class Checkpoint(QuietCallback):
             self._save(cb_params, run_context, kind="last")
         self.close()
 
-    def __exit__(self, *exc):
+    def _end_context(self):
         self.close()
-        return False
 
     def close(self):
         if self._index is not None:
@@ -133,7 +140,10 @@ class Checkpoint(QuietCallback):
 
     def _save(self, cb_params, run_context, kind, score=None):
         step, epoch, _ = step_info(cb_params)
+        if not self._finite(cb_params, step):
+            return
         _flush_others(cb_params, self)
+        os.makedirs(self.ckpt_dir, exist_ok=True)
         name = f"{'best-' if kind == 'best' else ''}epoch{epoch:04d}-step{step:07d}.ckpt"
         path = os.path.join(self.ckpt_dir, name)
         tmp = os.path.join(self.ckpt_dir, f".tmp-{os.getpid()}-{name}")
@@ -147,6 +157,24 @@ class Checkpoint(QuietCallback):
         if kind == "last":
             self.last_saved_step = step
             self._last_save_time = time.monotonic()
+
+    def _finite(self, cb_params, step):
+        """False (and no save) once the loss or a weight is NaN/Inf: a diverged
+        run keeps its last finite checkpoint as the newest one."""
+        if self.skipped_reason is not None:
+            return False
+        loss = to_float(first_output(cb_params.get("net_outputs")))
+        if loss is not None and not is_finite(loss):
+            self.skipped_reason = f"the loss is {loss} at step {step}"
+        else:
+            bad = next((p.name for p in trained_parameters(cb_params)
+                        if not np.isfinite(p.asnumpy()).all()), None)
+            if bad is not None:
+                self.skipped_reason = f"parameter {bad} is not finite at step {step}"
+        if self.skipped_reason is None:
+            return True
+        logger.warning("Checkpoint: no more checkpoints: %s", self.skipped_reason)
+        return False
 
     def _retain(self, kind, path, step, score):
         if kind == "last":
@@ -174,6 +202,8 @@ class Checkpoint(QuietCallback):
         """Rebuild retention state from the files on disk (after a restart)."""
         scores = _scores_from_index(index_path)
         last, best = [], []
+        if not os.path.isdir(self.ckpt_dir):
+            return last, best
         for name in os.listdir(self.ckpt_dir):
             match = _NAME.match(name)
             if not match:

@@ -4,7 +4,16 @@ import io
 import os
 import time
 
-__all__ = ["CsvLog", "read_csv", "read_header"]
+__all__ = ["CsvLog", "CsvFormatError", "read_csv", "read_header"]
+
+
+class CsvFormatError(ValueError):
+    """A CSV log damaged inside (not only a cut last row): names the file and
+    line, e.g. ``loss.csv line 57: expected 5 fields, got 2``."""
+
+    def __init__(self, path, line, problem):
+        super().__init__(f"{path} line {line}: {problem}")
+        self.path, self.line, self.problem = path, line, problem
 
 
 class CsvLog:
@@ -39,16 +48,26 @@ class CsvLog:
         self._last_flush = time.monotonic()
 
     # -- writing -----------------------------------------------------------
-    def open(self):
-        """Open for appending, checking or writing the header. Idempotent."""
-        if self._file is not None:
-            return self
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+    def check(self):
+        """Check an existing file's header, creating nothing; returns self.
+
+        Callbacks call this at train begin and let the first :meth:`flush`
+        open the file, so a run rejected by any callback there leaves no
+        file behind.
+        """
         header = self._read_header()
         if header is not None and header != self.fieldnames:
             raise ValueError(
                 f"{self.path} has columns {header}, expected {self.fieldnames}; "
                 "write to another directory or remove the file")
+        return self
+
+    def open(self):
+        """Open for appending, checking or writing the header. Idempotent."""
+        if self._file is not None:
+            return self
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        header = self.check()._read_header()
         self._cut_partial_row()
         self._file = open(self.path, "a", newline="", encoding="utf-8")
         self._writer = csv.writer(self._file)
@@ -189,15 +208,55 @@ def read_csv(path, name=None):
 
     ``path`` is the file, or a directory together with ``name`` (the file
     name inside it, e.g. ``"loss.csv"``). A missing or empty file gives an
-    empty DataFrame. pandas is imported here, lazily, so that the callbacks
-    stay importable without it.
+    empty DataFrame. Every complete line must have as many fields as the
+    header, else :class:`CsvFormatError` names the file and the first bad
+    line (a last row without line end, left by a writer that was killed,
+    is the caller's to judge). pandas is imported here, lazily, so that the
+    callbacks stay importable without it.
     """
     import pandas as pd  # lazy: callbacks/ must not need pandas to train
 
     path = os.path.join(os.fspath(path), name) if name else os.fspath(path)
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return pd.DataFrame()
-    return pd.read_csv(path, engine=_fastest_engine())
+    with open(path, "rb") as f:
+        data = f.read()
+    check_fields(path, data)
+    return pd.read_csv(io.BytesIO(data), engine=_fastest_engine())
+
+
+def check_fields(path, data):
+    """Raise :class:`CsvFormatError` at the first complete line of ``data``
+    (a CSV file's bytes) whose field count differs from the header's."""
+    if b'"' in data:  # quoted fields may hold commas or line ends: parse them
+        return _check_fields_parsed(path, data)
+    import numpy as np  # one vectorized pass: logs reach millions of rows
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(buf == ord("\n"))
+    commas_per_line = np.diff(np.searchsorted(np.flatnonzero(buf == ord(",")), ends), prepend=0)
+    bad = np.flatnonzero(commas_per_line != commas_per_line[0]) if len(ends) else ()
+    if len(bad):
+        i = int(bad[0])
+        start = int(ends[i - 1]) + 1 if i else 0
+        empty = not data[start:int(ends[i])].strip()
+        raise CsvFormatError(path, i + 1, _fields_problem(int(commas_per_line[0]) + 1,
+                                                          None if empty else int(commas_per_line[i]) + 1))
+
+
+def _check_fields_parsed(path, data):
+    text = data.decode("utf-8", errors="replace")
+    complete = text[:text.rfind("\n") + 1]
+    reader = csv.reader(io.StringIO(complete, newline=""))
+    expected = None
+    for row in reader:
+        if expected is None:
+            expected = len(row)
+        elif len(row) != expected:
+            raise CsvFormatError(path, reader.line_num, _fields_problem(expected, len(row) or None))
+
+
+def _fields_problem(expected, got):
+    return f"expected {expected} fields, got " + ("an empty line" if got is None else str(got))
 
 
 def _fastest_engine():

@@ -1,6 +1,7 @@
 """EvalMonitor: eval metrics after each evaluation to eval.csv."""
 
-from ._common import check_directory, global_step, log_path, to_float
+from ._common import (calling_model_metric_names, check_directory, first_output, is_finite,
+                      log_path, step_info, to_float)
 from ._log_callback import LogCallback
 from .csv_log import CsvLog
 
@@ -11,7 +12,14 @@ class EvalMonitor(LogCallback):
     """Write ``epoch,step,<metric>...`` to ``<directory>/eval.csv``.
 
     Reads the results ``Model.fit`` puts in ``eval_results`` after each
-    evaluation (``valid_frequency``), at the epoch's end.
+    evaluation (``valid_frequency``), at the epoch's end. Those are the
+    names of the Model's ``metrics`` plus ``eval_loss`` (the mean loss of
+    its eval network, which Model.fit adds); any other name is rejected at
+    train begin, listing them. A row is written for completed epochs only:
+    not for an epoch cut short (a stop request mid-epoch still runs
+    Model.fit's evaluation, on a partial epoch), nor after the loss or an
+    eval value became NaN/Inf (a diverged run). So after any number of
+    interruptions and resumes each epoch is in eval.csv once.
 
     Args:
         directory: folder of ``eval.csv``.
@@ -24,24 +32,61 @@ class EvalMonitor(LogCallback):
     def __init__(self, directory, metrics, all_ranks=False):
         super().__init__()
         self.directory = check_directory(directory)
-        self.metrics = list(metrics)
-        if not self.metrics:
+        if isinstance(metrics, str):
+            metrics = [metrics]
+        self.metrics = list(metrics or ())
+        if not self.metrics or not all(isinstance(m, str) and m for m in self.metrics):
             raise ValueError(f"`metrics` must name at least one metric. Received: metrics={metrics!r}")
         self.all_ranks = bool(all_ranks)
         self.last = {}
+        self.skipped = []  # (epoch, why) of evaluations not written
         self._log = None
+        self._names_checked = False
 
     def on_train_begin(self, run_context):
+        names = calling_model_metric_names()
+        if names is not None:
+            self._check_names(names)
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
-        self._log = CsvLog(path, ["epoch", "step"] + self.metrics, flush_rows=1).open() if path else None
+        self._log = CsvLog(path, ["epoch", "step"] + self.metrics, flush_rows=1).check() \
+            if path else None
 
     def on_train_epoch_end(self, run_context):
         cb_params = run_context.original_args()
         results = cb_params.get("eval_results") or cb_params.get("metrics")
         if not results:
             return
-        self.last = {k: to_float(results.get(k)) for k in self.metrics}
+        self._check_names(list(results))
+        step, epoch, complete = step_info(cb_params)
+        values = {k: to_float(results[k]) for k in self.metrics}
+        why = self._reason_to_skip(cb_params, complete, values)
+        if why:
+            self.skipped.append((epoch, why))
+            return
+        self.last = values
         if self._log is not None:
-            self._log.write([int(cb_params.cur_epoch_num), global_step(cb_params)] +
-                            [self.last[k] for k in self.metrics])
+            self._log.write([epoch, step] + [values[k] for k in self.metrics])
 
+    def _check_names(self, names):
+        if self._names_checked:
+            return
+        unknown = [m for m in self.metrics if m not in names]
+        if unknown:
+            raise ValueError(
+                f"EvalMonitor: Model does not produce the metric(s) {', '.join(unknown)}; it "
+                f"reports {', '.join(names) or 'none (Model was built without metrics)'} "
+                "(eval_loss is added by Model.fit; other names are the keys of "
+                f"Model(..., metrics={{...}})). Received: metrics={self.metrics!r}")
+        self._names_checked = True
+
+    @staticmethod
+    def _reason_to_skip(cb_params, complete, values):
+        if not complete:
+            return "the epoch was cut short"
+        loss = to_float(first_output(cb_params.get("net_outputs")))
+        if loss is not None and not is_finite(loss):
+            return f"the training loss is {loss}"
+        bad = [k for k, v in values.items() if not is_finite(v)]
+        if bad:
+            return f"{', '.join(bad)} is not finite"
+        return None

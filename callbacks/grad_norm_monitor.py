@@ -10,9 +10,13 @@ __all__ = ["GradNormMonitor"]
 class GradNormMonitor(LogCallback):
     """Write ``step,epoch,grad_norm`` to ``<directory>/grad_norm.csv``.
 
-    The norm comes from the train network's second output: wrap the network
-    as ``callbacks.TrainStep(nn.WithLossCell(net, loss_fn), optimizer)`` and
-    give that to ``Model``. With ``per_param=True`` (and
+    The norm comes from the train network's second output: build the model
+    with ``TrainStep.model(net, loss_fn, optimizer, metrics=...)`` (or
+    ``Model(TrainStep(nn.WithLossCell(net, loss_fn), optimizer))`` plus
+    ``eval_network=nn.WithEvalCell(net, loss_fn), eval_indexes=[0, 1, 2]``
+    when there are metrics). Without it, training is refused at train begin,
+    before any callback has created a file (they all create theirs on their
+    first write). With ``per_param=True`` (and
     ``TrainStep(..., per_param_norms=True)``) each parameter's gradient norm
     also goes to ``grad_norm_params.csv`` as ``step,epoch,param,grad_norm``.
 
@@ -44,10 +48,10 @@ class GradNormMonitor(LogCallback):
         self._check_network(network)
         self._names = tuple(getattr(network, "param_names", ()))
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
-        self._log = CsvLog(path, self.COLUMNS).open() if path else None
+        self._log = CsvLog(path, self.COLUMNS).check() if path else None
         ppath = log_path(self.directory, self.PARAMS_FILENAME, self.all_ranks)
         if self.per_param and ppath:
-            self._params_log = CsvLog(ppath, self.PARAMS_COLUMNS).open()
+            self._params_log = CsvLog(ppath, self.PARAMS_COLUMNS).check()
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
@@ -69,9 +73,12 @@ class GradNormMonitor(LogCallback):
         kind = type(network).__name__
         if not getattr(network, "returns_grad_norm", False):
             raise TypeError(
-                "GradNormMonitor needs a train network that returns (loss, grad_norm): "
-                "wrap it as callbacks.TrainStep(nn.WithLossCell(net, loss_fn), optimizer) "
-                f"and pass that to Model. Received: train network of type {kind}")
+                "GradNormMonitor needs a train network that returns (loss, grad_norm): build "
+                "the Model with model = TrainStep.model(net, loss_fn, optimizer, metrics=...) "
+                "(from mindexp.callbacks), which is Model(TrainStep(nn.WithLossCell(net, "
+                "loss_fn), optimizer), eval_network=nn.WithEvalCell(net, loss_fn), "
+                "eval_indexes=[0, 1, 2], metrics=...). Nothing was written. "
+                f"Received: train network of type {kind}")
         if self.per_param and not getattr(network, "returns_param_grad_norms", False):
             raise TypeError(
                 "GradNormMonitor(per_param=True) needs TrainStep(..., per_param_norms=True). "

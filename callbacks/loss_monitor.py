@@ -16,9 +16,15 @@ class LossMonitor(LogCallback):
 
     Works with a network that returns the loss or a tuple whose first item
     is the loss. The last step of every epoch is always written. A NaN or
-    infinite loss stops training (``run_context.request_stop()``) and is
-    kept in :attr:`stop_reason`, which a runner reads to mark the run
-    diverged; MindSpore's own LossMonitor misses NaN for tuple outputs.
+    infinite loss (checked on written steps) stops training at that step
+    (``run_context.request_stop()``, so every callback still sees the step
+    and the logs stay consistent) and is kept in :attr:`stop_reason`. Then,
+    with ``on_nan="raise"`` (the default), the end of training closes the
+    log and raises ``FloatingPointError`` naming the step, so a plain
+    ``model.train(...)`` cannot return as if all went well; with
+    ``on_nan="stop"`` training just ends (a runner reads ``stop_reason`` to
+    mark the run diverged). MindSpore's own LossMonitor misses NaN for tuple
+    outputs.
 
     Args:
         directory: folder of ``loss.csv`` (created if missing).
@@ -27,18 +33,27 @@ class LossMonitor(LogCallback):
             nothing.
         time_offset: seconds added to ``time_s`` (a resumed run continues
             its clock).
+        on_nan: ``"raise"`` or ``"stop"``: what a non-finite loss does once
+            training has stopped.
     """
 
     FILENAME = "loss.csv"
     COLUMNS = ("step", "epoch", "loss", "lr", "time_s")
 
-    def __init__(self, directory, every=1, all_ranks=False, time_offset=0.0):
+    ON_NAN = ("raise", "stop")
+
+    def __init__(self, directory, every=1, all_ranks=False, time_offset=0.0, on_nan="raise"):
         super().__init__()
+        if on_nan not in self.ON_NAN:
+            raise ValueError(f"`on_nan` must be one of {', '.join(map(repr, self.ON_NAN))}. "
+                             f"Received: on_nan={on_nan!r}")
+        self.on_nan = on_nan
         self.directory = check_directory(directory)
         self.every = check_every("every", every)
         self.all_ranks = bool(all_ranks)
         self.time_offset = float(time_offset)
         self.stop_reason = None
+        self._non_finite = None
         self.last_loss = None
         self.last_step = 0
         self._log = None
@@ -48,10 +63,11 @@ class LossMonitor(LogCallback):
     def on_train_begin(self, run_context):
         cb_params = run_context.original_args()
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
-        self._log = CsvLog(path, self.COLUMNS).open() if path else None
+        self._log = CsvLog(path, self.COLUMNS).check() if path else None
         self._lr = _LearningRate(optimizer_of(cb_params))
         if self._t0 is None:  # a second Model.train on the same monitor keeps the clock
             self._t0 = time.monotonic()
+        self.stop_reason = None
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
@@ -65,7 +81,18 @@ class LossMonitor(LogCallback):
             self._log.write((step, epoch, loss, self._lr(step), round(elapsed, 6)))
         if not is_finite(loss):
             self.stop_reason = f"loss is {loss} at step {step}"
+            self._non_finite = (step, loss)
             run_context.request_stop()
+
+    def on_train_end(self, run_context):
+        self.close()
+        if self.stop_reason and self.on_nan == "raise":
+            step, loss = self._non_finite
+            raise FloatingPointError(
+                f"LossMonitor: the loss is not finite at step {step}; training stopped there "
+                f"and {self.directory} holds the logs up to that step. Lower the learning rate "
+                "or clip gradients; LossMonitor(..., on_nan='stop') stops without raising. "
+                f"Received: loss={loss} at step {step}")
 
     def state_dict(self):
         """What a resumed run needs to continue this log."""

@@ -54,7 +54,7 @@ class ParameterTracker(LogCallback):
         self._plan = [(p, self._labels(p.name, p.size), int(p.size) > self.max_values)
                       for p in self._params]
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
-        self._log = CsvLog(path, self.COLUMNS).open() if path else None
+        self._log = CsvLog(path, self.COLUMNS).check() if path else None
 
     def on_train_step_end(self, run_context):
         step, epoch, epoch_end = step_info(run_context.original_args())

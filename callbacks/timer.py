@@ -9,7 +9,9 @@ __all__ = ["Timer"]
 class Timer(QuietCallback):
     """Measures ``steps_per_s`` from the end of the first step to the end of
     the last, so the one-off graph compile does not count; ``train_time_s``
-    is the whole wall time from ``on_train_begin``. Writes nothing.
+    is the whole wall time from ``on_train_begin``. Both include the
+    evaluations ``Model.fit`` runs between epochs, like the ``time_s``
+    column of loss.csv: the rate is the one a user sees. Writes nothing.
     Accumulates over several ``Model.train`` calls on the same instance.
     """
 
@@ -39,9 +41,10 @@ class Timer(QuietCallback):
     def on_train_end(self, run_context):
         self._close_phase()
 
-    def __exit__(self, *exc):
+    def _end_context(self):
+        # Model.fit's evaluations exit their own context: that is not the end
+        # of the phase (QuietCallback counts the contexts).
         self._close_phase()
-        return False
 
     def _close_phase(self):
         if self._begin is None:

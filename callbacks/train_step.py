@@ -38,6 +38,23 @@ class TrainStep(nn.TrainOneStepCell):
 
     returns_grad_norm = True
 
+    @classmethod
+    def model(cls, network, loss_fn, optimizer, metrics=None, **kwargs):
+        """A ``mindspore.train.Model`` training ``network`` with a TrainStep.
+
+        With ``metrics`` (for ``Model.fit``/``Model.eval``) the Model also
+        gets ``eval_network=nn.WithEvalCell(network, loss_fn)`` and
+        ``eval_indexes=[0, 1, 2]`` (its loss, prediction and label outputs),
+        which ``Model`` needs when given a train cell instead of a loss and
+        optimizer. ``kwargs`` go to ``TrainStep`` (``clip_grad_norm``, ...).
+        """
+        from mindspore.train import Model
+        train_cell = cls(nn.WithLossCell(network, loss_fn), optimizer, **kwargs)
+        if not metrics:
+            return Model(train_cell)
+        return Model(train_cell, eval_network=nn.WithEvalCell(network, loss_fn),
+                     eval_indexes=[0, 1, 2], metrics=metrics)
+
     def __init__(self, network, optimizer, clip_grad_norm=None, sens=1.0,
                  accumulation_steps=1, per_param_norms=False):
         super().__init__(network, optimizer, sens)

@@ -41,3 +41,31 @@ class MLP(nn.Cell):
 
     def construct(self, x):
         return self.body(x)
+
+
+class SmallCNN(nn.Cell):
+    """One convolution, one pooling, then fully connected layers.
+
+    Input ``(batch, 1, side, side)``. Only the first layer is convolutional:
+    on CPU, MindSpore's Conv2d slows down sharply beyond one input channel.
+
+    Args:
+        side: image height and width (even).
+        classes: outputs (logits).
+        channels: filters of the convolution.
+        hidden: units of the hidden dense layer.
+    """
+
+    def __init__(self, side=8, classes=10, channels=16, hidden=64):
+        super().__init__()
+        self.conv = nn.Conv2d(1, channels, 3, pad_mode="same", has_bias=True,
+                              weight_init="he_uniform")
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(kernel_size=2, stride=2)
+        self.flatten = nn.Flatten()
+        flat = channels * (side // 2) * (side // 2)
+        self.head = nn.SequentialCell([nn.Dense(flat, hidden, weight_init="he_uniform"), nn.ReLU(),
+                                       nn.Dense(hidden, classes, weight_init="xavier_uniform")])
+
+    def construct(self, x):
+        return self.head(self.flatten(self.pool(self.relu(self.conv(x)))))

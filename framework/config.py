@@ -1,6 +1,7 @@
 """The common experiment config, and turning user values into it."""
 import dataclasses
 import difflib
+import types
 import typing
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
@@ -14,6 +15,9 @@ MODES = ("graph", "pynative")
 DEVICES = ("CPU", "GPU", "Ascend")
 AMP_LEVELS = ("O0", "O1", "O2", "O3")
 LR_SCHEDULES = ("constant", "step", "cosine", "exponential")
+# Optional[X], Union[X, Y] and the PEP 604 spelling X | None, X | Y
+_UNIONS = (typing.Union, types.UnionType)
+_NONE_WORDS = ("none", "null", "")
 
 
 @dataclass
@@ -129,19 +133,21 @@ def coerce(name, raw, hint):
 
 
 def _coerce(raw, hint):
+    """``raw`` as a value of ``hint``; TypeError/ValueError when it is not one.
+
+    Every annotation ``mindexp list`` can show is handled the same way:
+    ``X | None``/``Optional[X]`` and other unions (first member that takes
+    the value), ``Literal[...]``, ``list[X]``, ``tuple[X, ...]``, fixed
+    ``tuple[X, Y]``, bool/int/float/str, and any other class (the value
+    itself when an instance, else ``cls(raw)``, e.g. an Enum or a Path).
+    """
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union:
-        inner = [a for a in args if a is not type(None)]
-        if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("none", "null", "")):
-            return None
-        return _coerce(raw, inner[0])
-    if origin in (tuple, list):
-        items = [s.strip() for s in raw.split(",") if s.strip()] if isinstance(raw, str) else raw
-        if not isinstance(items, (list, tuple)):
-            raise TypeError("")
-        item_hint = args[0] if args else str
-        coerced = [_coerce(item, item_hint) for item in items]
-        return tuple(coerced) if origin is tuple else coerced
+    if origin in _UNIONS:
+        return _coerce_union(raw, args)
+    if origin is typing.Literal:
+        return _coerce_literal(raw, args)
+    if origin in (tuple, list) or hint in (tuple, list):
+        return _coerce_sequence(raw, origin or hint, args)
     if hint is bool:
         return _to_bool(raw)
     if hint is int:
@@ -152,7 +158,45 @@ def _coerce(raw, hint):
         if not isinstance(raw, str):
             raise TypeError("")
         return raw
-    return raw
+    if hint is typing.Any or not isinstance(hint, type):
+        return raw
+    return raw if isinstance(raw, hint) else hint(raw)
+
+
+def _coerce_union(raw, args):
+    members = [a for a in args if a is not type(None)]
+    if len(members) < len(args) and (
+            raw is None or (isinstance(raw, str) and raw.strip().lower() in _NONE_WORDS)):
+        return None
+    for member in members:
+        try:
+            return _coerce(raw, member)
+        except (TypeError, ValueError):
+            continue
+    raise ValueError("")
+
+
+def _coerce_literal(raw, choices):
+    for choice in choices:
+        try:
+            if _coerce(raw, type(choice)) == choice:
+                return choice
+        except (TypeError, ValueError):
+            continue
+    raise ValueError("")
+
+
+def _coerce_sequence(raw, kind, args):
+    items = [s.strip() for s in raw.split(",") if s.strip()] if isinstance(raw, str) else raw
+    if not isinstance(items, (list, tuple)):
+        raise TypeError("")
+    if kind is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+        if len(items) != len(args):  # tuple[int, float]: exactly these items
+            raise ValueError("")
+        return tuple(_coerce(item, h) for item, h in zip(items, args))
+    item_hint = args[0] if args else str
+    coerced = [_coerce(item, item_hint) for item in items]
+    return tuple(coerced) if kind is tuple else coerced
 
 
 def _to_bool(raw):
@@ -201,11 +245,16 @@ def _check_type(name, value, hint):
 
 def _type_name(hint):
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union:
-        inner = [a for a in args if a is not type(None)]
-        return f"{_type_name(inner[0])} or none"
-    if origin in (tuple, list):
-        return f"a comma-separated list of {_type_name(args[0]) if args else 'str'}"
+    if origin in _UNIONS:
+        members = [_type_name(a) for a in args if a is not type(None)]
+        none = " or none" if len(members) < len(args) else ""
+        return " or ".join(members) + none
+    if origin is typing.Literal:
+        return f"one of {', '.join(map(str, args))}"
+    if origin in (tuple, list) or hint in (tuple, list):
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            return f"a comma-separated list of {len(args)} items ({', '.join(map(_type_name, args))})"
+        return f"a comma-separated list of {_type_name(args[0]) if args else 'a string'}"
     return {int: "an integer", float: "a number", bool: "true or false",
             str: "a string"}.get(hint, getattr(hint, "__name__", str(hint)))
 
@@ -257,8 +306,10 @@ def field_defaults(config_cls):
 def short_type(hint):
     """``int``, ``float | None``, ``tuple[str, ...]``: as a user would write it."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union:
+    if origin in _UNIONS:
         return " | ".join(short_type(a) for a in args).replace("NoneType", "None")
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(map(repr, args))}]"
     if origin in (tuple, list):
         inner = ", ".join("..." if a is Ellipsis else short_type(a) for a in args)
         return f"{origin.__name__}[{inner}]"

@@ -1,8 +1,8 @@
 """A tqdm progress bar over steps (only when stdout is a terminal)."""
-from mindspore.train import Callback
+from .callbacks._quiet_callback import QuietCallback
 
 
-class Progress(Callback):
+class Progress(QuietCallback):
     """Shows steps, epoch and the last loss in a tqdm bar."""
 
     def __init__(self, epochs, steps_per_epoch, every=10):
@@ -26,9 +26,8 @@ class Progress(Callback):
     def on_train_end(self, run_context):
         self.close()
 
-    def __exit__(self, *exc):
+    def _end_context(self):  # not at the end of an evaluation of Model.fit
         self.close()
-        return False
 
     def close(self):
         if self._bar is not None:

@@ -125,7 +125,9 @@ def compare(runs_or_paths, sort="final_loss"):
     train_time_s, steps_per_s`` (``epochs_done`` because ``epochs`` is the
     config field); the final value of each tracked scalar parameter;
     ``<param>_error`` (absolute error to the run's ``targets``);
-    ``final_<metric>``/``best_<metric>`` from eval.csv; ``run_dir``.
+    ``eval_<metric>`` (the last evaluation) and ``best_eval_<metric>``
+    from eval.csv, so an eval metric named ``loss`` is ``eval_loss`` and
+    never hides the training ``final_loss``; ``run_dir``.
 
     ``sort`` names a column (prefix ``-`` for descending); missing values go
     last. An unknown column raises ConfigError listing the valid ones.
@@ -230,15 +232,29 @@ def _is_element_or_stat(name):
 
 
 def _eval_outcomes(run):
-    table = run.eval
+    table = _eval_table(run)
     out = {}
     for column in table.columns:
         values = table[column].dropna() if column not in ("epoch", "step") else ()
         if len(values):
-            out[f"final_{column}"] = float(values.iloc[-1])
+            out[column] = float(values.iloc[-1])
             best = values.min() if lower_is_better(column) else values.max()
             out[f"best_{column}"] = float(best)
     return out
+
+
+def eval_name(metric):
+    """The name of an eval.csv column everywhere else: ``eval_<metric>``
+    (``loss`` -> ``eval_loss``; a name already starting with ``eval_`` stays)."""
+    metric = str(metric)
+    return metric if metric in ("epoch", "step") or metric.startswith("eval_") \
+        else f"eval_{metric}"
+
+
+def _eval_table(run):
+    """run.eval with its metric columns named ``eval_<metric>``."""
+    table = run.eval
+    return table.rename(columns=eval_name) if len(table.columns) else table
 
 
 def lower_is_better(metric):
@@ -255,7 +271,8 @@ def history(runs, metric="loss"):
     differ between the runs, ready for ``groupby``/``pivot``. ``metric`` is
     a loss.csv column (``loss``, ``lr``, ``time_s``), ``grad_norm``, a
     params.csv parameter (``dense.weight``, ``w[0]``, ``w:norm``) or an
-    eval.csv metric. Raises ConfigError listing the available metrics when
+    eval.csv metric as ``eval_<metric>`` (``eval_loss``, ``eval_accuracy``;
+    rows per evaluation). Raises ConfigError listing the available metrics when
     no run logged it.
     """
     import pandas as pd
@@ -271,7 +288,7 @@ def history(runs, metric="loss"):
 
 
 def _metric_frame(run, metric):
-    for table in (run.loss, run.grad_norm, run.eval):
+    for table in (run.loss, run.grad_norm, _eval_table(run)):
         if metric in table.columns and metric not in ("step", "epoch"):
             return table[["step", "epoch", metric]]
     params = run.params
@@ -293,7 +310,7 @@ def _with_config(frame, run, varying):
 def available_metrics(run):
     """Metric names :func:`history` accepts for this run."""
     names = set()
-    for table in (run.loss, run.grad_norm, run.eval):
+    for table in (run.loss, run.grad_norm, _eval_table(run)):
         names.update(c for c in table.columns if c not in ("step", "epoch"))
     if len(run.params):
         names.update(map(str, run.params["param"].unique()))

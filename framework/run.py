@@ -126,9 +126,11 @@ def _ends_mid_row(path):
 
 
 def _parse_csv(path):
-    from .callbacks import read_csv
+    from .callbacks import CsvFormatError, read_csv
     try:
         return read_csv(path)
+    except CsvFormatError as exc:  # names the file and line already
+        raise RunDirError(str(exc)) from None
     except Exception as exc:  # pandas' parser errors name no file
         raise RunDirError(f"{path} is not a readable CSV ({str(exc).splitlines()[0]})") from None
 

@@ -356,7 +356,7 @@ class _Session:
         cfg, d = self.cfg, self.run_dir
         ranks = cfg.log_all_ranks
         self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
-                                   time_offset=resume.time_offset if resume else 0.0)
+                                   time_offset=resume.time_offset if resume else 0.0, on_nan="stop")
         from .callbacks import Timer
         self.timer = Timer()
         cbs = [self.timer, self.loss_cb]

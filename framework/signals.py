@@ -36,14 +36,14 @@ class SignalStop(QuietCallback):
         return self
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
+        if not self._context_depth and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._saved[sig] = signal.signal(sig, self.handler)
-        return self
+        return super().__enter__()
 
-    def __exit__(self, *exc):
-        # Model also calls __exit__ on every callback when training ends.
+    def _end_context(self):
+        # The outermost exit only: Model enters it again (and Model.fit once per
+        # evaluation); restoring there would let a later signal kill the run.
         for sig, old in self._saved.items():
             signal.signal(sig, old)
         self._saved = {}
-        return False

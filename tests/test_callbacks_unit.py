@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from mindspore import Parameter, Tensor, nn
 
-from mindexp.callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker, list_checkpoints
+from mindexp.callbacks import (Checkpoint, EvalMonitor, GradNormMonitor, LossMonitor,
+                               ParameterTracker, list_checkpoints)
 
 
 def rows_of(path):
@@ -77,13 +78,31 @@ def test_loss_monitor_takes_the_first_item_of_tuple_outputs(tmp_path, run_contex
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_loss_monitor_stops_on_non_finite_loss_and_says_why(tmp_path, run_context, bad):
+def test_loss_monitor_on_nan_stop_stops_on_non_finite_loss_and_says_why(tmp_path, run_context,
+                                                                        bad):
     out = lambda step: (Tensor(np.float32(bad if step == 3 else 1.0)), Tensor(np.float32(1)))
-    cb, ctx = LossMonitor(tmp_path), run_context(train_network=None)
+    cb, ctx = LossMonitor(tmp_path, on_nan="stop"), run_context(train_network=None)
     drive(cb, ctx, epochs=5, steps=4, outputs=out)
     assert ctx.get_stop_requested()
     assert cb.stop_reason == f"loss is {float(bad)} at step 3"
     assert [r["step"] for r in rows_of(tmp_path / "loss.csv")] == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_loss_monitor_raises_by_default_after_the_stop_naming_the_step(tmp_path, run_context, bad):
+    out = lambda step: (Tensor(np.float32(bad if step == 6 else 1.0)),)
+    cb, ctx = LossMonitor(tmp_path), run_context(train_network=None)
+    with pytest.raises(FloatingPointError, match=r"step 6\b.*on_nan='stop'.*Received: loss="):
+        drive(cb, ctx, epochs=5, steps=4, outputs=out)
+    assert ctx.get_stop_requested()
+    # the step is logged and the file is closed and whole before the error
+    assert [r["step"] for r in rows_of(tmp_path / "loss.csv")] == ["1", "2", "3", "4", "5", "6"]
+    assert cb._log._file is None
+
+
+def test_loss_monitor_rejects_an_unknown_on_nan_listing_the_choices(tmp_path):
+    with pytest.raises(ValueError, match=r"'raise', 'stop'.*Received: on_nan='ignore'"):
+        LossMonitor(tmp_path, on_nan="ignore")
 
 
 def test_loss_monitor_reads_the_optimizers_learning_rate(tmp_path, run_context, network):
@@ -120,8 +139,25 @@ def test_parameter_tracker_ignores_optimizer_state(tmp_path, run_context, networ
 
 
 def test_grad_norm_monitor_without_trainstep_says_how_to_fix(tmp_path, run_context, network):
-    with pytest.raises(TypeError, match=r"wrap it as callbacks.TrainStep"):
+    with pytest.raises(TypeError, match=r"TrainStep.model\(net, loss_fn, optimizer, metrics=.*"
+                                        r"eval_network=nn.WithEvalCell\(net, loss_fn\), "
+                                        r"eval_indexes=\[0, 1, 2\]"):
         GradNormMonitor(tmp_path).on_train_begin(run_context(train_network=network))
+
+
+def test_no_callback_creates_a_file_before_its_first_write(tmp_path, run_context, network):
+    """A callback later in the list may still reject the run at train begin
+    (GradNormMonitor without TrainStep): the ones before it left nothing."""
+    ctx = run_context(train_network=network, optimizer=nn.SGD(network.trainable_params(), 0.1))
+    callbacks = [LossMonitor(tmp_path / "logs"), ParameterTracker(tmp_path / "logs"),
+                 EvalMonitor(tmp_path / "logs", ["accuracy"]),
+                 Checkpoint(tmp_path / "logs"), GradNormMonitor(tmp_path / "logs")]
+    with pytest.raises(TypeError, match="GradNormMonitor needs"):
+        for cb in callbacks:
+            cb.on_train_begin(ctx)
+    for cb in callbacks:
+        cb.__exit__(None, None, None)
+    assert not (tmp_path / "logs").exists()
 
 
 def test_checkpoint_monitor_without_mode_is_an_error(tmp_path):
@@ -238,7 +274,7 @@ def test_epoch_end_does_not_flush_before_flush_seconds_but_checkpoint_does(tmp_p
         p.net_outputs = (Tensor(np.float32(1.0)),)
         monitor.on_train_step_end(ctx)
         monitor.on_train_epoch_end(ctx)
-    assert rows_of(tmp_path / "loss.csv") == []           # buffered: < flush_seconds old
+    assert not (tmp_path / "loss.csv").exists()           # buffered: < flush_seconds old
     ckpt = Checkpoint(tmp_path, every_epochs=1, min_interval_s=0)
     ckpt.on_train_begin(ctx)
     ckpt.on_train_epoch_end(ctx)

@@ -77,7 +77,7 @@ def test_run_a_users_own_file(cli, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["run", "nosuch"], "unknown experiment 'nosuch'; shipped experiments: linear"),
+    (["run", "nosuch"], "unknown experiment 'nosuch'; shipped experiments: digits, linear"),
     (["run", "linear", "--set", "lrr=1"], "unknown config field 'lrr'. Did you mean lr"),
     (["run", "linear", "--set", "lr=-1"], "'lr' must be a number > 0"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),

@@ -8,7 +8,7 @@ import pytest
 
 from mindexp import ConfigError
 
-SHIPPED = ("linear", "mlp_sine", "pinn_ode", "spirals")
+SHIPPED = ("digits", "linear", "mlp_sine", "pinn_ode", "spirals")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -106,7 +106,8 @@ def test_experiment_specific_config_is_checked():
     assert err.value.field == "hidden"
 
 
-TINY = {"linear": dict(samples=40, batch_size=10),
+TINY = {"digits": dict(eval_fraction=0.5, batch_size=64, channels=4, hidden=16),
+        "linear": dict(samples=40, batch_size=10),
         "mlp_sine": dict(samples=128, eval_samples=64, batch_size=16),
         "spirals": dict(samples=128, eval_samples=64, batch_size=16),
         "pinn_ode": dict(samples=64, eval_samples=32, batch_size=16)}

@@ -122,7 +122,7 @@ def test_when_nothing_loads_one_error_names_the_problem(tmp_path):
         with open(os.path.join(make_run(tmp_path, name), "loss.csv"), "a") as f:
             f.write("garbage,row\n")
     with pytest.raises(RunDirError, match=r"none of the 2 runs could be read; the first: "
-                                          r".*x.loss\.csv is malformed"):
+                                          r".*x.loss\.csv line 5: expected 5 fields, got 2"):
         load_runs(tmp_path)
 
 
@@ -149,8 +149,8 @@ def _spoil(run_dir, filename, text, mode="w"):
     ("loss.csv", "3,2,0.1,0.1,0.3", "a", r"loss\.csv is truncated"),
     ("loss.csv", "3,2,abc,0.1,0.3\n", "a", r"column 'loss' must hold numbers. Received: 'abc' on line 4"),
     ("loss.csv", "x,2,0.1,0.1,0.3\n", "a", r"column 'step' must hold integers. Received: 'x' on line 4"),
-    ("loss.csv", "3\n", "a", r"column 'epoch' must hold integers. Received: an empty field on line 4"),
-    ("loss.csv", "3,2,0.1,0.1,0.3,9,9\n", "a", r"is not a readable CSV \(.*Expected 5 fields in line 4, saw 7\)"),
+    ("loss.csv", "3\n", "a", r"loss\.csv line 4: expected 5 fields, got 1$"),
+    ("loss.csv", "3,2,0.1,0.1,0.3,9,9\n", "a", r"loss\.csv line 4: expected 5 fields, got 7$"),
     ("loss.csv", "step,loss\n1,0.5\n", "w", r"lacks the column\(s\) epoch"),
     ("params.csv", "step,epoch,param,value\n1,1,w,oops\n", "w", "column 'value' must hold numbers"),
     ("eval.csv", "epoch,step,accuracy\n1,2,0.5\n2,4,", "w", r"eval\.csv is truncated"),
@@ -179,10 +179,23 @@ def test_final_and_best_eval_metrics_follow_the_metric_direction(tmp_path):
             {"epoch": 3, "step": 6, "accuracy": 0.8, "mae": 0.3}]
     make_run(tmp_path, losses=(1, 0.5, 0.4, 0.3, 0.2, 0.3), eval_rows=rows)
     row = compare(tmp_path).iloc[0]
-    assert (row["final_accuracy"], row["best_accuracy"]) == (0.8, 0.9)
-    assert (row["final_mae"], row["best_mae"]) == (0.3, 0.1)
+    assert (row["eval_accuracy"], row["best_eval_accuracy"]) == (0.8, 0.9)
+    assert (row["eval_mae"], row["best_eval_mae"]) == (0.3, 0.1)
     assert (row["min_loss"], row["best_step"], row["final_loss"]) == (0.2, 5, 0.3)
-    assert history(tmp_path, "accuracy")["accuracy"].tolist() == [0.5, 0.9, 0.8]
+    assert history(tmp_path, "eval_accuracy")["eval_accuracy"].tolist() == [0.5, 0.9, 0.8]
+
+
+def test_an_eval_metric_named_loss_never_becomes_the_training_loss(tmp_path):
+    # spirals' metrics include "loss": eval.csv has a column "loss" (the eval loss)
+    rows = [{"epoch": 1, "step": 3, "loss": 9.0}, {"epoch": 2, "step": 6, "loss": 0.01}]
+    make_run(tmp_path, losses=(1, 0.5, 0.4, 0.3, 0.2, 0.3), eval_rows=rows)
+    row = compare(tmp_path).iloc[0]
+    assert (row["final_loss"], row["min_loss"], row["best_step"]) == (0.3, 0.2, 5)
+    assert (row["eval_loss"], row["best_eval_loss"]) == (0.01, 0.01)
+    assert history(tmp_path, "loss")["loss"].tolist() == [1, 0.5, 0.4, 0.3, 0.2, 0.3]
+    assert history(tmp_path, "eval_loss")["eval_loss"].tolist() == [9.0, 0.01]
+    with pytest.raises(ConfigError, match="eval_accuracy|eval_loss"):
+        history(tmp_path, "accuracy")
 
 
 def test_only_scalar_parameters_get_columns_and_errors_to_targets(tmp_path):
