@@ -283,8 +283,13 @@ def _folder_of(path):
 
 
 def cmd_serve(args):
-    from .analysis.dashboard import serve
-    return serve(args.paths, host=args.host, port=args.port)
+    from .analysis.dashboard import make_server, serve_until_stopped, url_of
+    server = make_server(args.paths, host=args.host, port=args.port)
+    print(f"mindexp dashboard of {', '.join(args.paths)} at {url_of(server)} (Ctrl-C to stop)",
+          flush=True)
+    serve_until_stopped(server)
+    print("mindexp: dashboard stopped", flush=True)
+    return EXIT_OK
 
 
 def cmd_tensorboard(args):

@@ -57,6 +57,7 @@ def page(title, data, plotly_inline=None, plotly_src=None):
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>{html.escape(title)}</title>
 <style>{_asset("page.css")}</style>
 {plotly_tag}
@@ -70,7 +71,6 @@ def page(title, data, plotly_inline=None, plotly_src=None):
 <button id="show-all" type="button" title="show every hidden run again">show all runs</button>
 <span class="hint">click a header to sort; a legend entry or a swatch hides a run</span>
 </header>
-<div id="detail"></div>
 <ul id="skipped"></ul>
 <h2>Runs <span id="shown" class="hint"></span>
 <label class="hint"><input id="all-columns" type="checkbox"> all columns</label></h2>
@@ -78,6 +78,7 @@ def page(title, data, plotly_inline=None, plotly_src=None):
 <h2>Curves</h2>
 <p id="noplots" class="hint" style="display:none">no logged values yet</p>
 <div class="grid" id="plots"></div>
+<div id="detail"></div>
 <script id="mindexp-data" type="application/json">{_json_in_script(data)}</script>
 <script>{_script_text(_asset("page.js"))}</script>
 </body></html>
