@@ -257,7 +257,7 @@ def downsample(steps, values, max_points=MAX_POINTS):
     if len(values) > max_points:
         buckets = np.array_split(np.arange(len(values)), max_points // 2)
         picked = sorted({int(b[np.argmin(values[b])]) for b in buckets} |
-                        {int(b[np.argmax(values[b])]) for b in buckets} | {len(values) - 1})
+                        {int(b[np.argmax(values[b])]) for b in buckets} | {0, len(values) - 1})
         steps, values = steps[picked], values[picked]
     if len(values) > 2:
         inner = (values[1:-1] == values[:-2]) & (values[1:-1] == values[2:])
