@@ -10,7 +10,7 @@ import re
 
 from ..reports import compare, config_labels, differing_config, display_table
 
-MAX_POINTS = 1500      # drawn points per curve at most (min and max of 750 buckets)
+MAX_POINTS = 1000      # drawn points per curve at most (min and max of 500 buckets)
 MAX_ELEMENTS = 16      # elements of a small tensor drawn one by one
 MAX_PARAM_FIGURES = 12
 HEALTHY = ("completed", "running", "interrupted", "pruned")
