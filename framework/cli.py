@@ -285,9 +285,9 @@ def _folder_of(path):
 def cmd_serve(args):
     from .analysis.dashboard import make_server, serve_until_stopped, url_of
     server = make_server(args.paths, host=args.host, port=args.port)
-    print(f"mindexp dashboard of {', '.join(args.paths)} at {url_of(server)} (Ctrl-C to stop)",
-          flush=True)
-    serve_until_stopped(server)
+    serve_until_stopped(server, ready=lambda: print(
+        f"mindexp dashboard of {', '.join(args.paths)} at {url_of(server)} (Ctrl-C to stop)",
+        flush=True))
     print("mindexp: dashboard stopped", flush=True)
     return EXIT_OK
 

@@ -152,6 +152,19 @@ def test_serve_prints_the_url_of_port_0_and_ctrl_c_ends_it_cleanly(tmp_path):
     assert proc.returncode == 0 and "dashboard stopped" in out and "Traceback" not in err
 
 
+def test_serve_ends_cleanly_on_sigterm(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "mindexp", "serve", str(tmp_path), "--port",
+                             "0"], env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert "http://127.0.0.1:" in proc.stdout.readline()  # printed once signals are handled
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "dashboard stopped" in out and err == ""
+
+
 def test_serve_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["serve", str(tmp_path / "nope"), "--port", "0"]) == 2
     assert capsys.readouterr().err.strip() == (

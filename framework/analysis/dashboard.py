@@ -267,11 +267,16 @@ def url_of(server):
     return f"http://{shown}:{port}/"
 
 
-def serve_until_stopped(server):
-    """Serve until Ctrl-C or SIGTERM, then close the socket; returns normally."""
+def serve_until_stopped(server, ready=None):
+    """Serve until Ctrl-C or SIGTERM, then close the socket; returns normally.
+
+    ``ready()`` is called once both signals are handled (announce the URL there).
+    """
     import signal
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
+        if ready is not None:
+            ready()
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
         pass
