@@ -14,7 +14,8 @@ _EXPORTS = {
     "read_csv": "csv_log",
     "EarlyStopping": "early_stopping", "EvalMonitor": "eval_monitor",
     "GradNormMonitor": "grad_norm_monitor", "LossMonitor": "loss_monitor",
-    "ParameterTracker": "parameter_tracker", "Timer": "timer", "TrainStep": "train_step",
+    "ParameterTracker": "parameter_tracker", "TensorBoardLogger": "tensorboard_logger",
+    "Timer": "timer", "TrainStep": "train_step",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -58,7 +58,8 @@ def _add_report_commands(sub):
                      help="column to sort by; --sort=-COL for descending (default: final_loss)")
     cmp.add_argument("--csv", metavar="FILE", help="write the full table as CSV")
     cmp.add_argument("--html", metavar="FILE",
-                     help="write one self-contained HTML report (table, statuses, plots)")
+                     help="write the interactive offline HTML report (needs mindexp[report])")
+    _add_view_commands(sub)
     runs = sub.add_parser("runs", help="list runs: status, age, steps, final loss")
     runs.add_argument("path", nargs="?", default="outputs", help="folder of runs (default: outputs/)")
     plot = sub.add_parser("plot", help="draw the plots of runs (and overlays of several)")
@@ -73,6 +74,35 @@ def _add_report_commands(sub):
     sweep.add_argument("--workers", type=_positive_int, metavar="N",
                        help="runs at the same time (default: the number of CPU cores)")
     sweep.add_argument("--name", help="label for the sweep id and its runs' ids")
+
+
+def _add_view_commands(sub):
+    report = sub.add_parser("report", help="write the interactive offline HTML report of runs")
+    report.add_argument("paths", nargs="+", metavar="PATH", help="run directories or folders of runs")
+    report.add_argument("--out", metavar="FILE",
+                        help="the HTML file (default: report.html in the first folder given)")
+    serve = sub.add_parser("serve", help="live local dashboard of runs (read-only)")
+    serve.add_argument("paths", nargs="*", default=["outputs"], metavar="DIR",
+                       help="folders of runs to serve (default: outputs/)")
+    serve.add_argument("--port", type=_port, default=8765, help="TCP port; 0 picks a free one "
+                       "(default: 8765)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to bind (default: 127.0.0.1, this machine only)")
+    tb = sub.add_parser("tensorboard", help="write TensorBoard event files of runs "
+                        "(needs mindexp[tensorboard])")
+    tb.add_argument("paths", nargs="+", metavar="PATH", help="run directories or folders of runs")
+    tb.add_argument("--out", metavar="DIR", help="write under DIR (default: tensorboard/ in "
+                    "each run directory)")
+
+
+def _port(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 65535. Received: {text!r}")
+    return value
 
 
 def _add_config_args(p):
@@ -225,10 +255,52 @@ def _report_files(table, runs, args):
         from .reports import export_table
         files[_writable(args.csv)] = export_table(table).to_csv(index=False)
     if args.html:
-        from .htmlreport import render_html
         title = "mindexp comparison: " + ", ".join(args.paths)
-        files[_writable(args.html)] = render_html(table, runs, title, skipped=runs.errors)
+        files[_writable(args.html)] = _interactive_report(runs, title, args.html)
     return files
+
+
+def _interactive_report(runs, title, out_path):
+    from .analysis.interactive import MissingExtraError, render_report
+    try:
+        return render_report(runs, title, skipped=runs.errors, out_path=out_path)
+    except MissingExtraError as exc:
+        raise MindexpError(str(exc)) from None
+
+
+def cmd_report(args):
+    from .reports import load_runs
+    runs = load_runs(args.paths)
+    out = args.out or os.path.join(_folder_of(args.paths[0]), "report.html")
+    text = _interactive_report(runs, "mindexp report: " + ", ".join(args.paths), _writable(out))
+    _write_atomically(out, text)
+    print(f"wrote {out} ({len(runs)} runs)")
+    return EXIT_OK
+
+
+def _folder_of(path):
+    return path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+
+
+def cmd_serve(args):
+    from .analysis.dashboard import make_server, serve_until_stopped, url_of
+    server = make_server(args.paths, host=args.host, port=args.port)
+    serve_until_stopped(server, ready=lambda: print(
+        f"mindexp dashboard of {', '.join(args.paths)} at {url_of(server)} (Ctrl-C to stop)",
+        flush=True))
+    print("mindexp: dashboard stopped", flush=True)
+    return EXIT_OK
+
+
+def cmd_tensorboard(args):
+    from .analysis.tensorboard_export import export
+    from .reports import load_runs
+    runs = load_runs(args.paths)
+    for run, folder in export(runs, out=args.out):
+        print(f"{run.run_id}: {folder}")
+    shown = args.out or " ".join(args.paths)
+    print(f"view with: tensorboard --logdir {shown}")
+    return EXIT_OK
 
 
 def _writable(path):
@@ -352,4 +424,5 @@ def cmd_sweep_worker(args):
 
 COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": cmd_worker,
             "_sweep_worker": cmd_sweep_worker,
-            "compare": cmd_compare, "runs": cmd_runs, "plot": cmd_plot, "sweep": cmd_sweep}
+            "compare": cmd_compare, "report": cmd_report, "serve": cmd_serve,
+            "tensorboard": cmd_tensorboard, "runs": cmd_runs, "plot": cmd_plot, "sweep": cmd_sweep}

@@ -16,7 +16,10 @@ from .run import Run
 logger = logging.getLogger(__name__)
 
 DECADES_FOR_LOG = 2  # a curve spanning more than this many decades gets a log axis
-RUN_PLOTS = ("loss.png", "params.png", "grad_norm.png")
+RUN_PLOTS = ("loss.png", "params.png", "grad_norm.png", "eval.png")
+HEALTHY = ("completed", "running", "interrupted", "pruned")
+MAX_ELEMENTS = 16  # elements of a small tensor drawn one by one in params.png
+LABEL_WIDTH = 40   # characters per line of a bar label
 STATUS_COLORS = {"completed": "tab:blue", "diverged": "tab:orange", "failed": "tab:red",
                  "interrupted": "tab:gray", "running": "tab:green"}
 
@@ -27,26 +30,57 @@ def loss_plot(run, ax=None):
     """The training loss per step (log scale when it spans decades)."""
     run = _one(run)
     fig, ax = _axes(ax)
-    ax.plot(run.loss["step"], run.loss["loss"], lw=1, label="train loss")
+    line, = ax.plot(*_finite_xy(run.loss, "loss"), lw=1, label="train loss")
+    if "loss" in run.eval.columns:
+        ax.plot(*_finite_xy(run.eval, "loss"), "o:", ms=3, lw=1, color=line.get_color(),
+                label="eval_loss")
+        _legend(ax)
     _log_if_wide(ax, run.loss["loss"])
+    _mark_divergence(ax, run, run.loss, "loss", line.get_color())
     ax.set(xlabel="step", ylabel="loss", title=_title(run, "loss"))
     return fig
 
 
-def params_plot(run, ax=None):
-    """Trajectories of the tracked scalar parameters, each target as a dashed line.
-
-    A network without scalar parameters shows the norms of its large ones.
-    """
+def eval_plot(run, ax=None):
+    """Each eval metric per step, labelled ``eval_<metric>`` (one panel per metric without ``ax``)."""
     run = _one(run)
-    fig, ax = _axes(ax)
-    for name, rows in _param_series(run.params):
-        line, = ax.plot(rows["step"], rows["value"], lw=1, label=name)
-        if _is_number(run.targets.get(name)):
-            ax.axhline(run.targets[name], ls="--", lw=1, color=line.get_color(),
-                       label=f"{name} target {run.targets[name]:g}")
-    ax.set(xlabel="step", ylabel="value", title=_title(run, "parameters"))
-    _legend(ax)
+    metrics = _eval_metrics(run)
+    fig, axes = _panels(ax, len(metrics))
+    for metric, panel in zip(metrics, axes):
+        x, y = _finite_xy(run.eval, metric)
+        panel.plot(x, y, "o-", ms=3, lw=1, label=f"eval_{metric}")
+        if not len(y):
+            panel.text(0.5, 0.5, "no finite values", ha="center", transform=panel.transAxes)
+        _log_if_wide(panel, run.eval[metric])
+        panel.set(ylabel=f"eval_{metric}", title=f"eval_{metric}" if ax is None else None)
+    if ax is not None:
+        _legend(ax)
+    axes[0].set_title(_title(run, "eval"))
+    axes[-1].set_xlabel("step")
+    return fig
+
+
+def params_plot(run, ax=None):
+    """Tracked parameters, one panel per tensor: the value of a one-element
+    tensor, the elements of a small one, the L2 norm of a large one; each
+    target as a dashed line. With ``ax``: everything in that one axis."""
+    run = _one(run)
+    groups = _param_groups(run.params)
+    fig, axes = _panels(ax, len(groups))
+    for (base, series), panel in zip(groups, axes):
+        for name, rows in series:
+            line, = panel.plot(*_finite_xy(rows, "value"), lw=1, label=name)
+            if _is_number(run.targets.get(name)):
+                panel.axhline(run.targets[name], ls="--", lw=1, color=line.get_color(),
+                              label=f"{name} target {run.targets[name]:g}")
+        _fit_finite(panel, [rows["value"] for _, rows in series])
+        if ax is None:
+            panel.set(ylabel=_param_kind(series), title=base)
+        if len(series) <= 8 or ax is not None:
+            _legend(panel)
+    axes[0].set_title(_title(run, "parameters") if ax is not None or len(groups) == 1
+                      else f"{_title(run, 'parameters')}\n{groups[0][0]}")
+    axes[-1].set_xlabel("step")
     return fig
 
 
@@ -54,12 +88,13 @@ def grad_norm_plot(run, ax=None):
     """The global gradient norm per step, with the clipping threshold if any."""
     run = _one(run)
     fig, ax = _axes(ax)
-    ax.plot(run.grad_norm["step"], run.grad_norm["grad_norm"], lw=1, label="grad norm")
+    line, = ax.plot(*_finite_xy(run.grad_norm, "grad_norm"), lw=1, label="grad norm")
     clip = run.config.get("clip_grad_norm")
     if _is_number(clip):
         ax.axhline(clip, ls=":", lw=1, color="black", label=f"clip_grad_norm {clip:g}")
         _legend(ax)
     _log_if_wide(ax, run.grad_norm["grad_norm"])
+    _mark_divergence(ax, run, run.grad_norm, "grad_norm", line.get_color())
     ax.set(xlabel="step", ylabel="gradient L2 norm", title=_title(run, "gradient norm"))
     return fig
 
@@ -70,11 +105,21 @@ def loss_overlay(runs, ax=None):
     """Loss curves of several runs, labelled by the config fields that differ."""
     runs = as_runs(runs)
     fig, ax = _axes(ax)
-    for run, label in zip(runs, config_labels(runs)):
-        ax.plot(run.loss["step"], run.loss["loss"], lw=1, label=label)
-    _log_if_wide(ax, *(run.loss["loss"] for run in runs))
-    ax.set(xlabel="step", ylabel="loss", title="loss")
-    _legend(ax)
+    healthy = [run.loss["loss"] for run in runs if run.status in HEALTHY] or \
+        [run.loss["loss"] for run in runs]
+    _log_if_wide(ax, *healthy)
+    _fit_finite(ax, healthy)
+    for index, (run, label) in enumerate(zip(runs, config_labels(runs))):
+        color = f"C{index % 10}"
+        ax.plot(*_cut_outliers(ax, run, *_finite_xy(run.loss, "loss")), lw=1, color=color,
+                label=_short_label(run, label))
+        if "loss" in run.eval.columns:
+            ax.plot(*_cut_outliers(ax, run, *_finite_xy(run.eval, "loss")), "o:", ms=3, lw=1,
+                    color=color)
+        _mark_divergence(ax, run, run.loss, "loss", color)
+    ax.set(xlabel="step", ylabel="loss (eval dotted)" if any(
+        "loss" in run.eval.columns for run in runs) else "loss", title="loss")
+    _legend_below(fig, ax)
     return fig
 
 
@@ -95,47 +140,65 @@ def params_overlay(runs, ax=None, params=None):
     for name, panel in zip(names, axes):
         _overlay_param(panel, runs, labels, name, prefix=f"{name}: " if ax is not None else "")
     axes[-1].set_xlabel("step")
+    if ax is None:
+        _legend_below(fig, axes[0])  # one legend for every panel, covering none
+    else:
+        _legend(ax)
     return fig
 
 
 def _overlay_param(ax, runs, labels, name, prefix):
-    for index, (run, label) in enumerate(zip(runs, labels)):
-        rows = run.params[run.params["param"] == name] if len(run.params) else run.params
+    tables = [run.params[run.params["param"] == name] if len(run.params) else run.params
+              for run in runs]
+    healthy = [rows["value"] for run, rows in zip(runs, tables) if run.status in HEALTHY]
+    _fit_finite(ax, healthy + [[run.targets[name]] for run in runs
+                               if _is_number(run.targets.get(name))])
+    for index, (run, label, rows) in enumerate(zip(runs, labels, tables)):
         if len(rows):
-            ax.plot(rows["step"], rows["value"], lw=1, color=f"C{index % 10}",
-                    label=prefix + label)
+            ax.plot(*_cut_outliers(ax, run, *_finite_xy(rows, "value")), lw=1,
+                    color=f"C{index % 10}", label=prefix + _short_label(run, label))
+            _mark_divergence(ax, run, rows, "value", f"C{index % 10}")
     targets = {run.targets[name] for run in runs if _is_number(run.targets.get(name))}
     for target in sorted(targets):
         ax.axhline(target, ls="--", lw=1, color="black", label=f"{name} target {target:g}")
     ax.set(ylabel=name, title=name)
-    _legend(ax)
 
 
 def final_loss_bar(runs, ax=None):
-    """Final loss per config as horizontal bars, best at the top, colored by status."""
+    """Final loss per config as horizontal bars on a log axis, best at the top,
+    colored by status; long labels are wrapped, never squeezed away."""
+    import textwrap
     runs = as_runs(runs)
     by_id = dict(zip((run.run_id for run in runs), config_labels(runs)))
     table = compare(runs)  # sorted by final loss, NaN last
-    fig, ax = _axes(ax, figsize=(6.4, 1.2 + 0.4 * len(table)))
+    labels = ["\n".join(textwrap.wrap(by_id[r], LABEL_WIDTH, break_on_hyphens=False)[:3]) or r
+              for r in table["run_id"]]
+    lines = sum(label.count("\n") + 1 for label in labels)
+    width = 6.4 + 0.07 * max((len(line) for label in labels for line in label.split("\n")),
+                             default=0)
+    fig, ax = _axes(ax, figsize=(width, 1.4 + 0.3 * lines + 0.15 * len(table)))
     values = [_finite_or_zero(v) for v in table["final_loss"]]
     colors = [STATUS_COLORS.get(s, "tab:purple") for s in table["status"]]
     ax.barh(range(len(table)), values, color=colors)
-    ax.set_yticks(range(len(table)), [by_id[r] for r in table["run_id"]])
+    ax.set_yticks(range(len(table)), labels)
     ax.invert_yaxis()
+    positive = [v for v in values if v > 0]
+    if positive:  # final losses are compared by ratio: 1.05e-4 vs 1.07e-4 must differ
+        ax.set_xscale("log")
+        ax.set_xlim(min(positive) / 3, max(positive) * 30)  # room for the value labels
     for y, (value, status) in enumerate(zip(table["final_loss"], table["status"])):
-        note = f"{value:.3g}" if _finite(value) else "no finite loss"
+        note = f"{value:.4g}" if _finite(value) else "no finite loss"
+        x = values[y] if values[y] > 0 else (min(positive) / 3 if positive else 0)
         ax.annotate(f" {note}" + ("" if status == "completed" else f" ({status})"),
-                    (values[y], y), va="center", fontsize=8)
-    _log_if_wide(ax, [v for v in values if v > 0], axis="x")
-    ax.margins(x=0.2)  # room for the value labels
-    ax.set(xlabel="final loss", title="final loss per config")
+                    (x, y), va="center", fontsize=8)
+    ax.set(xlabel="final loss (log)" if positive else "final loss", title="final loss per config")
     return fig
 
 
 # -- files ---------------------------------------------------------------------------
 
 def save_run_plots(run, out_dir=None):
-    """Write ``loss.png``, ``params.png`` and ``grad_norm.png`` of a run.
+    """Write ``loss.png``, ``params.png``, ``grad_norm.png`` and ``eval.png`` of a run.
 
     ``run`` is a Run or a run directory; the files go to ``<run>/plots/``
     unless ``out_dir`` is given. A plot with no data is skipped; a run with
@@ -151,6 +214,8 @@ def save_run_plots(run, out_dir=None):
         plots.append(("params.png", params_plot))
     if len(run.grad_norm):
         plots.append(("grad_norm.png", grad_norm_plot))
+    if _eval_metrics(run):
+        plots.append(("eval.png", eval_plot))
     return [save_figure(draw(run), os.path.join(out_dir, name)) for name, draw in plots]
 
 
@@ -212,6 +277,118 @@ def _title(run, what):
 def _legend(ax):
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
+
+
+def _panels(ax, count, height=2.6):
+    """``(figure, axes)``: ``count`` stacked panels, or ``ax`` repeated."""
+    if ax is not None:
+        return ax.figure, [ax] * max(1, count)
+    fig = _figure(figsize=(6.4, max(4.0, 0.6 + height * max(1, count))))
+    return fig, list(fig.subplots(max(1, count), 1, sharex=True, squeeze=False)[:, 0])
+
+
+def _eval_metrics(run):
+    return [c for c in run.eval.columns if c not in ("epoch", "step")]
+
+
+def _param_groups(params):
+    """``[(tensor, [(series name, rows), ...]), ...]``: a one-element tensor's
+    value, a small one's elements (up to MAX_ELEMENTS), a large one's norm."""
+    if not len(params):
+        return []
+    groups = {}
+    for name, rows in params.groupby("param", sort=False):
+        name = str(name)
+        if ":" in name:
+            base, stat = name.rsplit(":", 1)
+            if stat != "norm":
+                continue
+        elif name.endswith("]") and "[" in name:
+            base, index = name[:-1].rsplit("[", 1)
+            if not index.isdigit() or int(index) >= MAX_ELEMENTS:
+                continue
+        else:
+            base = name
+        groups.setdefault(base, []).append((name, rows))
+    return list(groups.items())
+
+
+def _param_kind(series):
+    first = series[0][0]
+    return "L2 norm" if first.endswith(":norm") else "elements" if "[" in first else "value"
+
+
+def _finite_xy(table, column):
+    """Steps and values of a column without NaN or infinities (matplotlib would
+    break the line there anyway; the axis limits must not see them)."""
+    import numpy as np
+    values = table[column].to_numpy(dtype=float)
+    keep = np.isfinite(values)
+    return table["step"].to_numpy()[keep], values[keep]
+
+
+def _fit_finite(ax, series, margin=0.05):
+    """y limits from the finite values of ``series`` (the healthy runs), so a
+    diverged run's 1e26 does not flatten every other curve."""
+    values = [float(v) for s in series for v in s if _finite(v)]
+    if not values:
+        return
+    if ax.get_yscale() == "log":
+        values = [v for v in values if v > 0]
+        if not values:
+            return
+        lo, hi = math.log10(min(values)), math.log10(max(values))
+        pad = (hi - lo) * margin or 0.5
+        ax.set_ylim(10 ** (lo - pad), 10 ** (hi + pad))
+        return
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * margin or abs(hi) * 0.1 or 1.0
+    ax.set_ylim(lo - pad, hi + pad)
+
+
+def _mark_divergence(ax, run, table, column, color):
+    """An ``x`` where a diverged or failed run stopped, kept inside the axis."""
+    if run.status not in ("diverged", "failed") or not len(table):
+        return
+    import numpy as np
+    values = table[column].to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isfinite(values))
+    stop = int(bad[0]) if len(bad) else len(values) - 1
+    finite = values[:stop + 1][np.isfinite(values[:stop + 1])]
+    y = float(finite[-1]) if len(finite) else float("nan")
+    lo, hi = ax.get_ylim()
+    y = min(max(y, lo), hi) if math.isfinite(y) else hi
+    ax.plot([table["step"].iloc[stop]], [y], "x", ms=9, mew=2, color=color,
+            label="_stop")  # "_": not in the legend; the run's label says [diverged]
+
+
+def _cut_outliers(ax, run, x, y):
+    """A diverged or failed run's points far outside the y limits become gaps
+    (no streaks across the plot; the x marker shows where it went)."""
+    import numpy as np
+    if run.status in HEALTHY or not len(y):
+        return x, y
+    lo, hi = ax.get_ylim()
+    if ax.get_yscale() == "log":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v, lo, hi = np.log10(np.where(y > 0, y, np.nan)), math.log10(lo), math.log10(hi)
+    else:
+        v = y
+    span = hi - lo
+    y = np.where((v < lo - span) | (v > hi + span) | np.isnan(v), np.nan, y)
+    return x, y
+
+
+def _legend_below(fig, ax):
+    """The runs' legend under the plot (constrained layout makes room for it)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", fontsize=8, ncols=1)
+
+
+def _short_label(run, label, width=48):
+    text = label if len(label) <= width else label[:width - 1] + "…"
+    return text if run.status in HEALTHY else f"{text} [{run.status}]"
 
 
 def _param_series(params):

@@ -197,6 +197,7 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
     writer = shard[1] == 0  # rank 0 alone writes the run directory
     meta = _initial_meta(exp, run_dir, entry)
     meta["workers"] = shard[0]
+    meta["total_steps"] = plan.steps_per_epoch * exp.config.epochs  # progress and ETA (serve)
     if previous is not None:
         meta.update(started_at=previous.get("started_at", meta["started_at"]),
                     train_time_s=previous.get("train_time_s"),

@@ -60,3 +60,71 @@ def _write_json(path, data):
 def _write_rows(path, header, rows):
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join([header, *rows]) + "\n")
+
+
+# The issue-13 case: five real runs of a Linear with an eval split and long
+# config labels; one diverges (lr=50), one fails mid-training.
+DEMO_SOURCE = '''
+from dataclasses import dataclass
+
+import numpy as np
+from mindspore.train import Callback
+from mindexp.experiments.linear import Linear
+
+
+class FailAt(Callback):
+    """Raises at a step, as a broken data pipeline would."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_train_step_end(self, run_context):
+        if run_context.original_args().cur_step_num >= self.step:
+            raise RuntimeError(f"simulated data error at step {self.step}")
+
+
+class Demo(Linear):
+    """Linear with an eval split."""
+    name = "demo"
+
+    @dataclass
+    class Config(Linear.Config):
+        epochs: int = 8
+        fail_at_step: int = 0
+        description_of_the_setting: str = "baseline"
+
+    def source(self, split):
+        if split == "train":
+            return super().source(split)
+        rng = np.random.default_rng(7)
+        x = rng.random((20, 1), dtype=np.float32)
+        return x, (self.config.slope * x).astype(np.float32)
+
+    def metrics(self):
+        return ["loss", "mae"]
+
+    def callbacks(self):
+        return [FailAt(self.config.fail_at_step)] if self.config.fail_at_step else []
+'''
+
+FIVE_RUNS = (
+    ("sgd-base", ["optimizer=sgd", "lr=0.2"]),
+    ("momentum", ["optimizer=momentum", "lr=0.05",
+                  "description_of_the_setting=momentum_with_a_rather_long_description"]),
+    ("adam", ["optimizer=adam", "lr=0.1", "description_of_the_setting=adam_default_betas"]),
+    ("diverge", ["optimizer=sgd", "lr=50"]),
+    ("fails", ["optimizer=sgd", "lr=0.1", "fail_at_step=45"]),
+)
+
+
+def five_runs(root, cli_run):
+    """Train FIVE_RUNS with ``cli_run(*args)`` (a CLI runner) into ``root``; returns the folder."""
+    source = os.path.join(str(root), "demo_exp.py")
+    with open(source, "w", encoding="utf-8") as f:
+        f.write(DEMO_SOURCE)
+    for label, sets in FIVE_RUNS:
+        args = ["run", f"{source}:Demo", "--out", str(root), "--name", label, "--quiet"]
+        for item in sets:
+            args += ["--set", item]
+        cli_run(*args)
+    return os.path.join(str(root), "demo")

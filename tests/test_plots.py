@@ -49,7 +49,7 @@ def test_loss_overlay_is_labelled_by_config_not_run_id(trained):
     runs = load_runs(trained)
     fig = plots.loss_overlay(runs)
     ax = fig.axes[0]
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]  # below the plot, covering none
     assert legend == config_labels(runs)
     assert any(label.startswith("optimizer=adam, lr=0.1") for label in legend)
     assert not any(run.run_id in label for run in runs for label in legend)
@@ -142,3 +142,59 @@ def test_a_plotting_failure_only_warns(tmp_path, monkeypatch, caplog):
     assert run.status == "completed"
     assert "could not draw the plots" in caplog.text and "no fonts today" in caplog.text
     assert not os.path.exists(os.path.join(run.dir, "plots"))
+
+
+def test_eval_png_is_written_with_eval_named_metrics(tmp_path):
+    run_dir = make_run(tmp_path, eval_rows=[{"epoch": 1, "step": 2, "mae": 0.5},
+                                            {"epoch": 2, "step": 3, "mae": 0.25}])
+    written = plots.save_run_plots(run_dir)
+    assert [os.path.basename(p) for p in written] == ["loss.png", "eval.png"]
+    fig = plots.eval_plot(run_dir)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["eval_mae"]
+    assert list(fig.axes[0].lines[0].get_ydata()) == [0.5, 0.25]
+
+
+def test_a_diverged_run_does_not_flatten_the_others_and_is_marked(tmp_path):
+    make_run(tmp_path, "ok", config={"lr": 0.1}, losses=(1.0, 0.5, 0.25, 0.2),
+             params={"w": [1.0, 1.5, 1.8, 1.9]}, targets={"w": 2.0})
+    make_run(tmp_path, "bad", status="diverged", config={"lr": 50.0},
+             losses=(1.0, 1e13, 1e26, float("inf")), params={"w": [1.0, -1e12, 1e25, 1e30]},
+             targets={"w": 2.0})
+    runs = load_runs(tmp_path)
+    loss_ax = plots.loss_overlay(runs).axes[0]
+    assert loss_ax.get_ylim()[1] < 10  # fit to the healthy run's 0.2..1.0
+    stop = [line for line in loss_ax.lines if line.get_marker() == "x"]
+    assert len(stop) == 1 and list(stop[0].get_xdata()) == [4]  # the first non-finite step
+    param_ax = plots.params_overlay(runs).axes[0]
+    low, high = param_ax.get_ylim()
+    assert low > 0.5 and 2.0 < high < 3  # the target 2 is in view, 1e25 is not
+    for line in param_ax.lines:  # the diverged run's far points are gaps, not streaks
+        assert all(abs(y) < 100 for y in line.get_ydata() if y == y)
+
+
+def test_final_loss_uses_a_log_axis_and_keeps_long_labels_readable(tmp_path):
+    long = "a_rather_long_setting_name_that_goes_on=" + "x" * 60
+    make_run(tmp_path, "a", config={"note": long + "1"}, losses=(1.0, 1.05e-4))
+    make_run(tmp_path, "b", config={"note": long + "2"}, losses=(1.0, 1.07e-4))
+    ax = plots.final_loss_bar(tmp_path).axes[0]
+    assert ax.get_xscale() == "log"
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert all(max(len(line) for line in label.split("\n")) <= plots.LABEL_WIDTH
+               for label in labels)
+    assert [t.get_text().strip() for t in ax.texts] == ["0.000105", "0.000107"]
+
+
+def test_params_png_shows_elements_of_small_and_norms_of_large_tensors(tmp_path):
+    run_dir = make_run(tmp_path, params={"out.bias": [0.1, 0.2, 0.3],
+                                         "hidden.bias[0]": [0.0, 0.1, 0.2],
+                                         "hidden.bias[1]": [0.0, -0.1, -0.2],
+                                         "hidden.weight:norm": [1.0, 1.1, 1.2],
+                                         "hidden.weight:mean": [0.0, 0.0, 0.0]},
+                       targets={"out.bias": 0.5})
+    fig = plots.params_plot(run_dir)
+    titles = [ax.get_title().splitlines()[-1] for ax in fig.axes]
+    assert titles == ["out.bias", "hidden.bias", "hidden.weight"]
+    by_panel = [[line.get_label() for line in ax.lines] for ax in fig.axes]
+    assert by_panel == [["out.bias", "out.bias target 0.5"],
+                        ["hidden.bias[0]", "hidden.bias[1]"], ["hidden.weight:norm"]]
+    assert fig.axes[0].lines[1].get_linestyle() == "--"

@@ -1,0 +1,119 @@
+"""TensorBoardLogger: loss, learning rate, gradient norm, eval metrics and
+parameters as TensorBoard scalars."""
+import os
+
+from ._common import (check_directory, check_every, first_output, net_outputs, optimizer_of,
+                      rank_id, step_info, to_float, trained_parameters)
+from ._quiet_callback import QuietCallback
+from ._tensorboard import EventWriter, check_available
+from .loss_monitor import _LearningRate
+
+__all__ = ["TensorBoardLogger"]
+
+
+class TensorBoardLogger(QuietCallback):
+    """Write TensorBoard event files into ``directory`` (``tensorboard --logdir``).
+
+    Scalars: ``loss`` and ``lr`` each logged step; ``grad_norm`` when the
+    train network returns it (``callbacks.TrainStep``); ``eval_<metric>``
+    after each evaluation of ``Model.fit``; ``params/<name>`` (the value of
+    one-element parameters, ``params/<name>:norm`` of larger ones). With
+    ``hparams`` (name -> value), the hparams dashboard lists this run with
+    its final ``loss``. Needs the ``tensorboard`` package
+    (``pip install 'mindexp[tensorboard]'``), checked when constructed.
+
+    Args:
+        directory: the run's log folder (created if missing).
+        every: log every N-th global step (and each epoch's last step).
+        params: also log parameters (every ``every`` steps).
+        hparams: config values to show in TensorBoard's hparams dashboard.
+        all_ranks: ranks other than 0 write into ``directory/rankN``.
+    """
+
+    def __init__(self, directory, every=1, params=True, hparams=None, all_ranks=False):
+        super().__init__()
+        check_available()
+        self.directory = check_directory(directory)
+        self.every = check_every("every", every)
+        self.params = bool(params)
+        if hparams is not None and not isinstance(hparams, dict):
+            raise ValueError(f"`hparams` must be a dict of name -> value. Received: "
+                             f"hparams={hparams!r}")
+        self.hparams = dict(hparams or {})
+        self.all_ranks = bool(all_ranks)
+        self._writer = None
+        self._lr = None
+        self._params = []
+        self._last = (0, None)
+
+    def on_train_begin(self, run_context):
+        cb_params = run_context.original_args()
+        if self._writer is None:  # a second Model.train on the same logger appends
+            path = self._logdir()
+            self._writer = EventWriter(path) if path else None
+            if self._writer is not None and self.hparams:
+                self._writer.hparams(self.hparams, ["loss"])
+        self._lr = _LearningRate(optimizer_of(cb_params))
+        self._params = trained_parameters(cb_params) if self.params else []
+
+    def on_train_step_end(self, run_context):
+        cb_params = run_context.original_args()
+        step, _, epoch_end = step_info(cb_params)
+        if self._writer is None or (step % self.every and not epoch_end):
+            return
+        outputs = net_outputs(cb_params)
+        loss = to_float(first_output(outputs))
+        self._last = (step, loss)
+        self._writer.scalar("loss", loss, step)
+        self._writer.scalar("lr", self._lr(step), step)
+        if isinstance(outputs, (tuple, list)) and len(outputs) > 1 and \
+                getattr(cb_params.train_network, "returns_grad_norm", False):
+            self._writer.scalar("grad_norm", to_float(outputs[1]), step)
+        for param in self._params:
+            self._write_param(param, step)
+
+    def on_train_epoch_end(self, run_context):
+        cb_params = run_context.original_args()
+        results = cb_params.get("eval_results") or cb_params.get("metrics")
+        if self._writer is None or not results:
+            return
+        step = step_info(cb_params)[0]
+        for name, value in results.items():
+            self._writer.scalar(f"eval_{name}", to_float(value), step)
+        self._writer.flush()
+
+    def on_train_end(self, run_context):
+        self.close()
+
+    def __exit__(self, exc_type, *exc):
+        # Model.fit leaves a callback context after each evaluation: only an
+        # error ends the log there; on_train_end closes it otherwise.
+        if exc_type is not None:
+            self.close(ok=False)
+        elif self._writer is not None:
+            self._writer.flush()
+        return False
+
+    def close(self, ok=True):
+        """Finish the event file (the hparams session end when hparams were given)."""
+        if self._writer is None:
+            return
+        if self.hparams:
+            step, loss = self._last
+            self._writer.session_end(ok and loss is not None and loss == loss, step)
+        self._writer.close()
+        self._writer = None
+
+    def _logdir(self):
+        rank = rank_id()
+        if rank == 0:
+            return self.directory
+        return os.path.join(self.directory, f"rank{rank}") if self.all_ranks else None
+
+    def _write_param(self, param, step):
+        import numpy as np
+        if int(param.size) == 1:
+            self._writer.scalar(f"params/{param.name}", to_float(param), step)
+        else:
+            values = param.asnumpy().astype(np.float64).reshape(-1)
+            self._writer.scalar(f"params/{param.name}:norm", float(np.linalg.norm(values)), step)

@@ -1,0 +1,462 @@
+/* mindexp report page: the runs table and Plotly figures, drawn from the
+   JSON in #mindexp-data. The offline report embeds the data; the live
+   dashboard embeds {"live": {...}} and this script polls its JSON API.
+   No library but Plotly (inlined or served locally); no network. */
+(function () {
+  "use strict";
+  var HEALTHY = ["completed", "running", "interrupted", "pruned"];
+  // the faint raw curve behind a smoothed one doubles the drawing: only for a few runs
+  var FAINT_RAW_MAX_RUNS = 12;
+  var boot = JSON.parse(document.getElementById("mindexp-data").textContent);
+  var state = {data: null, hidden: {}, filter: "", sortKey: null, sortDir: 1,
+               smooth: 0.6, logy: {}, version: null, inflight: false, plots: {}};
+
+  // -- small helpers ---------------------------------------------------------------
+  function el(tag, attrs, text) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "class") node.className = attrs[k]; else node.setAttribute(k, attrs[k]);
+    });
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+  function trunc(text, n) { text = String(text); return text.length > n ? text.slice(0, n - 1) + "\u2026" : text; }
+  function esc(text) {
+    return String(text).replace(/[&<>"]/g, function (c) {
+      return {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;"}[c];
+    });
+  }
+  function fmt(v) {
+    if (v === null || v === undefined || v === "") return "-";
+    if (typeof v === "number") {
+      if (Number.isInteger(v) && Math.abs(v) < 1e9) return String(v);
+      var a = Math.abs(v);
+      return (a !== 0 && (a < 1e-3 || a >= 1e5)) ? v.toExponential(3) : String(Number(v.toPrecision(4)));
+    }
+    return String(v);
+  }
+  function fmtDuration(s) {
+    if (s === null || s === undefined) return "-";
+    if (s < 60) return Math.round(s) + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m" + String(Math.round(s % 60)).padStart(2, "0") + "s";
+    return Math.floor(s / 3600) + "h" + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + "m";
+  }
+  function healthy(run) { return HEALTHY.indexOf(run.status) >= 0; }
+  function runText(run) { return [run.id, run.short, run.label, run.status, run.error || ""].join(" "); }
+  function matches(run, rowText) {
+    var terms = state.filter.toLowerCase().split(/\s+/).filter(Boolean);
+    var text = (runText(run) + " " + (rowText || "")).toLowerCase();
+    return terms.every(function (t) { return text.indexOf(t) >= 0; });
+  }
+  function rowTextOf(index) {
+    var rows = state.data.table.rows.filter(function (r) { return r.run === index; });
+    return rows.length ? rows[0].cells.map(fmt).join(" ") : "";
+  }
+  function shown(run, index) { return !state.hidden[run.id] && matches(run, rowTextOf(index)); }
+  // The config label wrapped at its commas (legends stay narrow), three lines at most.
+  function legendName(run) {
+    if (state.data.runs.length > FAINT_RAW_MAX_RUNS) {  // many runs: one line each (faster, shorter)
+      return esc(trunc(run.label === run.id ? run.short : run.label, 40)) +
+        (healthy(run) ? "" : " <b>[" + run.status + "]</b>");
+    }
+    var parts = (run.label === run.id ? run.short : run.label).split(", "), lines = [""];
+    parts.forEach(function (p) {
+      var cur = lines[lines.length - 1];
+      if (cur && (cur + ", " + p).length > 30) lines.push(p); else lines[lines.length - 1] = cur ? cur + ", " + p : p;
+    });
+    if (lines.length > 3) lines = lines.slice(0, 2).concat([trunc(lines.slice(2).join(", "), 30)]);
+    var name = lines.map(function (l) { return esc(trunc(l, 34)); }).join("<br>");
+    return name + (healthy(run) ? "" : " <b>[" + run.status + "]</b>");
+  }
+  // TensorBoard's smoothing: an exponential moving average, debiased so the
+  // first points are not pulled towards zero.
+  function ema(values, weight) {
+    var last = 0, n = 0, out = new Array(values.length);
+    for (var i = 0; i < values.length; i++) {
+      last = last * weight + (1 - weight) * values[i];
+      n += 1;
+      out[i] = weight === 1 ? values[i] : last / (1 - Math.pow(weight, n));
+    }
+    return out;
+  }
+
+  // -- header, summary -------------------------------------------------------------
+  function renderSummary() {
+    var d = state.data, counts = {};
+    d.runs.forEach(function (r) { counts[r.status] = (counts[r.status] || 0) + 1; });
+    var parts = Object.keys(counts).sort().map(function (k) { return counts[k] + " " + k; });
+    var text = d.runs.length + " runs" + (parts.length ? ": " + parts.join(", ") : "");
+    if (d.differing && d.differing.length) text += " \u00b7 differing: " + d.differing.join(", ");
+    document.getElementById("summary").textContent = text;
+    document.title = d.title;
+    document.getElementById("title").textContent = d.title;
+    var skipped = document.getElementById("skipped");
+    skipped.innerHTML = "";
+    (d.skipped || []).forEach(function (s) {
+      var li = el("li");
+      li.appendChild(el("span", {"class": "status status-failed"}, "unreadable "));
+      li.appendChild(el("code", {}, s.dir));
+      li.appendChild(document.createTextNode(": " + s.error));
+      skipped.appendChild(li);
+    });
+    renderDetail();
+  }
+
+  function renderDetail() {
+    var box = document.getElementById("detail");
+    box.innerHTML = "";
+    var det = state.data.detail;
+    if (!det) return;
+    [["config", det.config], ["run.json", det.meta]].forEach(function (pair) {
+      var t = el("table", {"class": "kv"});
+      t.appendChild(el("caption", {}, pair[0]));
+      Object.keys(pair[1] || {}).forEach(function (k) {
+        var v = pair[1][k], tr = el("tr");
+        tr.appendChild(el("th", {}, k));
+        tr.appendChild(el("td", {}, typeof v === "object" && v !== null ? JSON.stringify(v) : fmt(v)));
+        t.appendChild(tr);
+      });
+      box.appendChild(t);
+    });
+  }
+
+  // -- the table --------------------------------------------------------------------
+  function tableColumns() {
+    var cols = [{key: "#run", label: "run", kind: "text"}, {key: "#status", label: "status", kind: "text"}];
+    if (boot.live) {
+      cols.push({key: "#progress", label: "progress", kind: "num"},
+                {key: "#rate", label: "steps/s", kind: "num"},
+                {key: "#eta", label: "ETA", kind: "num"});
+    }
+    state.data.table.columns.forEach(function (c, i) {
+      if (c.key !== "status" && (state.allColumns || !c.extra)) {
+        cols.push({key: c.key, label: c.key, kind: c.kind, index: i});
+      }
+    });
+    cols.push({key: "#error", label: "error", kind: "text"}, {key: "#folder", label: "folder", kind: "text"});
+    return cols;
+  }
+
+  function cellValue(col, row, run) {
+    if (col.key === "#run") return run.short;
+    if (col.key === "#status") return run.status;
+    if (col.key === "#error") return run.error || "";
+    if (col.key === "#folder") return run.dir;
+    var p = run.progress || {};
+    if (col.key === "#progress") return p.total ? p.step / p.total : p.step;
+    if (col.key === "#rate") return p.steps_per_s;
+    if (col.key === "#eta") return p.eta_s;
+    return row.cells[col.index];
+  }
+
+  function compareValues(a, b) {
+    var na = a === null || a === undefined || a === "", nb = b === null || b === undefined || b === "";
+    if (na || nb) return na === nb ? 0 : (na ? 1 : -1) * state.sortDir;  // empty cells last
+    if (typeof a === "number" && typeof b === "number") return a - b;
+    return String(a).localeCompare(String(b), undefined, {numeric: true});
+  }
+
+  function renderTable() {
+    var d = state.data, cols = tableColumns();
+    var table = el("table", {"id": "runs"}), head = el("tr");
+    cols.forEach(function (c) {
+      var arrow = state.sortKey === c.key ? (state.sortDir > 0 ? " \u25b2" : " \u25bc") : "";
+      var th = el("th", {"class": c.kind === "num" ? "num" : "text", "title": "sort by " + c.label},
+                  trunc(c.label, 22) + arrow);
+      th.addEventListener("click", function () {
+        state.sortDir = state.sortKey === c.key ? -state.sortDir : 1;
+        state.sortKey = c.key;
+        renderTable();
+      });
+      head.appendChild(th);
+    });
+    table.appendChild(el("thead")).appendChild(head);
+    var rows = d.table.rows.slice();
+    if (state.sortKey) {
+      var col = cols.filter(function (c) { return c.key === state.sortKey; })[0];
+      if (col) rows.sort(function (a, b) {
+        return state.sortDir * compareValues(cellValue(col, a, d.runs[a.run]), cellValue(col, b, d.runs[b.run]));
+      });
+    }
+    var body = el("tbody"), visible = 0;
+    rows.forEach(function (row) {
+      var run = d.runs[row.run];
+      if (!matches(run, row.cells.map(fmt).join(" "))) return;
+      visible += 1;
+      var tr = el("tr", {"class": state.hidden[run.id] ? "hidden-run" : ""});
+      cols.forEach(function (c) { tr.appendChild(renderCell(c, row, run)); });
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    var wrap = document.getElementById("table");
+    wrap.innerHTML = "";
+    wrap.appendChild(table);
+    document.getElementById("shown").textContent = visible + " of " + d.table.rows.length + " shown";
+  }
+
+  function renderCell(c, row, run) {
+    var v = cellValue(c, row, run), td;
+    if (c.key === "#run") {
+      td = el("td", {"class": "text run", "title": run.id + "\n" + run.label + "\n(click the swatch to hide it in the plots)"});
+      var sw = el("span", {"class": "swatch", "style": "background:" + run.color});
+      sw.addEventListener("click", function () { toggleRun(run.id); });
+      td.appendChild(sw);
+      td.appendChild(run.page ? el("a", {"href": run.page}, run.short) : el("span", {}, run.short));
+      return td;
+    }
+    if (c.key === "#status") return el("td", {"class": "text status status-" + run.status}, run.status);
+    if (c.key === "#folder") {
+      td = el("td", {"class": "text"});
+      td.appendChild(el("a", {"href": run.href, "title": run.dir}, "folder"));
+      return td;
+    }
+    if (c.key === "#error") return el("td", {"class": "text ellip error", "title": v}, v);
+    if (c.key === "#progress") {
+      var p = run.progress || {};
+      td = el("td", {"class": "num progress", "title": p.total ? Math.round(100 * p.step / p.total) + "%" : ""},
+              p.step + " / " + (p.total || "?"));
+      if (p.total) td.appendChild(el("div", {"class": "bar", "style": "width:" + Math.min(100, 100 * p.step / p.total) + "%"}));
+      return td;
+    }
+    if (c.key === "#eta") return el("td", {"class": "num"}, run.status === "running" ? fmtDuration(v) : "-");
+    var text = fmt(v);
+    return el("td", {"class": (c.kind === "num" ? "num" : "text ellip"), "title": c.label + " = " + String(v)}, text);
+  }
+
+  function toggleRun(id) {
+    if (state.hidden[id]) delete state.hidden[id]; else state.hidden[id] = true;
+    renderTable();
+    renderPlots();
+  }
+
+  // -- figures ------------------------------------------------------------------------
+  function card(fig) {
+    var existing = state.plots[fig.id];
+    if (existing) return existing;
+    var box = el("div", {"class": "card", "data-figure": fig.id});
+    var head = el("h3");
+    head.appendChild(el("span", {}, fig.title));
+    var label = el("label", {"class": "logy"});
+    var check = el("input", {"type": "checkbox"});
+    check.addEventListener("change", function () { state.logy[fig.id] = check.checked; renderPlots(); });
+    label.appendChild(check);
+    label.appendChild(document.createTextNode(" log " + (fig.kind === "final" ? "x" : "y")));
+    head.appendChild(label);
+    box.appendChild(head);
+    var plot = el("div", {"class": "plot"});
+    box.appendChild(plot);
+    document.getElementById("plots").appendChild(box);
+    existing = state.plots[fig.id] = {box: box, plot: plot, check: check, bound: false};
+    return existing;
+  }
+
+  function fitRange(sets, extra, log) {
+    var use = sets.filter(function (s) { return s.healthy; });
+    if (!use.length) use = sets;
+    var lo = Infinity, hi = -Infinity;
+    function take(y) {
+      if (isFinite(y) && (!log || y > 0)) { if (y < lo) lo = y; if (y > hi) hi = y; }
+    }
+    use.forEach(function (s) { s.y.forEach(take); });
+    extra.forEach(take);
+    if (lo > hi) return null;
+    if (log) {
+      lo = Math.log10(lo); hi = Math.log10(hi);
+      var lp = (hi - lo) * 0.05 || 0.5;
+      return [lo - lp, hi + lp];
+    }
+    var pad = (hi - lo) * 0.05 || Math.abs(hi) * 0.1 || 1;
+    return [lo - pad, hi + pad];
+  }
+
+  // A diverged or failed run's points far outside the healthy range become
+  // gaps: no vertical streaks across the plot (the x marker shows where it went).
+  function cutOutliers(traces, range, log) {
+    var span = range[1] - range[0], lo = range[0] - span, hi = range[1] + span;
+    traces.forEach(function (t) {
+      var run = state.data.runs.filter(function (r) { return r.id === t.meta; })[0];
+      if (!run || healthy(run)) return;
+      t.y = t.y.map(function (y) {
+        var v = log ? (y > 0 ? Math.log10(y) : -Infinity) : y;
+        return v < lo || v > hi ? null : y;
+      });
+    });
+  }
+
+  function clamp(y, range, log) {
+    if (!range) return y;
+    var v = log ? Math.log10(Math.max(y, 1e-300)) : y;
+    var inner = range[0] + 0.97 * (range[1] - range[0]);
+    v = Math.min(Math.max(v, range[0]), inner);
+    return log ? Math.pow(10, v) : v;
+  }
+
+  function lineTraces(fig, log) {
+    var d = state.data, traces = [], sets = [], inLegend = {}, ends = [];
+    fig.traces.forEach(function (t) {
+      var run = d.runs[t.run], vis = shown(run, t.run);
+      var smooth = t.smooth && state.smooth > 0;
+      var y = smooth ? ema(t.y, state.smooth) : t.y;
+      if (vis) sets.push({y: y, healthy: healthy(run)});
+      var common = {x: t.x, type: "scatter", legendgroup: run.id, meta: run.id,
+                    visible: vis ? true : "legendonly"};
+      if (smooth && d.runs.length <= FAINT_RAW_MAX_RUNS) {
+        traces.push(Object.assign({}, common, {y: t.y, mode: "lines", showlegend: false, hoverinfo: "skip",
+                                               opacity: 0.25, line: {color: run.color, width: 1}}));
+      }
+      var first = t.legend && !inLegend[run.id];
+      if (first) inLegend[run.id] = true;
+      traces.push(Object.assign({}, common, {
+        y: y, mode: t.kind === "eval" ? "lines+markers" : "lines", name: legendName(run),
+        showlegend: first,
+        line: {color: run.color, width: 1.6, dash: t.kind === "eval" ? "dot" : "solid"},
+        marker: {size: 5},
+        hovertemplate: "<b>" + esc(run.short) + "</b> " + esc(trunc(run.label, 60)) + "<br>" + esc(t.name) +
+          (smooth ? " (smoothed)" : "") + " = %{y:.5g}<br>step %{x}<extra></extra>"}));
+      var stop = run.diverged_at || (run.status === "failed" && t.x.length ? t.x[t.x.length - 1] : null);
+      if (stop !== null && stop !== undefined && t.legend && t.kind !== "eval" && t.x.length) {
+        var i = t.x.length - 1;
+        while (i > 0 && t.x[i] > stop) i--;
+        ends.push({run: run, x: stop, y: y[i], vis: vis});
+      }
+    });
+    var range = fitRange(sets, (fig.targets || []).map(function (g) { return g.y; }), log);
+    if (range) cutOutliers(traces, range, log);
+    ends.forEach(function (e) {
+      traces.push({x: [e.x], y: [clamp(e.y, range, log)], type: "scatter", mode: "markers", showlegend: false,
+                   legendgroup: e.run.id, meta: e.run.id, visible: e.vis ? true : "legendonly",
+                   marker: {symbol: "x", size: 12, color: e.run.color, line: {width: 1, color: "#000"}},
+                   hovertemplate: esc(e.run.short) + " " + e.run.status + " at step " + e.x + "<extra></extra>"});
+    });
+    return {traces: traces, range: range};
+  }
+
+  // A log axis by default when the healthy runs' values are all positive and
+  // span more than two decades (a diverged run does not decide it).
+  function autoLog(fig) {
+    var d = state.data, lo = Infinity, hi = -Infinity, seen = false;
+    fig.traces.forEach(function (t) {
+      if (!healthy(d.runs[t.run])) return;
+      t.y.forEach(function (y) { seen = true; if (y < lo) lo = y; if (y > hi) hi = y; });
+    });
+    return seen && lo > 0 && hi / lo > 100;
+  }
+
+  function drawLines(c, fig) {
+    var log = fig.id in state.logy ? state.logy[fig.id] : (fig.log === null ? autoLog(fig) : fig.log);
+    c.check.checked = log;
+    var built = lineTraces(fig, log);
+    var shapes = [], notes = [];
+    (fig.targets || []).forEach(function (g) {
+      shapes.push({type: "line", xref: "paper", x0: 0, x1: 1, y0: g.y, y1: g.y,
+                   line: {dash: "dash", color: "#333", width: 1.2}});
+      notes.push({xref: "paper", x: 1, y: log ? Math.log10(Math.max(g.y, 1e-300)) : g.y, text: esc(g.name),
+                  showarrow: false, xanchor: "right", yanchor: "bottom", font: {size: 11, color: "#333"}});
+    });
+    var yaxis = {title: {text: fig.ytitle}, type: log ? "log" : "linear", exponentformat: "power"};
+    if (built.range) { yaxis.range = built.range; yaxis.autorange = false; }
+    var layout = {height: 340, margin: {l: 64, r: 8, t: 8, b: 40}, xaxis: {title: {text: "step"}},
+                  yaxis: yaxis, shapes: shapes, annotations: notes, hovermode: "closest",
+                  legend: {font: {size: 11}, itemclick: "toggle", itemdoubleclick: false},
+                  uirevision: fig.id + (log ? ":log" : ":lin") + ":" + state.smooth};
+    Plotly.react(c.plot, built.traces, layout, {displaylogo: false, responsive: true});
+  }
+
+  function drawFinal(c, fig) {
+    var d = state.data;
+    var log = fig.id in state.logy ? state.logy[fig.id] : fig.log;
+    c.check.checked = log;
+    var points = fig.points.slice().sort(function (a, b) { return a.value - b.value; });
+    var names = points.map(function (p) { var r = d.runs[p.run]; return r.short + "  " + trunc(r.label === r.id ? "" : r.label, 40); });
+    var traces = points.map(function (p, i) {
+      var run = d.runs[p.run], vis = shown(run, p.run);
+      return {x: [p.value], y: [names[i]], type: "scatter", mode: "markers", name: legendName(run),
+              legendgroup: run.id, meta: run.id, showlegend: false, visible: vis ? true : "legendonly",
+              marker: {size: 11, color: run.color, symbol: healthy(run) ? "circle" : "x"},
+              hovertemplate: "<b>" + esc(run.short) + "</b> " + esc(run.label) + "<br>final loss %{x:.6g} (" +
+                run.status + ")<extra></extra>"};
+    });
+    var layout = {height: Math.max(160, 60 + 24 * points.length), margin: {l: 8, r: 16, t: 8, b: 40},
+                  xaxis: {title: {text: "final loss"}, type: log ? "log" : "linear", exponentformat: "power"},
+                  yaxis: {automargin: true, autorange: "reversed", type: "category",
+                          categoryorder: "array", categoryarray: names},
+                  hovermode: "closest", uirevision: fig.id + log};
+    Plotly.react(c.plot, traces, layout, {displaylogo: false, responsive: true});
+  }
+
+  function renderPlots() {
+    var d = state.data, wanted = {};
+    d.figures.forEach(function (fig) {
+      wanted[fig.id] = true;
+      var c = card(fig);
+      if (fig.kind === "final") drawFinal(c, fig); else drawLines(c, fig);
+      if (!c.bound) {
+        // one run hidden everywhere: a legend click toggles the run in every figure
+        c.plot.on("plotly_legendclick", function (ev) { toggleRun(ev.data[ev.curveNumber].meta); return false; });
+        c.plot.on("plotly_legenddoubleclick", function () { return false; });
+        c.bound = true;
+      }
+    });
+    Object.keys(state.plots).forEach(function (id) {
+      if (!wanted[id]) { Plotly.purge(state.plots[id].plot); state.plots[id].box.remove(); delete state.plots[id]; }
+    });
+    document.getElementById("noplots").style.display = d.figures.length ? "none" : "";
+  }
+
+  function renderAll() {
+    renderSummary();
+    renderTable();
+    renderPlots();
+  }
+
+  // -- controls, live updates ----------------------------------------------------------
+  function bindControls() {
+    var slider = document.getElementById("smooth"), out = document.getElementById("smooth-value");
+    slider.value = state.smooth;
+    out.textContent = state.smooth.toFixed(2);
+    slider.addEventListener("input", function () {
+      state.smooth = Number(slider.value);
+      out.textContent = state.smooth.toFixed(2);
+      renderPlots();
+    });
+    var filter = document.getElementById("filter"), timer = null;
+    filter.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () { state.filter = filter.value; renderTable(); renderPlots(); }, 150);
+    });
+    var all = document.getElementById("all-columns");
+    all.addEventListener("change", function () { state.allColumns = all.checked; renderTable(); });
+    document.getElementById("show-all").addEventListener("click", function () {
+      state.hidden = {}; renderTable(); renderPlots();
+    });
+  }
+
+  function poll() {
+    if (state.inflight) return;
+    state.inflight = true;
+    var url = boot.live.api + (boot.live.api.indexOf("?") >= 0 ? "&" : "?") + "since=" + encodeURIComponent(state.version || "");
+    fetch(url, {cache: "no-store"}).then(function (r) {
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      return r.json();
+    }).then(function (d) {
+      document.getElementById("live").textContent = "live \u00b7 updated " + new Date().toLocaleTimeString();
+      document.getElementById("live").className = "live ok";
+      if (d.unchanged) return;
+      state.version = d.version;
+      state.data = d;
+      renderAll();
+    }).catch(function (e) {
+      document.getElementById("live").textContent = "server unreachable (" + e.message + "); retrying";
+      document.getElementById("live").className = "live down";
+    }).then(function () { state.inflight = false; });
+  }
+
+  bindControls();
+  if (boot.live) {
+    poll();
+    setInterval(poll, boot.live.every_ms || 1000);
+  } else {
+    state.data = boot;
+    renderAll();
+  }
+})();

@@ -1,0 +1,286 @@
+"""What the report page draws, as JSON-ready data: runs, the table and the
+figures (curves downsampled for drawing only; the table keeps every value).
+
+Shared by the offline report (embedded in the HTML file) and the live
+dashboard (served as JSON and polled).
+"""
+import math
+import os
+import re
+
+from ..reports import compare, config_labels, differing_config, display_table
+
+MAX_POINTS = 1000      # drawn points per curve at most (min and max of 500 buckets)
+MAX_ELEMENTS = 16      # elements of a small tensor drawn one by one
+MAX_PARAM_FIGURES = 12
+HEALTHY = ("completed", "running", "interrupted", "pruned")
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf")
+_RUN_ID = re.compile(r"^\d{8}-\d{6}-(.+)$")
+
+
+def build(runs, title, skipped=(), link=None, progress=False):
+    """The page's data for ``runs`` (loaded :class:`mindexp.Run` objects).
+
+    ``skipped``: ``(run_dir, message)`` of runs that could not be read.
+    ``link(run)``: the href of a run's folder (default: a file URI).
+    ``progress``: add step/total, steps/s and ETA per run (the dashboard).
+    """
+    link = link or (lambda run: _file_uri(run.dir))
+    labels = config_labels(runs) if runs else []
+    entries = [_run_entry(i, run, label, link, progress)
+               for i, (run, label) in enumerate(zip(runs, labels))]
+    return {"title": title, "runs": entries,
+            "skipped": [{"dir": d, "error": m} for d, m in skipped],
+            "differing": differing_config(runs) if runs else [],
+            "table": _table(runs) if runs else {"columns": [], "rows": []},
+            "figures": figures(runs)}
+
+
+# -- runs ------------------------------------------------------------------------
+
+def short_id(run_id):
+    """``20261201-101500-adam-1a2b3c`` -> ``adam-1a2b3c`` (the date lives in the full id)."""
+    match = _RUN_ID.match(str(run_id))
+    return match.group(1) if match else str(run_id)
+
+
+def _run_entry(index, run, label, link, progress):
+    entry = {"id": run.run_id, "short": short_id(run.run_id), "label": label,
+             "status": run.status or "unknown", "error": _first_line(run.meta.get("error")),
+             "dir": run.dir, "href": link(run), "color": PALETTE[index % len(PALETTE)],
+             "diverged_at": _diverged_at(run)}
+    if progress:
+        entry["progress"] = run_progress(run)
+    return entry
+
+
+def _first_line(text):
+    return str(text).strip().splitlines()[0] if text else None
+
+
+def _diverged_at(run):
+    """The step where a diverged run's loss stopped being finite (or its last step)."""
+    if run.status != "diverged" or not len(run.loss):
+        return None
+    import numpy as np
+    values = run.loss["loss"].to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isfinite(values))
+    return int(run.loss["step"].iloc[bad[0] if len(bad) else -1])
+
+
+def run_progress(run):
+    """``{step, total, steps_per_s, eta_s}`` from loss.csv (total: run.json or config)."""
+    loss = run.loss
+    step = int(loss["step"].iloc[-1]) if len(loss) else 0
+    total = run.meta.get("total_steps") or _planned_steps(run)
+    rate = _recent_rate(loss) if run.status == "running" else run.meta.get("steps_per_s")
+    eta = (total - step) / rate if run.status == "running" and rate and total else None
+    return {"step": step, "total": total, "steps_per_s": rate,
+            "eta_s": max(0.0, eta) if eta is not None else None}
+
+
+def _planned_steps(run):
+    """epochs x steps per epoch, once epoch 1 is logged whole (its last step is always logged)."""
+    loss, epochs = run.loss, run.config.get("epochs")
+    if not isinstance(epochs, int) or not len(loss) or int(loss["epoch"].iloc[0]) != 1 \
+            or int(loss["epoch"].iloc[-1]) < 2:  # a resumed run's log may start later
+        return None
+    return int(loss.loc[loss["epoch"] == 1, "step"].max()) * epochs
+
+
+def _recent_rate(loss, window=50):
+    if "time_s" not in loss.columns or len(loss) < 2:
+        return None
+    tail = loss.tail(window)
+    dt = float(tail["time_s"].iloc[-1]) - float(tail["time_s"].iloc[0])
+    steps = int(tail["step"].iloc[-1]) - int(tail["step"].iloc[0])
+    return steps / dt if dt > 0 and steps > 0 else None
+
+
+# -- the table -------------------------------------------------------------------
+
+def _table(runs):
+    """Columns (run, status, differing config, outcomes, error, folder) and one row per run."""
+    full = compare(runs, sort="final_loss")
+    shown = display_table(full)
+    config_columns = set(full.attrs.get("config_columns", []))
+    order = {run.run_id: i for i, run in enumerate(runs)}
+    columns = [{"key": c, "kind": "config" if c in config_columns else _kind(shown[c]),
+                "extra": _is_extra(c, shown.columns)}
+               for c in shown.columns if c not in ("run_id", "experiment")]
+    columns.sort(key=lambda c: c["extra"])  # stable: the columns worth reading first
+    rows = []
+    for record in shown.to_dict("records"):
+        rows.append({"run": order[record["run_id"]],
+                     "cells": [_jsonable(record[c["key"]]) for c in columns]})
+    return {"columns": columns, "rows": rows}
+
+
+EXTRA_COLUMNS = ("best_step", "epochs_done", "epochs", "train_time_s", "steps_per_s")
+
+
+def _is_extra(column, columns):
+    """Columns shown only on request: timings, bests, and parameter values that
+    have an ``_error`` column (the distance to the target says more)."""
+    return (column in EXTRA_COLUMNS or column.startswith("best_")
+            or f"{column}_error" in columns)
+
+
+def _kind(series):
+    import pandas as pd
+    return "num" if pd.api.types.is_numeric_dtype(series) else "text"
+
+
+def _jsonable(value):
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    if isinstance(value, bool):
+        return value
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float):
+        return _round(value) if math.isfinite(value) else (None if math.isnan(value)
+                                                          else str(value))
+    return value
+
+
+# -- figures -----------------------------------------------------------------------
+
+def figures(runs):
+    """Figure specs: loss, eval metrics, lr, grad norm, parameters, final loss."""
+    out = [_loss_figure(runs)]
+    out += _eval_figures(runs)
+    out += [f for f in (_column_figure(runs, "loss", "lr", "learning rate"),
+                        _column_figure(runs, "grad_norm", "grad_norm", "gradient norm (L2)"))
+            if f is not None]
+    out += _param_figures(runs)
+    out.append(_final_loss_figure(runs))
+    return [f for f in out if f is not None]
+
+
+def _loss_figure(runs):
+    traces = []
+    for index, run in enumerate(runs):
+        traces.append(_trace(index, run.loss, "loss", smooth=True))
+        if "loss" in run.eval.columns:
+            traces.append(_trace(index, run.eval, "loss", kind="eval", name="eval_loss"))
+    return _figure("loss", "loss (train; eval dotted)", "loss", traces)
+
+
+def _eval_figures(runs):
+    metrics = list(dict.fromkeys(c for run in runs for c in run.eval.columns
+                                 if c not in ("epoch", "step", "loss")))
+    return [_figure(f"eval_{m}", f"eval_{m}", f"eval_{m}",
+                    [_trace(i, run.eval, m, kind="eval", name=f"eval_{m}")
+                     for i, run in enumerate(runs) if m in run.eval.columns])
+            for m in metrics]
+
+
+def _column_figure(runs, table, column, title):
+    traces = [_trace(i, getattr(run, table), column, smooth=column == "grad_norm")
+              for i, run in enumerate(runs) if column in getattr(run, table).columns]
+    traces = [t for t in traces if t["x"]]
+    return _figure(column, title, column, traces) if traces else None
+
+
+def _param_figures(runs):
+    """One figure per tensor: its value (one element), its elements (small) or
+    its L2 norm (large); ``targets()`` of the same name as dashed lines."""
+    groups = {}
+    for index, run in enumerate(runs):
+        if not len(run.params):
+            continue
+        for name, rows in run.params.groupby("param", sort=False):
+            base, shown = _param_base(str(name))
+            if shown:
+                groups.setdefault(base, []).append((index, run, str(name), rows))
+    out = []
+    for base, members in list(groups.items())[:MAX_PARAM_FIGURES]:
+        traces, targets = [], {}
+        for index, run, name, rows in members:
+            traces.append(_trace(index, rows, "value", name=name,
+                                 legend=not any(t["run"] == index for t in traces)))
+            target = run.targets.get(name)
+            if _is_number(target):
+                targets[float(target)] = f"{name} target {target:g}"
+        kind = ("L2 norm" if members[0][2].endswith(":norm") else
+                "elements" if "[" in members[0][2] else "value")
+        out.append(_figure(f"param:{base}", f"{base} ({kind})", base, traces,
+                           targets=[{"y": y, "name": n} for y, n in sorted(targets.items())]))
+    return out
+
+
+def _param_base(name):
+    """``(tensor name, drawn?)``: elements up to MAX_ELEMENTS and norms are drawn."""
+    if ":" in name:
+        base, stat = name.rsplit(":", 1)
+        return base, stat == "norm"
+    if name.endswith("]") and "[" in name:
+        base, index = name[:-1].rsplit("[", 1)
+        return base, index.isdigit() and int(index) < MAX_ELEMENTS
+    return name, True
+
+
+def _final_loss_figure(runs):
+    points = [{"run": i, "value": _round(float(v))} for i, run in enumerate(runs)
+              if len(run.loss) and _finite(v := run.loss["loss"].iloc[-1])]
+    return {"id": "final_loss", "kind": "final", "title": "final loss per run", "ytitle":
+            "final loss", "points": points, "log": True} if points else None
+
+
+def _figure(fig_id, title, ytitle, traces, targets=()):
+    traces = [t for t in traces if t["x"]]
+    if not traces:
+        return None
+    # log or linear y: the page decides from the healthy runs (a diverged one must not)
+    return {"id": fig_id, "kind": "lines", "title": title, "ytitle": ytitle,
+            "traces": traces, "targets": list(targets), "log": None}
+
+
+def _trace(run_index, table, column, kind="train", name=None, smooth=False, legend=True):
+    x, y = downsample(table["step"].to_numpy(), table[column].to_numpy(dtype=float))
+    return {"run": run_index, "name": name or column, "kind": kind, "smooth": smooth,
+            "legend": legend, "x": x, "y": y}
+
+
+def downsample(steps, values, max_points=MAX_POINTS):
+    """Finite points of a curve, at most ``max_points``: the min and the max of
+    each of ``max_points/2`` buckets (spikes stay visible), in step order;
+    runs of equal values keep their ends only. Returns two lists."""
+    import numpy as np
+    steps, values = np.asarray(steps), np.asarray(values, dtype=float)
+    keep = np.isfinite(values)
+    steps, values = steps[keep], values[keep]
+    if len(values) > max_points:
+        buckets = np.array_split(np.arange(len(values)), max_points // 2)
+        picked = sorted({int(b[np.argmin(values[b])]) for b in buckets} |
+                        {int(b[np.argmax(values[b])]) for b in buckets} | {0, len(values) - 1})
+        steps, values = steps[picked], values[picked]
+    if len(values) > 2:
+        inner = (values[1:-1] == values[:-2]) & (values[1:-1] == values[2:])
+        keep = np.concatenate(([True], ~inner, [True]))
+        steps, values = steps[keep], values[keep]
+    return [int(s) for s in steps], [_round(v) for v in values.tolist()]
+
+
+# -- helpers -----------------------------------------------------------------------
+
+def _round(value, digits=6):
+    return float(f"{value:.{digits}g}")
+
+
+def _finite(value):
+    return _is_number(value) and math.isfinite(value)
+
+
+def _is_number(value):
+    import numbers
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _file_uri(path):
+    from pathlib import Path
+    return Path(os.path.abspath(path)).as_uri()

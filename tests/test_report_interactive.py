@@ -1,0 +1,120 @@
+"""The interactive report's data and file (the browser checks are in test_browser.py)."""
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+from mindexp.analysis import interactive, payload
+from mindexp.cli import main
+from mindexp.reports import load_runs
+from rundirs import make_run
+
+
+def _data(page):
+    found = re.search(r'<script id="mindexp-data" type="application/json">(.*?)</script>', page,
+                      re.S)
+    return json.loads(found.group(1))
+
+
+def test_downsampling_keeps_spikes_and_both_ends_and_cuts_non_finite_values():
+    steps = np.arange(1, 10001)
+    values = np.full(10000, 1.0)
+    values[::2] = 0.5
+    values[4321] = 1e6      # one spike
+    values[5000] = np.nan   # cut
+    values[5001] = np.inf   # cut
+    x, y = payload.downsample(steps, values, max_points=1000)
+    assert len(x) <= 1001 and x == sorted(x)
+    assert 4322 in x and y[x.index(4322)] == 1e6
+    assert x[0] == 1 and x[-1] == 10000
+    assert 5001 not in x and 5002 not in x and all(np.isfinite(y))
+
+
+def test_downsampling_drops_the_middle_of_flat_stretches_only():
+    x, y = payload.downsample(np.arange(1, 101), np.full(100, 0.1))
+    assert x == [1, 100] and y == [0.1, 0.1]
+
+
+def test_report_holds_every_run_with_status_error_and_a_relative_folder_link(tmp_path):
+    make_run(tmp_path, "20260101-000000-ok-aaaaaa", config={"lr": 0.1},
+             eval_rows=[{"epoch": 1, "step": 2, "mae": 0.5}], params={"w": [1, 1.5, 1.9]},
+             targets={"w": 2.0})
+    make_run(tmp_path, "20260101-000001-bad-bbbbbb", status="failed", config={"lr": 9.0},
+             meta={"error": "RuntimeError: boom\nTraceback..."})
+    out = tmp_path / "report.html"
+    code = main(["report", str(tmp_path), "--out", str(out)])
+    assert code == 0
+    data = _data(out.read_text())
+    runs = {r["short"]: r for r in data["runs"]}
+    assert set(runs) == {"ok-aaaaaa", "bad-bbbbbb"}
+    assert runs["bad-bbbbbb"]["status"] == "failed"
+    assert runs["bad-bbbbbb"]["error"] == "RuntimeError: boom"
+    assert runs["ok-aaaaaa"]["href"] == "toy/20260101-000000-ok-aaaaaa/"
+    assert (tmp_path / runs["ok-aaaaaa"]["href"] / "run.json").is_file()
+    ids = [f["id"] for f in data["figures"]]
+    assert ids == ["loss", "eval_mae", "lr", "param:w", "final_loss"]
+    param = data["figures"][3]
+    assert param["targets"] == [{"y": 2.0, "name": "w target 2"}]
+    # config columns that differ come right after run and status
+    assert data["table"]["columns"][1]["key"] == "lr"
+
+
+def test_the_report_is_one_file_that_loads_nothing_from_anywhere(tmp_path):
+    make_run(tmp_path, "r1")
+    page = interactive.render_report(load_runs(tmp_path), "t")
+    assert page.count("<script") == 3  # plotly inline, the data, the page script
+    assert not re.search(r"<script[^>]+src=|<link[^>]+stylesheet|@import|url\(http", page)
+    assert "</script" not in _between(page, 'id="mindexp-data"', "</script>")[:-9]
+
+
+def _between(text, start, end):
+    i = text.index(start)
+    return text[i:text.index(end, i) + len(end)]
+
+
+def test_a_script_tag_in_a_config_value_cannot_end_the_data_block(tmp_path):
+    make_run(tmp_path, "r1", config={"note": "</script><script>alert(1)</script>"})
+    make_run(tmp_path, "r2", config={"note": "plain"})
+    page = interactive.render_report(load_runs(tmp_path), "t")
+    data = _data(page)
+    assert "</script><script>alert(1)</script>" in [r["label"].split("=", 1)[1]
+                                                    for r in data["runs"]]
+
+
+def test_compare_html_without_plotly_is_one_line_naming_the_extra(tmp_path, capsys, monkeypatch):
+    make_run(tmp_path, "r1")
+    monkeypatch.setitem(sys.modules, "plotly.offline", None)  # import fails
+    code = main(["compare", str(tmp_path), "--html", str(tmp_path / "r.html")])
+    err = capsys.readouterr().err
+    assert code == 2 and not (tmp_path / "r.html").exists()
+    assert err.strip().splitlines() == [
+        "mindexp: error: the interactive report needs plotly: pip install 'mindexp[report]'"]
+
+
+def test_report_of_a_missing_folder_is_exit_2(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_fifty_runs_of_ten_thousand_steps_stay_under_20_mb(tmp_path):
+    steps = 10000
+    rng = np.random.default_rng(0)
+    for i in range(50):
+        losses = np.exp(-np.arange(steps) / 3000) * (1 + 0.1 * rng.random(steps))
+        make_run(tmp_path, f"r{i:02d}", config={"lr": 0.001 * (i + 1)}, losses=losses.tolist(),
+                 params={"w": (2 - losses).tolist(), "b": losses.tolist()},
+                 targets={"w": 2.0, "b": 0.0}, steps_per_epoch=100,
+                 eval_rows=[{"epoch": e, "step": 100 * e, "mae": float(losses[100 * e - 1])}
+                            for e in range(1, 101)])
+    out = tmp_path / "report.html"
+    assert main(["report", str(tmp_path), "--out", str(out)]) == 0
+    size = os.path.getsize(out)
+    assert size < 20 * 2**20, size
+    data = _data(out.read_text())
+    assert len(data["table"]["rows"]) == 50
+    loss = data["figures"][0]["traces"][0]
+    assert loss["x"][0] == 1 and loss["x"][-1] == steps and len(loss["x"]) <= payload.MAX_POINTS + 1
