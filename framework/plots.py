@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 DECADES_FOR_LOG = 2  # a curve spanning more than this many decades gets a log axis
 RUN_PLOTS = ("loss.png", "params.png", "grad_norm.png")
 STATUS_COLORS = {"completed": "tab:blue", "diverged": "tab:orange", "failed": "tab:red",
-                 "interrupted": "tab:gray", "running": "tab:green"}
+                 "interrupted": "tab:gray", "running": "tab:green", "pruned": "tab:olive"}
 
 
 # -- one run -------------------------------------------------------------------
