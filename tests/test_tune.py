@@ -33,6 +33,19 @@ def _one_error_line(result):
     return lines[0]
 
 
+@pytest.fixture
+def main_cli(capsys):
+    """``mindexp ARGS`` through the command line's main() in this process
+    (MindSpore imported once for all the bad-input cases)."""
+    from mindexp.cli import main
+
+    def run(*args):
+        code = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, captured.out, captured.err)
+    return run
+
+
 @pytest.mark.parametrize("experiment, args, named", [
     ("linear", ["--param", "lrate=loguniform:1e-3:1"], "'lrate' is not a config field"),
     ("linear", ["--param", "lr=loguniform:0:1"], "loguniform needs 0 < LOW"),
@@ -45,14 +58,14 @@ def _one_error_line(result):
     ("linear", ["--param", "lr=loguniform:1e-3:1", "--sampler", "grid"], "grid needs choice or int"),
     ("linear", ["--param", "lr=loguniform:1e-3:1", "--set", "lr=0.1"], "both --param and --set"),
 ])
-def test_bad_space_is_one_line_and_creates_nothing(cli, tmp_path, experiment, args, named):
-    result = cli("tune", experiment, *args, "--out", tmp_path / "out")
+def test_bad_space_is_one_line_and_creates_nothing(main_cli, tmp_path, experiment, args, named):
+    result = main_cli("tune", experiment, *args, "--out", tmp_path / "out")
     assert named in _one_error_line(result)
     assert not (tmp_path / "out").exists()
 
 
-def test_unknown_objective_lists_the_compare_columns(cli, tmp_path):
-    line = _one_error_line(cli("tune", "linear", *LINEAR_SPACE, "--objective", "weight_err",
+def test_unknown_objective_lists_the_compare_columns(main_cli, tmp_path):
+    line = _one_error_line(main_cli("tune", "linear", *LINEAR_SPACE, "--objective", "weight_err",
                                "--out", tmp_path / "out"))
     for column in ("final_loss", "min_loss", "dense.weight_error"):
         assert column in line
