@@ -74,6 +74,31 @@ def _add_report_commands(sub):
     sweep.add_argument("--workers", type=_positive_int, metavar="N",
                        help="runs at the same time (default: the number of CPU cores)")
     sweep.add_argument("--name", help="label for the sweep id and its runs' ids")
+    _add_tune_command(sub)
+
+
+def _add_tune_command(sub):
+    tune = sub.add_parser("tune", help="search config values with Optuna (extra mindexp[tune])")
+    tune.add_argument("experiment", nargs="?", help="a shipped name or path/file.py:Class")
+    tune.add_argument("--param", action="append", default=[], metavar="FIELD=KIND:...",
+                      help="uniform:A:B, loguniform:A:B, int:A:B, int-log:A:B or choice:a,b,c")
+    tune.add_argument("--trials", type=_positive_int, default=20, metavar="N",
+                      help="trials in the study in total (default: 20)")
+    tune.add_argument("--objective", default="final_loss", metavar="COLUMN",
+                      help="a column of `mindexp compare` (default: final_loss)")
+    tune.add_argument("--direction", default="minimize", choices=("minimize", "maximize"))
+    tune.add_argument("--pruner", default="median", choices=("median", "hyperband", "none"))
+    tune.add_argument("--sampler", default="tpe", choices=("tpe", "random", "grid"))
+    tune.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                      help="trials at the same time, each in a worker process (default: 1)")
+    tune.add_argument("--timeout", metavar="DURATION", help="no new trial after this (90s, 10m, 2h)")
+    tune.add_argument("--study", metavar="NAME", help="study name (default: the experiment's)")
+    tune.add_argument("--storage", metavar="URL_OR_FILE",
+                      help="RDB URL or journal file (default: <out>/studies/<study>/journal.log)")
+    tune.add_argument("--seed", type=int, metavar="N", help="the sampler's seed")
+    tune.add_argument("--show", action="store_true", help="print the results of --study and exit")
+    _add_config_args(tune)
+    sub.add_parser("_tune_worker").add_argument("task", nargs=2)  # internal, see tune.worker
 
 
 def _add_view_commands(sub):
@@ -422,7 +447,19 @@ def cmd_sweep_worker(args):
     return serve()
 
 
+def cmd_tune(args):
+    from .tune.cli import run_tune
+    return run_tune(args)
+
+
+def cmd_tune_worker(args):
+    from .tune.worker import serve
+    return serve(args.task[0], int(args.task[1]))
+
+
 COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": cmd_worker,
             "_sweep_worker": cmd_sweep_worker,
             "compare": cmd_compare, "report": cmd_report, "serve": cmd_serve,
             "tensorboard": cmd_tensorboard, "runs": cmd_runs, "plot": cmd_plot, "sweep": cmd_sweep}
+            "compare": cmd_compare, "runs": cmd_runs, "plot": cmd_plot, "sweep": cmd_sweep,
+            "tune": cmd_tune, "_tune_worker": cmd_tune_worker}

@@ -21,7 +21,7 @@ HEALTHY = ("completed", "running", "interrupted", "pruned")
 MAX_ELEMENTS = 16  # elements of a small tensor drawn one by one in params.png
 LABEL_WIDTH = 40   # characters per line of a bar label
 STATUS_COLORS = {"completed": "tab:blue", "diverged": "tab:orange", "failed": "tab:red",
-                 "interrupted": "tab:gray", "running": "tab:green"}
+                 "interrupted": "tab:gray", "running": "tab:green", "pruned": "tab:olive"}
 
 
 # -- one run -------------------------------------------------------------------

@@ -159,9 +159,17 @@ def sort_table(table, sort):
     return ordered.reset_index(drop=True)
 
 
+# A tuning trial's run status as Optuna's trial state (``mindexp tune``).
+TRIAL_STATES = {"completed": "COMPLETE", "pruned": "PRUNED", "interrupted": "INTERRUPTED",
+                "running": "RUNNING"}
+
+
 def _row(run, config_names):
     row = {name: run.meta.get(name) for name in IDENTITY}
     row["run_id"] = run.run_id
+    if run.meta.get("study") is not None:  # a trial: its number and state next to the status
+        row.update(study=run.meta["study"], trial=run.meta.get("trial"),
+                   trial_state=TRIAL_STATES.get(run.meta.get("status"), "FAIL"))
     row.update({_config_column(n): _cell(run.config.get(n)) for n in config_names})
     row.update({_outcome_column(k, config_names): v for k, v in _loss_outcomes(run).items()})
     finals = _final_params(run)
@@ -186,7 +194,8 @@ def _outcome_column(name, config_names):
 
 
 def _column_order(rows, config_names):
-    head = list(IDENTITY) + [_config_column(n) for n in config_names]
+    trial = [c for c in ("study", "trial", "trial_state") if any(c in row for row in rows)]
+    head = list(IDENTITY) + trial + [_config_column(n) for n in config_names]
     rest = list(dict.fromkeys(k for row in rows for k in row if k not in head and k != "run_dir"))
     return head + rest + ["run_dir"]
 
@@ -369,9 +378,10 @@ def display_table(table):
     config_columns = table.attrs.get("config_columns", [])
     differing = [c for c in config_columns if table[c].astype(str).nunique(dropna=False) > 1]
     head = ["experiment"] if table["experiment"].nunique(dropna=False) > 1 else []
-    head += ["run_id", "status"] + differing
+    trial = [c for c in ("trial", "trial_state") if c in table.columns]
+    head += ["run_id", "status"] + trial + differing
     rest = [c for c in table.columns if c not in IDENTITY and c not in config_columns
-            and c != "run_dir"]
+            and c not in trial and c not in ("run_dir", "study")]
     return table[head + rest]
 
 

@@ -16,6 +16,10 @@ from .rundir import create_run_dir, now_iso, write_json
 logger = logging.getLogger(__name__)
 
 
+# run.json fields a resumed run carries over (a tuning trial stays one).
+RESUME_KEEPS = ("study", "trial", "tuned")
+
+
 class TrainingError(Exception):
     """Training itself failed; ``run`` is the :class:`Run` (status failed)."""
 
@@ -199,6 +203,7 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
     meta["workers"] = shard[0]
     meta["total_steps"] = plan.steps_per_epoch * exp.config.epochs  # progress and ETA (serve)
     if previous is not None:
+        meta.update({k: previous[k] for k in RESUME_KEEPS if k in previous})
         meta.update(started_at=previous.get("started_at", meta["started_at"]),
                     train_time_s=previous.get("train_time_s"),
                     resumes=previous.get("resumes", []) + [
@@ -260,6 +265,8 @@ def _initial_meta(exp, run_dir, entry):
         "targets": dict(exp.targets() or {}),
         "params": {},
         "error": None,
+        # e.g. a tuning trial's {"study", "trial", "tuned"}
+        **(getattr(exp, "run_fields", None) or {}),
     }
 
 
@@ -376,6 +383,7 @@ class _Session:
                               min_interval_s=cfg.checkpoint_interval_s))
         # Last, so a signal that arrives during any callback of step s stops at s.
         cbs.append(self.stopper)
+        self.cbs = cbs
         return cbs
 
     def _status(self, meta):
@@ -384,6 +392,11 @@ class _Session:
         if self.loss_cb is not None and self.loss_cb.stop_reason:
             meta["error"] = f"diverged: {self.loss_cb.stop_reason}"
             return "diverged"
+        # A callback that stopped the run and names its status (tuning: "pruned").
+        for cb in getattr(self, "cbs", ()):
+            if getattr(cb, "stop_status", None):
+                meta["stop_reason"] = getattr(cb, "stop_reason", None)
+                return cb.stop_status
         return "completed"
 
     def _summarize(self, meta, elapsed):
