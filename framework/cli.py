@@ -96,7 +96,7 @@ def _add_manage_commands(sub):
     runs = sub.add_parser("runs", help="list runs; filter with --status/--tag/--since/--where")
     runs.add_argument("paths", nargs="*", metavar="DIR", help="folders of runs (default: outputs/)")
     _add_filter_args(runs)
-    runs.add_argument("--sort", metavar="COL", help="sort by a column; -COL: descending "
+    runs.add_argument("--sort", metavar="COL", help="sort by a column; --sort=-COL: descending "
                       "(default: newest first)")
     runs.add_argument("--limit", type=_positive_int, metavar="N", help="show the first N runs")
     runs.add_argument("--wide", action="store_true", help="do not cut wide values; show notes")

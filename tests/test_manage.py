@@ -187,7 +187,7 @@ def test_runs_filters(capsys, runs, args, expected):
 @pytest.mark.slow
 def test_runs_sort_limit_csv_and_named_columns_shown(capsys, runs):
     code, out, err = mindexp(capsys, "runs", runs.out, "--experiment", "linear",
-                             "--sort", "-lr", "--limit", "2", "--csv")
+                             "--sort=-lr", "--limit", "2", "--csv")
     assert code == 0, err
     import io
 
