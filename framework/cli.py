@@ -16,6 +16,11 @@ class _Parser(argparse.ArgumentParser):
         raise MindexpError(_unknown_command(message) or f"{self.prog}: {message}")
 
 
+# What users of other tools type, and the command that does it here.
+_SYNONYMS = {"train": "run", "fit": "run", "ls": "runs", "info": "show", "inspect": "show",
+             "delete": "rm", "remove": "rm", "clean": "gc", "experiments": "list"}
+
+
 def _unknown_command(message):
     """argparse's "invalid choice" for the command, without the internal commands, and
     with the closest command (``mindexp rnu`` -> Did you mean run?)."""
@@ -25,8 +30,9 @@ def _unknown_command(message):
     if not match:
         return None
     public = [name for name in COMMANDS if not name.startswith("_")]
-    close = difflib.get_close_matches(match[1], public, n=1, cutoff=0.5)
-    hint = f" Did you mean {close[0]}?" if close else ""
+    close = _SYNONYMS.get(match[1]) or next(iter(
+        difflib.get_close_matches(match[1], public, n=1, cutoff=0.5)), None)
+    hint = f" Did you mean {close}?" if close else ""
     return (f"unknown command {match[1]!r}.{hint} Commands: {', '.join(public)}. "
             f"Received: {match[1]}")
 

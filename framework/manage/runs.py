@@ -7,17 +7,14 @@ A ``--where`` or ``--sort`` that names a column only the logs give
 ``compare()``'s columns, read from each run's CSV logs.
 """
 import datetime as _dt
-import logging
 import os
 import re
 
-from ..errors import ConfigError, RunDirError
-from ..reports import (_config_column, _outcome_column, compare, find_run_dirs, format_age,
+from ..errors import ConfigError
+from ..reports import (_config_column, _outcome_column, _read_each, compare, format_age,
                        format_value, sort_table)
 from ..run import Run
 from .liveness import GONE, process_state
-
-logger = logging.getLogger(__name__)
 
 STATUSES = ("running", "completed", "failed", "interrupted", "diverged", "pruned")
 OUTCOMES = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
@@ -75,18 +72,8 @@ def runs_table(paths):
     run_dir. ``attrs["errors"]`` lists the runs that could not be read.
     """
     import pandas as pd
-    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    dirs = list(dict.fromkeys(d for p in paths for d in find_run_dirs(p)))
-    rows, errors = [], []
-    for run_dir in dirs:
-        try:
-            rows.append(_row(Run(run_dir)))
-        except RunDirError as exc:
-            errors.append((run_dir, str(exc)))
-            logger.warning("skipped a broken run: %s", exc)
+    rows, errors = _read_each(paths, lambda run_dir: _row(Run(run_dir)))
     table = pd.DataFrame(rows)
-    if not len(table):
-        raise RunDirError(f"no run below {', '.join(map(str, paths))} could be read")
     table = table[[c for c in table.columns if c != "run_dir"] + ["run_dir"]]
     table = table.sort_values("started_at", ascending=False, kind="stable", na_position="last")
     table = table.reset_index(drop=True)
