@@ -199,7 +199,8 @@ def test_runs_sort_limit_csv_and_named_columns_shown(capsys, runs):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--where", "nosuch > 1"], ["unknown column 'nosuch'", "valid columns:", "lr"]),
+    (["--where", "nosuch > 1"], ["unknown column 'nosuch'", "Valid columns:", "lr"]),
+    (["--where", "lrate > 1"], ["unknown column 'lrate'. Did you mean lr?"]),
     (["--where", "lr >"], ["--where must be a pandas query", "Received: --where 'lr >'"]),
     (["--since", "2x"], ["--since takes a duration", "Received: --since 2x"]),
     (["--status", "done"], ["unknown status 'done'", "completed"]),
@@ -401,10 +402,10 @@ def test_list_prints_one_line_per_experiment(capsys):
 def test_list_name_prints_fields_with_types_defaults_choices_and_descriptions(capsys):
     code, out, err = mindexp(capsys, "list", "linear")
     assert code == 0, err
-    fields = {ln.split()[0]: ln for ln in out.splitlines()[3:]}
+    fields = {ln.split()[0]: ln for ln in out.splitlines()[4:]}
     assert fields["lr"].split()[1:3] == ["float", "0.2"] and "learning rate" in fields["lr"]
     assert "[sgd|momentum|adam|adamw|rmsprop|adagrad]" in fields["optimizer"]
-    assert fields["samples"].split()[1:3] == ["int", "100"]
+    assert fields["samples"].split()[1:3] == ["int", "100"] and "training points" in fields["samples"]
     from mindexp.config import Config
     import dataclasses
     common = [f.name for f in dataclasses.fields(Config)]

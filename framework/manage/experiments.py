@@ -106,6 +106,7 @@ def field_lines(name):
     nw = max(len(f.name) for f in fields)
     tw = max(len(f.type) for f in fields)
     dw = min(14, max(len(f.default) for f in fields))
+    lines.append(f"  {'field':<{nw}}  {'type':<{tw}}  {'default':<{dw}}  description [choices]")
     for f in fields:
         text = f"  {f.name:<{nw}}  {f.type:<{tw}}  {f.default:<{dw}}  {f.help}"
         if f.choices:

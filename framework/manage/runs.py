@@ -7,6 +7,7 @@ A ``--where`` or ``--sort`` that names a column only the logs give
 ``compare()``'s columns, read from each run's CSV logs.
 """
 import datetime as _dt
+import difflib
 import os
 import re
 
@@ -141,9 +142,12 @@ def where(table, expression):
     try:
         return _query(table, expression)
     except pd.errors.UndefinedVariableError as exc:
-        name = re.search(r"'([^']+)'", str(exc))
-        raise ConfigError(f"--where names an unknown column {name[1] if name else str(exc)!r}; "
-                          f"valid columns: {', '.join(map(str, table.columns))}. "
+        found = re.search(r"'([^']+)'", str(exc))
+        name = found[1] if found else str(exc)
+        close = difflib.get_close_matches(name, list(map(str, table.columns)), n=1, cutoff=0.5)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        raise ConfigError(f"--where names an unknown column {name!r}.{hint} Valid columns: "
+                          f"{', '.join(map(str, table.columns))}. "
                           f"Received: --where {expression!r}", field="where") from None
 
 

@@ -68,13 +68,25 @@ def _head(run):
 
 def _config(run):
     defaults = experiment_defaults(run.meta.get("entry"))
-    lines = ["config (* differs from the experiment's default)" if defaults else
-             "config (the experiment's defaults are unknown)"]
-    width = max((len(k) for k in run.config), default=0)
+    head = ("config (* differs from the experiment's default)" if defaults else
+            "config (the experiment's defaults are unknown)")
+    cells = []
     for name, value in run.config.items():
         mark = "*" if defaults and name in defaults and not _same(defaults[name], value) else " "
-        lines.append(f" {mark} {name:<{width}}  {format_value(value)}")
-    return lines
+        cells.append((mark, name, format_value(value)))
+    return [head] + _two_columns(cells)
+
+
+def _two_columns(cells, width=100):
+    """``mark name value`` cells in two columns when they fit in ``width``, else one."""
+    nw = max((len(n) for _, n, _ in cells), default=0)
+    texts = [f" {m} {n:<{nw}}  {v}" for m, n, v in cells]
+    half = (len(texts) + 1) // 2
+    cw = max((len(t) for t in texts[:half]), default=0) + 2
+    if cw + max((len(t) for t in texts[half:]), default=0) > width:
+        return texts
+    return [(left.ljust(cw) + right).rstrip()
+            for left, right in zip(texts[:half], texts[half:] + [""])]
 
 
 def _same(default, value):
