@@ -419,3 +419,13 @@ def test_unknown_command_gets_a_hint_and_internal_commands_stay_hidden(capsys):
     assert "_worker" not in line and "_sweep_worker" not in line
     done = cli("--help")
     assert done.returncode == 0 and "_worker" not in done.stdout and "runs" in done.stdout
+
+
+@pytest.mark.slow
+def test_compare_has_tags_and_note_and_shows_tags_when_any(capsys, runs):
+    from mindexp import compare
+    table = compare(runs.out).set_index("run_dir")
+    assert table.loc[runs.tagged, "tags"] == "baseline,lr-study"
+    assert table.loc[runs.tagged, "note"] == "first try" and table.loc[runs.adam, "tags"] == ""
+    code, out, err = mindexp(capsys, "compare", runs.out)
+    assert out.splitlines()[0].split()[:4] == ["experiment", "run_id", "status", "tags"]
