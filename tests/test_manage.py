@@ -429,3 +429,15 @@ def test_compare_has_tags_and_note_and_shows_tags_when_any(capsys, runs):
     assert table.loc[runs.tagged, "note"] == "first try" and table.loc[runs.adam, "tags"] == ""
     code, out, err = mindexp(capsys, "compare", runs.out)
     assert out.splitlines()[0].split()[:4] == ["experiment", "run_id", "status", "tags"]
+
+
+def test_show_names_the_innermost_traceback_frame_of_error_txt(capsys, tmp_path):
+    run_dir = make_run(tmp_path, "r1", status="failed",
+                       meta={"error": "ValueError: boom", "entry": "nowhere:Toy"})
+    with open(os.path.join(run_dir, "error.txt"), "w") as f:
+        f.write('Traceback (most recent call last):\n  File "/a/runner.py", line 10, in train\n'
+                '  File "/u/exp.py", line 42, in construct\nValueError: boom\n')
+    code, out, err = mindexp(capsys, "show", run_dir)
+    assert code == 0, err
+    assert "why        ValueError: boom" in out and "at /u/exp.py:42 in construct" in out
+    assert "config (the experiment's defaults are unknown)" in out and "error.txt" in out

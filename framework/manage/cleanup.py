@@ -15,6 +15,7 @@ from ..errors import MindexpError, RunDirError
 from ..reports import lower_is_better
 from ..rundir import is_run_dir, read_json, write_json
 from .liveness import may_be_running
+from .runs import short_path
 from .show import find_run, human_size
 from .tags import locked
 
@@ -34,8 +35,8 @@ class Target:
     @property
     def label(self):
         if self.group:
-            return f"{self.path}  ({_index_name(self.path)} folder)"
-        return f"{self.path}  ({self.meta.get('status')})"
+            return f"{short_path(self.path)}  ({_index_name(self.path)} folder)"
+        return f"{short_path(self.path)}  ({self.meta.get('status')})"
 
 
 def plan_rm(specs, root="outputs"):
