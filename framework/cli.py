@@ -114,6 +114,7 @@ def _add_manage_commands(sub):
     show.add_argument("--out", default="outputs", help="where run ids are looked up")
     tag = sub.add_parser("tag", help="add (+TAG) and remove (-TAG) tags of a run")
     tag.add_argument("run", metavar="RUN", help="a run directory, or a run id below outputs/")
+    # REMAINDER: "-x" is a tag to remove, not an option
     tag.add_argument("changes", nargs=argparse.REMAINDER, metavar="+TAG|-TAG")
     note = sub.add_parser("note", help="set the note of a run (\"\" removes it)")
     note.add_argument("run", metavar="RUN", help="a run directory, or a run id below outputs/")
@@ -474,8 +475,8 @@ def cmd_gc(args):
     if args.keep_best and args.by not in table.columns:
         table = r.with_log_columns(table)
     targets, kept = plan_gc(table, args.keep_best, args.by)
-    for meta_dir in kept:
-        print(f"kept {meta_dir.path}: its process is alive", file=sys.stderr)
+    for target in kept:
+        print(f"kept {target.path}: its process is alive", file=sys.stderr)
     return _remove(targets, args)
 
 

@@ -72,10 +72,13 @@ def update_meta(run_dir, change):
     if not os.path.isfile(path):
         raise RunDirError(f"{run_dir} is not a run directory (it has no run.json). "
                           f"Received: {run_dir!r}")
-    with locked(run_dir):
-        meta = read_json(path)
-        change(meta)
-        write_json(path, meta)
+    try:
+        with locked(run_dir):
+            meta = read_json(path)
+            change(meta)
+            write_json(path, meta)
+    except OSError as exc:
+        raise RunDirError(f"cannot update {path}: {exc.strerror}. Received: {run_dir!r}") from None
     return meta
 
 
