@@ -405,7 +405,8 @@ def test_list_name_prints_fields_with_types_defaults_choices_and_descriptions(ca
     fields = {ln.split()[0]: ln for ln in out.splitlines()[4:]}
     assert fields["lr"].split()[1:3] == ["float", "0.2"] and "learning rate" in fields["lr"]
     assert "[sgd|momentum|adam|adamw|rmsprop|adagrad]" in fields["optimizer"]
-    assert fields["samples"].split()[1:3] == ["int", "100"] and "training points" in fields["samples"]
+    assert fields["samples"].split()[1:3] == ["int", "100"]
+    assert "training points" in fields["samples"]
     from mindexp.config import Config
     import dataclasses
     common = [f.name for f in dataclasses.fields(Config)]
@@ -441,3 +442,12 @@ def test_show_names_the_innermost_traceback_frame_of_error_txt(capsys, tmp_path)
     assert code == 0, err
     assert "why        ValueError: boom" in out and "at /u/exp.py:42 in construct" in out
     assert "config (the experiment's defaults are unknown)" in out and "error.txt" in out
+
+
+def test_gc_keep_best_by_an_unknown_column_is_refused(capsys, tmp_path):
+    make_run(tmp_path, "r1")
+    make_run(tmp_path, "r2", losses=(1.0, 0.1))
+    line = one_line_error(*mindexp(capsys, "gc", tmp_path, "--status", "completed",
+                                   "--keep-best", "1", "--by", "nosuch", "--yes")[::2],
+                          "--by names an unknown column 'nosuch'")
+    assert "final_loss" in line and os.path.isdir(tmp_path / "toy" / "r1")
