@@ -17,8 +17,11 @@ class Linear(Experiment):
     @dataclass
     class Config(Experiment.Config):
         samples: int = 100
+        """training points x in [0, 1)"""
         slope: float = 2.0
+        """the true weight w of y = w x"""
         noise: float = 0.01
+        """standard deviation of the noise added to y"""
         epochs: int = 30
         batch_size: int = 10
         lr: float = 0.2

@@ -24,12 +24,19 @@ class MlpSine(Experiment):
     @dataclass
     class Config(Experiment.Config):
         samples: int = 512
+        """training points"""
         eval_samples: int = 256
+        """evaluation points: the noise-free curve on a grid"""
         noise: float = 0.1
+        """standard deviation of the noise added to y"""
         frequency: float = 3.0
+        """f of y = sin(f x)"""
         x_range: float = 1.5
+        """x drawn from [-x_range, x_range]"""
         hidden: int = 32
+        """units per hidden layer (0: a linear model)"""
         layers: int = 2
+        """hidden layers"""
         epochs: int = 40
         batch_size: int = 64
         optimizer: str = "adam"

@@ -74,10 +74,15 @@ class PinnOde(Experiment):
     @dataclass
     class Config(Experiment.Config):
         samples: int = 256
+        """collocation points in (0, 1)"""
         eval_samples: int = 128
+        """evaluation points on [0, 1]"""
         hidden: int = 32
+        """units per hidden layer"""
         layers: int = 2
+        """hidden layers"""
         boundary_weight: float = 1.0
+        """weight of the boundary term mean(u(0)^2, u(1)^2) in the loss"""
         epochs: int = 100
         batch_size: int = 64
         optimizer: str = "adam"

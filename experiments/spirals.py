@@ -37,11 +37,17 @@ class Spirals(Experiment):
     @dataclass
     class Config(Experiment.Config):
         samples: int = 1024
+        """training points (both classes)"""
         eval_samples: int = 512
+        """evaluation points (a separate draw)"""
         turns: float = 1.5
+        """turns of each spiral arm"""
         noise: float = 0.02
+        """standard deviation of the noise added to the points"""
         hidden: int = 64
+        """units per hidden layer"""
         layers: int = 2
+        """hidden layers"""
         epochs: int = 40
         batch_size: int = 64
         optimizer: str = "adam"

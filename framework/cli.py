@@ -13,14 +13,36 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports bad usage as one line and exit status 2."""
 
     def error(self, message):
-        raise MindexpError(f"{self.prog}: {message}")
+        raise MindexpError(_unknown_command(message) or f"{self.prog}: {message}")
+
+
+# What users of other tools type, and the command that does it here.
+_SYNONYMS = {"train": "run", "fit": "run", "ls": "runs", "info": "show", "inspect": "show",
+             "delete": "rm", "remove": "rm", "clean": "gc", "experiments": "list"}
+
+
+def _unknown_command(message):
+    """argparse's "invalid choice" for the command, without the internal commands, and
+    with the closest command (``mindexp rnu`` -> Did you mean run?)."""
+    import difflib
+    import re
+    match = re.match(r"argument COMMAND: invalid choice: '(.*?)'", message)
+    if not match:
+        return None
+    public = [name for name in COMMANDS if not name.startswith("_")]
+    close = _SYNONYMS.get(match[1]) or next(iter(
+        difflib.get_close_matches(match[1], public, n=1, cutoff=0.5)), None)
+    hint = f" Did you mean {close}?" if close else ""
+    return (f"unknown command {match[1]!r}.{hint} Commands: {', '.join(public)}. "
+            f"Received: {match[1]}")
 
 
 def build_parser():
     parser = _Parser(prog="mindexp", description="Callback-driven MindSpore experiments.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    sub.add_parser("list", help="shipped experiments and their config fields")
+    listing = sub.add_parser("list", help="shipped experiments; list NAME: its config fields")
+    listing.add_argument("name", nargs="?", help="an experiment: its fields, types, defaults")
     run = sub.add_parser("run", help="train an experiment")
     run.add_argument("experiment", help="a shipped name (see `mindexp list`) or path/file.py:Class")
     _add_config_args(run)
@@ -28,6 +50,7 @@ def build_parser():
     run.add_argument("--workers", type=_positive_int, metavar="N",
                      help="data-parallel workers launched with msrun (config field `workers`)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_tag_args(run)
     resume = sub.add_parser("resume", help="continue a run from its latest checkpoint")
     resume.add_argument("run_dir", help="outputs/<experiment>/<run_id>")
     resume.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -60,8 +83,7 @@ def _add_report_commands(sub):
     cmp.add_argument("--html", metavar="FILE",
                      help="write the interactive offline HTML report (needs mindexp[report])")
     _add_view_commands(sub)
-    runs = sub.add_parser("runs", help="list runs: status, age, steps, final loss")
-    runs.add_argument("path", nargs="?", default="outputs", help="folder of runs (default: outputs/)")
+    _add_manage_commands(sub)
     plot = sub.add_parser("plot", help="draw the plots of runs (and overlays of several)")
     plot.add_argument("paths", nargs="+", metavar="RUN_OR_FOLDER")
     plot.add_argument("--out", metavar="DIR", help="write here instead of each run's plots/ "
@@ -74,6 +96,7 @@ def _add_report_commands(sub):
     sweep.add_argument("--workers", type=_positive_int, metavar="N",
                        help="runs at the same time (default: the number of CPU cores)")
     sweep.add_argument("--name", help="label for the sweep id and its runs' ids")
+    _add_tag_args(sweep)
     _add_tune_command(sub)
 
 
@@ -130,6 +153,64 @@ def _port(text):
     return value
 
 
+def _add_manage_commands(sub):
+    runs = sub.add_parser("runs", help="list runs; filter with --status/--tag/--since/--where")
+    runs.add_argument("paths", nargs="*", metavar="DIR", help="folders of runs (default: outputs/)")
+    _add_filter_args(runs)
+    runs.add_argument("--sort", metavar="COL", help="sort by a column; --sort=-COL: descending "
+                      "(default: newest first)")
+    runs.add_argument("--limit", type=_positive_int, metavar="N", help="show the first N runs")
+    runs.add_argument("--wide", action="store_true", help="do not cut wide values; show notes")
+    form = runs.add_mutually_exclusive_group()
+    form.add_argument("--csv", action="store_true", help="every column as CSV on stdout")
+    form.add_argument("--json", action="store_true", help="every column as JSON on stdout")
+    show = sub.add_parser("show", help="everything about one run")
+    show.add_argument("run", metavar="RUN", help="a run directory, or a run id below --out")
+    show.add_argument("--out", default="outputs", help="where run ids are looked up")
+    tag = sub.add_parser("tag", help="add (+TAG) and remove (-TAG) tags of a run")
+    tag.add_argument("run", metavar="RUN", help="a run directory, or a run id below outputs/")
+    # REMAINDER: "-x" is a tag to remove, not an option
+    tag.add_argument("changes", nargs=argparse.REMAINDER, metavar="+TAG|-TAG")
+    note = sub.add_parser("note", help="set the note of a run (\"\" removes it)")
+    note.add_argument("run", metavar="RUN", help="a run directory, or a run id below outputs/")
+    note.add_argument("text", help="the note")
+    rm = sub.add_parser("rm", help="remove runs, or a sweep/study folder with its runs")
+    rm.add_argument("targets", nargs="+", metavar="RUN_OR_FOLDER")
+    _add_removal_args(rm)
+    gc = sub.add_parser("gc", help="remove the runs that match (default: the unfinished ones)")
+    gc.add_argument("paths", nargs="*", metavar="DIR", help="folders of runs (default: outputs/)")
+    _add_filter_args(gc, statuses="failed,interrupted,diverged,pruned,running")
+    gc.add_argument("--older", metavar="AGE|DATE", help="ended before: 7d, 12h, or a date")
+    gc.add_argument("--keep-best", type=_positive_int, metavar="K",
+                    help="keep the K best runs of each experiment by --by")
+    gc.add_argument("--by", default="final_loss", metavar="COL",
+                    help="column --keep-best ranks by (default: final_loss)")
+    _add_removal_args(gc)
+
+
+def _add_filter_args(p, statuses=None):
+    p.add_argument("--experiment", metavar="NAME[,NAME]", help="only these experiments")
+    p.add_argument("--status", default=statuses, metavar="S[,S]",
+                   help="only these statuses" + (f" (default: {statuses})" if statuses else ""))
+    p.add_argument("--tag", action="append", default=[], metavar="TAG",
+                   help="only runs with this tag (repeatable: all of them)")
+    p.add_argument("--since", metavar="AGE|DATE", help="started since: 2h, 3d, or a date")
+    p.add_argument("--where", metavar="EXPR",
+                   help="pandas query over config fields and outcomes, e.g. \"lr > 0.01\"")
+
+
+def _add_removal_args(p):
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--dry-run", action="store_true", help="list what would go; remove nothing")
+    p.add_argument("--out", default="outputs", help="where run ids are looked up")
+
+
+def _add_tag_args(p):
+    p.add_argument("--tag", action="append", default=[], metavar="TAG",
+                   help="tag the run(s) (repeatable); see mindexp tag")
+    p.add_argument("--note", metavar="TEXT", help="a note kept in run.json")
+
+
 def _add_config_args(p):
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="set a config field (repeatable; wins over --config)")
@@ -178,20 +259,17 @@ def _log_to_stderr():
 
 
 def cmd_list(args):
-    from .catalog import shipped
-    from .config import choices
-    for info in shipped():
-        print(f"{info.name}: {info.doc}")
-        for name, type_, default in info.fields:
-            options = f"  ({', '.join(choices(name))})" if choices(name) else ""
-            print(f"    {name:<22} {type_:<16} = {default}{options}")
-        print()
+    from .manage.experiments import experiment_lines, field_lines
+    print("\n".join(field_lines(args.name) if args.name else experiment_lines()))
     return EXIT_OK
 
 
 def cmd_run(args):
     sets = list(args.set) + ([f"workers={args.workers}"] if args.workers else [])
+    from .manage.tags import check_tags
+    tags = check_tags(args.tag)
     exp = _build_experiment(args.experiment, args.config, sets)
+    exp.run_tags, exp.run_note = tags, args.note  # run.json records them at creation
     return _train_and_report(exp, args)
 
 
@@ -349,18 +427,6 @@ def _write_atomically(path, text):
             os.remove(tmp)
 
 
-def cmd_runs(args):
-    import pandas as pd
-    from .reports import format_age, format_table, list_runs
-    table = list_runs(args.path)
-    shown = pd.DataFrame({"run_id": table["run_id"], "experiment": table["experiment"],
-                          "status": table["status"], "age": table["age_s"].map(format_age),
-                          "steps": table["steps"],
-                          "final_loss": pd.to_numeric(table["final_loss"], errors="coerce")})
-    print(format_table(shown))
-    return EXIT_OK
-
-
 def cmd_plot(args):
     from .plots import save_overlay_plots, save_run_plots
     from .reports import load_runs
@@ -389,7 +455,9 @@ def cmd_sweep(args):
     grid, sets = parse_grid(args.grid, cls), parse_assignments(args.set)
     check_points(cls, grid, sets, load_toml(args.config) if args.config else {})
     spec = entry if ":" in args.experiment or args.experiment.endswith(".py") else args.experiment
+    from .manage.tags import tag_argv
     sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name)
+    sweep.run_argv = tag_argv(args.tag, args.note)
     folder = sweep.start(cls.experiment_name())
     print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
           f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)
@@ -457,9 +525,99 @@ def cmd_tune_worker(args):
     return serve(args.task[0], int(args.task[1]))
 
 
+# -- many runs (the logic is in mindexp.manage) -------------------------------------
+
+def cmd_runs(args):
+    from .manage import runs as r
+    filters = r.Filters(args.experiment, args.status, args.tag, args.since, where=args.where)
+    table = r.order(r.select(r.runs_table(args.paths or ["outputs"]), filters), args.sort,
+                    args.limit)
+    if args.csv or args.json:
+        print(table.to_csv(index=False) if args.csv else
+              table.to_json(orient="records", indent=1), end="" if args.csv else "\n")
+        return EXIT_OK
+    extra = r.named_columns(table, args.where, (args.sort or "").lstrip("-"))
+    shown = r.display(table, extra, wide=args.wide)
+    print(r.format_fitted(shown, width=None if args.wide else 100) if len(table)
+          else "no runs match")
+    return EXIT_OK
+
+
+def cmd_show(args):
+    from .manage.show import find_run, show_text
+    print(show_text(find_run(args.run, args.out)), end="")
+    return EXIT_OK
+
+
+def cmd_tag(args):
+    from .manage.show import find_run
+    from .manage.tags import change_tags, parse_changes
+    add, remove = parse_changes(args.changes)
+    run = find_run(args.run)
+    tags = change_tags(run.dir, add, remove)
+    print(f"{run.run_id}: tags {', '.join(tags) or '(none)'}")
+    return EXIT_OK
+
+
+def cmd_note(args):
+    from .manage.show import find_run
+    from .manage.tags import set_note
+    run = find_run(args.run)
+    note = set_note(run.dir, args.text)
+    print(f"{run.run_id}: note {note!r}" if note else f"{run.run_id}: note removed")
+    return EXIT_OK
+
+
+def cmd_rm(args):
+    from .manage.cleanup import plan_rm
+    return _remove(plan_rm(args.targets, args.out), args)
+
+
+def cmd_gc(args):
+    from .manage import runs as r
+    from .manage.cleanup import plan_gc
+    filters = r.Filters(args.experiment, args.status, args.tag, args.since, args.older,
+                        args.where)
+    table = r.select(r.runs_table(args.paths or ["outputs"]), filters)
+    if args.keep_best and args.by not in table.columns:
+        table = r.with_log_columns(table)
+    targets, kept = plan_gc(table, args.keep_best, args.by)
+    for target in kept:
+        print(f"kept {target.path}: its process is alive", file=sys.stderr)
+    return _remove(targets, args)
+
+
+def _remove(targets, args):
+    from .manage.cleanup import describe, remove
+    if not targets:
+        print("nothing to remove")
+        return EXIT_OK
+    lines, total = describe(targets)
+    print("\n".join(lines))
+    if args.dry_run:
+        print(f"dry run: would remove {total}; nothing removed")
+        return EXIT_OK
+    if not args.yes and not _confirmed(f"remove {total}?"):
+        print("nothing removed")
+        return EXIT_OK
+    removed = remove(targets)
+    print(f"removed {total}" if len(removed) == len(targets) else
+          f"removed {len(removed)} of {len(targets)} (the others were gone already)")
+    return EXIT_OK
+
+
+def _confirmed(question):
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise MindexpError(f"{question[:-1]} needs a confirmation, and standard input is not a "
+                           "terminal; pass --yes to remove without asking. Nothing was removed.")
+    print(f"{question} [y/N] ", end="", flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
 COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": cmd_worker,
             "_sweep_worker": cmd_sweep_worker,
             "compare": cmd_compare, "report": cmd_report, "serve": cmd_serve,
-            "tensorboard": cmd_tensorboard, "runs": cmd_runs, "plot": cmd_plot, "sweep": cmd_sweep}
-            "compare": cmd_compare, "runs": cmd_runs, "plot": cmd_plot, "sweep": cmd_sweep,
-            "tune": cmd_tune, "_tune_worker": cmd_tune_worker}
+            "tensorboard": cmd_tensorboard, "plot": cmd_plot, "sweep": cmd_sweep,
+            "tune": cmd_tune, "_tune_worker": cmd_tune_worker,
+            "runs": cmd_runs, "show": cmd_show, "tag": cmd_tag, "note": cmd_note,
+            "rm": cmd_rm, "gc": cmd_gc}

@@ -22,39 +22,75 @@ _NONE_WORDS = ("none", "null", "")
 
 @dataclass
 class Config:
-    """Fields every experiment has; subclass it to add your own."""
+    """Fields every experiment has; subclass it to add your own.
+
+    The string under each field is its one-line description (``mindexp list
+    NAME`` shows it); describe your own fields the same way, or with
+    ``field(default=..., metadata={"help": "..."})``.
+    """
 
     seed: int = 0
+    """seed of MindSpore, NumPy and the data shuffle"""
     epochs: int = 10
+    """passes over the training set"""
     batch_size: int = 32
+    """samples per step (per worker)"""
     optimizer: str = "sgd"
+    """mindspore.nn optimizer"""
     lr: float = 0.01
+    """learning rate (the peak of a schedule)"""
     momentum: float = 0.9
+    """momentum of the momentum optimizer"""
     weight_decay: float = 0.0
+    """L2 penalty passed to the optimizer"""
     loss: str = "mse"
+    """loss function (cross_entropy: sparse labels)"""
     mode: str = "graph"
+    """MindSpore graph (compiled) or PyNative (eager) mode"""
     device: str = "CPU"
+    """MindSpore device target"""
     amp_level: str = "O0"
+    """mixed precision level of mindspore.amp (O0: float32)"""
     loss_scale: float = 1.0
+    """fixed loss scale; gradients are unscaled before the update"""
     lr_schedule: str = "constant"
+    """learning-rate schedule over the run's steps"""
     warmup_steps: int = 0
+    """steps of linear warmup at the start"""
     lr_decay_rate: float = 0.1
+    """factor of the step/exponential schedules"""
     lr_decay_epochs: int = 1
+    """epochs per decay of the step/exponential schedules"""
     clip_grad_norm: Optional[float] = None
+    """clip the global gradient norm to this value (none: off)"""
     grad_accumulation: int = 1
+    """batches whose gradients add up to one update"""
     sink: bool = False
+    """MindSpore dataset sink mode (on CPU it trains per step anyway)"""
     graph_kernel: bool = False
+    """MindSpore graph-kernel fusion (GPU/Ascend, graph mode)"""
     log_every: int = 1
+    """log loss, parameters and gradient norm every N steps"""
     track_params: bool = True
+    """write params.csv"""
     track_names: Tuple[str, ...] = ()
+    """parameters to track, names or globs (empty: all)"""
     max_param_values: int = 16
+    """largest parameter tracked element by element (else its stats)"""
     checkpoint_every: int = 1
+    """save a checkpoint every N epochs (0: only at the end)"""
     checkpoint_interval_s: float = 10.0
+    """skip a periodic checkpoint younger than this"""
     keep_checkpoints: int = 3
+    """newest regular checkpoints kept"""
     eval_every: int = 1
+    """evaluate every N epochs (and after the last)"""
     metrics: Tuple[str, ...] = ()
+    """eval metrics (empty: the experiment's choice, or loss)"""
     workers: int = 1
+    """data-parallel workers launched with msrun"""
     log_all_ranks: bool = False
+    """every rank writes its own logs, not rank 0 alone"""
 
 
 # field -> (check, what is accepted); checked after type coercion

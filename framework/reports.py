@@ -17,6 +17,7 @@ from .rundir import is_run_dir
 logger = logging.getLogger(__name__)
 
 IDENTITY = ("experiment", "run_id", "status")
+LABELS = ("tags", "note")  # set by the user (mindexp tag / note), after the identity
 OUTCOMES = ("final_loss", "min_loss", "best_step", "steps", "epochs", "train_time_s",
             "steps_per_s")
 # Eval metrics where smaller is better; any other metric (accuracy, f1, ...) is maximized.
@@ -120,7 +121,8 @@ def as_runs(runs_or_paths):
 def compare(runs_or_paths, sort="final_loss"):
     """One row per run, as a pandas DataFrame.
 
-    Columns: ``experiment, run_id, status``; every config field under its
+    Columns: ``experiment, run_id, status, tags`` (comma-separated),
+    ``note``; every config field under its
     own name; ``final_loss, min_loss, best_step, steps, epochs_done,
     train_time_s, steps_per_s`` (``epochs_done`` because ``epochs`` is the
     config field); the final value of each tracked scalar parameter;
@@ -170,6 +172,7 @@ def _row(run, config_names):
     if run.meta.get("study") is not None:  # a trial: its number and state next to the status
         row.update(study=run.meta["study"], trial=run.meta.get("trial"),
                    trial_state=TRIAL_STATES.get(run.meta.get("status"), "FAIL"))
+    row.update(tags=",".join(run.meta.get("tags") or []), note=run.meta.get("note") or "")
     row.update({_config_column(n): _cell(run.config.get(n)) for n in config_names})
     row.update({_outcome_column(k, config_names): v for k, v in _loss_outcomes(run).items()})
     finals = _final_params(run)
@@ -186,7 +189,7 @@ def _row(run, config_names):
 
 def _config_column(name):
     # A config field never hides the identity columns.
-    return f"config.{name}" if name in IDENTITY or name == "run_dir" else name
+    return f"config.{name}" if name in IDENTITY + LABELS or name == "run_dir" else name
 
 
 def _outcome_column(name, config_names):
@@ -195,7 +198,7 @@ def _outcome_column(name, config_names):
 
 def _column_order(rows, config_names):
     trial = [c for c in ("study", "trial", "trial_state") if any(c in row for row in rows)]
-    head = list(IDENTITY) + trial + [_config_column(n) for n in config_names]
+    head = list(IDENTITY + LABELS) + trial + [_config_column(n) for n in config_names]
     rest = list(dict.fromkeys(k for row in rows for k in row if k not in head and k != "run_dir"))
     return head + rest + ["run_dir"]
 
@@ -379,8 +382,9 @@ def display_table(table):
     differing = [c for c in config_columns if table[c].astype(str).nunique(dropna=False) > 1]
     head = ["experiment"] if table["experiment"].nunique(dropna=False) > 1 else []
     trial = [c for c in ("trial", "trial_state") if c in table.columns]
-    head += ["run_id", "status"] + trial + differing
-    rest = [c for c in table.columns if c not in IDENTITY and c not in config_columns
+    tags = ["tags"] if "tags" in table and table["tags"].astype(bool).any() else []
+    head += ["run_id", "status"] + trial + tags + differing
+    rest = [c for c in table.columns if c not in IDENTITY + LABELS and c not in config_columns
             and c not in trial and c not in ("run_dir", "study")]
     return table[head + rest]
 

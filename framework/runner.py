@@ -10,6 +10,7 @@ import time
 from . import config as _config
 from .data import as_arrays
 from .errors import ConfigError, DataError, MindexpError
+from .manage.tags import write_keeping_user_fields as write_run_json  # tags/notes on disk win
 from .metrics import check_metric_names
 from .rundir import create_run_dir, now_iso, write_json
 
@@ -153,7 +154,7 @@ def launch_workers(exp, run_dir, entry, resume=False, previous=None):
     if not resume:
         write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
     meta.update(status="running", workers=exp.config.workers)
-    write_json(os.path.join(run_dir, "run.json"), meta)
+    write_run_json(run_dir, meta)
     code = distributed.launch(run_dir, exp.config.workers, resume=resume)
     meta = read_json(os.path.join(run_dir, "run.json"))
     _save_plots(run_dir)
@@ -161,7 +162,7 @@ def launch_workers(exp, run_dir, entry, resume=False, previous=None):
         log, tail = distributed.worker_failure(run_dir)
         meta.update(status="failed", ended_at=now_iso(),
                     error=f"msrun exited with status {code}; last lines of msrun/{log}:\n{tail}")
-        write_json(os.path.join(run_dir, "run.json"), meta)
+        write_run_json(run_dir, meta)
     if meta["status"] == "failed":
         raise TrainingError(meta["error"].splitlines()[0], run=Run(run_dir))
     return Run(run_dir)
@@ -212,14 +213,14 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
                          "previous_status": previous.get("status")}])
     if writer:
         write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
-        write_json(os.path.join(run_dir, "run.json"), meta)
+        write_run_json(run_dir, meta)
     session = _Session(exp, plan, run_dir, quiet, shard)
     session.execute(meta, resume)
     if not writer:
         if meta["status"] == "failed":
             raise TrainingError(meta.get("error") or "training failed")
         return None
-    write_json(os.path.join(run_dir, "run.json"), meta)
+    write_run_json(run_dir, meta)
     if shard[0] == 1:
         # Under msrun, ranks must leave the cluster together: a rank 0 still
         # plotting after the others exit is declared timed out. The launcher
@@ -263,6 +264,8 @@ def _initial_meta(exp, run_dir, entry):
         "versions": {"mindspore": _mindspore_version(), "numpy": numpy.__version__,
                      "python": platform.python_version()},
         "targets": dict(exp.targets() or {}),
+        "tags": list(getattr(exp, "run_tags", None) or []),
+        "note": getattr(exp, "run_note", None),
         "params": {},
         "error": None,
         # e.g. a tuning trial's {"study", "trial", "tuned"}

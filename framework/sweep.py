@@ -131,6 +131,7 @@ class Sweep:
         for run in self.runs:
             check_label(run.label)
         self.dir = self.sweep_id = self.experiment = None
+        self.run_argv = []  # more `mindexp run` arguments for every run (--tag, --note)
         self.status, self.started_at, self.ended_at = "pending", None, None
         self._signals = 0
 
@@ -237,7 +238,7 @@ class Sweep:
             cmd += ["--config", self.config_file]
         for key, value in {**self.sets, **run.values}.items():
             cmd += ["--set", f"{key}={value}"]
-        return cmd
+        return cmd + list(self.run_argv)
 
     # -- results -------------------------------------------------------------
     def _collect(self, run):

@@ -132,7 +132,7 @@ CASES = {
     "resume not a run": (["resume", "somedir"], "not a run directory"),
     "resume missing": (["resume", "does/not/exist"], "not a run directory"),
     "resume bad set": (["resume", "outputs/linear/r1", "--set", "epochs=x"], "'epochs' expects an integer"),
-    "unknown command": (["train", "linear"], "invalid choice: 'train'"),
+    "unknown command": (["train", "linear"], "unknown command 'train'. Did you mean run?"),
     "missing experiment": (["run"], "the following arguments are required: experiment"),
     "unknown option": (["run", "linear", "--fast"], "unrecognized arguments: --fast"),
 }

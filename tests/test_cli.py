@@ -42,6 +42,7 @@ def run_dir_of(stdout):
 
 def test_list_shows_experiments_and_fields_without_importing_mindspore():
     code = ("import sys; from mindexp.cli import main; rc = main(['list']); "
+            "rc += main(['list', 'linear']); "
             "print('IMPORTED' if 'mindspore' in sys.modules else 'CLEAN', rc)")
     done = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True,
                           text=True, timeout=60)
@@ -80,7 +81,7 @@ def test_run_a_users_own_file(cli, tmp_path):
     (["run", "nosuch"], "unknown experiment 'nosuch'; shipped experiments: digits, linear"),
     (["run", "linear", "--set", "lrr=1"], "unknown config field 'lrr'. Did you mean lr"),
     (["run", "linear", "--set", "lr=-1"], "'lr' must be a number > 0"),
-    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["frobnicate"], "unknown command 'frobnicate'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, args, message):
     done = cli(*args)

@@ -62,9 +62,9 @@ def test_runs_lists_status_age_steps_and_final_loss(capsys, trained):
     code, out, err = mindexp(capsys, "runs", trained)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].split() == ["run_id", "experiment", "status", "age", "steps", "final_loss"]
-    assert len(lines) == 4 and all(" linear completed " in line for line in lines[1:])
-    assert all(line.split()[4] == "50" for line in lines[1:])
+    assert lines[0].split() == ["path", "status", "tags", "age", "steps", "final_loss"]
+    assert len(lines) == 4 and all(line.split()[1] == "completed" for line in lines[1:])
+    assert all(line.split()[3] == "50" for line in lines[1:])  # no tags: "", age, steps
 
 
 @pytest.mark.slow

@@ -1,0 +1,234 @@
+"""``mindexp rm`` and ``mindexp gc``: remove runs (never one whose process is
+alive), sweep and study folders with their runs, and the runs' entries in
+the sweep and study indexes that name them.
+
+A removal first renames the run directory to a hidden name beside it (one
+atomic step: listings stop seeing it at once), then drops it from every
+index (rewritten atomically under the index folder's lock), then deletes
+the files. An interrupted removal leaves a hidden folder, never a half run.
+"""
+import glob
+import os
+import shutil
+
+from ..errors import MindexpError, RunDirError
+from ..reports import lower_is_better
+from ..rundir import is_run_dir, read_json, write_json
+from .liveness import may_be_running
+from .runs import short_path
+from .show import find_run, human_size
+from .tags import locked
+
+# The index files of a group of runs: a sweep's, and a tune study's.
+INDEX_FILES = ("sweep.json", "study.json")
+# Where an index keeps its runs (a list of objects with run_dir and/or run_id).
+INDEX_LISTS = ("runs", "trials")
+
+
+class Target:
+    """One run to remove (``run_dir``), or a group folder (``folder``) going with its runs."""
+
+    def __init__(self, path, meta=None, group=False):
+        self.path, self.meta, self.group = os.path.abspath(path), meta or {}, group
+        self.size = _size(self.path)
+
+    @property
+    def label(self):
+        if self.group:
+            return f"{short_path(self.path)}  ({_index_name(self.path)} folder)"
+        return f"{short_path(self.path)}  ({self.meta.get('status')})"
+
+
+def plan_rm(specs, root="outputs"):
+    """The targets of ``mindexp rm SPEC...``: run directories or run ids, and
+    sweep or study folders (with every run their index names).
+
+    Raises MindexpError naming what is not a run or a group folder, and the
+    runs whose process may still be alive; then nothing is removed.
+    """
+    targets = {}
+    for spec in specs:
+        if os.path.isdir(spec) and _index_name(spec):
+            for run_dir in index_runs(spec):
+                targets.setdefault(run_dir, Target(run_dir, read_json(_run_json(run_dir))))
+            targets.setdefault(os.path.abspath(spec), Target(spec, group=True))
+        elif os.path.isdir(spec) and not is_run_dir(spec):
+            raise RunDirError(f"{spec} is not a run directory, a sweep folder or a study folder; "
+                              "to remove many runs of a folder use mindexp gc FOLDER. "
+                              f"Received: {spec!r}")
+        else:
+            run = find_run(spec, root)
+            targets.setdefault(run.dir, Target(run.dir, run.meta))
+    refuse_running(targets.values())
+    return list(targets.values())
+
+
+def refuse_running(targets):
+    """MindexpError naming the runs whose process may be alive (checked by pid and host)."""
+    alive = [t for t in targets if not t.group and may_be_running(t.meta)]
+    if alive:
+        names = ", ".join(f"{t.path} (pid {t.meta.get('pid')} on {t.meta.get('host')})"
+                          for t in alive)
+        raise MindexpError(f"refusing to remove {len(alive)} run(s) whose process is alive: "
+                           f"{names}; stop it first (Ctrl-C or kill PID). Nothing was removed.")
+
+
+def plan_gc(table, keep_best=None, by="final_loss"):
+    """Targets from the selected rows of a runs table (see :mod:`.runs`): those
+    whose process may be alive are left out, and with ``keep_best`` the K best
+    of each experiment by ``by`` are kept. Returns ``(targets, kept_alive)``."""
+    rows = table
+    if keep_best:
+        rows = _drop_best(rows, keep_best, by)
+    targets, kept = [], []
+    for run_dir in rows["run_dir"]:
+        meta = read_json(_run_json(run_dir))
+        (kept if may_be_running(meta) else targets).append(Target(run_dir, meta))
+    return targets, kept
+
+
+def _drop_best(table, keep, by):
+    if by not in table.columns:
+        raise MindexpError(f"--by names an unknown column {by!r}; valid columns: "
+                           f"{', '.join(map(str, table.columns))}. Received: --by {by}")
+    import pandas as pd
+    ascending = lower_is_better(by) or by in ("final_loss", "min_loss", "loss")
+    values = pd.to_numeric(table[by], errors="coerce")
+    ranked = table.assign(_value=values).sort_values("_value", ascending=ascending,
+                                                     na_position="last", kind="stable")
+    best = ranked.groupby("experiment", dropna=False, sort=False).head(keep).index
+    return table.drop(index=best)
+
+
+def describe(targets):
+    """Lines listing what will go, then the total."""
+    runs = [t for t in targets if not t.group]
+    groups = len(targets) - len(runs)
+    lines = [f"  {t.label}  {human_size(t.size)}" for t in targets]
+    total = human_size(sum(t.size for t in targets if t.group or not _inside_group(t, targets)))
+    what = f"{len(runs)} run(s)" + (f" and {groups} sweep/study folder(s)" if groups else "")
+    return lines, f"{what}, {total}"
+
+
+def _inside_group(target, targets):
+    return any(t.group and target.path.startswith(t.path + os.sep) for t in targets)
+
+
+def remove(targets):
+    """Remove runs first (each checked alive once more), then the group folders."""
+    removed = []
+    for target in sorted(targets, key=lambda t: t.group):
+        if not os.path.exists(target.path):
+            continue  # inside a group folder removed already, or removed meanwhile
+        if not target.group:
+            refuse_running([Target(target.path, read_json(_run_json(target.path)))])
+        hidden = _hide(target.path)
+        if not target.group:
+            drop_from_indexes(target.path, target.meta.get("run_id"))
+        shutil.rmtree(hidden)
+        removed.append(target.path)
+    return removed
+
+
+def _hide(path):
+    hidden = os.path.join(os.path.dirname(path),
+                          f".{os.path.basename(path)}.removing-{os.getpid()}")
+    os.rename(path, hidden)
+    return hidden
+
+
+# -- indexes -------------------------------------------------------------------------
+
+def index_runs(folder):
+    """The run directories a sweep or study folder's index names (those that exist).
+
+    An index records absolute paths; a run is looked up by its place under the
+    index's own output root (``<out>/<experiment>/<run_id>`` beside
+    ``<out>/sweeps/<id>/``), so an output folder copied or moved elsewhere never
+    points a removal at the original runs.
+    """
+    data = read_json(os.path.join(folder, _index_name(folder)))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(folder)))
+    found = []
+    for entry in _entries(data):
+        key = _layout_key(entry.get("run_dir"))
+        if key and is_run_dir(os.path.join(root, *key)):
+            found.append(os.path.join(root, *key))
+    return found
+
+
+def _layout_key(run_dir):
+    """``(experiment folder, run id)``: the last two parts of a run directory."""
+    if not run_dir:
+        return None
+    run_dir = os.path.normpath(run_dir)
+    return os.path.basename(os.path.dirname(run_dir)), os.path.basename(run_dir)
+
+
+def drop_from_indexes(run_dir, run_id=None):
+    """Remove the run from every sweep/study index under its output root; returns
+    the index files rewritten."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(run_dir)))
+    rewritten = []
+    for name in INDEX_FILES:
+        for path in sorted(glob.glob(os.path.join(root, "*", "*", name))):
+            if _drop_entry(path, os.path.abspath(run_dir), run_id):
+                rewritten.append(path)
+    return rewritten
+
+
+def _drop_entry(path, run_dir, run_id):
+    with locked(os.path.dirname(path)):
+        try:
+            data = read_json(path)
+        except RunDirError:
+            return False
+        changed = False
+        for key in INDEX_LISTS:
+            entries = data.get(key) if isinstance(data, dict) else None
+            if isinstance(entries, list):
+                kept = [e for e in entries if not _names(e, run_dir, run_id)]
+                changed |= len(kept) != len(entries)
+                data[key] = kept
+        if changed:
+            write_json(path, data)
+        return changed
+
+
+def _names(entry, run_dir, run_id):
+    if not isinstance(entry, dict):
+        return False
+    if entry.get("run_dir"):
+        return _layout_key(entry["run_dir"]) == _layout_key(run_dir)
+    return run_id is not None and entry.get("run_id") == run_id
+
+
+def _entries(data):
+    for key in INDEX_LISTS:
+        for entry in (data.get(key) or []) if isinstance(data, dict) else []:
+            if isinstance(entry, dict):
+                yield entry
+
+
+def _index_name(folder):
+    for name in INDEX_FILES:
+        if os.path.isfile(os.path.join(folder, name)):
+            return name
+    return None
+
+
+def _run_json(run_dir):
+    return os.path.join(run_dir, "run.json")
+
+
+def _size(path):
+    if not os.path.isdir(path):
+        return os.path.getsize(path) if os.path.exists(path) else 0
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total

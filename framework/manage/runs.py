@@ -1,0 +1,294 @@
+"""The runs table behind ``mindexp runs`` and ``mindexp gc``: one row per run,
+filtered, sorted and fitted to the terminal.
+
+Rows come from run.json and config.json alone (cheap for hundreds of runs).
+A ``--where`` or ``--sort`` that names a column only the logs give
+(``min_loss``, ``best_step``, eval values, parameter errors) adds
+``compare()``'s columns, read from each run's CSV logs.
+"""
+import datetime as _dt
+import difflib
+import os
+import re
+
+from ..errors import ConfigError
+from ..reports import (_config_column, _outcome_column, _read_each, compare, format_age,
+                       format_value, sort_table)
+from ..run import Run
+from .liveness import GONE, process_state
+
+STATUSES = ("running", "completed", "failed", "interrupted", "diverged", "pruned")
+OUTCOMES = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
+SHOWN = ("path", "status", "tags", "age", "steps", "final_loss")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+ELLIPSIS = "…"
+
+
+class Filters:
+    """What ``mindexp runs`` / ``gc`` select: each argument checked up front."""
+
+    def __init__(self, experiments=None, statuses=None, tags=(), since=None, older=None,
+                 where=None):
+        self.experiments = _split(experiments)
+        self.statuses = check_statuses(statuses)
+        self.tags = list(tags or ())
+        self.since = parse_time(since, "--since") if since else None
+        self.older = parse_time(older, "--older") if older else None
+        self.where = where
+
+
+def check_statuses(text):
+    """``"failed,interrupted"`` -> list, ConfigError naming an unknown status."""
+    statuses = _split(text)
+    for status in statuses:
+        if status not in STATUSES:
+            raise ConfigError(f"unknown status {status!r}; accepted: {', '.join(STATUSES)}. "
+                              f"Received: --status {text}", field="status")
+    return statuses
+
+
+def parse_time(text, option):
+    """``2h``, ``3d``, ``30m``, ``1w`` (that long ago) or a date/time
+    (``2026-11-30``, ``2026-11-30T14:00``) -> a POSIX timestamp."""
+    match = _DURATION.match(str(text).strip())
+    if match:
+        seconds = float(match[1]) * _SECONDS[match[2]]
+        return _dt.datetime.now().timestamp() - seconds
+    try:
+        return _dt.datetime.fromisoformat(str(text).strip()).timestamp()
+    except ValueError:
+        raise ConfigError(f"{option} takes a duration (30m, 2h, 3d, 1w; units s, m, h, d, w) "
+                          f"or a date (2026-11-30, 2026-11-30T14:00). Received: {option} {text}",
+                          field=option.lstrip("-")) from None
+
+
+def runs_table(paths):
+    """One row per run below ``paths`` (newest first), from run.json and config.json.
+
+    Columns: run_id, experiment, status (``running (process gone)`` for a
+    run whose process left this host), tags (comma-separated), note,
+    started_at, ended_at, age_s, the config fields, steps, epochs_done,
+    final_loss, train_time_s, steps_per_s, the final scalar parameters,
+    run_dir. ``attrs["errors"]`` lists the runs that could not be read.
+    """
+    import pandas as pd
+    rows, errors = _read_each(paths, lambda run_dir: _row(Run(run_dir)))
+    table = pd.DataFrame(rows)
+    table = table[[c for c in table.columns if c != "run_dir"] + ["run_dir"]]
+    table = table.sort_values("started_at", ascending=False, kind="stable", na_position="last")
+    table = table.reset_index(drop=True)
+    table.attrs["errors"] = errors
+    return table
+
+
+def _row(run):
+    meta, config = run.meta, run.config
+    state = process_state(meta)
+    row = {"run_id": run.run_id, "experiment": meta.get("experiment"),
+           "status": "running (process gone)" if state == GONE else meta.get("status"),
+           "tags": ",".join(meta.get("tags") or []), "note": meta.get("note") or "",
+           "started_at": meta.get("started_at"), "ended_at": meta.get("ended_at"),
+           "age_s": _age_s(meta.get("started_at"))}
+    row.update({_config_column(k): _cell(v) for k, v in config.items()})
+    outcomes = {k: meta.get(k) for k in OUTCOMES}
+    if meta.get("status") == "running":  # run.json is final only at the end: ask loss.csv
+        loss = run.loss
+        outcomes["steps"] = int(loss["step"].iloc[-1]) if len(loss) else 0
+        outcomes["final_loss"] = float(loss["loss"].iloc[-1]) if len(loss) else None
+    row.update({_outcome_column(k, config): v for k, v in outcomes.items()})
+    for name, value in (meta.get("params") or {}).items():
+        row[f"param.{name}" if name in row else name] = value
+    row["run_dir"] = run.dir
+    return row
+
+
+def select(table, filters):
+    """The rows of ``table`` that pass ``filters`` (a :class:`Filters`)."""
+    keep = _plain_mask(table, filters)
+    table = table[keep].reset_index(drop=True)
+    if filters.where:
+        table = where(table, filters.where)
+    return table
+
+
+def _plain_mask(table, filters):
+    import pandas as pd
+    keep = pd.Series(True, index=table.index)
+    if filters.experiments:
+        keep &= table["experiment"].isin(filters.experiments)
+    if filters.statuses:
+        raw = table["status"].str.replace(" (process gone)", "", regex=False)
+        keep &= raw.isin(filters.statuses)
+    for tag in filters.tags:
+        keep &= table["tags"].map(lambda text: tag in text.split(","))
+    started = table["started_at"].map(_timestamp)
+    if filters.since is not None:
+        keep &= started >= filters.since
+    if filters.older is not None:
+        ended = table["ended_at"].map(_timestamp).fillna(started)
+        keep &= ended <= filters.older
+    return keep
+
+
+def where(table, expression):
+    """``table.query(expression)``; a column only the logs give adds compare()'s
+    columns first. ConfigError (one line) for an unknown column or bad syntax."""
+    import pandas as pd
+    try:
+        return _query(table, expression)
+    except pd.errors.UndefinedVariableError:
+        table = with_log_columns(table)
+    try:
+        return _query(table, expression)
+    except pd.errors.UndefinedVariableError as exc:
+        found = re.search(r"'([^']+)'", str(exc))
+        name = found[1] if found else str(exc)
+        close = difflib.get_close_matches(name, list(map(str, table.columns)), n=1, cutoff=0.5)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        raise ConfigError(f"--where names an unknown column {name!r}.{hint} Valid columns: "
+                          f"{', '.join(map(str, table.columns))}. "
+                          f"Received: --where {expression!r}", field="where") from None
+
+
+def _query(table, expression):
+    import pandas as pd
+    if not len(table):
+        return table
+    try:
+        return table.query(expression, engine="python").reset_index(drop=True)
+    except pd.errors.UndefinedVariableError:
+        raise
+    except Exception as exc:  # SyntaxError, TypeError, ValueError, KeyError from pandas
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"--where must be a pandas query over the run columns, such as "
+                          f"\"lr > 0.01 and optimizer == 'adam'\" ({detail}). "
+                          f"Received: --where {expression!r}", field="where") from None
+
+
+def with_log_columns(table):
+    """``table`` plus the columns of ``compare()`` it lacks (min_loss, best_step,
+    eval values, parameter errors), read from each run's logs."""
+    if not len(table):
+        return table
+    full = compare(list(table["run_dir"]))
+    extra = [c for c in full.columns if c not in table.columns]
+    merged = table.merge(full[["run_dir"] + extra], on="run_dir", how="left")
+    return merged[[c for c in merged.columns if c != "run_dir"] + ["run_dir"]]
+
+
+def order(table, sort=None, limit=None):
+    """Sorted by ``sort`` (``-col`` descending; default newest first), then the first ``limit``."""
+    if sort:
+        column = sort.lstrip("-")
+        if column not in table.columns and len(table):
+            table = with_log_columns(table)
+        table = sort_table(table, sort)
+    return table.head(limit) if limit else table
+
+
+def named_columns(table, *texts):
+    """The columns of ``table`` that ``--where``/``--sort`` texts mention (to show them)."""
+    names = []
+    for text in texts:
+        if not text:
+            continue
+        words = set(re.findall(r"`([^`]+)`|([A-Za-z_][A-Za-z0-9_.]*)", text))
+        found = {a or b for a, b in words}
+        names += [c for c in table.columns if str(c) in found and c not in names]
+    return names
+
+
+# -- display -----------------------------------------------------------------------
+
+def display(table, extra=(), wide=False):
+    """The table a person reads: short path, status, tags, age, steps, final loss,
+    plus the ``extra`` columns (and with ``wide`` the note)."""
+    import pandas as pd
+    shown = pd.DataFrame({"path": table["run_dir"].map(short_path),
+                          "status": table["status"], "tags": table["tags"],
+                          "age": table["age_s"].map(format_age), "steps": table["steps"],
+                          "final_loss": pd.to_numeric(table["final_loss"], errors="coerce")})
+    for column in extra:
+        if column not in shown.columns and column in table.columns:
+            shown[column] = table[column]
+    if wide:
+        shown["note"] = table["note"]
+    return shown
+
+
+def short_path(path):
+    """``path`` relative to the working folder when below it, else as it is."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def format_fitted(table, width=100):
+    """Aligned text no wider than ``width`` (None: no limit): the widest text
+    cells are cut with an ellipsis (paths keep their end, the run id)."""
+    cells = {c: [_text(v) for v in table[c]] for c in table.columns}
+    numeric = {c: _is_numeric(table[c]) for c in table.columns}
+    widths = {c: max([len(str(c))] + [len(v) for v in cells[c]]) for c in table.columns}
+    while width and sum(widths.values()) + 2 * (len(widths) - 1) > width:
+        column = max((c for c in widths if not numeric[c]), key=lambda c: widths[c],
+                     default=None)
+        if column is None or widths[column] <= max(8, len(str(column))):
+            break
+        widths[column] -= 1
+    lines = []
+    for i in range(-1, len(table)):
+        parts = []
+        for c in table.columns:
+            text = str(c) if i < 0 else _cut(cells[c][i], widths[c], keep_end=c == "path")
+            parts.append(text.rjust(widths[c]) if numeric[c] else text.ljust(widths[c]))
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def _cut(text, width, keep_end=False):
+    if len(text) <= width:
+        return text
+    return ELLIPSIS + text[-(width - 1):] if keep_end else text[:width - 1] + ELLIPSIS
+
+
+def _text(value):
+    import pandas as pd
+    if value is None or (not isinstance(value, (tuple, list, str)) and pd.isna(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return format_value(value)
+
+
+def _is_numeric(series):
+    import pandas as pd
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+# -- helpers -----------------------------------------------------------------------
+
+def _split(text):
+    if not text:
+        return []
+    items = text if isinstance(text, (list, tuple)) else [text]
+    return [s.strip() for item in items for s in str(item).split(",") if s.strip()]
+
+
+def _cell(value):
+    if isinstance(value, list):
+        return tuple(_cell(v) for v in value)
+    return value
+
+
+def _timestamp(text):
+    try:
+        return _dt.datetime.fromisoformat(text).timestamp()
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _age_s(started_at):
+    stamp = _timestamp(started_at)
+    if stamp != stamp:
+        return None
+    return max(0.0, _dt.datetime.now().timestamp() - stamp)

@@ -1,0 +1,287 @@
+"""``mindexp show RUN``: everything about one run on one screen, as text."""
+import ast
+import os
+import re
+
+from ..errors import RunDirError
+from ..reports import find_run_dirs, format_value, lower_is_better
+from ..run import Run
+from .liveness import ELSEWHERE, GONE, process_state
+
+
+def find_run(spec, root="outputs"):
+    """A Run from a run directory path, or a run id (or a unique part of one) below ``root``."""
+    if os.path.isdir(spec):
+        return Run(spec)
+    if not os.path.isdir(root):
+        raise RunDirError(f"{spec} is neither a run directory nor a run id found below {root}. "
+                          f"Received: {spec!r}")
+    found = [d for d in find_run_dirs(root) if spec in os.path.basename(d)]
+    exact = [d for d in found if os.path.basename(d) == spec]
+    if len(exact) == 1 or len(found) == 1:
+        return Run((exact or found)[0])
+    if not found:
+        raise RunDirError(f"no run directory {spec} and no run id containing it below {root}. "
+                          f"Received: {spec!r}")
+    names = ", ".join(os.path.basename(d) for d in found[:5])
+    raise RunDirError(f"{spec!r} matches {len(found)} runs below {root} ({names}"
+                      f"{', ...' if len(found) > 5 else ''}); give more of the run id. "
+                      f"Received: {spec!r}")
+
+
+def show_text(run):
+    """The lines of ``mindexp show``: status and why, experiment, tags, config (fields
+    that differ from the defaults marked ``*``), times, training values, eval metrics,
+    parameters vs targets, checkpoints, resumes, error, files."""
+    sections = (_head, _config, _times, _training, _eval, _params, _checkpoints, _resumes,
+                _error, _files)
+    lines = []
+    for section in sections:
+        part = section(run)
+        if part:
+            lines += part + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _head(run):
+    meta = run.meta
+    status = meta.get("status")
+    state = process_state(meta)
+    if state == GONE:
+        status += f" (process {meta.get('pid')} is gone: the run stopped without ending)"
+    elif state == ELSEWHERE:
+        status += f" (on host {meta.get('host')})"
+    elif state:
+        status += f" (pid {meta.get('pid')})"
+    why = meta.get("stop_reason") or (meta.get("error") if meta.get("status") != "completed"
+                                      else None)
+    lines = [f"run        {run.run_id}", f"directory  {run.dir}", f"status     {status}"]
+    if why:
+        lines.append(f"why        {why.splitlines()[0]}")
+    lines += [f"experiment {meta.get('experiment')}  ({meta.get('entry')})"]
+    if meta.get("tags"):
+        lines.append(f"tags       {', '.join(meta['tags'])}")
+    if meta.get("note"):
+        lines.append(f"note       {meta['note']}")
+    return lines
+
+
+def _config(run):
+    defaults = experiment_defaults(run.meta.get("entry"))
+    head = ("config (* differs from the experiment's default)" if defaults else
+            "config (the experiment's defaults are unknown)")
+    cells = []
+    for name, value in run.config.items():
+        mark = "*" if defaults and name in defaults and not _same(defaults[name], value) else " "
+        cells.append((mark, name, format_value(value)))
+    return [head] + _two_columns(cells)
+
+
+def _two_columns(cells, width=100):
+    """``mark name value`` cells in two columns when they fit in ``width``, else one."""
+    nw = max((len(n) for _, n, _ in cells), default=0)
+    texts = [f" {m} {n:<{nw}}  {v}" for m, n, v in cells]
+    half = (len(texts) + 1) // 2
+    cw = max((len(t) for t in texts[:half]), default=0) + 2
+    if cw + max((len(t) for t in texts[half:]), default=0) > width:
+        return texts
+    return [(left.ljust(cw) + right).rstrip()
+            for left, right in zip(texts[:half], texts[half:] + [""])]
+
+
+def _same(default, value):
+    norm = (lambda v: list(v) if isinstance(v, (list, tuple)) else v)
+    return norm(default) == norm(value)
+
+
+def experiment_defaults(entry):
+    """``{field: default}`` of the experiment behind ``entry``, read from its source
+    without importing it (no MindSpore); None when the source cannot be found."""
+    from ..config import Config, field_defaults
+    defaults = {name: default for name, _, default in field_defaults(Config)}
+    module, _, class_name = (entry or "").rpartition(":")
+    source = _source_file(module)
+    if source is None:
+        return None
+    try:
+        with open(source, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError):
+        return None
+    defaults.update(_own_defaults(tree, class_name))
+    return defaults
+
+
+def _source_file(module):
+    from ..catalog import EXPERIMENTS_DIR, SHIPPED_PREFIX
+    if module.endswith(".py"):
+        return module if os.path.isfile(module) else None
+    for prefix in (SHIPPED_PREFIX, "experiments."):
+        if module.startswith(prefix):
+            path = os.path.join(EXPERIMENTS_DIR, module[len(prefix):] + ".py")
+            return path if os.path.isfile(path) else None
+    return None
+
+
+def _own_defaults(tree, class_name):
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            for inner in node.body:
+                if isinstance(inner, ast.ClassDef) and inner.name == "Config":
+                    return dict(_literal_fields(inner))
+    return {}
+
+
+def _literal_fields(config_node):
+    for item in config_node.body:
+        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value:
+            try:
+                yield item.target.id, ast.literal_eval(item.value)
+            except ValueError:
+                continue  # a field(...) call: its default is not a literal
+
+
+def _times(run):
+    meta = run.meta
+    rate = meta.get("steps_per_s")
+    lines = [f"started    {meta.get('started_at')}",
+             f"ended      {meta.get('ended_at') or '-'}"]
+    took = meta.get("train_time_s")
+    lines.append(f"steps      {meta.get('steps')} in {meta.get('epochs')} epochs"
+                 + (f", {took:.2f} s training" if took else "")
+                 + (f", {rate:g} steps/s" if rate else ""))
+    return lines
+
+
+def _training(run):
+    lines = []
+    for table in (run.loss, run.grad_norm):
+        for column in table.columns:
+            if column in ("step", "epoch", "time_s"):
+                continue
+            values = table[column].astype(float)
+            if values.notna().any():
+                low, high = values.idxmin(), values.idxmax()
+                lines.append(f"  {column:<12} final {values.iloc[-1]:.6g}  min {values[low]:.6g}"
+                             f" (step {table['step'][low]})  max {values[high]:.6g}"
+                             f" (step {table['step'][high]})")
+    return ["training values"] + lines if lines else []
+
+
+def _eval(run):
+    table = run.eval
+    metrics = [c for c in table.columns if c not in ("epoch", "step")]
+    if not metrics:
+        return []
+    lines = [f"eval metrics ({len(table)} evaluations)"]
+    for metric in metrics:
+        values = table[metric].astype(float)
+        if not values.notna().any():
+            continue
+        best = values.idxmin() if lower_is_better(metric) else values.idxmax()
+        lines.append(f"  eval_{metric:<12} last {values.iloc[-1]:.6g} (epoch "
+                     f"{table['epoch'].iloc[-1]})  best {values[best]:.6g} "
+                     f"(epoch {table['epoch'][best]})")
+    return lines
+
+
+def _params(run):
+    finals = dict(run.meta.get("params") or {})
+    targets = run.targets
+    if not finals and not targets:
+        return []
+    lines = ["parameters (final value, target, |error|)"]
+    for name in dict.fromkeys(list(finals) + list(targets)):
+        value, target = finals.get(name), targets.get(name)
+        text = f"  {name:<16} {value:.6g}" if isinstance(value, (int, float)) else f"  {name:<16} -"
+        if isinstance(target, (int, float)):
+            text += f"  target {target:g}"
+            if isinstance(value, (int, float)):
+                text += f"  error {abs(value - target):.3g}"
+        lines.append(text)
+    return lines
+
+
+def _checkpoints(run):
+    try:
+        table = run.read("checkpoints")
+    except RunDirError:
+        return ["checkpoints: checkpoints.csv is unreadable"]
+    if not len(table):
+        return []
+    lines = [f"checkpoints ({len(table)} saved; files on disk marked +)"]
+    for _, row in table.iterrows():
+        kind = row.get("kind") if isinstance(row.get("kind"), str) else "last"
+        score = row.get("score")
+        score = row.get("loss") if score is None or score != score else score
+        there = "+" if os.path.isfile(os.path.join(run.dir, "checkpoints",
+                                                   os.path.basename(str(row["file"])))) else " "
+        lines.append(f" {there} {kind:<5} step {row['step']:<7} epoch {row['epoch']:<4} "
+                     f"score {_num(score)}  {os.path.basename(str(row['file']))}")
+    return lines
+
+
+def _resumes(run):
+    resumes = run.meta.get("resumes") or []
+    return [f"resumed {len(resumes)} time(s)"] + [
+        f"  at {r.get('at')} from step {r.get('step')} ({r.get('checkpoint')}), "
+        f"was {r.get('previous_status')}" for r in resumes] if resumes else []
+
+
+def _error(run):
+    error = run.meta.get("error")
+    if not error:
+        return []
+    lines = ["error", f"  {error.splitlines()[0]}"]
+    where = _traceback_location(run.dir)
+    if where:
+        lines.append(f"  at {where}")
+    return lines
+
+
+def _traceback_location(run_dir):
+    """The innermost ``File "...", line N, in f`` of error.txt, when the run wrote one."""
+    try:
+        with open(os.path.join(run_dir, "error.txt"), encoding="utf-8", errors="replace") as f:
+            frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', f.read())
+    except OSError:
+        return None
+    if not frames:
+        return None
+    path, line, func = frames[-1]
+    return f"{path}:{line} in {func}"
+
+
+def _files(run):
+    lines = ["files"]
+    for name in sorted(os.listdir(run.dir)):
+        path = os.path.join(run.dir, name)
+        if name.startswith("."):
+            continue
+        size = _size(path)
+        lines.append(f"  {name + ('/' if os.path.isdir(path) else ''):<22} {human_size(size)}")
+    return lines
+
+
+def _size(path):
+    if not os.path.isdir(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path)
+               for f in files if os.path.exists(os.path.join(root, f)))
+
+
+def human_size(size):
+    """``512 B``, ``12.3 KB``, ``4.5 MB``."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+def _num(value):
+    try:
+        return f"{float(value):.6g}"
+    except (TypeError, ValueError):
+        return "-"
+
