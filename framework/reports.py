@@ -11,6 +11,7 @@ import platform
 import re
 
 from .errors import ConfigError, RunDirError
+from .provenance.files import provenance_of
 from .run import Run
 from .rundir import is_run_dir
 
@@ -125,7 +126,8 @@ def compare(runs_or_paths, sort="final_loss"):
     train_time_s, steps_per_s`` (``epochs_done`` because ``epochs`` is the
     config field); the final value of each tracked scalar parameter;
     ``<param>_error`` (absolute error to the run's ``targets``);
-    ``final_<metric>``/``best_<metric>`` from eval.csv; ``run_dir``.
+    ``final_<metric>``/``best_<metric>`` from eval.csv; ``git_commit`` and
+    ``dirty`` of the experiment file's repository (None outside git); ``run_dir``.
 
     ``sort`` names a column (prefix ``-`` for descending); missing values go
     last. An unknown column raises ConfigError listing the valid ones.
@@ -170,6 +172,8 @@ def _row(run, config_names):
                 for name, target in run.targets.items()
                 if finals.get(name) is not None and _is_number(target)})
     row.update(_eval_outcomes(run))
+    git = provenance_of(run.meta).get("git") or {}
+    row.update(git_commit=git.get("commit"), dirty=git.get("dirty"))
     row["run_dir"] = run.dir
     return row
 
