@@ -244,3 +244,21 @@ def test_diff_shows_exactly_one_config_field_and_one_code_line(cli, tmp_path):
 def test_diff_of_a_path_that_is_not_a_run_exits_2(cli, tmp_path):
     done = cli("diff", tmp_path, tmp_path)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_resume_appends_its_own_capture_and_keeps_the_original(cli, repo):
+    original = run_dir_of(cli("run", "mine.py:Tripler", "--set", "epochs=1", "--quiet", cwd=repo))
+    first = meta_of(original)["provenance"]
+    (repo / "mine.py").write_text(EDITED)
+    done = cli("resume", original, "--set", "epochs=2", "--quiet", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    meta = meta_of(original)
+    assert meta["provenance"] == first and first["git"]["dirty"] is False
+    again = meta["resumes"][0]["provenance"]
+    assert again["source"]["dir"] == os.path.join("source", "resume-1")
+    assert again["git"]["dirty"] is True and again["git"]["diff"]
+    with open(os.path.join(original, "source", "resume-1", "mine.py"), encoding="utf-8") as f:
+        assert f.read() == EDITED
+    with open(os.path.join(original, "source", "mine.py"), encoding="utf-8") as f:
+        assert f.read() == USER_FILE
