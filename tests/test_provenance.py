@@ -212,7 +212,8 @@ def test_diff_cap_cuts_a_large_uncommitted_diff(repo, monkeypatch):
     state = capture._git_block(str(repo / "mine.py"), str(run_dir), "source", None)
     assert state["diff_truncated"] is True and state["diff_bytes"] > 200
     text = (run_dir / "source" / "uncommitted.diff").read_text()
-    assert len(text.encode()) < 300 and text.endswith("(full size %d bytes)\n" % state["diff_bytes"])
+    assert len(text.encode()) < 300
+    assert text.endswith(f"(full size {state['diff_bytes']} bytes)\n")
 
 
 @pytest.mark.slow
@@ -232,6 +233,7 @@ def test_diff_shows_exactly_one_config_field_and_one_code_line(cli, tmp_path):
     outcomes = result["outcomes"].set_index("name")
     assert outcomes.loc["final_loss", "a"] != outcomes.loc["final_loss", "b"]
     assert {"min_loss", "steps_per_s", "status"} <= set(outcomes.index)
+    assert not {"lr", "epochs"} & set(outcomes.index)  # config fields are in "config" only
     done = cli("diff", run_a, run_b, "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)

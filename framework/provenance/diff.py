@@ -78,9 +78,10 @@ def _outcomes(runs):
     from ..reports import OUTCOMES, compare
     table = compare(runs, sort="run_id")
     first, second = (table[table["run_dir"] == r.dir].iloc[0] for r in runs)
-    names = ["status"] + [c for c in table.columns
-                          if c in OUTCOMES or c.startswith(("final_", "best_"))
-                          or (c.endswith("_done") and c[:-len("_done")] in OUTCOMES)]
+    config = set(table.attrs.get("config_columns", ()))
+    names = ["status"] + [c for c in table.columns if c not in config and (
+                          c in OUTCOMES or c.startswith(("final_", "best_"))
+                          or (c.endswith("_done") and c[:-len("_done")] in OUTCOMES))]
     return _table((n, _plain(first[n]), _plain(second[n])) for n in names)
 
 

@@ -45,12 +45,11 @@ def source_files(run_dir, block):
     texts = {}
     for name, digest in source["files"].items():
         path = os.path.join(folder, name)
+        shown = f"{run_dir}: the captured source file {os.path.relpath(path, run_dir)}"
         if not os.path.isfile(path):
-            raise RunDirError(f"{run_dir}: the captured source file {os.path.relpath(path, run_dir)}"
-                              " is missing")
+            raise RunDirError(f"{shown} is missing")
         if sha256_of(path) != digest:
-            raise RunDirError(f"{run_dir}: the captured source file {os.path.relpath(path, run_dir)}"
-                              " is corrupt (its SHA-256 does not match the one in run.json)")
+            raise RunDirError(f"{shown} is corrupt (its SHA-256 does not match the one in run.json)")
         with open(path, encoding="utf-8", errors="replace") as f:
             texts[name] = f.read()
     return texts
