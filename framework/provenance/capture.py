@@ -117,10 +117,24 @@ def installed_packages():
     from importlib import metadata
     found = {}
     for dist in metadata.distributions():
-        name = dist.metadata["Name"] if dist.metadata else None
+        name, version = _name_version(dist)
         if name:
-            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), dist.version)
+            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), version)
     return [f"{name}=={version}" for name, version in sorted(found.items())]
+
+
+def _name_version(dist):
+    """Name and Version from the metadata's header lines: ``dist.metadata`` parses
+    every long description as e-mail (~0.75 s for 30 packages, at each run start)."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    fields = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the header ends at the first blank line
+        key, sep, value = line.partition(":")
+        if sep and key in ("Name", "Version"):
+            fields.setdefault(key, value.strip())
+    return fields.get("Name"), fields.get("Version")
 
 
 def mindspore_env():
