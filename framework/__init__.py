@@ -11,7 +11,7 @@ _EXPORTS = {
     "Config": "config", "ConfigError": "errors", "DataError": "errors",
     "MindexpError": "errors", "RunDirError": "errors", "Experiment": "experiment",
     "compare": "reports", "history": "reports", "load_run": "reports",
-    "load_runs": "reports", "Run": "run", "TrainingError": "runner",
+    "load_runs": "reports", "Run": "run", "TrainingError": "runner", "diff": "provenance.diff",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -11,6 +11,7 @@ import sys
 
 from .config import Config, field_defaults
 from .errors import MindexpError
+from .provenance.files import SHIPPED_FOLDER
 
 from . import experiments as _shipped_package
 
@@ -117,6 +118,8 @@ def _import_file(path):
     if not os.path.isfile(path):
         raise MindexpError(f"experiment file not found: {path}")
     name = "mindexp_user_" + os.path.splitext(os.path.basename(path))[0]
+    if os.path.basename(os.path.dirname(path)) == SHIPPED_FOLDER:
+        name = _captured_package(os.path.dirname(path)) + "." + name[len("mindexp_user_"):]
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look modules up here
@@ -129,6 +132,20 @@ def _import_file(path):
         del sys.modules[name]
         raise MindexpError(f"importing {path} failed: {type(exc).__name__}: {exc}") from None
     return module
+
+
+def _captured_package(folder):
+    """A package ``mindexp._captured_<hash>`` over a run's captured copy of a shipped
+    module (source/mindexp.experiments/), so its relative imports resolve: ``..`` to
+    mindexp, ``._nets`` to the captured sibling."""
+    import hashlib
+    name = "mindexp._captured_" + hashlib.sha256(folder.encode()).hexdigest()[:12]
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_loader(name, None, is_package=True)
+        package = importlib.util.module_from_spec(spec)
+        package.__path__ = [folder]
+        sys.modules[name] = package
+    return name
 
 
 def _experiment_class(module, class_name, where):

@@ -56,6 +56,20 @@ def build_parser():
     resume.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change a config field, e.g. epochs=50 to train longer")
     resume.add_argument("--quiet", action="store_true", help="no progress bar")
+    rerun = sub.add_parser("rerun", help="a new run with a run's config, from its captured code")
+    rerun.add_argument("run_dir", help="outputs/<experiment>/<run_id>")
+    rerun.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                       help="change a config field of the rerun")
+    rerun.add_argument("--out", help="output root (default: the original run's)")
+    rerun.add_argument("--current-code", action="store_true",
+                       help="use the experiment's file as it is now, not the captured copy")
+    rerun.add_argument("--name", help="label that goes into the run id")
+    rerun.add_argument("--quiet", action="store_true", help="no progress bar")
+    diff = sub.add_parser("diff", help="what differs between two runs: config, code, git, "
+                          "packages, outcomes")
+    diff.add_argument("run_a")
+    diff.add_argument("run_b")
+    diff.add_argument("--json", action="store_true", help="print JSON for scripts")
     worker = sub.add_parser("_worker")  # what msrun runs in each worker (internal)
     worker.add_argument("run_dir")
     worker.add_argument("--resume", action="store_true")
@@ -295,6 +309,25 @@ def cmd_resume(args):
     from .resume import resume
     overrides = parse_assignments(args.set)
     return _report(lambda: resume(args.run_dir, overrides, quiet=args.quiet))
+
+
+def cmd_rerun(args):
+    from .config import parse_assignments
+    from .provenance.rerun import prepare_rerun, train_rerun
+    exp, entry = prepare_rerun(args.run_dir, parse_assignments(args.set), args.current_code)
+    changes = exp.rerun_of["environment_differs"]
+    if changes:
+        print(f"mindexp: note: the environment differs from the one captured: "
+              f"{'; '.join(changes)}", file=sys.stderr)
+    out = os.path.abspath(args.out) if args.out else None
+    return _report(lambda: train_rerun(exp, entry, out, args.name, args.quiet))
+
+
+def cmd_diff(args):
+    from .provenance.diff import diff, format_diff, to_json
+    result = diff(args.run_a, args.run_b)
+    print(to_json(result) if args.json else format_diff(result))
+    return EXIT_OK
 
 
 def _train_and_report(exp, args):
@@ -620,4 +653,4 @@ COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": c
             "tensorboard": cmd_tensorboard, "plot": cmd_plot, "sweep": cmd_sweep,
             "tune": cmd_tune, "_tune_worker": cmd_tune_worker,
             "runs": cmd_runs, "show": cmd_show, "tag": cmd_tag, "note": cmd_note,
-            "rm": cmd_rm, "gc": cmd_gc}
+            "rm": cmd_rm, "gc": cmd_gc, "rerun": cmd_rerun, "diff": cmd_diff}

@@ -11,6 +11,7 @@ import platform
 import re
 
 from .errors import ConfigError, RunDirError
+from .provenance.files import provenance_of
 from .run import Run
 from .rundir import is_run_dir
 
@@ -129,7 +130,8 @@ def compare(runs_or_paths, sort="final_loss"):
     ``<param>_error`` (absolute error to the run's ``targets``);
     ``eval_<metric>`` (the last evaluation) and ``best_eval_<metric>``
     from eval.csv, so an eval metric named ``loss`` is ``eval_loss`` and
-    never hides the training ``final_loss``; ``run_dir``.
+    never hides the training ``final_loss``; ``git_commit`` and ``dirty`` of
+    the experiment file's repository (None outside git); ``run_dir``.
 
     ``sort`` names a column (prefix ``-`` for descending); missing values go
     last. An unknown column raises ConfigError listing the valid ones.
@@ -183,6 +185,8 @@ def _row(run, config_names):
                 for name, target in run.targets.items()
                 if finals.get(name) is not None and _is_number(target)})
     row.update(_eval_outcomes(run))
+    git = provenance_of(run.meta).get("git") or {}
+    row.update(git_commit=git.get("commit"), dirty=git.get("dirty"))
     row["run_dir"] = run.dir
     return row
 

@@ -65,6 +65,16 @@ def write_json(path, data):
     os.replace(tmp, path)
 
 
+def write_file(path, data):
+    """Write text or bytes atomically, like :func:`write_json` (temp file, fsync, rename)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def read_json(path):
     """Read a JSON file, raising RunDirError naming it when missing or malformed."""
     try:

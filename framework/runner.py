@@ -153,6 +153,7 @@ def launch_workers(exp, run_dir, entry, resume=False, previous=None):
     meta = previous or _initial_meta(exp, run_dir, entry)
     if not resume:
         write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
+        _capture_provenance(exp, run_dir, meta, None)  # the workers keep this block
     meta.update(status="running", workers=exp.config.workers)
     write_run_json(run_dir, meta)
     code = distributed.launch(run_dir, exp.config.workers, resume=resume)
@@ -212,6 +213,7 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
                          os.path.relpath(resume.path, run_dir),
                          "previous_status": previous.get("status")}])
     if writer:
+        _capture_provenance(exp, run_dir, meta, previous)
         write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
         write_run_json(run_dir, meta)
     session = _Session(exp, plan, run_dir, quiet, shard)
@@ -230,6 +232,18 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
     if meta["status"] == "failed":
         raise TrainingError(meta.get("error") or "training failed", run=run)
     return run
+
+
+def _capture_provenance(exp, run_dir, meta, previous):
+    """Source, git, packages and command into the run directory and ``meta``;
+    a resume keeps the original block and appends its own to its resume entry."""
+    from .provenance import capture
+    if previous is None:
+        meta.update(capture.capture(exp, run_dir, meta["entry"]))
+        return
+    meta.update({k: previous.get(k) for k in (capture.F.META_KEY, capture.F.RERUN_KEY)})
+    meta["resumes"][-1][capture.F.META_KEY] = capture.capture_resume(exp, run_dir,
+                                                                     len(meta["resumes"]))
 
 
 def _save_plots(run_dir):

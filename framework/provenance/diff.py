@@ -1,0 +1,121 @@
+"""Diff two runs: config, captured code, git state, packages, environment, outcomes."""
+import difflib
+import json
+import os
+
+from ..errors import RunDirError
+from . import files as F
+
+SECTIONS = ("config", "source", "git", "packages", "env", "outcomes")
+GIT_FIELDS = ("commit", "branch", "dirty", "diff_bytes")
+
+
+def diff(run_a, run_b):
+    """What differs between two runs (paths or :class:`mindexp.Run`).
+
+    Returns a dict: ``a``/``b`` (the run directories); DataFrames with
+    columns ``name, a, b``: ``config`` (fields that differ), ``git``
+    (commit, branch, dirty, diff size of both), ``packages`` (versions that
+    differ), ``env`` (MindSpore environment variables that differ),
+    ``outcomes`` (status, final/min loss, steps, steps/s, eval metrics of
+    both); and ``source``: the unified diff of the captured code ("" when
+    the same).
+    """
+    from ..reports import as_runs, load_run
+    runs = [load_run(r.dir if hasattr(r, "dir") else r) for r in (run_a, run_b)]
+    blocks = [F.provenance_of(r.meta) for r in runs]
+    git_a, git_b = ((b.get("git") or {}) for b in blocks)
+    return {
+        "a": runs[0].dir, "b": runs[1].dir,
+        "config": _table(_differing(runs[0].config, runs[1].config)),
+        "source": _source_diff(runs, blocks),
+        "git": _table((k, git_a.get(k), git_b.get(k)) for k in GIT_FIELDS),
+        "packages": _table(_differing(*(_environment(r, b) for r, b in zip(runs, blocks)))),
+        "env": _table(_differing(*((b.get("env") or {}) for b in blocks))),
+        "outcomes": _outcomes(as_runs(runs)),
+    }
+
+
+def _table(rows):
+    import pandas as pd
+    return pd.DataFrame(list(rows), columns=["name", "a", "b"])
+
+
+def _differing(first, second):
+    missing = "(absent)"
+    return [(k, first.get(k, missing), second.get(k, missing))
+            for k in dict.fromkeys([*first, *second])
+            if json.dumps(first.get(k, missing)) != json.dumps(second.get(k, missing))]
+
+
+def _environment(run, block):
+    if not block.get("environment"):
+        return {}
+    return F.read_environment(os.path.join(run.dir, block["environment"]))
+
+
+def _source_diff(runs, blocks):
+    """Unified diff of the captured files: the two entry files with each other,
+    the other files (a shipped module's helpers) by name."""
+    texts = []
+    for run, block in zip(runs, blocks):
+        try:
+            texts.append((F.source_files(run.dir, block), block["source"]["entry_file"]))
+        except RunDirError as exc:
+            return f"(cannot compare the code: {exc})"
+    (files_a, entry_a), (files_b, entry_b) = texts
+    pairs = [(entry_a, entry_b)] + [(n, n) for n in sorted(set(files_a) | set(files_b))
+                                    if n not in (entry_a, entry_b)]
+    out = []
+    for name_a, name_b in pairs:
+        out += difflib.unified_diff(files_a.get(name_a, "").splitlines(keepends=True),
+                                    files_b.get(name_b, "").splitlines(keepends=True),
+                                    f"a/{name_a}", f"b/{name_b}")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in out)
+
+
+def _outcomes(runs):
+    from ..reports import OUTCOMES, compare
+    table = compare(runs, sort="run_id")
+    first, second = (table[table["run_dir"] == r.dir].iloc[0] for r in runs)
+    config = set(table.attrs.get("config_columns", ()))
+    names = ["status"] + [c for c in table.columns if c not in config and (
+                          c in OUTCOMES or c.startswith(("final_", "best_"))
+                          or (c.endswith("_done") and c[:-len("_done")] in OUTCOMES))]
+    return _table((n, _plain(first[n]), _plain(second[n])) for n in names)
+
+
+def _plain(value):
+    """numpy scalars and NaN as JSON-ready Python values."""
+    if hasattr(value, "item"):
+        value = value.item()
+    return None if isinstance(value, float) and value != value else value
+
+
+def to_json(result):
+    """``diff()``'s result as JSON text (tables as lists of ``{name, a, b}``)."""
+    return json.dumps({k: v.to_dict("records") if hasattr(v, "to_dict") else v
+                       for k, v in result.items()}, indent=2, default=str)
+
+
+def format_diff(result):
+    """``diff()``'s result as text for the terminal."""
+    from ..reports import format_table
+    lines = [f"a: {result['a']}", f"b: {result['b']}"]
+    for section in SECTIONS:
+        value = result[section]
+        if section == "source":
+            lines += ["", "source:", value.rstrip("\n") if value else "  (same code)"]
+            continue
+        if section != "git" and section != "outcomes" and value.empty:
+            lines += ["", f"{section}: same"]
+            continue
+        shown = value.map(_shown)
+        lines += ["", f"{section}:", format_table(shown)]
+    return "\n".join(lines)
+
+
+def _shown(value):
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return "-" if value is None else value

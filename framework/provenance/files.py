@@ -1,0 +1,72 @@
+"""The provenance files of a run directory: their names in one place, and readers.
+
+(To be folded into the run directory's schema module.)
+"""
+import hashlib
+import os
+
+from ..errors import RunDirError
+
+# -- names ---------------------------------------------------------------------
+SOURCE_DIR = "source"                       # copies of the experiment's code
+DIFF_FILE = "uncommitted.diff"              # in SOURCE_DIR: `git diff HEAD` when dirty
+ENVIRONMENT_FILE = "environment.txt"        # sorted `name==version`, one a line
+RESUME_DIR = "resume-{n}"                   # in SOURCE_DIR: what the n-th resume captured
+SHIPPED_FOLDER = "mindexp.experiments"      # in SOURCE_DIR: a shipped experiment's module
+META_KEY = "provenance"                     # run.json: the captured block
+RERUN_KEY = "rerun_of"                      # run.json: which run this one reran
+DIFF_CAP_BYTES = 256 * 1024                 # larger uncommitted diffs are cut (and say so)
+# Environment variables that change MindSpore's behaviour (names, or prefixes ending in _).
+ENV_VARS = ("GLOG_v", "OMP_NUM_THREADS", "MS_")
+
+
+def sha256_of(path):
+    """Hex SHA-256 of a file's bytes."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def provenance_of(meta):
+    """run.json's provenance block, or ``{}`` for a run made before provenance."""
+    block = (meta or {}).get(META_KEY)
+    return block if isinstance(block, dict) else {}
+
+
+def source_files(run_dir, block):
+    """``{relative name: text}`` of the captured source files, checked against
+    their recorded SHA-256. Raises RunDirError (one line) naming what is wrong:
+    no captured source, a missing file, a file changed since the capture."""
+    source = block.get("source") if isinstance(block, dict) else None
+    if not isinstance(source, dict) or not isinstance(source.get("files"), dict):
+        why = (block or {}).get("source_missing") if isinstance(block, dict) else None
+        raise RunDirError(f"{run_dir} has no captured source"
+                          + (f" ({why})" if why else " (made before provenance was recorded)"))
+    folder = os.path.join(run_dir, source.get("dir") or SOURCE_DIR)
+    texts = {}
+    for name, digest in source["files"].items():
+        path = os.path.join(folder, name)
+        shown = f"{run_dir}: the captured source file {os.path.relpath(path, run_dir)}"
+        if not os.path.isfile(path):
+            raise RunDirError(f"{shown} is missing")
+        if sha256_of(path) != digest:
+            raise RunDirError(f"{shown} is corrupt (its SHA-256 does not match the one in run.json)")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            texts[name] = f.read()
+    return texts
+
+
+def entry_path(run_dir, block):
+    """Absolute path of the captured file that holds the experiment class."""
+    source = block["source"]
+    return os.path.join(run_dir, source.get("dir") or SOURCE_DIR, source["entry_file"])
+
+
+def read_environment(path):
+    """``{name: version}`` from an environment.txt; ``{}`` when it is absent."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return {}
+    pairs = (line.split("==", 1) for line in lines if "==" in line)
+    return {name.strip(): version.strip() for name, version in pairs}

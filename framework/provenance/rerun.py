@@ -1,0 +1,81 @@
+"""Rerun: a new run with a finished run's config, from the code it captured."""
+import os
+
+from ..errors import RunDirError
+from ..rundir import is_run_dir, read_json
+from . import files as F
+from .capture import installed_packages, mindspore_env
+
+
+def prepare_rerun(run_dir, overrides=None, current_code=False):
+    """Check ``run_dir`` can be rerun and build the experiment; returns
+    ``(experiment, entry)``. Changes nothing on disk.
+
+    Raises MindexpError (one line) when ``run_dir`` is not a run, or its
+    captured source is missing or corrupt (unless ``current_code``).
+    """
+    from ..catalog import load_experiment
+    run_dir = os.path.abspath(os.fspath(run_dir))
+    if not is_run_dir(run_dir):
+        raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no run.json)")
+    meta = read_json(os.path.join(run_dir, "run.json"))
+    config = read_json(os.path.join(run_dir, "config.json"))
+    if current_code:
+        entry = meta["entry"]
+    else:
+        block = F.provenance_of(meta)
+        try:
+            F.source_files(run_dir, block)
+        except RunDirError as exc:
+            raise RunDirError(f"cannot rerun from the captured code: {exc}; "
+                              "--current-code reruns with the experiment's file as it is now") \
+                from None
+        entry = f"{F.entry_path(run_dir, block)}:{block['source']['class']}"
+    exp = load_experiment(entry)({**config, **(overrides or {})})
+    exp.entry = entry
+    exp.rerun_of = {"run_id": meta.get("run_id") or os.path.basename(run_dir),
+                    "run_dir": run_dir, "code": "current" if current_code else "captured",
+                    "overrides": dict(overrides or {}),
+                    "environment_differs": environment_changes(run_dir)}
+    return exp, entry
+
+
+def rerun(run_dir, overrides=None, out=None, current_code=False, name=None, quiet=True):
+    """Train a new run with ``run_dir``'s config (changed by ``overrides``) from
+    its captured code (``current_code``: the experiment's file as it is now).
+
+    The new run goes under ``out`` (default: the original's output root) and
+    its run.json says ``rerun_of``. Returns its :class:`mindexp.Run`.
+    """
+    exp, entry = prepare_rerun(run_dir, overrides, current_code)
+    return train_rerun(exp, entry, out, name, quiet)
+
+
+def train_rerun(exp, entry, out=None, name=None, quiet=True):
+    """Train what :func:`prepare_rerun` built; returns the new :class:`mindexp.Run`."""
+    from ..runner import train
+    out = out or os.path.dirname(os.path.dirname(exp.rerun_of["run_dir"]))
+    return train(exp, out=out, label=name, quiet=quiet, entry=entry)
+
+
+def environment_changes(run_dir):
+    """How this process's environment differs from the one ``run_dir`` captured:
+    a list of ``"what: captured -> now"`` strings (packages, Python, MindSpore
+    environment variables); empty when nothing differs or nothing was captured."""
+    import platform
+    meta = read_json(os.path.join(run_dir, "run.json"))
+    block = F.provenance_of(meta)
+    if not block.get("environment"):
+        return []
+    then = F.read_environment(os.path.join(run_dir, block["environment"]))
+    now = dict(p.split("==", 1) for p in installed_packages())
+    python = (meta.get("versions") or {}).get("python")
+    changes = [f"python: {python} -> {platform.python_version()}"] \
+        if python and python != platform.python_version() else []
+    changes += [f"{name}: {then.get(name, 'absent')} -> {now.get(name, 'absent')}"
+               for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)]
+    env_then, env_now = block.get("env") or {}, mindspore_env()
+    changes += [f"${name}: {env_then.get(name, 'unset')} -> {env_now.get(name, 'unset')}"
+                for name in sorted(set(env_then) | set(env_now))
+                if env_then.get(name) != env_now.get(name)]
+    return changes
