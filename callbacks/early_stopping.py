@@ -3,7 +3,7 @@ import math
 
 from mindspore.train import Callback
 
-from ._common import first_output, to_float
+from ._common import monitored_value
 
 __all__ = ["EarlyStopping"]
 
@@ -15,7 +15,8 @@ class EarlyStopping(Callback):
 
     Checked at each epoch's end. ``monitor="loss"`` watches the last
     training loss of the epoch; any other name is read from the eval
-    results ``Model.fit`` provides (e.g. ``"accuracy"``). ``mode`` is
+    results ``Model.fit`` provides (e.g. ``"accuracy"``, also spelled
+    ``"eval_accuracy"``); epochs without evaluation are skipped. ``mode`` is
     ``"min"`` or ``"max"``: required unless monitoring the loss (a wrong
     default silently keeps the worst model).
 
@@ -71,7 +72,4 @@ class EarlyStopping(Callback):
         return value > self.best + self.min_delta
 
     def _value(self, cb_params):
-        if self.monitor == "loss":
-            return to_float(first_output(cb_params.get("net_outputs")))
-        results = cb_params.get("eval_results") or cb_params.get("metrics") or {}
-        return to_float(results[self.monitor]) if self.monitor in results else None
+        return monitored_value(cb_params, self.monitor)

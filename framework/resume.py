@@ -52,6 +52,7 @@ def prepare_resume(run_dir, overrides=None):
     exp = cls({**config, **(overrides or {})})
     resume = _latest_good_checkpoint(run_dir)
     _check_not_done(meta, exp, resume, run_dir)
+    _check_early_stop_asked(meta, overrides, run_dir)
     resume.time_offset = _last_time(run_dir, resume.step)
     return exp, meta["entry"], meta, resume
 
@@ -71,6 +72,20 @@ def _check_not_done(meta, exp, resume, run_dir):
         raise MindexpError(f"cannot resume {run_dir}: it is completed ({resume.epoch} of "
                            f"{exp.config.epochs} epochs); to train longer pass "
                            f"--set epochs=N with N > {resume.epoch}")
+
+
+# Overrides that say "train on" after an early stop.
+CONTINUE_FIELDS = ("patience", "epochs")
+
+
+def _check_early_stop_asked(meta, overrides, run_dir):
+    """An early-stopped run continues only when asked (a new patience or epochs)."""
+    if meta.get("status") != "completed" or not meta.get("stop_reason"):
+        return
+    if any(name in (overrides or {}) for name in CONTINUE_FIELDS):
+        return
+    raise MindexpError(f"cannot resume {run_dir}: it stopped early ({meta['stop_reason']}); "
+                       "to train on pass --set patience=N or --set epochs=N")
 
 
 def _latest_good_checkpoint(run_dir):
