@@ -219,6 +219,8 @@ def _print_summary(run):
         print(f"  {name} = {value:.6f}{target}")
     if meta.get("error"):
         print(f"  {meta['error']}")
+    if meta.get("stop_reason"):
+        print(f"  {meta['stop_reason']}")
     print(f"logs: {', '.join(sorted(f for f in os.listdir(run.dir) if f.endswith('.csv')))}")
     plots = os.path.join(run.dir, "plots")
     if os.path.isdir(plots):

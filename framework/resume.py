@@ -75,7 +75,7 @@ def _check_not_done(meta, exp, resume, run_dir):
 
 
 # Overrides that say "train on" after an early stop.
-CONTINUE_FIELDS = ("patience", "epochs")
+CONTINUE_FIELDS = ("patience", "epochs", "early_stop", "min_delta")
 
 
 def _check_early_stop_asked(meta, overrides, run_dir):
@@ -85,7 +85,8 @@ def _check_early_stop_asked(meta, overrides, run_dir):
     if any(name in (overrides or {}) for name in CONTINUE_FIELDS):
         return
     raise MindexpError(f"cannot resume {run_dir}: it stopped early ({meta['stop_reason']}); "
-                       "to train on pass --set patience=N or --set epochs=N")
+                       "to train on pass --set patience=N or --set epochs=N (or change "
+                       "early_stop or min_delta)")
 
 
 def _latest_good_checkpoint(run_dir):
