@@ -46,18 +46,24 @@ class EarlyStopping(Callback):
 
     def on_train_epoch_end(self, run_context):
         cb_params = run_context.original_args()
-        value = self._value(cb_params)
-        if value is None or math.isnan(value):
-            return
-        if self.best is None or self._improved(value):
-            self.best, self.wait = value, 0
-            return
-        self.wait += 1
-        if self.wait >= self.patience:
+        if self.update(self._value(cb_params)):
             self.stopped_epoch = int(cb_params.cur_epoch_num)
             self.stop_reason = (f"{self.monitor} did not improve on {self.best:.6g} for "
                                 f"{self.patience} epochs")
             run_context.request_stop()
+
+    def update(self, value):
+        """Take one epoch's value (None or NaN: skipped); True when patience ran out.
+
+        Also replays logged values into a fresh instance (exact resume).
+        """
+        if value is None or math.isnan(value):
+            return False
+        if self.best is None or self._improved(value):
+            self.best, self.wait = value, 0
+            return False
+        self.wait += 1
+        return self.wait >= self.patience
 
     def state_dict(self):
         """Resumable state (Lightning style)."""

@@ -54,6 +54,7 @@ def prepare_resume(run_dir, overrides=None):
     _check_not_done(meta, exp, resume, run_dir)
     _check_early_stop_asked(meta, overrides, run_dir)
     resume.time_offset = _last_time(run_dir, resume.step)
+    resume.early_stopped = bool(meta.get("stop_reason"))  # its patience counter restarts
     return exp, meta["entry"], meta, resume
 
 
@@ -164,6 +165,7 @@ def load_resume_point(run_dir):
     """The resume point, for an msrun worker (the launcher already checked the run)."""
     point = _latest_good_checkpoint(run_dir)
     point.time_offset = _last_time(run_dir, point.step)
+    point.early_stopped = bool(read_json(os.path.join(run_dir, "run.json")).get("stop_reason"))
     return point
 
 

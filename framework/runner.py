@@ -417,6 +417,11 @@ class _Session:
             self.early_stop_cb = EarlyStopping(cfg.early_stop, patience=cfg.patience,
                                                min_delta=cfg.min_delta,
                                                mode=monitor_mode_of(self.exp, cfg.early_stop))
+            if resume is not None and not getattr(resume, "early_stopped", False):
+                # an interrupted run stops where it would have; one stopped early and
+                # resumed on request starts counting afresh
+                from .early_stop_replay import replay_early_stop
+                replay_early_stop(self.early_stop_cb, d, resume.step, self.plan.steps_per_epoch)
             cbs.append(self.early_stop_cb)
         monitor = cfg.checkpoint_monitor or None
         cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,

@@ -295,3 +295,76 @@ def test_export_onnx_and_default_path(cli, spirals_run):
 def test_export_bad_arguments(cli, linear_run, tmp_path, args, message):
     assert message in one_line_error(cli("export", linear_run.dir, *args))
     assert not os.path.exists(os.path.join(linear_run.dir, "exported"))
+
+
+# -- the callbacks read the framework's eval_<metric> names ----------------------
+def test_early_stopping_reads_eval_names_and_skips_epochs_without_eval(run_context):
+    from mindexp.callbacks import EarlyStopping
+    cb = EarlyStopping("eval_accuracy", patience=2, mode="max")
+    for epoch, results in enumerate([{"accuracy": 0.5}, None, {"accuracy": 0.4},
+                                     {"accuracy": 0.45}], start=1):
+        ctx = run_context(cur_epoch_num=epoch, **({"eval_results": results} if results else {}))
+        cb.on_train_epoch_end(ctx)
+    # epoch 2 had no evaluation: only epochs 3 and 4 count against the best of epoch 1
+    assert cb.best == 0.5 and cb.stopped_epoch == 4
+    assert ctx.get_stop_requested()
+
+
+def test_checkpoint_scores_an_eval_name(run_context, tmp_path):
+    from mindexp.callbacks import Checkpoint
+    def params(**results):
+        return run_context(eval_results=results).original_args()
+    cb = Checkpoint(str(tmp_path), monitor="eval_loss", mode="min")
+    assert cb._score(params(eval_loss=0.25, loss=0.3)) == 0.25
+    assert cb._score(params(mae=0.1)) is None
+    cb = Checkpoint(str(tmp_path), monitor="eval_mae", mode="min")
+    assert cb._score(params(mae=0.1)) == pytest.approx(0.1)
+
+
+def test_not_a_run_or_a_run_without_checkpoints(cli, tmp_path):
+    from rundirs import make_run
+    assert "is not a run directory" in one_line_error(cli("evaluate", tmp_path))
+    run_dir = make_run(tmp_path, experiment="linear", status="failed",
+                       meta={"entry": "mindexp.experiments.linear:Linear"})
+    line = one_line_error(cli("export", run_dir))
+    assert "has no last checkpoint; accepted: none (the run has no checkpoints)" in line
+    assert not os.path.exists(os.path.join(run_dir, "exported"))
+
+
+STOPS_ITSELF = '''
+import os, signal
+from mindexp.experiments.linear import Linear
+
+
+class StopsItself(Linear):
+    """Linear that sends itself SIGTERM at global step 25 (mid epoch 3)."""
+
+    def callbacks(self):
+        from mindspore.train import Callback
+
+        class Term(Callback):
+            def on_train_step_end(self, run_context):
+                p = run_context.original_args()
+                step = (p.cur_epoch_num - 1) * p.batch_num + (p.cur_step_num - 1) % p.batch_num + 1
+                if step == 25 and os.environ.get("TERM_AT_25"):
+                    os.kill(os.getpid(), signal.SIGTERM)
+        return [Term()]
+'''
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_stops_early_where_the_uninterrupted_one_does(cli, tmp_path):
+    (tmp_path / "stops.py").write_text(STOPS_ITSELF)
+    sets = ["--set", "epochs=10", "--set", "early_stop=loss", "--set", "patience=2",
+            "--set", "min_delta=100", "--set", "checkpoint_interval_s=0", "--quiet"]
+    done = cli("run", "stops.py:StopsItself", *sets, "--out", "out", TERM_AT_25="1")
+    assert done.returncode != 0, done.stderr  # status interrupted (checked below)
+    (run_id,) = os.listdir(tmp_path / "out" / "linear")
+    run_dir = tmp_path / "out" / "linear" / run_id
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+    done = cli("resume", run_dir, "--quiet")  # interrupted: no need to ask
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((run_dir / "run.json").read_text())
+    # uninterrupted: epoch 1 sets the best, epochs 2 and 3 wait -> stop at epoch 3
+    assert meta["stop_reason"].startswith("early stop at epoch 3"), meta["stop_reason"]
+    assert pd.read_csv(run_dir / "loss.csv")["step"].tolist() == list(range(1, 31))
