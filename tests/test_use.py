@@ -368,3 +368,44 @@ def test_an_interrupted_run_stops_early_where_the_uninterrupted_one_does(cli, tm
     # uninterrupted: epoch 1 sets the best, epochs 2 and 3 wait -> stop at epoch 3
     assert meta["stop_reason"].startswith("early stop at epoch 3"), meta["stop_reason"]
     assert pd.read_csv(run_dir / "loss.csv")["step"].tolist() == list(range(1, 31))
+
+
+NO_ONNX = '''
+from mindspore import nn, ops
+from mindexp.experiments.linear import Linear
+
+
+class CumSumNet(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Dense(1, 1)
+
+    def construct(self, x):
+        return ops.cumsum(self.dense(x), 1)  # MindSpore 2.10 has no ONNX converter for CumSum
+
+
+class NoOnnx(Linear):
+    def network(self):
+        return CumSumNet()
+'''
+
+
+@pytest.mark.slow
+def test_export_onnx_of_an_operator_mindspore_cannot_convert(cli, tmp_path):
+    (tmp_path / "no_onnx.py").write_text(NO_ONNX)
+    done = cli("run", "no_onnx.py:NoOnnx", "--set", "epochs=1", "--out", "out", "--quiet")
+    assert done.returncode == 0, done.stderr
+    (run_id,) = os.listdir(tmp_path / "out" / "linear")
+    run_dir = tmp_path / "out" / "linear" / run_id
+    line = one_line_error(cli("export", run_dir, "--format", "ONNX"))
+    assert "MindSpore cannot export this network as ONNX here: Can not find key CumSum" in line
+    assert not (run_dir / "exported").exists()
+    assert sorted(os.listdir(tmp_path)) == ["no_onnx.py", "out"]  # no rank_0/ left in the cwd
+    assert cli("export", run_dir).returncode == 0  # MINDIR has every operator
+    assert os.listdir(run_dir / "exported") == ["epoch0001-step0000010.mindir"]
+
+
+def test_bad_keep_best_on_the_command_line_creates_nothing(cli, tmp_path):
+    line = one_line_error(cli("run", "linear", "--set", "keep_best=2", "--out", "out"))
+    assert "config field 'keep_best' needs checkpoint_monitor" in line
+    assert not (tmp_path / "out").exists()

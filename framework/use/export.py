@@ -28,9 +28,16 @@ def export(run_dir, file_format="MINDIR", checkpoint="last", output=None, batch_
     if output is None:
         stem = os.path.splitext(os.path.basename(model.path))[0]
         output = os.path.join(run.dir, "exported", stem + FORMATS[fmt])
-        os.makedirs(os.path.dirname(output), exist_ok=True)
     _, sample, dtype = sample_spec(exp)
-    _export_atomically(model.net, np.zeros((batch_size,) + sample, dtype), output, fmt)
+    folder = os.path.dirname(output)
+    created = not os.path.isdir(folder)
+    os.makedirs(folder, exist_ok=True)
+    try:
+        _export_atomically(model.net, np.zeros((batch_size,) + sample, dtype), output, fmt)
+    except BaseException:
+        if created and not os.listdir(folder):
+            os.rmdir(folder)  # nothing written: leave no empty exported/ behind
+        raise
     return output
 
 
