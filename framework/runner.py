@@ -55,7 +55,8 @@ def prepare(exp, workers=1, check_network=True):
     if check_network:
         check_output_shape(exp, train)
     _check_eval(exp, eval_)
-    _check_monitors(exp, eval_)
+    from .monitors import check_monitors
+    check_monitors(exp, eval_)
     return Plan(train, eval_, steps_per_epoch)
 
 
@@ -104,38 +105,6 @@ def _check_eval(exp, eval_):
         raise ConfigError(f"config field 'metrics' needs an eval split, and "
                           f"{exp.experiment_name()}.source('eval') gives none. "
                           f"Received: metrics={','.join(exp.config.metrics)}", field="metrics")
-
-
-def _check_monitors(exp, eval_):
-    """early_stop / checkpoint_monitor name a value this run has, with a known direction."""
-    cfg = exp.config
-    for field, name in (("early_stop", cfg.early_stop), ("checkpoint_monitor", cfg.checkpoint_monitor)):
-        if not name:
-            continue
-        accepted = monitored_values(exp, eval_)
-        if name not in accepted:
-            raise ConfigError(f"config field {field!r}: {exp.experiment_name()} has no value {name!r} "
-                              f"to watch; accepted: {', '.join(accepted)} (or empty: off). "
-                              f"Received: {field}={name!r}", field=field)
-        if monitor_mode_of(exp, name) is None:
-            raise ConfigError(f"config field {field!r}: cannot tell whether {name!r} should go up "
-                              "or down; set early_stop_mode=min or max (and early_stop to the same "
-                              f"value). Received: {field}={name!r}", field=field)
-
-
-def monitored_values(exp, eval_):
-    """Values early_stop / checkpoint_monitor can watch: loss, eval_loss, eval_<metric>."""
-    metrics = exp.metrics() if eval_ is not None else []
-    names = list(metrics) if metrics else []
-    evals = ["eval_loss"] + [f"eval_{m}" for m in names if m != "loss"] if names else []
-    return ["loss"] + evals
-
-
-def monitor_mode_of(exp, name):
-    """``"min"``/``"max"`` for a watched value; early_stop_mode applies to early_stop's value."""
-    cfg = exp.config
-    mode = cfg.early_stop_mode if name == cfg.early_stop else "auto"
-    return _config.monitor_mode(name, mode, exp.metrics())
 
 
 def _eval_epochs(cfg):
@@ -412,23 +381,14 @@ class _Session:
             from .progress import Progress
             cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
         cbs.extend(self.exp.callbacks() or [])
-        if cfg.early_stop:
-            from .callbacks import EarlyStopping
-            self.early_stop_cb = EarlyStopping(cfg.early_stop, patience=cfg.patience,
-                                               min_delta=cfg.min_delta,
-                                               mode=monitor_mode_of(self.exp, cfg.early_stop))
-            if resume is not None and not getattr(resume, "early_stopped", False):
-                # an interrupted run stops where it would have; one stopped early and
-                # resumed on request starts counting afresh
-                from .early_stop_replay import replay_early_stop
-                replay_early_stop(self.early_stop_cb, d, resume.step, self.plan.steps_per_epoch)
+        from .monitors import best_checkpoint_args, early_stopping
+        self.early_stop_cb = early_stopping(self.exp, d, resume, self.plan.steps_per_epoch)
+        if self.early_stop_cb is not None:
             cbs.append(self.early_stop_cb)
-        monitor = cfg.checkpoint_monitor or None
         cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,
                               keep_last=cfg.keep_checkpoints,
-                              min_interval_s=cfg.checkpoint_interval_s, monitor=monitor,
-                              mode=monitor_mode_of(self.exp, monitor) if monitor else None,
-                              keep_best=cfg.keep_best or 1))
+                              min_interval_s=cfg.checkpoint_interval_s,
+                              **best_checkpoint_args(self.exp)))
         # Last, so a signal that arrives during any callback of step s stops at s.
         cbs.append(self.stopper)
         return cbs
