@@ -19,9 +19,16 @@ from .errors import ConfigError
 logger = logging.getLogger(__name__)
 
 
-def check_monitors(exp, eval_):
+def check_monitors(exp, eval_, workers=1):
     """early_stop / checkpoint_monitor name a value this run has, with a known direction."""
     cfg = exp.config
+    if cfg.early_stop == "loss" and workers > 1:
+        # each rank sees the loss of its own shard: ranks could stop at different
+        # epochs and leave the others waiting in a collective
+        raise ConfigError("config field 'early_stop': loss is each worker's own shard loss, so "
+                          f"with {workers} workers they could stop at different epochs; accepted: "
+                          "an eval_<metric> (the same on every worker). Received: early_stop='loss'",
+                          field="early_stop")
     for field, name in (("early_stop", cfg.early_stop), ("checkpoint_monitor", cfg.checkpoint_monitor)):
         if not name:
             continue

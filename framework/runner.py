@@ -56,7 +56,7 @@ def prepare(exp, workers=1, check_network=True):
         check_output_shape(exp, train)
     _check_eval(exp, eval_)
     from .monitors import check_monitors
-    check_monitors(exp, eval_)
+    check_monitors(exp, eval_, workers)
     return Plan(train, eval_, steps_per_epoch)
 
 

@@ -77,6 +77,13 @@ def test_watching_an_eval_value_without_eval_split_is_rejected_before_any_run_di
     assert not (tmp_path / "out").exists()
 
 
+def test_early_stop_on_the_loss_is_refused_with_several_workers(cli, tmp_path):
+    line = one_line_error(cli("run", "linear", "--set", "early_stop=loss", "--workers", "2",
+                              "--out", "out"))
+    assert "config field 'early_stop'" in line and "eval_<metric>" in line
+    assert not (tmp_path / "out").exists()
+
+
 def test_unknown_eval_metric_lists_the_accepted_ones():
     from mindexp.experiments.spirals import Spirals
     with pytest.raises(ConfigError) as info:
