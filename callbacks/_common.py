@@ -185,4 +185,22 @@ def calling_model_metric_names(max_frames=8):
             metric_fns = getattr(owner, "_metric_fns", None)
             return None if metric_fns is None else list(metric_fns) + ["eval_loss"]
         frame = frame.f_back
+
+
+def monitored_value(cb_params, monitor):
+    """The value a callback watches at an epoch's end, or None when absent.
+
+    ``"loss"`` is the epoch's last training loss. Any other name is read
+    from the eval results ``Model.fit`` leaves for that epoch only (none on
+    epochs without evaluation): as given (``"accuracy"``, MindSpore's own
+    ``"eval_loss"``), else without an ``eval_`` prefix (``"eval_accuracy"``
+    finds ``"accuracy"``), the name the eval logs give it.
+    """
+    if monitor == "loss":
+        return to_float(first_output(cb_params.get("net_outputs")))
+    results = cb_params.get("eval_results") or cb_params.get("metrics") or {}
+    if monitor in results:
+        return to_float(results[monitor])
+    if monitor.startswith("eval_") and monitor[len("eval_"):] in results:
+        return to_float(results[monitor[len("eval_"):]])
     return None

@@ -8,7 +8,7 @@ import mindspore as ms
 import numpy as np
 
 from ._common import (check_directory, first_output, global_step, is_finite,
-                      log_path, step_info, to_float, trained_parameters)
+                      log_path, monitored_value, step_info, to_float, trained_parameters)
 from ._quiet_callback import QuietCallback
 from .csv_log import CsvLog
 
@@ -45,7 +45,8 @@ class Checkpoint(QuietCallback):
         every_epochs: save at the end of every N-th epoch (None: never).
         every_steps: also save every N-th global step (None: never).
         keep_last: regular checkpoints kept (None: all).
-        monitor: ``"loss"`` or an eval metric name to keep the best by.
+        monitor: ``"loss"`` or an eval metric name to keep the best by
+            (``"accuracy"`` or ``"eval_accuracy"``).
         mode: ``"min"`` or ``"max"``; required with ``monitor``.
         keep_best: best checkpoints kept.
         min_interval_s: skip a periodic save when the last one is younger
@@ -188,12 +189,7 @@ class Checkpoint(QuietCallback):
             _remove(self.best.pop()[2])
 
     def _score(self, cb_params):
-        if self.monitor == "loss":
-            return to_float(first_output(cb_params.get("net_outputs")))
-        results = cb_params.get("eval_results") or cb_params.get("metrics") or {}
-        if self.monitor not in results:
-            return None
-        return to_float(results[self.monitor])
+        return monitored_value(cb_params, self.monitor)
 
     def _better(self, a, b):
         return a < b if self.mode == "min" else a > b

@@ -3,7 +3,7 @@ import math
 
 from mindspore.train import Callback
 
-from ._common import first_output, to_float
+from ._common import monitored_value
 
 __all__ = ["EarlyStopping"]
 
@@ -15,7 +15,8 @@ class EarlyStopping(Callback):
 
     Checked at each epoch's end. ``monitor="loss"`` watches the last
     training loss of the epoch; any other name is read from the eval
-    results ``Model.fit`` provides (e.g. ``"accuracy"``). ``mode`` is
+    results ``Model.fit`` provides (e.g. ``"accuracy"``, also spelled
+    ``"eval_accuracy"``); epochs without evaluation are skipped. ``mode`` is
     ``"min"`` or ``"max"``: required unless monitoring the loss (a wrong
     default silently keeps the worst model).
 
@@ -45,18 +46,24 @@ class EarlyStopping(Callback):
 
     def on_train_epoch_end(self, run_context):
         cb_params = run_context.original_args()
-        value = self._value(cb_params)
-        if value is None or math.isnan(value):
-            return
-        if self.best is None or self._improved(value):
-            self.best, self.wait = value, 0
-            return
-        self.wait += 1
-        if self.wait >= self.patience:
+        if self.update(self._value(cb_params)):
             self.stopped_epoch = int(cb_params.cur_epoch_num)
             self.stop_reason = (f"{self.monitor} did not improve on {self.best:.6g} for "
                                 f"{self.patience} epochs")
             run_context.request_stop()
+
+    def update(self, value):
+        """Take one epoch's value (None or NaN: skipped); True when patience ran out.
+
+        Also replays logged values into a fresh instance (exact resume).
+        """
+        if value is None or math.isnan(value):
+            return False
+        if self.best is None or self._improved(value):
+            self.best, self.wait = value, 0
+            return False
+        self.wait += 1
+        return self.wait >= self.patience
 
     def state_dict(self):
         """Resumable state (Lightning style)."""
@@ -71,7 +78,4 @@ class EarlyStopping(Callback):
         return value > self.best + self.min_delta
 
     def _value(self, cb_params):
-        if self.monitor == "loss":
-            return to_float(first_output(cb_params.get("net_outputs")))
-        results = cb_params.get("eval_results") or cb_params.get("metrics") or {}
-        return to_float(results[self.monitor]) if self.monitor in results else None
+        return monitored_value(cb_params, self.monitor)

@@ -75,7 +75,29 @@ def build_parser():
     worker.add_argument("--resume", action="store_true")
     sub.add_parser("_sweep_worker")  # a sweep's worker process (internal, see sweep_worker)
     _add_report_commands(sub)
+    _add_use_commands(sub)
     return parser
+
+
+def _add_use_commands(sub):
+    ev = sub.add_parser("evaluate", help="metrics of a run's checkpoint on a split")
+    ev.add_argument("run_dir", metavar="RUN")
+    ev.add_argument("--checkpoint", default="last", metavar="best|last|STEP")
+    ev.add_argument("--split", default="eval", choices=("eval", "train"))
+    pr = sub.add_parser("predict", help="the network's outputs for an input file")
+    pr.add_argument("run_dir", metavar="RUN")
+    pr.add_argument("--input", required=True, metavar="X.npy|X.csv")
+    pr.add_argument("--output", metavar="Y.npy", help="save the outputs (default: print as CSV)")
+    pr.add_argument("--checkpoint", default="last", metavar="best|last|STEP")
+    pr.add_argument("--batch-size", type=_positive_int, metavar="N",
+                    help="samples per forward pass (default: the run's batch_size)")
+    ex = sub.add_parser("export", help="the network as a MINDIR (or ONNX) file")
+    ex.add_argument("run_dir", metavar="RUN")
+    ex.add_argument("--format", default="MINDIR", metavar="MINDIR|ONNX")
+    ex.add_argument("--checkpoint", default="last", metavar="best|last|STEP")
+    ex.add_argument("--output", metavar="FILE", help="default: RUN/exported/<checkpoint>.mindir")
+    ex.add_argument("--batch-size", type=_positive_int, metavar="N",
+                    help="batch dimension of the exported input (default: the run's batch_size)")
 
 
 def _positive_int(text):
@@ -363,6 +385,8 @@ def _print_summary(run):
         print(f"  {name} = {value:.6f}{target}")
     if meta.get("error"):
         print(f"  {meta['error']}")
+    if meta.get("stop_reason"):
+        print(f"  {meta['stop_reason']}")
     print(f"logs: {', '.join(sorted(f for f in os.listdir(run.dir) if f.endswith('.csv')))}")
     plots = os.path.join(run.dir, "plots")
     if os.path.isdir(plots):
@@ -647,7 +671,46 @@ def _confirmed(question):
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": cmd_worker,
+def cmd_evaluate(args):
+    from .use import evaluate
+    row = evaluate(args.run_dir, _checkpoint_arg(args), split=args.split)
+    print(f"{row['checkpoint']} (step {row['step']}, epoch {row['epoch']}) on {row['split']}:")
+    for name, value in list(row.items())[5:]:
+        print(f"  {name} = {value:.6g}")
+    print(f"appended to {os.path.join(os.path.abspath(args.run_dir), 'evaluations.csv')}")
+    return EXIT_OK
+
+
+def cmd_predict(args):
+    import numpy as np
+    from .use import predict
+    from .use.predict import save_outputs
+    from .use._model import check_writable
+    output = check_writable(args.output) if args.output else None
+    y = predict(args.run_dir, args.input, _checkpoint_arg(args), batch_size=args.batch_size)
+    if output is None:
+        np.savetxt(sys.stdout, y.reshape(len(y), -1), delimiter=",", fmt="%.8g")
+        return EXIT_OK
+    save_outputs(output, y)
+    print(f"wrote {output}: outputs of shape {y.shape}")
+    return EXIT_OK
+
+
+def cmd_export(args):
+    from .use import export
+    path = export(args.run_dir, args.format, _checkpoint_arg(args), output=args.output,
+                  batch_size=args.batch_size)
+    print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _checkpoint_arg(args):
+    from .checkpoints import parse_checkpoint
+    return parse_checkpoint(args.checkpoint)
+
+
+COMMANDS = {"evaluate": cmd_evaluate, "predict": cmd_predict, "export": cmd_export,
+            "list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": cmd_worker,
             "_sweep_worker": cmd_sweep_worker,
             "compare": cmd_compare, "report": cmd_report, "serve": cmd_serve,
             "tensorboard": cmd_tensorboard, "plot": cmd_plot, "sweep": cmd_sweep,

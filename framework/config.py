@@ -20,6 +20,12 @@ _UNIONS = (typing.Union, types.UnionType)
 _NONE_WORDS = ("none", "null", "")
 
 
+MONITOR_MODES = ("auto", "min", "max")
+# Direction of the values early_stop / checkpoint_monitor can watch ("auto").
+_LOWER_IS_BETTER = ("loss", "mae", "mse", "rmse", "max_error")
+_HIGHER_IS_BETTER = ("accuracy", "top5")
+
+
 @dataclass
 class Config:
     """Fields every experiment has; subclass it to add your own.
@@ -91,6 +97,12 @@ class Config:
     """data-parallel workers launched with msrun"""
     log_all_ranks: bool = False
     """every rank writes its own logs, not rank 0 alone"""
+    early_stop: str = ""
+    patience: int = 5
+    min_delta: float = 0.0
+    early_stop_mode: str = "auto"
+    checkpoint_monitor: str = ""
+    keep_best: Optional[int] = None
 
 
 # field -> (check, what is accepted); checked after type coercion
@@ -117,9 +129,43 @@ _RULES = {
                 "choice, or loss)"),
     "workers": (lambda v: v >= 1, "an integer >= 1"),
     "seed": (lambda v: 0 <= v < 2 ** 32, "an integer in [0, 2**32)"),
+    "early_stop": (lambda v: _is_monitor(v, empty_ok=True),
+                   "empty (off), loss or eval_<metric> (e.g. eval_accuracy)"),
+    "patience": (lambda v: v >= 1, "an integer >= 1"),
+    "min_delta": (lambda v: v >= 0, "a number >= 0"),
+    "checkpoint_monitor": (lambda v: _is_monitor(v, empty_ok=True),
+                           "empty (off), loss or eval_<metric> (e.g. eval_accuracy)"),
+    "keep_best": (lambda v: v is None or v >= 1, "an integer >= 1, or none"),
 }
 _CHOICES = {"optimizer": OPTIMIZERS, "loss": LOSSES, "mode": MODES, "device": DEVICES,
-            "amp_level": AMP_LEVELS, "lr_schedule": LR_SCHEDULES}
+            "amp_level": AMP_LEVELS, "lr_schedule": LR_SCHEDULES,
+            "early_stop_mode": MONITOR_MODES}
+
+
+def _is_monitor(value, empty_ok=False):
+    return (empty_ok and value == "") or value == "loss" or (
+        value.startswith("eval_") and len(value) > len("eval_"))
+
+
+def monitor_mode(name, mode="auto", metrics=None):
+    """``"min"`` or ``"max"`` for a monitored value, or None when unknown.
+
+    ``mode`` other than auto wins; otherwise the direction follows the name
+    (``loss``, ``eval_mae``: min; ``eval_accuracy``: max). ``metrics`` is the
+    experiment's ``metrics()``: a dict there maps an eval column to its metric.
+    """
+    if mode in ("min", "max"):
+        return mode
+    if name == "loss":
+        return "min"
+    metric = name[len("eval_"):] if name.startswith("eval_") else name
+    renamed = metrics.get(metric) if isinstance(metrics, dict) else None
+    metric = renamed if isinstance(renamed, str) else metric
+    if metric in _LOWER_IS_BETTER:
+        return "min"
+    if metric in _HIGHER_IS_BETTER:
+        return "max"
+    return None
 
 
 def resolve(config_cls, *sources):
@@ -157,6 +203,15 @@ def check(config):
             raise ConfigError(f"config field {f.name!r} must be one of "
                               f"{', '.join(_CHOICES[f.name])}. Received: {f.name}={value!r}",
                               field=f.name)
+    _check_keep_best(config)
+
+
+def _check_keep_best(config):
+    if getattr(config, "keep_best", None) is not None and not getattr(config, "checkpoint_monitor", ""):
+        raise ConfigError("config field 'keep_best' needs checkpoint_monitor (the value the best "
+                          "checkpoints are ranked by, e.g. eval_accuracy or loss). "
+                          f"Received: keep_best={config.keep_best!r}, checkpoint_monitor=''",
+                          field="keep_best")
 
 
 def coerce(name, raw, hint):

@@ -52,7 +52,9 @@ def prepare_resume(run_dir, overrides=None):
     exp = cls({**config, **(overrides or {})})
     resume = _latest_good_checkpoint(run_dir)
     _check_not_done(meta, exp, resume, run_dir)
+    _check_early_stop_asked(meta, overrides, run_dir)
     resume.time_offset = _last_time(run_dir, resume.step)
+    resume.early_stopped = bool(meta.get("stop_reason"))  # its patience counter restarts
     return exp, meta["entry"], meta, resume
 
 
@@ -71,6 +73,21 @@ def _check_not_done(meta, exp, resume, run_dir):
         raise MindexpError(f"cannot resume {run_dir}: it is completed ({resume.epoch} of "
                            f"{exp.config.epochs} epochs); to train longer pass "
                            f"--set epochs=N with N > {resume.epoch}")
+
+
+# Overrides that say "train on" after an early stop.
+CONTINUE_FIELDS = ("patience", "epochs", "early_stop", "min_delta")
+
+
+def _check_early_stop_asked(meta, overrides, run_dir):
+    """An early-stopped run continues only when asked (a new patience or epochs)."""
+    if meta.get("status") != "completed" or not meta.get("stop_reason"):
+        return
+    if any(name in (overrides or {}) for name in CONTINUE_FIELDS):
+        return
+    raise MindexpError(f"cannot resume {run_dir}: it stopped early ({meta['stop_reason']}); "
+                       "to train on pass --set patience=N or --set epochs=N (or change "
+                       "early_stop or min_delta)")
 
 
 def _latest_good_checkpoint(run_dir):
@@ -148,6 +165,7 @@ def load_resume_point(run_dir):
     """The resume point, for an msrun worker (the launcher already checked the run)."""
     point = _latest_good_checkpoint(run_dir)
     point.time_offset = _last_time(run_dir, point.step)
+    point.early_stopped = bool(read_json(os.path.join(run_dir, "run.json")).get("stop_reason"))
     return point
 
 

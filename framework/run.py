@@ -91,18 +91,29 @@ class Run:
         found = list_checkpoints(self.dir, "best" if best else "last")
         return found[-1][2] if found else None
 
-    def network(self, best=False):
-        """Rebuild the experiment's network with the latest (or best)
-        checkpoint loaded into it, ready for inference."""
+    def checkpoint_path(self, checkpoint="last"):
+        """The file of ``checkpoint``: ``"last"`` (the newest regular one),
+        ``"best"`` (the best by the run's checkpoint_monitor) or a step number.
+
+        Raises RunDirError (one line, naming what exists) when there is none.
+        """
+        from .checkpoints import find_checkpoint
+        return find_checkpoint(self, checkpoint)
+
+    def network(self, checkpoint="last", best=False):
+        """Rebuild the experiment's network with a checkpoint loaded into it,
+        ready for inference: ``checkpoint`` is ``"last"``, ``"best"`` or a step
+        number (``best=True`` is the older spelling of ``"best"``)."""
         import mindspore as ms
-        from .catalog import load_experiment
-        path = self.checkpoint(best=best)
-        if path is None:
-            raise RunDirError(f"{self.dir} has no checkpoint")
-        cls = load_experiment(self.meta["entry"])
-        net = cls(self.config).network()
+        path = self.checkpoint_path("best" if best else checkpoint)
+        net = self.experiment().network()
         ms.load_param_into_net(net, ms.load_checkpoint(path), strict_load=False)
         return net
+
+    def experiment(self):
+        """The run's experiment, built from its entry and config.json."""
+        from .catalog import load_experiment
+        return load_experiment(self.meta["entry"])(self.config)
 
 
 def _read_object(path):

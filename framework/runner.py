@@ -60,6 +60,8 @@ def prepare(exp, workers=1, check_network=True):
     if check_network:
         check_output_shape(exp, train)
     _check_eval(exp, eval_)
+    from .monitors import check_monitors
+    check_monitors(exp, eval_, workers)
     return Plan(train, eval_, steps_per_epoch)
 
 
@@ -284,6 +286,7 @@ def _initial_meta(exp, run_dir, entry):
         "error": None,
         # e.g. a tuning trial's {"study", "trial", "tuned"}
         **(getattr(exp, "run_fields", None) or {}),
+        "stop_reason": None,
     }
 
 
@@ -305,6 +308,7 @@ class _Session:
         from .signals import SignalStop
         self.stopper = SignalStop()
         self.loss_cb = None
+        self.early_stop_cb = None
         self.net = None
 
     def execute(self, meta, resume=None):
@@ -363,7 +367,14 @@ class _Session:
                             initial_epoch=initial_epoch)
 
     def _stopped(self):
-        return self.stopper.signum is not None or bool(self.loss_cb and self.loss_cb.stop_reason)
+        return self.stopper.signum is not None or bool(self.loss_cb and self.loss_cb.stop_reason) \
+            or self._early_stop_reason() is not None
+
+    def _early_stop_reason(self):
+        cb = self.early_stop_cb
+        if cb is None or cb.stop_reason is None:
+            return None
+        return f"early stop at epoch {cb.stopped_epoch}: {cb.stop_reason}"
 
     def _model(self, cell):
         from mindspore import nn
@@ -395,9 +406,14 @@ class _Session:
             from .progress import Progress
             cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
         cbs.extend(self.exp.callbacks() or [])
+        from .monitors import best_checkpoint_args, early_stopping
+        self.early_stop_cb = early_stopping(self.exp, d, resume, self.plan.steps_per_epoch)
+        if self.early_stop_cb is not None:
+            cbs.append(self.early_stop_cb)
         cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,
                               keep_last=cfg.keep_checkpoints,
-                              min_interval_s=cfg.checkpoint_interval_s))
+                              min_interval_s=cfg.checkpoint_interval_s,
+                              **best_checkpoint_args(self.exp)))
         # Last, so a signal that arrives during any callback of step s stops at s.
         cbs.append(self.stopper)
         self.cbs = cbs
@@ -409,6 +425,7 @@ class _Session:
         if self.loss_cb is not None and self.loss_cb.stop_reason:
             meta["error"] = f"diverged: {self.loss_cb.stop_reason}"
             return "diverged"
+        meta["stop_reason"] = self._early_stop_reason()
         # A callback that stopped the run and names its status (tuning: "pruned").
         for cb in getattr(self, "cbs", ()):
             if getattr(cb, "stop_status", None):

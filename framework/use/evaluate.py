@@ -1,0 +1,91 @@
+"""Metrics of one checkpoint of a run on one split, appended to evaluations.csv."""
+import csv
+import io
+import os
+
+from ..errors import MindexpError, RunDirError
+from ._model import load_model, open_run
+
+SPLITS = ("eval", "train")
+FILENAME = "evaluations.csv"
+COLUMNS = ("evaluated_at", "checkpoint", "step", "epoch", "split")
+
+
+def evaluate(run_dir, checkpoint="last", split="eval", record=True):
+    """Evaluate checkpoint ``checkpoint`` of the run at ``run_dir`` on ``split``.
+
+    The metrics are the experiment's ``metrics()`` computed as during
+    training (``Model.eval`` on ``dataset("eval", ...)``: unshuffled, every
+    sample), so a checkpoint saved at an epoch's end gives that epoch's
+    eval.csv row. Returns a dict: ``checkpoint, step, epoch, split`` and one
+    value per metric; with ``record`` the row is appended to the run's
+    evaluations.csv. Bad input raises MindexpError before anything is written.
+    """
+    if split not in SPLITS:
+        raise MindexpError(f"--split must be one of {', '.join(SPLITS)}. Received: {split!r}")
+    run = open_run(run_dir)
+    model = load_model(run, checkpoint)
+    arrays = _split_arrays(model.exp, split)
+    spec = model.exp.metrics()
+    if not spec:
+        raise MindexpError(f"{model.exp.experiment_name()}.metrics() names no metric to evaluate")
+    results = _run_eval(model, arrays, spec)
+    from ..rundir import now_iso
+    row = {"evaluated_at": now_iso(), "checkpoint": model.checkpoint_file, "step": model.step,
+           "epoch": model.epoch, "split": split, **results}
+    if record:
+        append_row(os.path.join(run.dir, FILENAME), row)
+    return row
+
+
+def _split_arrays(exp, split):
+    from ..data import as_arrays
+    source = exp.source(split)
+    if source is None:
+        other = [s for s in SPLITS if s != split]
+        raise MindexpError(f"{exp.experiment_name()} has no {split} split "
+                           f"(source({split!r}) is None); accepted: --split {other[0]}. "
+                           f"Received: --split {split}")
+    return as_arrays(source, exp.columns, split)
+
+
+def _run_eval(model, arrays, spec):
+    from mindspore import nn
+    from mindspore.train import Model
+    from ..metrics import build_metrics
+    metrics = build_metrics(spec)
+    # The eval network and indexes the runner evaluates with during training.
+    eval_net = nn.WithEvalCell(model.net, model.exp.loss_fn())
+    ms_model = Model(model.net, eval_network=eval_net, metrics=metrics, eval_indexes=[0, 1, 2])
+    # "eval" batches without shuffling or dropping: also right for the train split's arrays.
+    dataset = model.exp.dataset("eval", arrays)
+    results = ms_model.eval(dataset, dataset_sink_mode=False)
+    return {name: float(results[name]) for name in metrics}
+
+
+def append_row(path, row):
+    """Append one whole row to a CSV shared by concurrent commands.
+
+    The header is written with the first row; an exclusive lock around the
+    check and the single write keeps two evaluations from interleaving.
+    A file with other columns is refused before anything is written.
+    """
+    import fcntl
+    with open(path, "a+", newline="", encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            f.seek(0)
+            header = next(csv.reader(f), None)
+            if header is not None and header != list(row):
+                raise RunDirError(f"{path} has columns {','.join(header)}; this evaluation has "
+                                  f"{','.join(row)}; move the file away to start a new one")
+            text = io.StringIO()
+            writer = csv.writer(text, lineterminator="\n")
+            if header is None:
+                writer.writerow(list(row))
+            writer.writerow(list(row.values()))
+            f.write(text.getvalue())
+            f.flush()
+            os.fsync(f.fileno())
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
