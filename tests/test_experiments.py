@@ -28,7 +28,7 @@ def test_list_shows_every_experiment_without_importing_mindspore(cli):
     heads = [line.split(":")[0] for line in result.stdout.splitlines() if line and line[0] != " "]
     assert heads == list(SHIPPED)
     assert "hidden" in result.stdout and "boundary_weight" in result.stdout
-    probe = ("import sys; from mindexp.catalog import shipped; shipped(); "
+    probe = ("import sys; from mindexp.cli.catalog import shipped; shipped(); "
              "print('mindspore' in sys.modules)")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                             cwd=ROOT)
@@ -120,7 +120,7 @@ COMMON = dict(epochs=2, eval_every=1)
 @pytest.mark.parametrize("switches", list(SWITCHES))
 @pytest.mark.parametrize("name", SHIPPED)
 def test_switches_work_in_every_experiment(out, name, switches):
-    from mindexp.catalog import resolve_spec
+    from mindexp.cli.catalog import resolve_spec
     cls, _ = resolve_spec(name)
     run = cls(**COMMON, **TINY[name], **SWITCHES[switches]).run(out=out)
     assert run.status == "completed", run.meta["error"]

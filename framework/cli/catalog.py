@@ -4,18 +4,11 @@ Listing reads the shipped modules' source with ``ast`` instead of importing
 them, so ``mindexp list`` never imports mindspore.
 """
 import ast
-import importlib
-import importlib.util
 import os
-import sys
 
-from .config import Config, field_defaults
-from .errors import MindexpError
-
-from . import experiments as _shipped_package
-
-EXPERIMENTS_DIR = os.path.dirname(os.path.abspath(_shipped_package.__file__))
-SHIPPED_PREFIX = _shipped_package.__name__ + "."  # mindexp.experiments.
+from ..config import Config, field_defaults
+from ..entry import EXPERIMENTS_DIR, SHIPPED_PREFIX, experiment_class, import_file, load_experiment
+from ..errors import MindexpError
 
 
 class ExperimentInfo:
@@ -89,18 +82,6 @@ def resolve_spec(spec):
                        "or give path/to/file.py:ClassName")
 
 
-def load_experiment(entry):
-    """Import ``module:Class`` or ``/path/file.py:Class`` and check it."""
-    target, _, class_name = entry.rpartition(":")
-    if target.startswith("experiments."):  # runs made before the one package name
-        target = SHIPPED_PREFIX + target[len("experiments."):]
-    if target.endswith(".py"):
-        module = _import_file(target)
-    else:
-        module = importlib.import_module(target)
-    return _experiment_class(module, class_name, target)
-
-
 def _from_file(spec):
     path, sep, class_name = spec.rpartition(":")
     if not sep:
@@ -108,43 +89,6 @@ def _from_file(spec):
     if not path.endswith(".py"):
         raise MindexpError(f"expected path/to/file.py:ClassName. Received: {spec!r}")
     path = os.path.abspath(path)
-    module = _import_file(path)
-    cls = _experiment_class(module, class_name, path)
+    module = import_file(path)
+    cls = experiment_class(module, class_name, path)
     return cls, f"{path}:{cls.__name__}"
-
-
-def _import_file(path):
-    if not os.path.isfile(path):
-        raise MindexpError(f"experiment file not found: {path}")
-    name = "mindexp_user_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickling look modules up here
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        del sys.modules[name]
-        raise MindexpError(f"{path} has a syntax error at line {exc.lineno}: {exc.msg}") from None
-    except Exception as exc:
-        del sys.modules[name]
-        raise MindexpError(f"importing {path} failed: {type(exc).__name__}: {exc}") from None
-    return module
-
-
-def _experiment_class(module, class_name, where):
-    from .experiment import Experiment
-    candidates = [v for v in vars(module).values() if isinstance(v, type)
-                  and issubclass(v, Experiment) and v is not Experiment
-                  and v.__module__ == module.__name__]
-    if not class_name:
-        if len(candidates) == 1:
-            return candidates[0]
-        raise MindexpError(f"{where}: name the class as file.py:ClassName; Experiment classes "
-                           f"there: {', '.join(c.__name__ for c in candidates) or 'none'}")
-    cls = getattr(module, class_name, None)
-    if cls is None:
-        raise MindexpError(f"{where} has no class {class_name!r}; Experiment classes there: "
-                           f"{', '.join(c.__name__ for c in candidates) or 'none'}")
-    if not (isinstance(cls, type) and issubclass(cls, Experiment)):
-        raise MindexpError(f"{where}:{class_name} is not a subclass of mindexp.Experiment")
-    return cls

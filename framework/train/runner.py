@@ -7,21 +7,14 @@ import platform
 import sys
 import time
 
-from . import config as _config
-from .data import as_arrays
-from .errors import ConfigError, DataError, MindexpError
-from .metrics import check_metric_names
-from .rundir import create_run_dir, now_iso, write_json
+from .. import config as _config
+from ..data import as_arrays
+from ..entry import entry_of, load_experiment
+from ..errors import ConfigError, DataError, MindexpError, TrainingError
+from ..metrics import check_metric_names
+from ..rundir.io import create_run_dir, now_iso, write_json
 
 logger = logging.getLogger(__name__)
-
-
-class TrainingError(Exception):
-    """Training itself failed; ``run`` is the :class:`Run` (status failed)."""
-
-    def __init__(self, message, run=None):
-        super().__init__(message)
-        self.run = run
 
 
 class Plan:
@@ -66,8 +59,7 @@ _ELEMENTWISE = ("mse", "mae", "l1", "huber", "bce")
 def check_output_shape(exp, train):
     """Run the network on one batch (PyNative, before anything is created) and
     reject an output that cannot match the labels, naming both shapes."""
-    from .experiment import Experiment
-    if type(exp).loss_network is not Experiment.loss_network or len(train) != 2:
+    if exp.has_own_loss_network() or len(train) != 2:
         return  # a custom loss cell decides what matches
     out_shape, labels = _forward_shape(exp, train[0][:exp.config.batch_size]), train[1]
     if out_shape is None:
@@ -122,52 +114,58 @@ def _source(exp, split):
                            f"{type(exc).__name__}: {exc}") from None
 
 
-def train(exp, out="outputs", label=None, quiet=True, entry=None):
-    """Train ``exp`` in a new run directory under ``out`` and return its Run.
+def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None):
+    """Train ``exp`` and return its run directory (None on a rank other than 0
+    under the user's own msrun).
 
-    Raises ConfigError/DataError before anything is created, TrainingError
-    (after run.json says failed) when training itself fails.
+    A new run goes to a new directory under ``out``; with ``resume`` (a
+    :class:`~mindexp.train.resume.Resume` from ``prepare_resume``) the run
+    continues in its own directory. Raises ConfigError/DataError before
+    anything is created, TrainingError (after run.json says failed) when
+    training itself fails.
     """
     from . import distributed
-    if distributed.under_msrun():  # started by the user's own msrun command
+    entry = entry or (resume.entry if resume else entry_of(exp))
+    if distributed.under_msrun() and resume is None:  # started by the user's own msrun
         return _train_as_worker_of_own_msrun(exp, out, label, entry)
     workers = exp.config.workers
     plan = prepare(exp, workers=workers)
-    run_dir = create_run_dir(out, exp.experiment_name(), label)
+    if resume is None:
+        run_dir, previous = create_run_dir(out, exp.experiment_name(), label), None
+    else:
+        run_dir, previous = resume.run_dir, resume.meta
+        from .resume import truncate_logs
+        truncate_logs(run_dir, resume.step)
     if workers > 1:
-        return launch_workers(exp, run_dir, entry)
-    return _train_in(exp, plan, run_dir, quiet, entry)
+        return launch_workers(exp, run_dir, entry, resume=resume is not None, previous=previous)
+    return _train_in(exp, plan, run_dir, quiet, entry, resume=resume, previous=previous)
 
 
 def launch_workers(exp, run_dir, entry, resume=False, previous=None):
     """Train with ``config.workers`` msrun workers; the launcher keeps run.json true
     when a worker dies (status failed with that worker's last log lines)."""
     from . import distributed
-    from .run import Run
-    from .rundir import read_json
+    from ..rundir.io import read_json
     meta = previous or _initial_meta(exp, run_dir, entry)
-    if not resume:
-        write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
+    write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
     meta.update(status="running", workers=exp.config.workers)
     write_json(os.path.join(run_dir, "run.json"), meta)
     code = distributed.launch(run_dir, exp.config.workers, resume=resume)
     meta = read_json(os.path.join(run_dir, "run.json"))
-    _save_plots(run_dir)
     if code != 0 and meta.get("status") in ("running", "completed"):
         log, tail = distributed.worker_failure(run_dir)
         meta.update(status="failed", ended_at=now_iso(),
                     error=f"msrun exited with status {code}; last lines of msrun/{log}:\n{tail}")
         write_json(os.path.join(run_dir, "run.json"), meta)
     if meta["status"] == "failed":
-        raise TrainingError(meta["error"].splitlines()[0], run=Run(run_dir))
-    return Run(run_dir)
+        raise TrainingError(meta["error"].splitlines()[0], run_dir=run_dir)
+    return run_dir
 
 
 def run_worker(run_dir, resume=False):
     """One msrun worker of a launched run: join the cluster and train; rank 0 writes."""
     from . import distributed
-    from .catalog import load_experiment
-    from .rundir import read_json
+    from ..rundir.io import read_json
     rank, size = distributed.init_data_parallel()
     meta = read_json(os.path.join(run_dir, "run.json"))
     exp = load_experiment(meta["entry"])(read_json(os.path.join(run_dir, "config.json")))
@@ -192,7 +190,6 @@ def _train_as_worker_of_own_msrun(exp, out, label, entry):
 
 
 def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shard=(1, 0)):
-    from .run import Run
     exp.run_dir = run_dir
     writer = shard[1] == 0  # rank 0 alone writes the run directory
     meta = _initial_meta(exp, run_dir, entry)
@@ -214,24 +211,9 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
             raise TrainingError(meta.get("error") or "training failed")
         return None
     write_json(os.path.join(run_dir, "run.json"), meta)
-    if shard[0] == 1:
-        # Under msrun, ranks must leave the cluster together: a rank 0 still
-        # plotting after the others exit is declared timed out. The launcher
-        # plots instead.
-        _save_plots(run_dir)
-    run = Run(run_dir)
     if meta["status"] == "failed":
-        raise TrainingError(meta.get("error") or "training failed", run=run)
-    return run
-
-
-def _save_plots(run_dir):
-    """Draw plots/ of the run; plots are a convenience, so a failure only warns."""
-    try:
-        from .plots import save_run_plots
-        save_run_plots(run_dir)
-    except Exception as exc:
-        logger.warning("could not draw the plots of %s: %s: %s", run_dir, type(exc).__name__, exc)
+        raise TrainingError(meta.get("error") or "training failed", run_dir=run_dir)
+    return run_dir
 
 
 def _initial_meta(exp, run_dir, entry):
@@ -240,7 +222,7 @@ def _initial_meta(exp, run_dir, entry):
     return {
         "experiment": exp.experiment_name(),
         "run_id": os.path.basename(run_dir),
-        "entry": entry or f"{type(exp).__module__}:{type(exp).__qualname__}",
+        "entry": entry or entry_of(exp),
         "status": "running",
         "started_at": now_iso(),
         "ended_at": None,
@@ -297,7 +279,7 @@ class _Session:
         self._summarize(meta, time.monotonic() - start)
 
     def _train(self, resume):
-        from .callbacks import TrainStep
+        from ..callbacks import TrainStep
 
         _set_context(self.cfg, self.run_dir)
         self.net = _amp(self.exp.network(), self.cfg.amp_level, self.run_dir)
@@ -343,7 +325,7 @@ class _Session:
     def _model(self, cell):
         from mindspore import nn
         from mindspore.train import Model
-        from .metrics import build_metrics
+        from ..metrics import build_metrics
         metrics = build_metrics(self.exp.metrics()) if self.plan.eval is not None else {}
         if not metrics:
             return Model(cell), {}
@@ -351,13 +333,13 @@ class _Session:
         return Model(cell, eval_network=eval_net, metrics=metrics, eval_indexes=[0, 1, 2]), metrics
 
     def _callbacks(self, metrics, resume):
-        from .callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker
-        from .callbacks.eval_monitor import EvalMonitor
+        from ..callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker
+        from ..callbacks.eval_monitor import EvalMonitor
         cfg, d = self.cfg, self.run_dir
         ranks = cfg.log_all_ranks
         self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
                                    time_offset=resume.time_offset if resume else 0.0)
-        from .callbacks import Timer
+        from ..callbacks import Timer
         self.timer = Timer()
         cbs = [self.timer, self.loss_cb]
         if cfg.track_params:

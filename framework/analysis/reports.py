@@ -10,9 +10,9 @@ import os
 import platform
 import re
 
-from .errors import ConfigError, RunDirError
-from .run import Run
-from .rundir import is_run_dir
+from ..errors import ConfigError, RunDirError
+from ..rundir.run import Run
+from ..rundir.io import is_run_dir
 
 logger = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 import functools
 import os
 
-from .errors import RunDirError
-from .rundir import is_run_dir, read_json
+from ..errors import RunDirError
+from .io import is_run_dir, read_json
 
 LOGS = {"loss": "loss.csv", "params": "params.csv", "grad_norm": "grad_norm.csv",
         "eval": "eval.csv", "checkpoints": "checkpoints.csv"}
@@ -87,7 +87,7 @@ class Run:
 
     def checkpoint(self, best=False):
         """Path of the latest checkpoint, or of the newest best one, or None."""
-        from .callbacks import list_checkpoints
+        from ..callbacks import list_checkpoints
         found = list_checkpoints(self.dir, "best" if best else "last")
         return found[-1][2] if found else None
 
@@ -95,7 +95,7 @@ class Run:
         """Rebuild the experiment's network with the latest (or best)
         checkpoint loaded into it, ready for inference."""
         import mindspore as ms
-        from .catalog import load_experiment
+        from ..entry import load_experiment
         path = self.checkpoint(best=best)
         if path is None:
             raise RunDirError(f"{self.dir} has no checkpoint")
@@ -126,7 +126,7 @@ def _ends_mid_row(path):
 
 
 def _parse_csv(path):
-    from .callbacks import read_csv
+    from ..callbacks import read_csv
     try:
         return read_csv(path)
     except Exception as exc:  # pandas' parser errors name no file

@@ -1,12 +1,11 @@
 """The ``mindexp`` command line. Imports mindspore only for commands that train."""
 import argparse
-import logging
 import os
 import sys
 
-from .errors import MindexpError
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+from ..errors import MindexpError
+from ._console import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, fmt_number, log_to_stderr, one_line,
+                       print_summary)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,7 +35,6 @@ def build_parser():
     worker = sub.add_parser("_worker")  # what msrun runs in each worker (internal)
     worker.add_argument("run_dir")
     worker.add_argument("--resume", action="store_true")
-    sub.add_parser("_sweep_worker")  # a sweep's worker process (internal, see sweep_worker)
     _add_report_commands(sub)
     return parser
 
@@ -85,12 +83,12 @@ def _add_config_args(p):
 def main(argv=None):
     """Entry point of the ``mindexp`` console script; returns the exit status."""
     os.environ.setdefault("GLOG_v", "3")  # MindSpore: errors only on stderr
-    _log_to_stderr()
+    log_to_stderr()
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except MindexpError as exc:
-        print(f"mindexp: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"mindexp: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("mindexp: interrupted", file=sys.stderr)
@@ -100,31 +98,9 @@ def main(argv=None):
         return EXIT_OK
 
 
-def _one_line(exc):
-    return " ".join(str(exc).split())
-
-
-class _StderrHandler(logging.Handler):
-    """``mindexp: warning: ...`` on whatever sys.stderr is at the time."""
-
-    def emit(self, record):
-        try:
-            print(f"mindexp: {record.levelname.lower()}: {_one_line(record.getMessage())}",
-                  file=sys.stderr)
-        except Exception:
-            self.handleError(record)
-
-
-def _log_to_stderr():
-    """Library warnings (a skipped broken run, a plot not drawn) go to stderr as one line."""
-    logger = logging.getLogger("mindexp")
-    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
-        logger.addHandler(_StderrHandler())
-
-
 def cmd_list(args):
     from .catalog import shipped
-    from .config import choices
+    from ..config import choices
     for info in shipped():
         print(f"{info.name}: {info.doc}")
         for name, type_, default in info.fields:
@@ -141,14 +117,14 @@ def cmd_run(args):
 
 
 def cmd_worker(args):
-    from .runner import run_worker
+    from ..train.runner import run_worker
     run_worker(os.path.abspath(args.run_dir), resume=args.resume)
     return EXIT_OK
 
 
 def _build_experiment(spec, toml_path, sets):
     from .catalog import resolve_spec
-    from .config import load_toml, parse_assignments
+    from ..config import load_toml, parse_assignments
     overrides = parse_assignments(sets)
     file_values = load_toml(toml_path) if toml_path else {}
     cls, entry = resolve_spec(spec)
@@ -158,57 +134,36 @@ def _build_experiment(spec, toml_path, sets):
 
 
 def cmd_resume(args):
-    from .config import parse_assignments
-    from .resume import resume
+    from ..api import resume_run
+    from ..config import parse_assignments
     overrides = parse_assignments(args.set)
-    return _report(lambda: resume(args.run_dir, overrides, quiet=args.quiet))
+    return _report(lambda: resume_run(args.run_dir, overrides, quiet=args.quiet))
 
 
 def _train_and_report(exp, args):
-    from .runner import train
+    from ..api import run_experiment
     out = os.path.abspath(args.out)
-    return _report(lambda: train(exp, out=out, label=args.name, quiet=args.quiet,
-                                 entry=exp.entry))
+    return _report(lambda: run_experiment(exp, out=out, label=args.name, quiet=args.quiet,
+                                          entry=exp.entry))
 
 
 def _report(start):
-    from .runner import TrainingError
+    from ..errors import TrainingError
     try:
         run = start()
         if run is None:  # a rank other than 0 under the user's own msrun: nothing to show
             return EXIT_OK
     except TrainingError as exc:
-        print(f"mindexp: training failed: {_one_line(exc)}", file=sys.stderr)
+        print(f"mindexp: training failed: {one_line(exc)}", file=sys.stderr)
         if exc.run is not None:
             print(f"run directory: {exc.run.dir}", file=sys.stderr)
         return EXIT_FAILED
-    _print_summary(run)
+    print_summary(run)
     return EXIT_OK if run.status == "completed" else EXIT_FAILED
 
 
-def _print_summary(run):
-    meta = run.meta
-    print(f"run directory: {run.dir}")
-    print(f"status: {meta['status']}  steps: {meta['steps']}  final loss: {_fmt(meta['final_loss'])}"
-          f"  ({meta.get('steps_per_s') or 0:.0f} steps/s)")
-    targets = meta.get("targets") or {}
-    for name, value in (meta.get("params") or {}).items():
-        target = f"  (target {targets[name]:g})" if name in targets else ""
-        print(f"  {name} = {value:.6f}{target}")
-    if meta.get("error"):
-        print(f"  {meta['error']}")
-    print(f"logs: {', '.join(sorted(f for f in os.listdir(run.dir) if f.endswith('.csv')))}")
-    plots = os.path.join(run.dir, "plots")
-    if os.path.isdir(plots):
-        print(f"plots: {plots}")
-
-
-def _fmt(value):
-    return "n/a" if value is None else f"{value:.6g}"
-
-
 def cmd_compare(args):
-    from .reports import compare, display_table, format_table, load_runs
+    from ..analysis.reports import compare, display_table, format_table, load_runs
     runs = load_runs(args.paths)
     table = compare(runs, sort=args.sort)
     files = _report_files(table, runs, args)  # all made before any is written
@@ -222,10 +177,10 @@ def cmd_compare(args):
 def _report_files(table, runs, args):
     files = {}
     if args.csv:
-        from .reports import export_table
+        from ..analysis.reports import export_table
         files[_writable(args.csv)] = export_table(table).to_csv(index=False)
     if args.html:
-        from .htmlreport import render_html
+        from ..analysis.htmlreport import render_html
         title = "mindexp comparison: " + ", ".join(args.paths)
         files[_writable(args.html)] = render_html(table, runs, title, skipped=runs.errors)
     return files
@@ -254,7 +209,7 @@ def _write_atomically(path, text):
 
 def cmd_runs(args):
     import pandas as pd
-    from .reports import format_age, format_table, list_runs
+    from ..analysis.reports import format_age, format_table, list_runs
     table = list_runs(args.path)
     shown = pd.DataFrame({"run_id": table["run_id"], "experiment": table["experiment"],
                           "status": table["status"], "age": table["age_s"].map(format_age),
@@ -265,8 +220,8 @@ def cmd_runs(args):
 
 
 def cmd_plot(args):
-    from .plots import save_overlay_plots, save_run_plots
-    from .reports import load_runs
+    from ..analysis.plots import save_overlay_plots, save_run_plots
+    from ..analysis.reports import load_runs
     runs = load_runs(args.paths)
     written = []
     try:
@@ -286,13 +241,13 @@ def cmd_plot(args):
 
 def cmd_sweep(args):
     from .catalog import resolve_spec
-    from .config import load_toml, parse_assignments
+    from ..config import load_toml, parse_assignments
     from .sweep import Sweep, check_points, parse_grid
     cls, entry = resolve_spec(args.experiment)
     grid, sets = parse_grid(args.grid, cls), parse_assignments(args.set)
     check_points(cls, grid, sets, load_toml(args.config) if args.config else {})
     spec = entry if ":" in args.experiment or args.experiment.endswith(".py") else args.experiment
-    sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name)
+    sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name, entry=entry)
     folder = sweep.start(cls.experiment_name())
     print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
           f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)
@@ -306,7 +261,7 @@ def _sweep_progress(total):
 
     def report(run):
         done.append(run)
-        loss = f"  final loss {_fmt(run.final_loss)}" if run.final_loss is not None else ""
+        loss = f"  final loss {fmt_number(run.final_loss)}" if run.final_loss is not None else ""
         print(f"[{len(done)}/{total}] {_values_text(run.values)}: {run.status}{loss}"
               f"  ({run.run_id or 'no run directory'})", flush=True)
     return report
@@ -317,14 +272,14 @@ def _values_text(values):
 
 
 def _sweep_summary(sweep):
-    from .reports import compare, display_table, format_table, load_runs
+    from ..analysis.reports import compare, display_table, format_table, load_runs
     if not sweep.run_dirs():
         return
     runs = load_runs(sweep.run_dirs())
     print()
     print(format_table(display_table(compare(runs))))
     try:
-        from .plots import save_overlay_plots
+        from ..analysis.plots import save_overlay_plots
         plots = save_overlay_plots(runs, sweep.dir)
         print(f"plots: {', '.join(plots)}")
     except Exception as exc:  # the table is the answer; plots are a convenience
@@ -345,11 +300,5 @@ def _sweep_exit(sweep, status):
     return 130 if status == "interrupted" else EXIT_FAILED
 
 
-def cmd_sweep_worker(args):
-    from .sweep_worker import serve
-    return serve()
-
-
 COMMANDS = {"list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": cmd_worker,
-            "_sweep_worker": cmd_sweep_worker,
             "compare": cmd_compare, "runs": cmd_runs, "plot": cmd_plot, "sweep": cmd_sweep}

@@ -1,0 +1,1 @@
+"""Reading runs for people: compare/history tables, plots, the HTML report."""
