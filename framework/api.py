@@ -28,7 +28,7 @@ def run_experiment(exp, out="outputs", label=None, quiet=True, entry=None):
     Raises ConfigError/DataError before anything is created, TrainingError
     (``.run`` set, run.json says failed) when training itself fails.
     """
-    from .train.runner import train
+    from .train.launch import train
     return _finished(lambda: train(exp, out=out, label=label, quiet=quiet, entry=entry))
 
 
@@ -36,7 +36,7 @@ def resume_run(run_dir, overrides=None, quiet=True):
     """Continue a run in its own directory from its latest good checkpoint;
     returns its :class:`Run`. ``overrides`` change config fields (``epochs``)."""
     from .train.resume import prepare_resume
-    from .train.runner import train
+    from .train.launch import train
     exp, point = prepare_resume(run_dir, overrides)
     return _finished(lambda: train(exp, quiet=quiet, resume=point))
 

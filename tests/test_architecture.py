@@ -117,6 +117,6 @@ def test_running_and_reading_runs_do_not_import_each_other():
 
 @pytest.mark.parametrize("edge", [("mindexp.cli.main", "mindexp.api"),
                                   ("mindexp.analysis.reports", "mindexp.rundir.run"),
-                                  ("mindexp.train.runner", "mindexp.callbacks")])
+                                  ("mindexp.train.session", "mindexp.callbacks")])
 def test_the_graph_sees_imports_inside_functions_too(edge):
     assert edge[1] in _graph()[edge[0]]

@@ -117,7 +117,7 @@ def cmd_run(args):
 
 
 def cmd_worker(args):
-    from ..train.runner import run_worker
+    from ..train.launch import run_worker
     run_worker(os.path.abspath(args.run_dir), resume=args.resume)
     return EXIT_OK
 

@@ -11,7 +11,7 @@ answers ``{"run_dir": path or null, "status": ..., "error": ..., "returncode":
 N}`` on the stdout it started with (``returncode``: what ``mindexp run``
 would have exited with). End of input ends the worker.
 
-Every run sets its context and seeds itself (see ``train.runner._set_context``),
+Every run sets its context and seeds itself (see ``train.session._set_context``),
 so a run in a worker logs the same values as the same run in a fresh
 process; the tests check it.
 """

@@ -1,0 +1,107 @@
+"""run.json: the record of one run, its only writer.
+
+Created ``running`` before training, updated by the resumes and at the end
+(``completed``, ``failed``, ``interrupted``, ``diverged``), always written
+atomically. A failure keeps its one-line ``error``; ``traceback`` (the
+full text, issue 11) is kept beside it when given.
+"""
+import os
+import platform
+
+from .io import now_iso, read_json, write_json
+
+RUN_JSON = "run.json"
+CONFIG_JSON = "config.json"
+
+
+class RunRecord:
+    """run.json of ``run_dir`` as a dict (``meta``), and its transitions.
+
+    ``writer``: False on ranks other than 0, which keep the record in memory
+    only (rank 0 alone writes the run directory).
+    """
+
+    def __init__(self, run_dir, meta, writer=True):
+        self.run_dir, self.meta, self.writer = run_dir, meta, writer
+
+    @classmethod
+    def new(cls, run_dir, experiment, entry, config, targets, writer=True):
+        """A record of a run starting now (status ``running``), not yet written."""
+        import numpy
+        meta = {
+            "experiment": experiment,
+            "run_id": os.path.basename(run_dir),
+            "entry": entry,
+            "status": "running",
+            "started_at": now_iso(),
+            "ended_at": None,
+            "steps": 0,
+            "epochs": 0,
+            "final_loss": None,
+            "train_time_s": None,
+            "steps_per_s": None,
+            "device": config.device,
+            "mode": config.mode,
+            "workers": config.workers,
+            "pid": os.getpid(),
+            "host": platform.node(),
+            "versions": {"mindspore": _mindspore_version(), "numpy": numpy.__version__,
+                         "python": platform.python_version()},
+            "targets": dict(targets or {}),
+            "params": {},
+            "error": None,
+        }
+        return cls(run_dir, meta, writer)
+
+    @classmethod
+    def read(cls, run_dir):
+        """The record on disk (RunDirError when missing or malformed)."""
+        return cls(run_dir, read_json(os.path.join(run_dir, RUN_JSON)))
+
+    @property
+    def status(self):
+        return self.meta.get("status")
+
+    def write(self):
+        """Write run.json atomically (nothing on a rank that does not write)."""
+        if self.writer:
+            write_json(os.path.join(self.run_dir, RUN_JSON), self.meta)
+
+    def write_config(self, config_dict):
+        """Write config.json (the full resolved config) atomically."""
+        if self.writer:
+            write_json(os.path.join(self.run_dir, CONFIG_JSON), config_dict)
+
+    def resumed_from(self, previous, step, checkpoint):
+        """Continue ``previous`` (the old run.json): its start, its time, one more resume."""
+        self.meta.update(
+            started_at=previous.get("started_at", self.meta["started_at"]),
+            train_time_s=previous.get("train_time_s"),
+            resumes=previous.get("resumes", []) + [
+                {"at": now_iso(), "step": step,
+                 "checkpoint": os.path.relpath(checkpoint, self.run_dir),
+                 "previous_status": previous.get("status")}])
+
+    def running(self, **fields):
+        """Status ``running`` again (a launcher hands the run to its workers)."""
+        self.meta.update(status="running", **fields)
+        self.write()
+
+    def failed(self, error, traceback=None):
+        """Status ``failed`` with a one-line ``error`` (and the full ``traceback``
+        when given), ended now; not written (the caller finishes the record)."""
+        self.meta.update(status="failed", error=error, ended_at=now_iso())
+        if traceback is not None:
+            self.meta["traceback"] = traceback
+
+    def ended(self, status, **fields):
+        """The run ended with ``status``; ``fields`` are its totals."""
+        self.meta.update(status=status, ended_at=now_iso(), **fields)
+
+
+def _mindspore_version():
+    from importlib import metadata
+    try:
+        return metadata.version("mindspore")
+    except metadata.PackageNotFoundError:
+        return None
