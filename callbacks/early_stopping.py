@@ -3,11 +3,9 @@ import math
 
 from mindspore.train import Callback
 
-from ._common import first_output, to_float
+from ._common import MODES, first_output, to_float
 
 __all__ = ["EarlyStopping"]
-
-MODES = ("min", "max")
 
 
 class EarlyStopping(Callback):

@@ -14,7 +14,6 @@ values, each run's id and status; rewritten atomically as runs finish),
 each run's output in ``logs/`` and the overlay plots.
 """
 import dataclasses
-import difflib
 import glob
 import itertools
 import json
@@ -26,7 +25,7 @@ import subprocess
 import sys
 import threading
 
-from ..config import load_toml
+from ..config import did_you_mean, load_toml
 from ..errors import ConfigError
 from ..rundir.io import check_label, create_run_dir, now_iso, read_json, write_json
 
@@ -64,10 +63,9 @@ def _check_grid_key(key, known, exp_cls, grid):
         raise ConfigError(f"--grid {key} is given twice; list all its values in one "
                           f"--grid {key}=VALUE1,VALUE2. Received: {key}", field=key)
     if key not in known:
-        close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ConfigError(f"--grid key {key!r} is not a config field of "
-                          f"{exp_cls.experiment_name()}.{hint} Valid fields: {', '.join(known)}. "
+                          f"{exp_cls.experiment_name()}.{did_you_mean(key, known)} "
+                          f"Valid fields: {', '.join(known)}. "
                           f"Received: {key}", field=key)
 
 

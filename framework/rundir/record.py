@@ -105,3 +105,16 @@ def _mindspore_version():
         return metadata.version("mindspore")
     except metadata.PackageNotFoundError:
         return None
+
+
+def process_alive(pid):
+    """True while the process ``pid`` of this host exists (a run.json's ``pid``)."""
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # alive, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True

@@ -1,10 +1,12 @@
 """Resume a run exactly from its latest good checkpoint."""
 import logging
 import os
+import platform
 
 from ..entry import load_experiment
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import read_json
+from ..rundir.record import process_alive
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +70,8 @@ def _check_run_dir(run_dir):
 
 
 def _check_not_done(meta, exp, resume, run_dir):
-    if meta.get("status") == "running" and _alive(meta.get("pid")) and \
-            meta.get("host") == _host():
+    if meta.get("status") == "running" and meta.get("host") == platform.node() and \
+            process_alive(_as_int(meta.get("pid"))):
         raise MindexpError(f"cannot resume {run_dir}: it is still running (pid {meta['pid']})")
     if meta.get("status") == "completed" and resume.epoch >= exp.config.epochs:
         raise MindexpError(f"cannot resume {run_dir}: it is completed ({resume.epoch} of "
@@ -118,19 +120,11 @@ def _last_time(run_dir, step):
     return last
 
 
-def _alive(pid):
-    if not pid:
-        return False
+def _as_int(pid):
     try:
-        os.kill(int(pid), 0)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def _host():
-    import platform
-    return platform.node()
+        return int(pid)
+    except (TypeError, ValueError):
+        return None
 
 
 def load_resume_point(run_dir):
