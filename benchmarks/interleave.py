@@ -148,7 +148,7 @@ def measure(w, pkg_by_name, out, train_step_pkg=None):
     by_epoch, chunk = chunking(w, len(pkg_by_name))
     disp = Dispatcher(default_sets(pkg_by_name, out), by_epoch, chunk)
     dataset = exp.dataset("train", arrays)
-    from mindexp.runner import startup_objects_frozen
+    from mindexp.train.session import startup_objects_frozen
     with startup_objects_frozen():   # as the runner trains: no 150 ms full collections
         Model(cell).train(w.epochs, dataset, callbacks=[disp], dataset_sink_mode=False)
     res = disp.result()

@@ -214,7 +214,7 @@ def model_fast(w, out=None):
 def mindexp_off(w, out=None):
     """mindexp's train cell + data path, with no callbacks (see the module doc)."""
     from mindexp.callbacks import TrainStep
-    from mindexp.runner import startup_objects_frozen
+    from mindexp.train.session import startup_objects_frozen
     exp, arrays = _arrays(w)
     cfg = exp.config
     ms.set_seed(cfg.seed)

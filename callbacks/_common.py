@@ -6,6 +6,9 @@ import numpy as np
 from mindspore import Tensor
 from mindspore import dtype as mstype
 
+# Directions of a monitored value (Checkpoint's best, EarlyStopping).
+MODES = ("min", "max")
+
 _ITEM_DTYPES = frozenset((mstype.float16, mstype.float32, mstype.float64, mstype.int8,
                           mstype.int16, mstype.int32, mstype.int64, mstype.uint8, mstype.uint16,
                           mstype.uint32, mstype.uint64, mstype.bool_))

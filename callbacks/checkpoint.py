@@ -7,7 +7,7 @@ import time
 import mindspore as ms
 import numpy as np
 
-from ._common import (check_directory, first_output, global_step, is_finite,
+from ._common import (MODES, check_directory, first_output, global_step, is_finite,
                       log_path, monitored_value, step_info, to_float, trained_parameters)
 from ._quiet_callback import QuietCallback
 from .csv_log import CsvLog
@@ -17,7 +17,6 @@ __all__ = ["Checkpoint", "list_checkpoints", "latest_checkpoint"]
 logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^(?P<kind>best-)?epoch(?P<epoch>\d+)-step(?P<step>\d+)\.ckpt$")
-MODES = ("min", "max")
 
 
 class Checkpoint(QuietCallback):

@@ -3,11 +3,9 @@ import math
 
 from mindspore.train import Callback
 
-from ._common import monitored_value
+from ._common import MODES, first_output, monitored_value, to_float
 
 __all__ = ["EarlyStopping"]
-
-MODES = ("min", "max")
 
 
 class EarlyStopping(Callback):

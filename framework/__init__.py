@@ -9,9 +9,10 @@ import importlib
 
 _EXPORTS = {
     "Config": "config", "ConfigError": "errors", "DataError": "errors",
-    "MindexpError": "errors", "RunDirError": "errors", "Experiment": "experiment",
-    "compare": "reports", "history": "reports", "load_run": "reports",
-    "load_runs": "reports", "Run": "run", "TrainingError": "runner", "diff": "provenance.diff",
+    "MindexpError": "errors", "RunDirError": "errors", "Experiment": "api",
+    "compare": "analysis.reports", "history": "analysis.reports",
+    "load_run": "analysis.reports", "load_runs": "analysis.reports", "Run": "rundir.run",
+    "TrainingError": "errors", "diff": "manage.diff",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -350,11 +350,15 @@ def _type_name(hint):
             str: "a string"}.get(hint, getattr(hint, "__name__", str(hint)))
 
 
-def _unknown_message(name, known):
+def did_you_mean(name, known):
+    """`` Did you mean a, b?`` naming the closest of ``known``, or "" when none is close."""
     close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
-    return (f"unknown config field {name!r}.{hint} Valid fields: {', '.join(known)}. "
-            f"Received: {name}")
+    return f" Did you mean {', '.join(close)}?" if close else ""
+
+
+def _unknown_message(name, known):
+    return (f"unknown config field {name!r}.{did_you_mean(name, known)} Valid fields: "
+            f"{', '.join(known)}. Received: {name}")
 
 
 def parse_assignments(pairs):

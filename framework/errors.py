@@ -22,3 +22,17 @@ class DataError(MindexpError, ValueError):
 
 class RunDirError(MindexpError, ValueError):
     """A path is not a run directory, or holds no runs, or is malformed."""
+
+
+class TrainingError(Exception):
+    """Training itself failed (exit status 1, not bad input).
+
+    ``run_dir`` is the run's directory (run.json says failed), None when none
+    was made; ``run`` is its :class:`mindexp.Run`, set by the public layer
+    (``Experiment.run``, the command line).
+    """
+
+    def __init__(self, message, run_dir=None):
+        super().__init__(message)
+        self.run_dir = run_dir
+        self.run = None

@@ -1,4 +1,8 @@
-"""The Experiment base class users subclass."""
+"""What an experiment declares: data, network, loss, optimizer, config.
+
+:class:`mindexp.Experiment` (in :mod:`mindexp.api`) adds ``run()`` to it;
+everything that trains or reads runs uses only this declaration.
+"""
 import dataclasses
 
 from . import config as _config
@@ -6,7 +10,7 @@ from .builders import build_learning_rate, build_loss, build_optimizer
 from .config import Config as _CommonConfig
 
 
-class Experiment:
+class BaseExperiment:
     """An experiment: data (``source``), a ``network`` and a config.
 
     Subclass it, set ``name`` and ``columns``, implement ``source(split)``
@@ -112,8 +116,7 @@ class Experiment:
         before the run directory is created.
         """
 
-    # -- running -----------------------------------------------------------
-    def run(self, out="outputs", name=None, quiet=True):
-        """Train in a new run directory under ``out``; returns a :class:`Run`."""
-        from .runner import train
-        return train(self, out=out, label=name, quiet=quiet)
+    def has_own_loss_network(self):
+        """True when this experiment overrides :meth:`loss_network` (a custom
+        loss cell decides what output shape matches the labels)."""
+        return type(self).loss_network is not BaseExperiment.loss_network

@@ -165,7 +165,7 @@ def snapshot(root):
 def test_bad_input(workdir, monkeypatch, capsys, case):
     """In-process through the CLI's main() (the process-level behaviour, exit
     status and no traceback, is covered in test_cli.py)."""
-    from mindexp.cli import main
+    from mindexp.cli.main import main
     args, expected = CASES[case]
     monkeypatch.chdir(workdir)
     before = snapshot(workdir)

@@ -41,7 +41,7 @@ def run_dir_of(stdout):
 
 
 def test_list_shows_experiments_and_fields_without_importing_mindspore():
-    code = ("import sys; from mindexp.cli import main; rc = main(['list']); "
+    code = ("import sys; from mindexp.cli.main import main; rc = main(['list']); "
             "rc += main(['list', 'linear']); "
             "print('IMPORTED' if 'mindspore' in sys.modules else 'CLEAN', rc)")
     done = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True,

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import cli_env
-from mindexp.cli import main
+from mindexp.cli.main import main
 from rundirs import make_run, trained_runs
 
 
@@ -187,7 +187,7 @@ def test_a_subprocess_compare_of_nothing_is_one_line(cli, tmp_path):
 def test_reports_do_not_import_mindspore(tmp_path):
     make_run(tmp_path, "a", config={"lr": 0.1})
     make_run(tmp_path, "b", config={"lr": 0.2})
-    code = ("import sys; from mindexp.cli import main; "
+    code = ("import sys; from mindexp.cli.main import main; "
             f"codes = [main([c, {str(tmp_path)!r}]) for c in ('compare', 'runs', 'plot')]; "
             "print(codes, 'mindspore' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True,

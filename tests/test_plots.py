@@ -6,8 +6,8 @@ import pytest
 from matplotlib.figure import Figure
 
 from mindexp import load_run, load_runs
-from mindexp import plots
-from mindexp.reports import config_labels
+from mindexp.analysis import plots
+from mindexp.analysis.reports import config_labels
 from rundirs import make_run, trained_runs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -137,7 +137,7 @@ def test_a_plotting_failure_only_warns(tmp_path, monkeypatch, caplog):
     def broken(run_dir, out_dir=None):
         raise RuntimeError("no fonts today")
     monkeypatch.setattr(plots, "save_run_plots", broken)
-    with caplog.at_level(logging.WARNING, logger="mindexp.runner"):
+    with caplog.at_level(logging.WARNING, logger="mindexp.api"):
         run = Linear(epochs=1, seed=2).run(out=str(tmp_path))
     assert run.status == "completed"
     assert "could not draw the plots" in caplog.text and "no fonts today" in caplog.text

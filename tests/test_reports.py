@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from mindexp import ConfigError, RunDirError, compare, history, load_run, load_runs
-from mindexp.reports import config_labels, differing_config, display_table, list_runs
+from mindexp.analysis.reports import config_labels, differing_config, display_table, list_runs
 from rundirs import OPTIMIZER_RUNS, make_run, trained_runs
 
 
@@ -109,7 +109,7 @@ def test_a_broken_run_is_named_and_the_others_still_load(tmp_path, caplog):
     broken = make_run(tmp_path, "broken")
     with open(os.path.join(broken, "run.json"), "w") as f:
         f.write('{"status": "compl')
-    with caplog.at_level(logging.WARNING, logger="mindexp.reports"):
+    with caplog.at_level(logging.WARNING, logger="mindexp.analysis.reports"):
         runs = load_runs(tmp_path)
     assert [r.run_id for r in runs] == ["good"]
     assert runs.errors[0][0] == broken and "run.json is not valid JSON" in runs.errors[0][1]

@@ -129,7 +129,7 @@ def test_float64_data_is_converted_for_a_float32_network(tmp_path):
 
 MAKE_DIRS = """
 import sys, time
-from mindexp.rundir import create_run_dir
+from mindexp.rundir.io import create_run_dir
 start = float(sys.argv[2])
 while time.time() < start:
     pass
@@ -179,7 +179,7 @@ def test_training_keeps_startup_objects_out_of_full_collections_and_gives_them_b
 def test_a_caller_s_own_gc_freeze_is_left_alone():
     import gc
 
-    from mindexp.runner import startup_objects_frozen
+    from mindexp.train.session import startup_objects_frozen
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from conftest import cli_env
-from mindexp.cli import main
-from mindexp.sweep import grid_points
+from mindexp.cli.main import main
+from mindexp.cli.sweep import grid_points
 
 FRAGILE = '''
 from dataclasses import dataclass
@@ -159,7 +159,7 @@ def test_grid_points_are_the_cartesian_product_first_key_slowest():
 
 def test_the_python_api_checks_workers_too():
     from mindexp import ConfigError
-    from mindexp.sweep import Sweep
+    from mindexp.cli.sweep import Sweep
     with pytest.raises(ConfigError, match=r"--workers must be an integer >= 1 .*"
                                           r"Received: --workers 0"):
         Sweep("linear", {"lr": ["0.1"]}, workers=0)
@@ -226,7 +226,7 @@ def test_a_dying_worker_takes_only_its_run_and_is_replaced(cli, tmp_path):
 
 def test_a_worker_gone_before_its_run_fails_that_run_and_is_not_restarted_forever(
         tmp_path, monkeypatch):
-    from mindexp import sweep as sw
+    from mindexp.cli import sweep as sw
     monkeypatch.setattr(sw._Worker, "give", lambda self, run, argv: False)
     sweep = sw.Sweep("linear", {"lr": ["0.1", "0.2", "0.3"]}, out=str(tmp_path), workers=2)
     sweep.start("linear")

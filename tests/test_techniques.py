@@ -276,7 +276,7 @@ def test_missing_backend_is_a_config_error_before_the_run_dir(tmp_path, device):
 
 
 def test_graph_kernel_on_cpu_warns_and_trains(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="mindexp.runner"):
+    with caplog.at_level(logging.WARNING, logger="mindexp.train.session"):
         run = Linear(epochs=2, graph_kernel=True).run(out=str(tmp_path))
     assert run.status == "completed"
     assert any("graph_kernel" in r.getMessage() and "CPU" in r.getMessage()
@@ -313,11 +313,11 @@ def test_invalid_values_name_the_field(field, value):
 
 def test_graph_kernel_is_ignored_with_a_warning_in_pynative(caplog, monkeypatch):
     import mindspore as ms
-    from mindexp import runner
+    from mindexp.train import session as runner
     calls = []
     monkeypatch.setattr(ms, "set_context", lambda **kw: calls.append(kw))
     cfg = Linear(mode="pynative", graph_kernel=True, device="GPU").config
-    with caplog.at_level(logging.WARNING, logger="mindexp.runner"):
+    with caplog.at_level(logging.WARNING, logger="mindexp.train.session"):
         runner._enable_graph_kernel(cfg)
     assert not calls
     assert any("pynative" in r.getMessage() for r in caplog.records)

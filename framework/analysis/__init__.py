@@ -1,3 +1,3 @@
-"""Looking at runs: the interactive offline HTML report, the live local
-dashboard and the TensorBoard export (optional extras ``report`` and
-``tensorboard``)."""
+"""Reading runs for people: compare/history tables, plots, the interactive
+offline HTML report, the live local dashboard and the TensorBoard export
+(optional extras ``report`` and ``tensorboard``)."""

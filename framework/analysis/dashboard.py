@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from ..errors import MindexpError, RunDirError
-from ..rundir import is_run_dir
+from ..rundir.io import is_run_dir
 from . import interactive, payload
 
 logger = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class RunIndex:
         A run whose files are mid-write or gone is skipped this time and
         shown on a later refresh; a run read before and unchanged is reused.
         """
-        from ..reports import load_run
+        from .reports import load_run
         runs, errors = [], []
         for run_dir in run_dirs:
             signature = self.signature([run_dir])

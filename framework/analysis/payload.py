@@ -8,7 +8,7 @@ import math
 import os
 import re
 
-from ..reports import compare, config_labels, differing_config, display_table
+from .reports import compare, config_labels, differing_config, display_table
 
 MAX_POINTS = 1000      # drawn points per curve at most (min and max of 500 buckets)
 MAX_ELEMENTS = 16      # elements of a small tensor drawn one by one

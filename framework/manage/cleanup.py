@@ -12,8 +12,8 @@ import os
 import shutil
 
 from ..errors import MindexpError, RunDirError
-from ..reports import lower_is_better
-from ..rundir import is_run_dir, read_json, write_json
+from ..analysis.reports import lower_is_better
+from ..rundir.io import is_run_dir, read_json, write_json
 from .liveness import may_be_running
 from .runs import short_path
 from .show import find_run, human_size

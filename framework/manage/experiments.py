@@ -11,7 +11,8 @@ import inspect
 import os
 
 from .. import config as _config
-from ..catalog import EXPERIMENTS_DIR, SHIPPED_PREFIX, shipped
+from ..cli.catalog import shipped
+from ..entry import EXPERIMENTS_DIR, SHIPPED_PREFIX
 from ..errors import MindexpError
 
 

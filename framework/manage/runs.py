@@ -12,9 +12,9 @@ import os
 import re
 
 from ..errors import ConfigError
-from ..reports import (_config_column, _outcome_column, _read_each, compare, format_age,
+from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, format_age,
                        format_value, sort_table)
-from ..run import Run
+from ..rundir.run import Run
 from .liveness import GONE, process_state
 
 STATUSES = ("running", "completed", "failed", "interrupted", "diverged", "pruned")

@@ -4,8 +4,8 @@ import os
 import re
 
 from ..errors import RunDirError
-from ..reports import find_run_dirs, format_value, lower_is_better
-from ..run import Run
+from ..analysis.reports import find_run_dirs, format_value, lower_is_better
+from ..rundir.run import Run
 from .liveness import ELSEWHERE, GONE, process_state
 
 
@@ -113,7 +113,7 @@ def experiment_defaults(entry):
 
 
 def _source_file(module):
-    from ..catalog import EXPERIMENTS_DIR, SHIPPED_PREFIX
+    from ..entry import EXPERIMENTS_DIR, SHIPPED_PREFIX
     if module.endswith(".py"):
         return module if os.path.isfile(module) else None
     for prefix in (SHIPPED_PREFIX, "experiments."):

@@ -6,19 +6,14 @@ and replaces it atomically before letting the other in. The runner takes the
 same lock for its final write of run.json, so a tag added while a run trains
 survives the run's end.
 """
-import contextlib
-import fcntl
-import os
 import re
 
-from ..errors import ConfigError, RunDirError
-from ..rundir import read_json, write_json
+from ..errors import ConfigError
+from ..rundir.record import LOCK_FILE, USER_FIELDS, locked, update_meta, write_keeping_user_fields  # noqa: F401
 
-LOCK_FILE = ".run.lock"
 _TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:=-]{0,63}$")
 TAG_RULE = ("1-64 characters of letters, digits, '.', '_', ':', '=', '-', "
             "starting with a letter or digit")
-USER_FIELDS = ("tags", "note")
 
 
 def check_tag(tag):
@@ -55,33 +50,6 @@ def parse_changes(items):
     return add, remove
 
 
-@contextlib.contextmanager
-def locked(run_dir):
-    """Hold the run's exclusive lock (a ``flock`` on ``<run_dir>/.run.lock``)."""
-    fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
-def update_meta(run_dir, change):
-    """Apply ``change(meta)`` to run.json under the run's lock; returns the new meta."""
-    path = os.path.join(run_dir, "run.json")
-    if not os.path.isfile(path):
-        raise RunDirError(f"{run_dir} is not a run directory (it has no run.json). "
-                          f"Received: {run_dir!r}")
-    try:
-        with locked(run_dir):
-            meta = read_json(path)
-            change(meta)
-            write_json(path, meta)
-    except OSError as exc:
-        raise RunDirError(f"cannot update {path}: {exc.strerror}. Received: {run_dir!r}") from None
-    return meta
-
-
 def change_tags(run_dir, add=(), remove=()):
     """Add and remove tags of a run; returns its tags afterwards."""
     def change(meta):
@@ -95,15 +63,3 @@ def set_note(run_dir, note):
     def change(meta):
         meta["note"] = note or None
     return update_meta(run_dir, change)["note"]
-
-
-def write_keeping_user_fields(run_dir, meta):
-    """The runner's write of run.json: tags and notes changed meanwhile on disk win."""
-    path = os.path.join(run_dir, "run.json")
-    with locked(run_dir):
-        try:
-            current = read_json(path)
-        except RunDirError:
-            current = {}
-        meta.update({k: current[k] for k in USER_FIELDS if k in current})
-        write_json(path, meta)

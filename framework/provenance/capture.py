@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-from ..rundir import now_iso, read_json, write_file
+from ..rundir.io import now_iso, read_json, write_file
 from . import files as F
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The provenance block of a run as text lines (for ``mindexp show``)."""
 import os
 
-from ..rundir import read_json
+from ..rundir.io import read_json
 from . import files as F
 
 

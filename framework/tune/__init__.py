@@ -42,7 +42,7 @@ def tune(experiment, space, trials=20, objective="final_loss", direction="minimi
         seed: the sampler's seed (same seed, sampler and ``workers=1``: same
             sequence of parameters).
     """
-    from ..reports import load_run
+    from ..analysis.reports import load_run
     from .driver import make_spec, run_workers, start
     cls, entry = _experiment(experiment)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -68,10 +68,10 @@ def tune(experiment, space, trials=20, objective="final_loss", direction="minimi
 
 def _experiment(experiment):
     if isinstance(experiment, str):
-        from ..catalog import resolve_spec
+        from ..cli.catalog import resolve_spec
         return resolve_spec(experiment)
-    from ..experiment import Experiment
-    if not (inspect.isclass(experiment) and issubclass(experiment, Experiment)):
+    from ..experiment import BaseExperiment
+    if not (inspect.isclass(experiment) and issubclass(experiment, BaseExperiment)):
         raise ConfigError(f"experiment must be an Experiment subclass or a name. "
                           f"Received: experiment={experiment!r}", field="experiment")
     module = experiment.__module__

@@ -15,7 +15,7 @@ def run_tune(args):
         return EXIT_OK
     if not args.experiment:
         raise ConfigError("tune needs an EXPERIMENT (or --show --study NAME). Received: none")
-    from ..catalog import resolve_spec
+    from ..cli.catalog import resolve_spec
     from ..config import load_toml, parse_assignments
     from .driver import make_spec, run_workers, start
     cls, entry = resolve_spec(args.experiment)
@@ -51,7 +51,7 @@ def _progress(event):
 
 def print_results(study):
     """The best trial (value, parameters, run directory) and the table of trials."""
-    from ..reports import format_table
+    from ..analysis.reports import format_table
     table = frame(study)
     found = best(study)
     print()

@@ -67,7 +67,7 @@ def make_spec(exp_cls, entry, space, objective, trials, direction="minimize", sa
 
 
 def _check_study_name(name):
-    from ..rundir import check_label
+    from ..rundir.io import check_label
     try:
         return check_label(name)
     except ConfigError:

@@ -25,7 +25,7 @@ class Objective:
 
     def value_of(self, run_dir):
         """The objective of a finished run, or None when compare() has no number for it."""
-        from .. import compare
+        from ..analysis.reports import compare
         table = compare(run_dir)
         value = table[self.column].iloc[0] if self.column in table.columns else None
         try:
@@ -66,7 +66,7 @@ def _eval_metrics(exp):
 
 def _probe_columns(exp, metrics):
     """compare()'s outcome columns for a one-step run of ``exp`` with these eval metrics."""
-    from .. import compare
+    from ..analysis.reports import compare
     from ..config import to_dict
     targets = {k: float(v) for k, v in (exp.targets() or {}).items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -31,7 +31,7 @@ def frame(study):
 
 
 def _steps(run_dir):
-    from ..rundir import read_json
+    from ..rundir.io import read_json
     if not run_dir or not os.path.isfile(os.path.join(run_dir, "run.json")):
         return None
     try:

@@ -349,11 +349,13 @@ def _trial_experiment(trial, spec, exp_cls):
 
 
 def _train(exp, spec, number):
-    from ..runner import TrainingError, train
+    from ..api import run_experiment
+    from ..errors import TrainingError
     try:
-        run = train(exp, out=spec.study_dir, label=f"trial-{number}", quiet=True, entry=spec.entry)
+        run = run_experiment(exp, out=spec.study_dir, label=f"trial-{number}", quiet=True,
+                             entry=spec.entry)
     except TrainingError as exc:
-        if exc.run is None:
+        if getattr(exc, "run", None) is None:
             return None, "failed", str(exc)
         run = exc.run
     return run.dir, run.status, run.meta.get("error")

@@ -17,7 +17,7 @@ from .study import StopFlag, TuneSpec, run_trials
 
 def serve(spec_json, index):
     """Run trials until the study's budget, its deadline or a signal; exit status."""
-    from ..catalog import load_experiment
+    from ..entry import load_experiment
     spec = TuneSpec.from_json(spec_json)
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_RDWR)

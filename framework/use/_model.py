@@ -22,7 +22,7 @@ class LoadedModel:
 
 def open_run(run_dir):
     """The :class:`Run` at ``run_dir`` (RunDirError, one line, when it is not one)."""
-    from ..run import Run
+    from ..rundir.run import Run
     return Run(run_dir)
 
 

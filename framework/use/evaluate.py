@@ -30,7 +30,7 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
     if not spec:
         raise MindexpError(f"{model.exp.experiment_name()}.metrics() names no metric to evaluate")
     results = _run_eval(model, arrays, spec)
-    from ..rundir import now_iso
+    from ..rundir.io import now_iso
     row = {"evaluated_at": now_iso(), "checkpoint": model.checkpoint_file, "step": model.step,
            "epoch": model.epoch, "split": split, **results}
     if record:

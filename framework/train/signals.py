@@ -3,7 +3,7 @@ import logging
 import signal
 import threading
 
-from .callbacks._quiet_callback import QuietCallback
+from ..callbacks._quiet_callback import QuietCallback
 
 logger = logging.getLogger(__name__)
 

@@ -1,12 +1,11 @@
 """The ``mindexp`` command line. Imports mindspore only for commands that train."""
 import argparse
-import logging
 import os
 import sys
 
-from .errors import MindexpError
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+from ..errors import MindexpError
+from ._console import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, fmt_number, log_to_stderr, one_line,
+                       print_summary)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,7 +72,6 @@ def build_parser():
     worker = sub.add_parser("_worker")  # what msrun runs in each worker (internal)
     worker.add_argument("run_dir")
     worker.add_argument("--resume", action="store_true")
-    sub.add_parser("_sweep_worker")  # a sweep's worker process (internal, see sweep_worker)
     _add_report_commands(sub)
     _add_use_commands(sub)
     return parser
@@ -257,12 +255,12 @@ def _add_config_args(p):
 def main(argv=None):
     """Entry point of the ``mindexp`` console script; returns the exit status."""
     os.environ.setdefault("GLOG_v", "3")  # MindSpore: errors only on stderr
-    _log_to_stderr()
+    log_to_stderr()
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except MindexpError as exc:
-        print(f"mindexp: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"mindexp: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("mindexp: interrupted", file=sys.stderr)
@@ -272,37 +270,15 @@ def main(argv=None):
         return EXIT_OK
 
 
-def _one_line(exc):
-    return " ".join(str(exc).split())
-
-
-class _StderrHandler(logging.Handler):
-    """``mindexp: warning: ...`` on whatever sys.stderr is at the time."""
-
-    def emit(self, record):
-        try:
-            print(f"mindexp: {record.levelname.lower()}: {_one_line(record.getMessage())}",
-                  file=sys.stderr)
-        except Exception:
-            self.handleError(record)
-
-
-def _log_to_stderr():
-    """Library warnings (a skipped broken run, a plot not drawn) go to stderr as one line."""
-    logger = logging.getLogger("mindexp")
-    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
-        logger.addHandler(_StderrHandler())
-
-
 def cmd_list(args):
-    from .manage.experiments import experiment_lines, field_lines
+    from ..manage.experiments import experiment_lines, field_lines
     print("\n".join(field_lines(args.name) if args.name else experiment_lines()))
     return EXIT_OK
 
 
 def cmd_run(args):
     sets = list(args.set) + ([f"workers={args.workers}"] if args.workers else [])
-    from .manage.tags import check_tags
+    from ..manage.tags import check_tags
     tags = check_tags(args.tag)
     exp = _build_experiment(args.experiment, args.config, sets)
     exp.run_tags, exp.run_note = tags, args.note  # run.json records them at creation
@@ -310,14 +286,14 @@ def cmd_run(args):
 
 
 def cmd_worker(args):
-    from .runner import run_worker
+    from ..train.launch import run_worker
     run_worker(os.path.abspath(args.run_dir), resume=args.resume)
     return EXIT_OK
 
 
 def _build_experiment(spec, toml_path, sets):
     from .catalog import resolve_spec
-    from .config import load_toml, parse_assignments
+    from ..config import load_toml, parse_assignments
     overrides = parse_assignments(sets)
     file_values = load_toml(toml_path) if toml_path else {}
     cls, entry = resolve_spec(spec)
@@ -327,15 +303,15 @@ def _build_experiment(spec, toml_path, sets):
 
 
 def cmd_resume(args):
-    from .config import parse_assignments
-    from .resume import resume
+    from ..api import resume_run
+    from ..config import parse_assignments
     overrides = parse_assignments(args.set)
-    return _report(lambda: resume(args.run_dir, overrides, quiet=args.quiet))
+    return _report(lambda: resume_run(args.run_dir, overrides, quiet=args.quiet))
 
 
 def cmd_rerun(args):
-    from .config import parse_assignments
-    from .provenance.rerun import prepare_rerun, train_rerun
+    from ..config import parse_assignments
+    from ..manage.rerun import prepare_rerun, train_rerun
     exp, entry = prepare_rerun(args.run_dir, parse_assignments(args.set), args.current_code)
     changes = exp.rerun_of["environment_differs"]
     if changes:
@@ -346,59 +322,36 @@ def cmd_rerun(args):
 
 
 def cmd_diff(args):
-    from .provenance.diff import diff, format_diff, to_json
+    from ..manage.diff import diff, format_diff, to_json
     result = diff(args.run_a, args.run_b)
     print(to_json(result) if args.json else format_diff(result))
     return EXIT_OK
 
 
 def _train_and_report(exp, args):
-    from .runner import train
+    from ..api import run_experiment
     out = os.path.abspath(args.out)
-    return _report(lambda: train(exp, out=out, label=args.name, quiet=args.quiet,
-                                 entry=exp.entry))
+    return _report(lambda: run_experiment(exp, out=out, label=args.name, quiet=args.quiet,
+                                          entry=exp.entry))
 
 
 def _report(start):
-    from .runner import TrainingError
+    from ..errors import TrainingError
     try:
         run = start()
         if run is None:  # a rank other than 0 under the user's own msrun: nothing to show
             return EXIT_OK
     except TrainingError as exc:
-        print(f"mindexp: training failed: {_one_line(exc)}", file=sys.stderr)
+        print(f"mindexp: training failed: {one_line(exc)}", file=sys.stderr)
         if exc.run is not None:
             print(f"run directory: {exc.run.dir}", file=sys.stderr)
         return EXIT_FAILED
-    _print_summary(run)
+    print_summary(run)
     return EXIT_OK if run.status == "completed" else EXIT_FAILED
 
 
-def _print_summary(run):
-    meta = run.meta
-    print(f"run directory: {run.dir}")
-    print(f"status: {meta['status']}  steps: {meta['steps']}  final loss: {_fmt(meta['final_loss'])}"
-          f"  ({meta.get('steps_per_s') or 0:.0f} steps/s)")
-    targets = meta.get("targets") or {}
-    for name, value in (meta.get("params") or {}).items():
-        target = f"  (target {targets[name]:g})" if name in targets else ""
-        print(f"  {name} = {value:.6f}{target}")
-    if meta.get("error"):
-        print(f"  {meta['error']}")
-    if meta.get("stop_reason"):
-        print(f"  {meta['stop_reason']}")
-    print(f"logs: {', '.join(sorted(f for f in os.listdir(run.dir) if f.endswith('.csv')))}")
-    plots = os.path.join(run.dir, "plots")
-    if os.path.isdir(plots):
-        print(f"plots: {plots}")
-
-
-def _fmt(value):
-    return "n/a" if value is None else f"{value:.6g}"
-
-
 def cmd_compare(args):
-    from .reports import compare, display_table, format_table, load_runs
+    from ..analysis.reports import compare, display_table, format_table, load_runs
     runs = load_runs(args.paths)
     table = compare(runs, sort=args.sort)
     files = _report_files(table, runs, args)  # all made before any is written
@@ -412,7 +365,7 @@ def cmd_compare(args):
 def _report_files(table, runs, args):
     files = {}
     if args.csv:
-        from .reports import export_table
+        from ..analysis.reports import export_table
         files[_writable(args.csv)] = export_table(table).to_csv(index=False)
     if args.html:
         title = "mindexp comparison: " + ", ".join(args.paths)
@@ -421,7 +374,7 @@ def _report_files(table, runs, args):
 
 
 def _interactive_report(runs, title, out_path):
-    from .analysis.interactive import MissingExtraError, render_report
+    from ..analysis.interactive import MissingExtraError, render_report
     try:
         return render_report(runs, title, skipped=runs.errors, out_path=out_path)
     except MissingExtraError as exc:
@@ -429,7 +382,7 @@ def _interactive_report(runs, title, out_path):
 
 
 def cmd_report(args):
-    from .reports import load_runs
+    from ..analysis.reports import load_runs
     runs = load_runs(args.paths)
     out = args.out or os.path.join(_folder_of(args.paths[0]), "report.html")
     text = _interactive_report(runs, "mindexp report: " + ", ".join(args.paths), _writable(out))
@@ -443,7 +396,7 @@ def _folder_of(path):
 
 
 def cmd_serve(args):
-    from .analysis.dashboard import make_server, serve_until_stopped, url_of
+    from ..analysis.dashboard import make_server, serve_until_stopped, url_of
     server = make_server(args.paths, host=args.host, port=args.port)
     serve_until_stopped(server, ready=lambda: print(
         f"mindexp dashboard of {', '.join(args.paths)} at {url_of(server)} (Ctrl-C to stop)",
@@ -453,8 +406,8 @@ def cmd_serve(args):
 
 
 def cmd_tensorboard(args):
-    from .analysis.tensorboard_export import export
-    from .reports import load_runs
+    from ..analysis.tensorboard_export import export
+    from ..analysis.reports import load_runs
     runs = load_runs(args.paths)
     for run, folder in export(runs, out=args.out):
         print(f"{run.run_id}: {folder}")
@@ -485,8 +438,8 @@ def _write_atomically(path, text):
 
 
 def cmd_plot(args):
-    from .plots import save_overlay_plots, save_run_plots
-    from .reports import load_runs
+    from ..analysis.plots import save_overlay_plots, save_run_plots
+    from ..analysis.reports import load_runs
     runs = load_runs(args.paths)
     written = []
     try:
@@ -506,15 +459,14 @@ def cmd_plot(args):
 
 def cmd_sweep(args):
     from .catalog import resolve_spec
-    from .config import load_toml, parse_assignments
+    from ..config import load_toml, parse_assignments
     from .sweep import Sweep, check_points, parse_grid
     cls, entry = resolve_spec(args.experiment)
     grid, sets = parse_grid(args.grid, cls), parse_assignments(args.set)
     check_points(cls, grid, sets, load_toml(args.config) if args.config else {})
     spec = entry if ":" in args.experiment or args.experiment.endswith(".py") else args.experiment
-    from .manage.tags import tag_argv
-    sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name)
-    sweep.run_argv = tag_argv(args.tag, args.note)
+    sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name, entry=entry)
+    sweep.tags, sweep.note = args.tag, args.note
     folder = sweep.start(cls.experiment_name())
     print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
           f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)
@@ -528,7 +480,7 @@ def _sweep_progress(total):
 
     def report(run):
         done.append(run)
-        loss = f"  final loss {_fmt(run.final_loss)}" if run.final_loss is not None else ""
+        loss = f"  final loss {fmt_number(run.final_loss)}" if run.final_loss is not None else ""
         print(f"[{len(done)}/{total}] {_values_text(run.values)}: {run.status}{loss}"
               f"  ({run.run_id or 'no run directory'})", flush=True)
     return report
@@ -539,14 +491,14 @@ def _values_text(values):
 
 
 def _sweep_summary(sweep):
-    from .reports import compare, display_table, format_table, load_runs
+    from ..analysis.reports import compare, display_table, format_table, load_runs
     if not sweep.run_dirs():
         return
     runs = load_runs(sweep.run_dirs())
     print()
     print(format_table(display_table(compare(runs))))
     try:
-        from .plots import save_overlay_plots
+        from ..analysis.plots import save_overlay_plots
         plots = save_overlay_plots(runs, sweep.dir)
         print(f"plots: {', '.join(plots)}")
     except Exception as exc:  # the table is the answer; plots are a convenience
@@ -567,25 +519,20 @@ def _sweep_exit(sweep, status):
     return 130 if status == "interrupted" else EXIT_FAILED
 
 
-def cmd_sweep_worker(args):
-    from .sweep_worker import serve
-    return serve()
-
-
 def cmd_tune(args):
-    from .tune.cli import run_tune
+    from ..tune.cli import run_tune
     return run_tune(args)
 
 
 def cmd_tune_worker(args):
-    from .tune.worker import serve
+    from ..tune.worker import serve
     return serve(args.task[0], int(args.task[1]))
 
 
 # -- many runs (the logic is in mindexp.manage) -------------------------------------
 
 def cmd_runs(args):
-    from .manage import runs as r
+    from ..manage import runs as r
     filters = r.Filters(args.experiment, args.status, args.tag, args.since, where=args.where)
     table = r.order(r.select(r.runs_table(args.paths or ["outputs"]), filters), args.sort,
                     args.limit)
@@ -601,14 +548,14 @@ def cmd_runs(args):
 
 
 def cmd_show(args):
-    from .manage.show import find_run, show_text
+    from ..manage.show import find_run, show_text
     print(show_text(find_run(args.run, args.out)), end="")
     return EXIT_OK
 
 
 def cmd_tag(args):
-    from .manage.show import find_run
-    from .manage.tags import change_tags, parse_changes
+    from ..manage.show import find_run
+    from ..manage.tags import change_tags, parse_changes
     add, remove = parse_changes(args.changes)
     run = find_run(args.run)
     tags = change_tags(run.dir, add, remove)
@@ -617,8 +564,8 @@ def cmd_tag(args):
 
 
 def cmd_note(args):
-    from .manage.show import find_run
-    from .manage.tags import set_note
+    from ..manage.show import find_run
+    from ..manage.tags import set_note
     run = find_run(args.run)
     note = set_note(run.dir, args.text)
     print(f"{run.run_id}: note {note!r}" if note else f"{run.run_id}: note removed")
@@ -626,13 +573,13 @@ def cmd_note(args):
 
 
 def cmd_rm(args):
-    from .manage.cleanup import plan_rm
+    from ..manage.cleanup import plan_rm
     return _remove(plan_rm(args.targets, args.out), args)
 
 
 def cmd_gc(args):
-    from .manage import runs as r
-    from .manage.cleanup import plan_gc
+    from ..manage import runs as r
+    from ..manage.cleanup import plan_gc
     filters = r.Filters(args.experiment, args.status, args.tag, args.since, args.older,
                         args.where)
     table = r.select(r.runs_table(args.paths or ["outputs"]), filters)
@@ -645,7 +592,7 @@ def cmd_gc(args):
 
 
 def _remove(targets, args):
-    from .manage.cleanup import describe, remove
+    from ..manage.cleanup import describe, remove
     if not targets:
         print("nothing to remove")
         return EXIT_OK
@@ -672,7 +619,7 @@ def _confirmed(question):
 
 
 def cmd_evaluate(args):
-    from .use import evaluate
+    from ..use import evaluate
     row = evaluate(args.run_dir, _checkpoint_arg(args), split=args.split)
     print(f"{row['checkpoint']} (step {row['step']}, epoch {row['epoch']}) on {row['split']}:")
     for name, value in list(row.items())[5:]:
@@ -683,9 +630,9 @@ def cmd_evaluate(args):
 
 def cmd_predict(args):
     import numpy as np
-    from .use import predict
-    from .use.predict import save_outputs
-    from .use._model import check_writable
+    from ..use import predict
+    from ..use.predict import save_outputs
+    from ..use._model import check_writable
     output = check_writable(args.output) if args.output else None
     y = predict(args.run_dir, args.input, _checkpoint_arg(args), batch_size=args.batch_size)
     if output is None:
@@ -697,7 +644,7 @@ def cmd_predict(args):
 
 
 def cmd_export(args):
-    from .use import export
+    from ..use import export
     path = export(args.run_dir, args.format, _checkpoint_arg(args), output=args.output,
                   batch_size=args.batch_size)
     print(f"wrote {path}")
@@ -705,13 +652,12 @@ def cmd_export(args):
 
 
 def _checkpoint_arg(args):
-    from .checkpoints import parse_checkpoint
+    from ..checkpoints import parse_checkpoint
     return parse_checkpoint(args.checkpoint)
 
 
 COMMANDS = {"evaluate": cmd_evaluate, "predict": cmd_predict, "export": cmd_export,
             "list": cmd_list, "run": cmd_run, "resume": cmd_resume, "_worker": cmd_worker,
-            "_sweep_worker": cmd_sweep_worker,
             "compare": cmd_compare, "report": cmd_report, "serve": cmd_serve,
             "tensorboard": cmd_tensorboard, "plot": cmd_plot, "sweep": cmd_sweep,
             "tune": cmd_tune, "_tune_worker": cmd_tune_worker,

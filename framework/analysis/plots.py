@@ -11,7 +11,7 @@ import math
 import os
 
 from .reports import as_runs, compare, config_labels, load_run
-from .run import Run
+from ..rundir.run import Run
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,9 @@ import sys
 
 logger = logging.getLogger(__name__)
 
-ENTRY_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_msrun_entry.py")
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENTRY_SCRIPT = os.path.join(PACKAGE_DIR, "_msrun_entry.py")
+REPO_ROOT = os.path.dirname(PACKAGE_DIR)
 
 
 def under_msrun():

@@ -4,7 +4,7 @@ import json
 import os
 
 from ..errors import RunDirError
-from . import files as F
+from ..provenance import files as F
 
 SECTIONS = ("config", "source", "git", "packages", "env", "outcomes")
 GIT_FIELDS = ("commit", "branch", "dirty", "diff_bytes")
@@ -21,7 +21,7 @@ def diff(run_a, run_b):
     both); and ``source``: the unified diff of the captured code ("" when
     the same).
     """
-    from ..reports import as_runs, load_run
+    from ..analysis.reports import as_runs, load_run
     runs = [load_run(r.dir if hasattr(r, "dir") else r) for r in (run_a, run_b)]
     blocks = [F.provenance_of(r.meta) for r in runs]
     git_a, git_b = ((b.get("git") or {}) for b in blocks)
@@ -75,7 +75,7 @@ def _source_diff(runs, blocks):
 
 
 def _outcomes(runs):
-    from ..reports import OUTCOMES, compare
+    from ..analysis.reports import OUTCOMES, compare
     table = compare(runs, sort="run_id")
     first, second = (table[table["run_dir"] == r.dir].iloc[0] for r in runs)
     config = set(table.attrs.get("config_columns", ()))
@@ -100,7 +100,7 @@ def to_json(result):
 
 def format_diff(result):
     """``diff()``'s result as text for the terminal."""
-    from ..reports import format_table
+    from ..analysis.reports import format_table
     lines = [f"a: {result['a']}", f"b: {result['b']}"]
     for section in SECTIONS:
         value = result[section]

@@ -2,8 +2,8 @@
 import functools
 import os
 
-from .errors import RunDirError
-from .rundir import is_run_dir, read_json
+from ..errors import RunDirError
+from .io import is_run_dir, read_json
 
 LOGS = {"loss": "loss.csv", "params": "params.csv", "grad_norm": "grad_norm.csv",
         "eval": "eval.csv", "checkpoints": "checkpoints.csv"}
@@ -87,7 +87,7 @@ class Run:
 
     def checkpoint(self, best=False):
         """Path of the latest checkpoint, or of the newest best one, or None."""
-        from .callbacks import list_checkpoints
+        from ..callbacks import list_checkpoints
         found = list_checkpoints(self.dir, "best" if best else "last")
         return found[-1][2] if found else None
 
@@ -97,7 +97,7 @@ class Run:
 
         Raises RunDirError (one line, naming what exists) when there is none.
         """
-        from .checkpoints import find_checkpoint
+        from ..checkpoints import find_checkpoint
         return find_checkpoint(self, checkpoint)
 
     def network(self, checkpoint="last", best=False):
@@ -112,7 +112,7 @@ class Run:
 
     def experiment(self):
         """The run's experiment, built from its entry and config.json."""
-        from .catalog import load_experiment
+        from ..entry import load_experiment
         return load_experiment(self.meta["entry"])(self.config)
 
 
@@ -137,7 +137,7 @@ def _ends_mid_row(path):
 
 
 def _parse_csv(path):
-    from .callbacks import CsvFormatError, read_csv
+    from ..callbacks import CsvFormatError, read_csv
     try:
         return read_csv(path)
     except CsvFormatError as exc:  # names the file and line already

@@ -1,8 +1,9 @@
 """Sweeps: the cartesian product of a config grid, run by worker processes.
 
-Up to ``workers`` child processes (``python -m mindexp _sweep_worker``,
-see :mod:`mindexp.sweep_worker`) each run grid points one after another,
-as ``mindexp run ... --quiet`` in-process: MindSpore is imported once per
+Up to ``workers`` child processes (``python -m mindexp.cli.sweep_worker``,
+see :mod:`mindexp.cli.sweep_worker`) each run grid points one after another
+through the Python API (experiment entry and config dict in, run directory
+and status out): MindSpore is imported once per
 worker, not once per run, which is most of a small run's time. Each run
 sets its own context and seeds, so its logs equal a fresh process's. A
 failed or diverged run does not stop the others; a worker that dies takes
@@ -13,7 +14,6 @@ values, each run's id and status; rewritten atomically as runs finish),
 each run's output in ``logs/`` and the overlay plots.
 """
 import dataclasses
-import difflib
 import glob
 import itertools
 import json
@@ -25,12 +25,13 @@ import subprocess
 import sys
 import threading
 
-from .errors import ConfigError
-from .rundir import check_label, create_run_dir, now_iso, read_json, write_json
+from ..config import did_you_mean, load_toml
+from ..errors import ConfigError
+from ..rundir.io import check_label, create_run_dir, now_iso, read_json, write_json
 
 logger = logging.getLogger(__name__)
 
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 POLL_S = 0.2
 
 
@@ -62,10 +63,9 @@ def _check_grid_key(key, known, exp_cls, grid):
         raise ConfigError(f"--grid {key} is given twice; list all its values in one "
                           f"--grid {key}=VALUE1,VALUE2. Received: {key}", field=key)
     if key not in known:
-        close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ConfigError(f"--grid key {key!r} is not a config field of "
-                          f"{exp_cls.experiment_name()}.{hint} Valid fields: {', '.join(known)}. "
+                          f"{exp_cls.experiment_name()}.{did_you_mean(key, known)} "
+                          f"Valid fields: {', '.join(known)}. "
                           f"Received: {key}", field=key)
 
 
@@ -108,6 +108,7 @@ class Sweep:
 
     Args:
         spec: what ``mindexp run`` accepts (a shipped name or ``file.py:Class``).
+        entry: the experiment's entry (``module:Class``); default: from ``spec``.
         grid: ``{field: [values as text]}`` from :func:`parse_grid`.
         sets: fixed ``{field: value as text}`` for every run.
         config_file: a TOML file every run reads (``--set`` and the grid win).
@@ -117,8 +118,9 @@ class Sweep:
     """
 
     def __init__(self, spec, grid, sets=None, config_file=None, out="outputs", workers=None,
-                 name=None):
+                 name=None, entry=None):
         self.spec, self.grid, self.sets = spec, dict(grid), dict(sets or {})
+        self.entry = entry
         self.config_file = os.path.abspath(config_file) if config_file else None
         self.out = os.path.abspath(out)
         self.name = check_label(name)
@@ -131,7 +133,7 @@ class Sweep:
         for run in self.runs:
             check_label(run.label)
         self.dir = self.sweep_id = self.experiment = None
-        self.run_argv = []  # more `mindexp run` arguments for every run (--tag, --note)
+        self.tags, self.note = [], None  # every run's tags and note (mindexp tag / note)
         self.status, self.started_at, self.ended_at = "pending", None, None
         self._signals = 0
 
@@ -198,7 +200,7 @@ class Sweep:
     def _give(self, worker, run, selector):
         """Send ``run`` to ``worker``; a worker already gone fails the run (never
         a retry: a worker that cannot start would otherwise be restarted forever)."""
-        if worker.give(self._launch(run), self._command(run)):
+        if worker.give(self._launch(run), self._task(run)):
             return
         self._retire(worker, selector)
         run.returncode, run.status = worker.proc.returncode, "failed"
@@ -207,15 +209,15 @@ class Sweep:
         self.save()
 
     def _answered(self, worker, selector, on_finish):
-        run, code = worker.run, worker.answer()
+        run, answer = worker.run, worker.answer()
         if run is not None:
-            if code is not None:      # else answer() kept how the worker died
-                run.returncode = code
-            self._collect(run)
+            if answer is not None:    # else answer() kept how the worker died
+                run.returncode = answer["returncode"]
+            self._collect(run, answer or {})
             self.save()
             if on_finish:
                 on_finish(run)
-        if code is None or not worker.reusable():   # it died, or it has done its share
+        if answer is None or not worker.reusable():   # it died, or it has done its share
             self._retire(worker, selector)
 
     def _retire(self, worker, selector):
@@ -232,27 +234,35 @@ class Sweep:
         run.status = "running"
         return run
 
-    def _command(self, run):
-        cmd = ["run", self.spec, "--out", self.out, "--name", run.label, "--quiet"]
-        if self.config_file:
-            cmd += ["--config", self.config_file]
-        for key, value in {**self.sets, **run.values}.items():
-            cmd += ["--set", f"{key}={value}"]
-        return cmd + list(self.run_argv)
+    def _task(self, run):
+        """What a worker needs for one run: the experiment's entry, its config
+        (file values, then ``--set``, then the grid point), where and under
+        which label to write, and the log for its output."""
+        if self.entry is None:
+            from .catalog import resolve_spec
+            self.entry = resolve_spec(self.spec)[1]
+        file_values = load_toml(self.config_file) if self.config_file else {}
+        return {"entry": self.entry, "config": {**file_values, **self.sets, **run.values},
+                "out": self.out, "label": run.label, "log": run.log_path,
+                "tags": list(self.tags), "note": self.note}
 
     # -- results -------------------------------------------------------------
-    def _collect(self, run):
-        output = _read_text(run.log_path)
-        run.run_dir = _printed_run_dir(output) or self._find_run_dir(run)
+    def _collect(self, run, answer):
+        """What became of ``run``: the worker's answer, else (the worker died)
+        its run directory found by label and pid, and its log's last error."""
+        run.run_dir = answer.get("run_dir") or self._find_run_dir(run)
         meta = _read_meta(run.run_dir)
         run.run_id = meta.get("run_id") if meta else None
         run.final_loss = meta.get("final_loss") if meta else None
         run.status = self._status_of(run, meta)
-        run.error = (meta or {}).get("error") or (None if run.status == "completed"
-                                                  else _last_error(output, run.returncode))
+        if run.status == "completed":
+            run.error = None
+        else:
+            run.error = (meta or {}).get("error") or answer.get("error") or \
+                _last_error(_read_text(run.log_path), run.returncode)
 
     def _find_run_dir(self, run):
-        """The child's run dir when it died before printing it: its label and pid match."""
+        """The worker's run dir when it died before answering: its label and pid match."""
         pattern = os.path.join(self.out, self.experiment, f"*-{run.label}-*")
         for path in sorted(glob.glob(pattern)):
             if (_read_meta(path) or {}).get("pid") == run.pid:
@@ -301,7 +311,7 @@ class Sweep:
 
 
 class _Worker:
-    """One ``python -m mindexp _sweep_worker`` child and the run it is doing.
+    """One ``python -m mindexp.cli.sweep_worker`` child and the run it is doing.
 
     ``runs``: how many runs it may do (None: any number).
     """
@@ -312,15 +322,15 @@ class _Worker:
             # Own session: a terminal's Ctrl-C reaches the sweep only, which
             # forwards exactly one SIGTERM, so each run stops cleanly.
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "mindexp", "_sweep_worker"], stdin=subprocess.PIPE,
+                [sys.executable, "-m", "mindexp.cli.sweep_worker"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, env=_child_env(), text=True,
                 encoding="utf-8", start_new_session=True)
         self.run, self.left = None, runs
 
-    def give(self, run, argv):
-        """Send ``run`` (``mindexp argv``); False when the worker is gone."""
+    def give(self, run, task):
+        """Send ``run`` (its ``task``, see :meth:`Sweep._task`); False when the worker is gone."""
         try:
-            self.proc.stdin.write(json.dumps({"argv": argv, "log": run.log_path}) + "\n")
+            self.proc.stdin.write(json.dumps(task) + "\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             return False
@@ -330,11 +340,14 @@ class _Worker:
         return True
 
     def answer(self):
-        """The finished run's exit status, or None when the worker died
-        (then its exit status, a signal as a negative number, goes to the run)."""
+        """The finished run's answer ``{run_dir, status, error, returncode}``, or
+        None when the worker died (then its exit status, a signal as a negative
+        number, goes to the run)."""
         line = self.proc.stdout.readline()
         try:
-            return int(json.loads(line)["returncode"])
+            answer = json.loads(line)
+            answer["returncode"] = int(answer["returncode"])
+            return answer
         except (ValueError, KeyError, TypeError):
             # end of output (it died) or a garbled answer: either way it is done
             if self.proc.poll() is None:
@@ -407,13 +420,6 @@ def _read_text(path):
             return f.read()
     except OSError:
         return ""
-
-
-def _printed_run_dir(output):
-    for line in output.splitlines():
-        if line.startswith("run directory: "):
-            return line.split(": ", 1)[1].strip()
-    return None
 
 
 def _read_meta(run_dir):

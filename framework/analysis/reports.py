@@ -10,10 +10,11 @@ import os
 import platform
 import re
 
-from .errors import ConfigError, RunDirError
-from .provenance.files import provenance_of
-from .run import Run
-from .rundir import is_run_dir
+from ..errors import ConfigError, RunDirError
+from ..provenance.files import provenance_of
+from ..rundir.run import Run
+from ..rundir.io import is_run_dir
+from ..rundir.record import process_alive
 
 logger = logging.getLogger(__name__)
 
@@ -436,16 +437,10 @@ def _listing_row(run):
 
 def _live_status(meta):
     status = meta.get("status")
-    pid = meta.get("pid")
-    if status != "running" or meta.get("host") != platform.node() or not isinstance(pid, int):
+    if status != "running" or meta.get("host") != platform.node() or \
+            not isinstance(meta.get("pid"), int):
         return status
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return "running (process gone)"
-    except PermissionError:  # alive, owned by someone else
-        pass
-    return status
+    return status if process_alive(meta["pid"]) else "running (process gone)"
 
 
 def _age_s(started_at):

@@ -1,9 +1,12 @@
 """Resume a run exactly from its latest good checkpoint."""
 import logging
 import os
+import platform
 
-from .errors import MindexpError, RunDirError
-from .rundir import read_json
+from ..entry import load_experiment
+from ..errors import MindexpError, RunDirError
+from ..rundir.io import read_json
+from ..rundir.record import process_alive
 
 logger = logging.getLogger(__name__)
 
@@ -13,12 +16,15 @@ STEP_LOGS = ("loss.csv", "params.csv", "grad_norm.csv", "grad_norm_params.csv", 
 
 
 class Resume:
-    """Where a resumed run starts: the checkpoint, its step and epoch."""
+    """Where a resumed run starts: the checkpoint, its step and epoch; and
+    (from :func:`prepare_resume`) the run: ``run_dir``, its run.json
+    ``meta`` and ``entry``."""
 
     def __init__(self, path, params, step, epoch, time_offset=0.0):
         self.path, self.params = path, params
         self.step, self.epoch = step, epoch
         self.time_offset = time_offset
+        self.run_dir = self.meta = self.entry = None
 
     def load(self, cell):
         """Load weights and optimizer state into the train cell."""
@@ -39,12 +45,11 @@ class Resume:
 
 
 def prepare_resume(run_dir, overrides=None):
-    """Check a run can resume; returns ``(experiment, entry, meta, Resume)``.
+    """Check a run can resume; returns ``(experiment, Resume)``.
 
     Changes nothing on disk. Raises MindexpError (one line) for a completed
     run, a run without a usable checkpoint, or a path that is not a run.
     """
-    from .catalog import load_experiment
     run_dir = _check_run_dir(run_dir)
     meta = read_json(os.path.join(run_dir, "run.json"))
     config = read_json(os.path.join(run_dir, "config.json"))
@@ -55,7 +60,8 @@ def prepare_resume(run_dir, overrides=None):
     _check_early_stop_asked(meta, overrides, run_dir)
     resume.time_offset = _last_time(run_dir, resume.step)
     resume.early_stopped = bool(meta.get("stop_reason"))  # its patience counter restarts
-    return exp, meta["entry"], meta, resume
+    resume.run_dir, resume.meta, resume.entry = run_dir, meta, meta["entry"]
+    return exp, resume
 
 
 def _check_run_dir(run_dir):
@@ -66,8 +72,8 @@ def _check_run_dir(run_dir):
 
 
 def _check_not_done(meta, exp, resume, run_dir):
-    if meta.get("status") == "running" and _alive(meta.get("pid")) and \
-            meta.get("host") == _host():
+    if meta.get("status") == "running" and meta.get("host") == platform.node() and \
+            process_alive(_as_int(meta.get("pid"))):
         raise MindexpError(f"cannot resume {run_dir}: it is still running (pid {meta['pid']})")
     if meta.get("status") == "completed" and resume.epoch >= exp.config.epochs:
         raise MindexpError(f"cannot resume {run_dir}: it is completed ({resume.epoch} of "
@@ -93,7 +99,7 @@ def _check_early_stop_asked(meta, overrides, run_dir):
 def _latest_good_checkpoint(run_dir):
     """The newest checkpoint that loads; a corrupt newer one is skipped with a warning."""
     import mindspore as ms
-    from .callbacks import list_checkpoints
+    from ..callbacks import list_checkpoints
     found = sorted(list_checkpoints(run_dir, "all"), key=lambda c: (c[0], "best-" not in c[2]))
     corrupt = []
     for step, epoch, path in reversed(found):
@@ -111,7 +117,7 @@ def _latest_good_checkpoint(run_dir):
 
 def truncate_logs(run_dir, step):
     """Cut every step log back to ``step`` so the resumed run writes each step once."""
-    from .callbacks.csv_log import CsvLog, read_header
+    from ..callbacks.csv_log import CsvLog, read_header
     for name in STEP_LOGS:
         path = os.path.join(run_dir, name)
         header = read_header(path)
@@ -131,34 +137,11 @@ def _last_time(run_dir, step):
     return last
 
 
-def _alive(pid):
-    if not pid:
-        return False
+def _as_int(pid):
     try:
-        os.kill(int(pid), 0)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def _host():
-    import platform
-    return platform.node()
-
-
-def resume(run_dir, overrides=None, quiet=True):
-    """Continue a run in its own directory; returns its :class:`Run`."""
-    from .rundir import write_json
-    from .runner import _train_in, launch_workers, prepare
-    exp, entry, meta, point = prepare_resume(run_dir, overrides)
-    plan = prepare(exp, workers=exp.config.workers)
-    run_dir = os.path.abspath(os.fspath(run_dir))
-    truncate_logs(run_dir, point.step)
-    if overrides:
-        write_json(os.path.join(run_dir, "config.json"), _config_dict(exp))
-    if exp.config.workers > 1:
-        return launch_workers(exp, run_dir, entry, resume=True, previous=meta)
-    return _train_in(exp, plan, run_dir, quiet, entry, resume=point, previous=meta)
+        return int(pid)
+    except (TypeError, ValueError):
+        return None
 
 
 def load_resume_point(run_dir):
@@ -167,10 +150,3 @@ def load_resume_point(run_dir):
     point.time_offset = _last_time(run_dir, point.step)
     point.early_stopped = bool(read_json(os.path.join(run_dir, "run.json")).get("stop_reason"))
     return point
-
-
-def _config_dict(exp):
-    from .config import to_dict
-    return to_dict(exp.config)
-
-

@@ -2,9 +2,9 @@
 import os
 
 from ..errors import RunDirError
-from ..rundir import is_run_dir, read_json
-from . import files as F
-from .capture import installed_packages, mindspore_env
+from ..rundir.io import is_run_dir, read_json
+from ..provenance import files as F
+from ..provenance.capture import installed_packages, mindspore_env
 
 
 def prepare_rerun(run_dir, overrides=None, current_code=False):
@@ -14,7 +14,7 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     Raises MindexpError (one line) when ``run_dir`` is not a run, or its
     captured source is missing or corrupt (unless ``current_code``).
     """
-    from ..catalog import load_experiment
+    from ..entry import load_experiment
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not is_run_dir(run_dir):
         raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no run.json)")
@@ -53,9 +53,9 @@ def rerun(run_dir, overrides=None, out=None, current_code=False, name=None, quie
 
 def train_rerun(exp, entry, out=None, name=None, quiet=True):
     """Train what :func:`prepare_rerun` built; returns the new :class:`mindexp.Run`."""
-    from ..runner import train
+    from ..api import run_experiment
     out = out or os.path.dirname(os.path.dirname(exp.rerun_of["run_dir"]))
-    return train(exp, out=out, label=name, quiet=quiet, entry=entry)
+    return run_experiment(exp, out=out, label=name, quiet=quiet, entry=entry)
 
 
 def environment_changes(run_dir):

@@ -5,7 +5,7 @@ import os
 import re
 import secrets
 
-from .errors import ConfigError, RunDirError
+from ..errors import ConfigError, RunDirError
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}$")
 

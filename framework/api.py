@@ -1,0 +1,73 @@
+"""The public layer: ``Experiment.run`` and resuming a run, returning a :class:`Run`.
+
+The runner (:mod:`mindexp.train`) trains and returns the run's directory;
+this layer draws the run's plots after it and wraps the directory in a
+:class:`Run`. The command line and sweep workers start runs here too.
+"""
+import logging
+
+from .errors import TrainingError
+from .experiment import BaseExperiment
+from .rundir.run import Run
+
+logger = logging.getLogger(__name__)
+
+
+class Experiment(BaseExperiment):
+    __doc__ = BaseExperiment.__doc__
+
+    def run(self, out="outputs", name=None, quiet=True):
+        """Train in a new run directory under ``out``; returns a :class:`Run`."""
+        return run_experiment(self, out=out, label=name, quiet=quiet)
+
+
+def run_experiment(exp, out="outputs", label=None, quiet=True, entry=None):
+    """Train ``exp`` in a new run directory under ``out``; returns its :class:`Run`
+    (None on a rank other than 0 under the user's own msrun).
+
+    Raises ConfigError/DataError before anything is created, TrainingError
+    (``.run`` set, run.json says failed) when training itself fails.
+    """
+    from .train.launch import train
+    return _finished(lambda: train(exp, out=out, label=label, quiet=quiet, entry=entry))
+
+
+def resume_run(run_dir, overrides=None, quiet=True):
+    """Continue a run in its own directory from its latest good checkpoint;
+    returns its :class:`Run`. ``overrides`` change config fields (``epochs``)."""
+    from .train.resume import prepare_resume
+    from .train.launch import train
+    exp, point = prepare_resume(run_dir, overrides)
+    return _finished(lambda: train(exp, quiet=quiet, resume=point))
+
+
+def _finished(start):
+    """Run ``start()`` (which returns a run directory), draw its plots, wrap it."""
+    try:
+        run_dir = start()
+    except TrainingError as exc:
+        if exc.run_dir is not None:
+            _save_plots(exc.run_dir)
+            exc.run = Run(exc.run_dir)
+        raise
+    if run_dir is None:
+        return None
+    _save_plots(run_dir)
+    return Run(run_dir)
+
+
+def _save_plots(run_dir):
+    """Draw plots/ of the run; plots are a convenience, so a failure only warns.
+
+    Not in an msrun worker: ranks must leave the cluster together, and a
+    rank 0 still plotting after the others exit is declared timed out (the
+    launcher plots instead).
+    """
+    from .train.distributed import under_msrun
+    if under_msrun():
+        return
+    try:
+        from .analysis import plots
+        plots.save_run_plots(run_dir)
+    except Exception as exc:
+        logger.warning("could not draw the plots of %s: %s: %s", run_dir, type(exc).__name__, exc)

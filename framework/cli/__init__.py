@@ -1,0 +1,1 @@
+"""The `mindexp` command line: commands, the experiment catalog, sweeps."""

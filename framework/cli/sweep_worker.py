@@ -1,0 +1,96 @@
+"""A sweep's worker process: grid points one after another, MindSpore imported once.
+
+Importing MindSpore takes seconds, often longer than a small run; a worker
+pays it once for all the runs it is given. :class:`mindexp.cli.sweep.Sweep`
+starts it as ``python -m mindexp.cli.sweep_worker`` and writes one task per
+line on its stdin, ``{"entry": "module:Class", "config": {...}, "out": dir,
+"label": text, "log": path}``. The worker points file descriptors 1 and 2
+at the log (so MindSpore's own C++ messages land there too), trains the
+experiment through the Python API (:func:`mindexp.api.run_experiment`) and
+answers ``{"run_dir": path or null, "status": ..., "error": ..., "returncode":
+N}`` on the stdout it started with (``returncode``: what ``mindexp run``
+would have exited with). End of input ends the worker.
+
+Every run sets its context and seeds itself (see ``train.session._set_context``),
+so a run in a worker logs the same values as the same run in a fresh
+process; the tests check it.
+"""
+import json
+import os
+import sys
+import traceback
+
+from ._console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, log_to_stderr, one_line, print_summary
+
+
+def serve():
+    """Answer tasks from stdin until it closes; returns the exit status."""
+    tasks = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    own_stderr = os.dup(2)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    # Between tasks nothing may write on the answer pipe or read the task
+    # pipe, and msrun children of a run must not inherit either.
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    log_to_stderr()
+    for line in tasks:
+        task = json.loads(line)
+        with open(task["log"], "a", encoding="utf-8") as log:
+            _point_output_at(log.fileno(), log.fileno())
+            try:
+                answer = run_task(task)
+            finally:
+                _point_output_at(devnull, own_stderr)
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+    return 0
+
+
+def run_task(task):
+    """Train one grid point in this process; returns the answer for the sweep.
+
+    Prints what ``mindexp run`` prints (the summary, or one ``mindexp:``
+    line for an error), so a run's log reads the same either way.
+    """
+    from ..api import run_experiment
+    from ..entry import load_experiment
+    from ..errors import MindexpError, TrainingError
+    try:
+        exp = load_experiment(task["entry"])(task["config"])
+        exp.run_tags, exp.run_note = task.get("tags") or [], task.get("note")
+        run = run_experiment(exp, out=task["out"], label=task["label"], quiet=True,
+                             entry=task["entry"])
+    except MindexpError as exc:
+        return _failed(f"mindexp: error: {one_line(exc)}", EXIT_BAD_INPUT)
+    except TrainingError as exc:
+        print(f"mindexp: training failed: {one_line(exc)}", file=sys.stderr)
+        return _answer(exc.run_dir, "failed", one_line(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        return _failed("mindexp: interrupted", 130, status="interrupted")
+    except BaseException:  # noqa: BLE001  (the run's log says what it was)
+        traceback.print_exc()
+        return _failed(traceback.format_exc().strip().splitlines()[-1], EXIT_FAILED)
+    print_summary(run)
+    code = EXIT_OK if run.status == "completed" else EXIT_FAILED
+    return _answer(run.dir, run.status, run.meta.get("error"), code)
+
+
+def _failed(message, code, status="failed"):
+    print(message, file=sys.stderr)
+    return _answer(None, status, message, code)
+
+
+def _answer(run_dir, status, error, returncode):
+    return {"run_dir": run_dir, "status": status, "error": error, "returncode": returncode}
+
+
+def _point_output_at(out_fd, err_fd):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

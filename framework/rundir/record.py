@@ -1,0 +1,175 @@
+"""run.json: the record of one run, its only writer.
+
+Created ``running`` before training, updated by the resumes and at the end
+(``completed``, ``failed``, ``interrupted``, ``diverged``), always written
+atomically. A failure keeps its one-line ``error``; ``traceback`` (the
+full text, issue 11) is kept beside it when given.
+"""
+import contextlib
+import fcntl
+import os
+import platform
+
+from ..errors import RunDirError
+from .io import now_iso, read_json, write_json
+
+RUN_JSON = "run.json"
+CONFIG_JSON = "config.json"
+LOCK_FILE = ".run.lock"  # held for each read-change-write of run.json
+USER_FIELDS = ("tags", "note")  # changed by mindexp tag / note, also while a run trains
+# Fields a resumed run carries over (a tuning trial stays one).
+RESUME_KEEPS = ("study", "trial", "tuned")
+
+
+class RunRecord:
+    """run.json of ``run_dir`` as a dict (``meta``), and its transitions.
+
+    ``writer``: False on ranks other than 0, which keep the record in memory
+    only (rank 0 alone writes the run directory).
+    """
+
+    def __init__(self, run_dir, meta, writer=True):
+        self.run_dir, self.meta, self.writer = run_dir, meta, writer
+
+    @classmethod
+    def new(cls, run_dir, experiment, entry, config, targets, writer=True, tags=(), note=None,
+            fields=None):
+        """A record of a run starting now (status ``running``), not yet written.
+
+        ``tags``/``note``: the user's labels; ``fields``: more entries of the
+        caller's (a tuning trial's ``study``, ``trial``, ``tuned``)."""
+        import numpy
+        meta = {
+            "experiment": experiment,
+            "run_id": os.path.basename(run_dir),
+            "entry": entry,
+            "status": "running",
+            "started_at": now_iso(),
+            "ended_at": None,
+            "steps": 0,
+            "epochs": 0,
+            "final_loss": None,
+            "train_time_s": None,
+            "steps_per_s": None,
+            "device": config.device,
+            "mode": config.mode,
+            "workers": config.workers,
+            "pid": os.getpid(),
+            "host": platform.node(),
+            "versions": {"mindspore": _mindspore_version(), "numpy": numpy.__version__,
+                         "python": platform.python_version()},
+            "targets": dict(targets or {}),
+            "tags": list(tags or []),
+            "note": note,
+            "params": {},
+            "error": None,
+            **(fields or {}),
+            "stop_reason": None,
+        }
+        return cls(run_dir, meta, writer)
+
+    @classmethod
+    def read(cls, run_dir):
+        """The record on disk (RunDirError when missing or malformed)."""
+        return cls(run_dir, read_json(os.path.join(run_dir, RUN_JSON)))
+
+    @property
+    def status(self):
+        return self.meta.get("status")
+
+    def write(self):
+        """Write run.json atomically (nothing on a rank that does not write)."""
+        if self.writer:
+            write_keeping_user_fields(self.run_dir, self.meta)
+
+    def write_config(self, config_dict):
+        """Write config.json (the full resolved config) atomically."""
+        if self.writer:
+            write_json(os.path.join(self.run_dir, CONFIG_JSON), config_dict)
+
+    def resumed_from(self, previous, step, checkpoint):
+        """Continue ``previous`` (the old run.json): its start, its time, one more resume."""
+        self.meta.update({k: previous[k] for k in RESUME_KEEPS if k in previous})
+        self.meta.update(
+            started_at=previous.get("started_at", self.meta["started_at"]),
+            train_time_s=previous.get("train_time_s"),
+            resumes=previous.get("resumes", []) + [
+                {"at": now_iso(), "step": step,
+                 "checkpoint": os.path.relpath(checkpoint, self.run_dir),
+                 "previous_status": previous.get("status")}])
+
+    def running(self, **fields):
+        """Status ``running`` again (a launcher hands the run to its workers)."""
+        self.meta.update(status="running", **fields)
+        self.write()
+
+    def failed(self, error, traceback=None):
+        """Status ``failed`` with a one-line ``error`` (and the full ``traceback``
+        when given), ended now; not written (the caller finishes the record)."""
+        self.meta.update(status="failed", error=error, ended_at=now_iso())
+        if traceback is not None:
+            self.meta["traceback"] = traceback
+
+    def ended(self, status, **fields):
+        """The run ended with ``status``; ``fields`` are its totals."""
+        self.meta.update(status=status, ended_at=now_iso(), **fields)
+
+
+@contextlib.contextmanager
+def locked(run_dir):
+    """Hold the run's exclusive lock (a ``flock`` on ``<run_dir>/.run.lock``)."""
+    fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def update_meta(run_dir, change):
+    """Apply ``change(meta)`` to run.json under the run's lock; returns the new meta."""
+    path = os.path.join(run_dir, RUN_JSON)
+    if not os.path.isfile(path):
+        raise RunDirError(f"{run_dir} is not a run directory (it has no run.json). "
+                          f"Received: {run_dir!r}")
+    try:
+        with locked(run_dir):
+            meta = read_json(path)
+            change(meta)
+            write_json(path, meta)
+    except OSError as exc:
+        raise RunDirError(f"cannot update {path}: {exc.strerror}. Received: {run_dir!r}") from None
+    return meta
+
+
+def write_keeping_user_fields(run_dir, meta):
+    """The runner's write of run.json: tags and notes changed meanwhile on disk win."""
+    path = os.path.join(run_dir, RUN_JSON)
+    with locked(run_dir):
+        try:
+            current = read_json(path)
+        except RunDirError:
+            current = {}
+        meta.update({k: current[k] for k in USER_FIELDS if k in current})
+        write_json(path, meta)
+
+
+def _mindspore_version():
+    from importlib import metadata
+    try:
+        return metadata.version("mindspore")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def process_alive(pid):
+    """True while the process ``pid`` of this host exists (a run.json's ``pid``)."""
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # alive, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True

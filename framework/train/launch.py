@@ -1,0 +1,130 @@
+"""Start a run: in this process, under msrun (the launcher and each worker),
+or as a rank of the user's own msrun. A resume is the ``resume`` argument
+of :func:`train`, not another path."""
+import os
+
+from .. import config as _config
+from ..entry import entry_of, load_experiment
+from ..errors import TrainingError
+from ..rundir.io import create_run_dir
+from ..rundir.record import RunRecord
+from .preflight import prepare
+from .session import Session
+
+
+def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None):
+    """Train ``exp`` and return its run directory (None on a rank other than 0
+    under the user's own msrun).
+
+    A new run goes to a new directory under ``out``; with ``resume`` (a
+    :class:`~mindexp.train.resume.Resume` from ``prepare_resume``) the run
+    continues in its own directory. Raises ConfigError/DataError before
+    anything is created, TrainingError (after run.json says failed) when
+    training itself fails.
+    """
+    from . import distributed
+    entry = entry or (resume.entry if resume else entry_of(exp))
+    if distributed.under_msrun() and resume is None:  # started by the user's own msrun
+        return _train_as_worker_of_own_msrun(exp, out, label, entry)
+    workers = exp.config.workers
+    plan = prepare(exp, workers=workers)
+    if resume is None:
+        run_dir, previous = create_run_dir(out, exp.experiment_name(), label), None
+    else:
+        run_dir, previous = resume.run_dir, resume.meta
+        from .resume import truncate_logs
+        truncate_logs(run_dir, resume.step)
+    if workers > 1:
+        return launch_workers(exp, run_dir, entry, resume=resume is not None, previous=previous)
+    return _train_in(exp, plan, run_dir, quiet, entry, resume=resume, previous=previous)
+
+
+def launch_workers(exp, run_dir, entry, resume=False, previous=None):
+    """Train with ``config.workers`` msrun workers; the launcher keeps run.json true
+    when a worker dies (status failed with that worker's last log lines)."""
+    from . import distributed
+    record = RunRecord(run_dir, previous) if previous else _new_record(exp, run_dir, entry)
+    record.write_config(_config.to_dict(exp.config))
+    if previous is None:
+        _capture_provenance(exp, record, None)  # the workers keep this block
+    record.running(workers=exp.config.workers)
+    code = distributed.launch(run_dir, exp.config.workers, resume=resume)
+    record = RunRecord.read(run_dir)
+    if code != 0 and record.status in ("running", "completed"):
+        log, tail = distributed.worker_failure(run_dir)
+        record.failed(f"msrun exited with status {code}; last lines of msrun/{log}:\n{tail}")
+        record.write()
+    if record.status == "failed":
+        raise TrainingError(record.meta["error"].splitlines()[0], run_dir=run_dir)
+    return run_dir
+
+
+def run_worker(run_dir, resume=False):
+    """One msrun worker of a launched run: join the cluster and train; rank 0 writes."""
+    from . import distributed
+    from ..rundir.io import read_json
+    from ..rundir.record import CONFIG_JSON
+    rank, size = distributed.init_data_parallel()
+    meta = RunRecord.read(run_dir).meta
+    exp = load_experiment(meta["entry"])(read_json(os.path.join(run_dir, CONFIG_JSON)))
+    plan = prepare(exp, workers=size, check_network=False)  # the launcher checked it
+    point = None
+    if resume:
+        from .resume import load_resume_point
+        point = load_resume_point(run_dir)
+    return _train_in(exp, plan, run_dir, True, meta["entry"], resume=point,
+                     previous=meta if resume else None, shard=(size, rank))
+
+
+def _train_as_worker_of_own_msrun(exp, out, label, entry):
+    from . import distributed
+    rank, size = distributed.init_data_parallel()
+    plan = prepare(exp, workers=size)
+    if rank == 0:
+        run_dir = create_run_dir(out, exp.experiment_name(), label)
+    else:  # other ranks write nothing; this path is never created
+        run_dir = os.path.join(os.fspath(out), exp.experiment_name(), f".rank{rank}")
+    return _train_in(exp, plan, run_dir, True, entry, shard=(size, rank))
+
+
+def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shard=(1, 0)):
+    """Train in this process (one rank of ``shard``); returns ``run_dir`` (None
+    on a rank that does not write)."""
+    exp.run_dir = run_dir
+    writer = shard[1] == 0  # rank 0 alone writes the run directory
+    record = _new_record(exp, run_dir, entry, writer)
+    record.meta["workers"] = shard[0]
+    record.meta["total_steps"] = plan.steps_per_epoch * exp.config.epochs  # progress, ETA
+    if previous is not None:
+        record.resumed_from(previous, resume.step, resume.path)
+    if writer:
+        _capture_provenance(exp, record, previous)
+    record.write_config(_config.to_dict(exp.config))
+    record.write()
+    Session(exp, plan, run_dir, quiet, shard).execute(record, resume)
+    record.write()
+    if record.status == "failed":
+        raise TrainingError(record.meta.get("error") or "training failed",
+                            run_dir=run_dir if writer else None)
+    return run_dir if writer else None
+
+
+def _new_record(exp, run_dir, entry, writer=True):
+    # run_tags / run_note / run_fields: set by the command line, sweeps and tuning
+    return RunRecord.new(run_dir, exp.experiment_name(), entry or entry_of(exp), exp.config,
+                         exp.targets(), writer, tags=getattr(exp, "run_tags", None),
+                         note=getattr(exp, "run_note", None),
+                         fields=getattr(exp, "run_fields", None))
+
+
+def _capture_provenance(exp, record, previous):
+    """Source, git, packages and command into the run directory and its record;
+    a resume keeps the original block and appends its own to its resume entry."""
+    from ..provenance import capture
+    meta = record.meta
+    if previous is None:
+        meta.update(capture.capture(exp, record.run_dir, meta["entry"]))
+        return
+    meta.update({k: previous.get(k) for k in (capture.F.META_KEY, capture.F.RERUN_KEY)})
+    meta["resumes"][-1][capture.F.META_KEY] = capture.capture_resume(exp, record.run_dir,
+                                                                     len(meta["resumes"]))

@@ -1,0 +1,112 @@
+"""Before a run directory exists: load and check the data, the data-dependent
+config limits, the network's output shape, the eval metrics, the device."""
+from ..data import as_arrays
+from ..errors import ConfigError, DataError, MindexpError
+from ..metrics import check_metric_names
+
+
+class Plan:
+    """Everything checked before a run directory exists."""
+
+    def __init__(self, train, eval_, steps_per_epoch):
+        self.train, self.eval = train, eval_
+        self.steps_per_epoch = steps_per_epoch
+
+
+def prepare(exp, workers=1, check_network=True):
+    """Load and check the data, the data-dependent config limits, the eval
+    metrics and the device."""
+    cfg = exp.config
+    check_device(cfg.device)
+    train = as_arrays(_source(exp, "train"), exp.columns, "train")
+    raw_eval = _source(exp, "eval")
+    eval_ = as_arrays(raw_eval, exp.columns, "eval") if raw_eval is not None else None
+    n, per_step = len(train[0]), cfg.batch_size * cfg.grad_accumulation
+    if per_step * workers > n:
+        what = f"batch_size x grad_accumulation ({cfg.batch_size} x {cfg.grad_accumulation})" \
+            if cfg.grad_accumulation > 1 else f"batch_size ({cfg.batch_size})"
+        raise ConfigError(f"config field 'batch_size': {what} x workers ({workers}) must be at "
+                          f"most the training set size {n}. Received: batch_size={cfg.batch_size}",
+                          field="batch_size")
+    steps_per_epoch = n // per_step // workers
+    total = steps_per_epoch * cfg.epochs
+    if cfg.warmup_steps > total:
+        raise ConfigError(f"config field 'warmup_steps' must be at most the run's {total} steps. "
+                          f"Received: warmup_steps={cfg.warmup_steps}", field="warmup_steps")
+    if check_network:
+        check_output_shape(exp, train)
+    _check_eval(exp, eval_)
+    from ..monitors import check_monitors
+    check_monitors(exp, eval_, workers)
+    return Plan(train, eval_, steps_per_epoch)
+
+
+# Losses that compare output and label element by element (and would
+# silently broadcast (b, 1) against (b,) into a (b, b) loss).
+_ELEMENTWISE = ("mse", "mae", "l1", "huber", "bce")
+
+
+def check_output_shape(exp, train):
+    """Run the network on one batch (PyNative, before anything is created) and
+    reject an output that cannot match the labels, naming both shapes."""
+    if exp.has_own_loss_network() or len(train) != 2:
+        return  # a custom loss cell decides what matches
+    out_shape, labels = _forward_shape(exp, train[0][:exp.config.batch_size]), train[1]
+    if out_shape is None:
+        return  # the network fails on its own: training reports it as a failed run
+    label_shape = (min(len(labels), exp.config.batch_size),) + labels.shape[1:]
+    if exp.config.loss in _ELEMENTWISE:
+        ok = tuple(out_shape) == label_shape
+    else:  # sparse cross-entropy: (b, classes) logits for (b,) labels
+        ok = len(out_shape) == 2 and out_shape[0] == label_shape[0] and len(label_shape) == 1
+    if not ok:
+        raise DataError(f"the network's output shape {tuple(out_shape)} does not match the labels' "
+                        f"shape {label_shape} (column {exp.columns[1]!r}, loss {exp.config.loss!r}); "
+                        "make the network return one value per label")
+
+
+def _forward_shape(exp, batch):
+    import mindspore as ms
+    mode = ms.get_context("mode")
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    try:
+        return exp.network()(ms.Tensor(batch)).shape
+    except Exception:  # the user's network: a failure here is the run's to report
+        return None
+    finally:
+        ms.set_context(mode=mode)
+
+
+def _check_eval(exp, eval_):
+    """Metric names are known, and asked for only when there is an eval split."""
+    if eval_ is not None:
+        check_metric_names(exp.metrics())
+    elif exp.config.metrics:
+        raise ConfigError(f"config field 'metrics' needs an eval split, and "
+                          f"{exp.experiment_name()}.source('eval') gives none. "
+                          f"Received: metrics={','.join(exp.config.metrics)}", field="metrics")
+
+
+def _source(exp, split):
+    try:
+        return exp.source(split)
+    except MindexpError:
+        raise
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # the user's code: say where it failed
+        raise MindexpError(f"{type(exp).__name__}.source({split!r}) raised "
+                           f"{type(exc).__name__}: {exc}") from None
+
+
+def check_device(device):
+    """ConfigError, before any run directory exists, when MindSpore has no
+    ``device`` backend here (``ms.set_device`` would only fail later)."""
+    if device == "CPU":
+        return
+    import mindspore as ms
+    if not ms.hal.is_available(device):
+        raise ConfigError(f"config field 'device': this MindSpore installation cannot use "
+                          f"{device} (mindspore.hal.is_available({device!r}) is False); accepted: "
+                          f"CPU, or GPU/Ascend with the matching mindspore package and drivers. "
+                          f"Received: device={device!r}", field="device")

@@ -1,0 +1,277 @@
+"""One training session: the MindSpore context, TrainStep, Model, the
+callbacks, and ``Model.train``/``Model.fit``; what happened goes into the
+run record (run.json) it is given."""
+import contextlib
+import gc
+import logging
+import sys
+import time
+
+from ..errors import ConfigError
+from ..rundir.io import now_iso
+
+logger = logging.getLogger(__name__)
+
+
+def _eval_epochs(cfg):
+    """Epochs that end with an evaluation: every ``eval_every``-th and the last."""
+    return [e for e in range(1, cfg.epochs + 1) if e % cfg.eval_every == 0 or e == cfg.epochs]
+
+
+class Session:
+    """One training session: builds the MindSpore objects and runs them.
+
+    ``shard``: ``(number of ranks, this rank)`` under data parallelism.
+    """
+
+    def __init__(self, exp, plan, run_dir, quiet, shard=(1, 0)):
+        self.exp, self.plan, self.run_dir, self.quiet = exp, plan, run_dir, quiet
+        self.num_shards, self.shard_id = shard
+        self.cfg = exp.config
+        from .signals import SignalStop
+        self.stopper = SignalStop()
+        self.loss_cb = None
+        self.early_stop_cb = None
+        self.cbs = []
+        self.net = None
+
+    def execute(self, record, resume=None):
+        """Train (from ``resume`` when given) and put the outcome into ``record``
+        (a :class:`~mindexp.rundir.record.RunRecord`; the caller writes it)."""
+        meta = record.meta
+        start = time.monotonic()
+        try:
+            with self.stopper.installed():
+                self._train(resume)
+        except KeyboardInterrupt:
+            meta.update(status="interrupted", error="interrupted (second Ctrl-C)")
+        except Exception as exc:  # the run failed: keep why, the caller raises
+            record.failed(_describe(exc))
+            logger.debug("training failed", exc_info=True)
+        else:
+            meta["status"] = self._status(meta)
+        self._summarize(meta, time.monotonic() - start)
+
+    def _train(self, resume):
+        from ..callbacks import TrainStep
+
+        _set_context(self.cfg, self.run_dir)
+        self.net = _amp(self.exp.network(), self.cfg.amp_level, self.run_dir)
+        loss_net = self.exp.loss_network(self.net)
+        lr = self.exp.learning_rate(self.plan.steps_per_epoch)
+        opt = self.exp.optimizer(self.net.trainable_params(), lr)
+        cell = TrainStep(loss_net, opt, clip_grad_norm=self.cfg.clip_grad_norm,
+                         sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation)
+        initial_epoch, first_batch = 0, 0
+        if resume:
+            resume.load(cell)
+            initial_epoch, first_batch = resume.position(self.plan.steps_per_epoch)
+        model, metrics = self._model(cell)
+        cbs = self._callbacks(metrics, resume)
+        if first_batch:  # finish the interrupted epoch first, in the original order
+            offset = initial_epoch * self.plan.steps_per_epoch + first_batch - initial_epoch * (
+                self.plan.steps_per_epoch - first_batch)
+            self._fit(model, metrics, initial_epoch + 1, initial_epoch, [_StepOffset(offset)] + cbs,
+                      first_batch)
+            initial_epoch += 1
+        if initial_epoch < self.cfg.epochs and not self._stopped():
+            self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
+
+    def _fit(self, model, metrics, epochs, initial_epoch, cbs, first_batch=0):
+        train_ds = self.exp.dataset("train", self.plan.train, start_epoch=initial_epoch,
+                                    num_shards=self.num_shards, shard_id=self.shard_id,
+                                    first_batch=first_batch)
+        eval_ds = (self.exp.dataset("eval", self.plan.eval)
+                   if self.plan.eval is not None and metrics else None)
+        with startup_objects_frozen():
+            if eval_ds is not None:
+                model.fit(epochs, train_ds, eval_ds, valid_frequency=_eval_epochs(self.cfg),
+                          callbacks=cbs, dataset_sink_mode=self.cfg.sink,
+                          initial_epoch=initial_epoch,
+                          valid_dataset_sink_mode=self.cfg.sink)  # fit's default is sink mode
+            else:
+                model.train(epochs, train_ds, callbacks=cbs, dataset_sink_mode=self.cfg.sink,
+                            initial_epoch=initial_epoch)
+
+    def _stopped(self):
+        return self.stopper.signum is not None or bool(self.loss_cb and self.loss_cb.stop_reason) \
+            or self._early_stop_reason() is not None
+
+    def _early_stop_reason(self):
+        cb = self.early_stop_cb
+        if cb is None or cb.stop_reason is None:
+            return None
+        return f"early stop at epoch {cb.stopped_epoch}: {cb.stop_reason}"
+
+    def _model(self, cell):
+        from mindspore import nn
+        from mindspore.train import Model
+        from ..metrics import build_metrics
+        metrics = build_metrics(self.exp.metrics()) if self.plan.eval is not None else {}
+        if not metrics:
+            return Model(cell), {}
+        eval_net = nn.WithEvalCell(self.net, self.exp.loss_fn())
+        return Model(cell, eval_network=eval_net, metrics=metrics, eval_indexes=[0, 1, 2]), metrics
+
+    def _callbacks(self, metrics, resume):
+        from ..callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker
+        from ..callbacks.eval_monitor import EvalMonitor
+        cfg, d = self.cfg, self.run_dir
+        ranks = cfg.log_all_ranks
+        self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
+                                   time_offset=resume.time_offset if resume else 0.0,
+                                   on_nan="stop")  # the run records "diverged" instead
+        from ..callbacks import Timer
+        self.timer = Timer()
+        cbs = [self.timer, self.loss_cb]
+        if cfg.track_params:
+            cbs.append(ParameterTracker(d, names=list(cfg.track_names) or None, all_ranks=ranks,
+                                        every=cfg.log_every, max_values=cfg.max_param_values))
+        cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks))
+        if metrics:
+            cbs.append(EvalMonitor(d, list(metrics)))
+        if not self.quiet and sys.stdout.isatty():
+            from .progress import Progress
+            cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
+        cbs.extend(self.exp.callbacks() or [])
+        from ..monitors import best_checkpoint_args, early_stopping
+        self.early_stop_cb = early_stopping(self.exp, d, resume, self.plan.steps_per_epoch)
+        if self.early_stop_cb is not None:
+            cbs.append(self.early_stop_cb)
+        cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,
+                              keep_last=cfg.keep_checkpoints,
+                              min_interval_s=cfg.checkpoint_interval_s,
+                              **best_checkpoint_args(self.exp)))
+        # Last, so a signal that arrives during any callback of step s stops at s.
+        cbs.append(self.stopper)
+        self.cbs = cbs
+        return cbs
+
+    def _status(self, meta):
+        if self.stopper.signum is not None:
+            return "interrupted"
+        if self.loss_cb is not None and self.loss_cb.stop_reason:
+            meta["error"] = f"diverged: {self.loss_cb.stop_reason}"
+            return "diverged"
+        meta["stop_reason"] = self._early_stop_reason()
+        # A callback that stopped the run and names its status (tuning: "pruned").
+        for cb in self.cbs:
+            if getattr(cb, "stop_status", None):
+                meta["stop_reason"] = getattr(cb, "stop_reason", None)
+                return cb.stop_status
+        return "completed"
+
+    def _summarize(self, meta, elapsed):
+        loss_cb, timer = self.loss_cb, getattr(self, "timer", None)
+        steps = loss_cb.last_step if loss_cb else 0
+        train_time = timer.train_time_s if timer and timer.train_time_s else elapsed
+        rate = timer.steps_per_s if timer else None
+        meta.update(ended_at=now_iso(), steps=steps,
+                    epochs=-(-steps // self.plan.steps_per_epoch) if steps else 0,
+                    final_loss=loss_cb.last_loss if loss_cb else None,
+                    train_time_s=round((meta.get("train_time_s") or 0) + train_time, 4),
+                    steps_per_s=round(rate, 2) if rate else None,
+                    params=_scalar_params(self.net))
+
+
+@contextlib.contextmanager
+def startup_objects_frozen():
+    """Keep the objects that exist before training out of the garbage collector's
+    full collections while it runs (``gc.freeze``), and give them back after.
+
+    MindSpore's modules and the network are ~170k objects; a full collection
+    walks them all (~150 ms here), and the per-step allocations of training
+    trigger one every few hundred steps, a quarter of a 1,000-step run's time.
+    Frozen objects are only skipped, never lost: ``gc.unfreeze`` at the end
+    returns them to the oldest generation. Left alone when the caller has
+    frozen objects already.
+    """
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _StepOffset(offset):
+    """A callback that makes the callbacks' global step continue mid-epoch."""
+    from mindspore.train import Callback
+
+    class StepOffset(Callback):
+        def on_train_begin(self, run_context):
+            run_context.original_args().step_offset = offset
+    return StepOffset()
+
+
+def _set_context(cfg, run_dir):
+    import mindspore as ms
+    mode = ms.GRAPH_MODE if cfg.mode == "graph" else ms.PYNATIVE_MODE
+    ms.set_context(mode=mode)
+    set_device(cfg.device)
+    if cfg.graph_kernel:
+        _enable_graph_kernel(cfg)
+    elif ms.get_context("enable_graph_kernel"):   # left on by an earlier run of a sweep worker
+        ms.set_context(enable_graph_kernel=False)
+    ms.set_seed(cfg.seed)
+    import numpy as np
+    np.random.seed(cfg.seed)
+
+
+def set_device(device):
+    """Select the backend, with a clear error when it is not installed."""
+    import mindspore as ms
+    if ms.get_context("device_target") == device:
+        return  # already selected; MindSpore refuses a second set once it has run
+    try:
+        ms.set_device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(f"config field 'device': MindSpore cannot use {device} here "
+                          f"({str(exc).splitlines()[0]}); accepted: CPU, or GPU/Ascend with the "
+                          f"matching mindspore package. Received: device={device!r}",
+                          field="device") from None
+
+
+def _enable_graph_kernel(cfg):
+    import mindspore as ms
+    if cfg.device == "CPU":
+        # MindSpore accepts the switch on CPU but then fails compiling fused kernels (no AKG).
+        logger.warning("graph_kernel: MindSpore's graph-kernel fusion is not supported on CPU; "
+                       "training without it")
+        return
+    if cfg.mode == "pynative":
+        logger.warning("graph_kernel: kernel fusion applies to graph mode only; "
+                       "ignored with mode=pynative")
+        return
+    ms.set_context(enable_graph_kernel=True)
+
+
+def _amp(net, level, run_dir):
+    if level == "O0":
+        return net
+    import contextlib
+    from mindspore import amp
+    # O1 rewrites the network's Python source into ./rewritten_network/ (MindSpore uses
+    # the working directory, and graph mode reads the file back when compiling): keep
+    # that file in the run directory rather than wherever the user started mindexp.
+    with contextlib.chdir(run_dir):
+        return amp.auto_mixed_precision(net, level)
+
+
+def _scalar_params(net):
+    if net is None:
+        return {}
+    out = {}
+    for p in net.trainable_params():
+        if p.size == 1:
+            out[p.name] = float(p.asnumpy().reshape(-1)[0])
+    return out
+
+
+def _describe(exc):
+    text = str(exc).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip() and not set(ln.strip()) <= set("-=")]
+    head = lines[0] if lines else ""
+    return f"{type(exc).__name__}: {head}"[:2000]
