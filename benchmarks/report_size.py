@@ -66,7 +66,7 @@ def main():
     root = tempfile.mkdtemp(prefix="mindexp-report-bench-")
     try:
         write_runs(root, args.runs, args.steps)
-        from mindexp.cli import main as cli
+        from mindexp.cli.main import main as cli
         out = os.path.join(root, "report.html")
         start = time.perf_counter()
         assert cli(["report", root, "--out", out]) == 0

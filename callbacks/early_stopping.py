@@ -3,7 +3,7 @@ import math
 
 from mindspore.train import Callback
 
-from ._common import MODES, first_output, monitored_value, to_float
+from ._common import MODES, monitored_value
 
 __all__ = ["EarlyStopping"]
 

@@ -98,11 +98,17 @@ class Config:
     log_all_ranks: bool = False
     """every rank writes its own logs, not rank 0 alone"""
     early_stop: str = ""
+    """value watched to stop early: loss or eval_<metric>; empty = never"""
     patience: int = 5
+    """epochs without improvement before an early stop"""
     min_delta: float = 0.0
+    """smallest change that counts as an improvement"""
     early_stop_mode: str = "auto"
+    """min, max, or auto (from the watched name)"""
     checkpoint_monitor: str = ""
+    """value that ranks the best checkpoints (loss or eval_<metric>); empty = none"""
     keep_best: Optional[int] = None
+    """how many best checkpoints to keep (1 when checkpoint_monitor is set)"""
 
 
 # field -> (check, what is accepted); checked after type coercion

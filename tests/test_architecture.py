@@ -1,7 +1,7 @@
 """The import graph of framework/ and callbacks/, read with ``ast`` (imports
 inside functions count): no circles, callbacks/ stands alone, and arrows
-only go down the floors cli -> api -> {analysis, train} -> {rundir,
-experiment, config, ...} -> callbacks."""
+only go down the floors {cli, manage, tune} -> api -> {analysis, train, use}
+-> {rundir, provenance, experiment, config, ...} -> callbacks."""
 import ast
 import os
 
@@ -10,8 +10,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDERS = {"framework": "mindexp", "callbacks": "mindexp.callbacks"}
 # floor of each part of the package; a module's part is its first name below mindexp
-FLOORS = {"cli": 5, "__main__": 5, "_msrun_entry": 5, "api": 4, "analysis": 3, "train": 3,
-          "callbacks": 1}
+FLOORS = {"cli": 5, "__main__": 5, "_msrun_entry": 5, "manage": 5, "tune": 5, "api": 4,
+          "analysis": 3, "train": 3, "use": 3, "callbacks": 1}
 LOWER = 2  # rundir, experiment, entry, config, builders, metrics, data, errors, ...
 
 

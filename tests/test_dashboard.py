@@ -12,7 +12,7 @@ import pytest
 
 from conftest import cli_env
 from mindexp.analysis.dashboard import make_server, url_of
-from mindexp.cli import main
+from mindexp.cli.main import main
 from rundirs import make_run
 
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import cli_env
-from mindexp.cli import main
+from mindexp.cli.main import main
 from rundirs import make_run
 
 WIDTH = 100
@@ -74,7 +74,7 @@ class Runs:
 def runs(tmp_path_factory):
     from mindexp import TrainingError
     from mindexp.experiments.linear import Linear
-    from mindexp.resume import resume
+    from mindexp.api import resume_run as resume
     root = tmp_path_factory.mktemp("many")
     out = root / "outputs"
     r = Runs()
@@ -285,7 +285,8 @@ def test_racing_tag_commands_lose_no_update(tmp_path):
 
 
 def test_the_runners_last_write_keeps_tags_added_meanwhile(tmp_path):
-    from mindexp.manage.tags import change_tags, write_keeping_user_fields
+    from mindexp.manage.tags import change_tags
+    from mindexp.rundir.record import write_keeping_user_fields
     run_dir = make_run(tmp_path, "r1", status="running", meta={"tags": ["start"]})
     stale = json.load(open(os.path.join(run_dir, "run.json")))
     change_tags(run_dir, ["added-while-running"])
@@ -394,9 +395,9 @@ def test_gc_older_than_now_finds_nothing_and_bad_age_is_refused(capsys, runs, co
 def test_list_prints_one_line_per_experiment(capsys):
     code, out, err = mindexp(capsys, "list")
     lines = out.splitlines()
-    assert code == 0 and [ln.split()[0] for ln in lines] == ["linear", "mlp_sine", "pinn_ode",
-                                                             "spirals"]
-    assert "Learn y = 2x" in lines[0]
+    assert code == 0 and [ln.split()[0] for ln in lines] == ["digits", "linear", "mlp_sine",
+                                                             "pinn_ode", "spirals"]
+    assert "Learn y = 2x" in lines[1]
 
 
 def test_list_name_prints_fields_with_types_defaults_choices_and_descriptions(capsys):

@@ -103,7 +103,7 @@ def test_callbacks_folder_copied_alone_into_another_project(tmp_path):
 
 
 def test_entries_of_runs_made_before_the_package_name_still_load():
-    from mindexp.catalog import load_experiment
+    from mindexp.entry import load_experiment
     from mindexp.experiments.linear import Linear
     assert load_experiment("experiments.linear:Linear") is Linear
     assert load_experiment("mindexp.experiments.linear:Linear") is Linear

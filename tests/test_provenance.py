@@ -222,7 +222,7 @@ def test_diff_shows_exactly_one_config_field_and_one_code_line(cli, tmp_path):
     run_a = run_dir_of(cli("run", "mine.py:Tripler", "--quiet"))
     (tmp_path / "mine.py").write_text(EDITED)
     run_b = run_dir_of(cli("run", "mine.py:Tripler", "--set", "lr=0.05", "--quiet"))
-    from mindexp.provenance.diff import diff
+    from mindexp.manage.diff import diff
     result = diff(run_a, run_b)
     assert result["config"].values.tolist() == [["lr", 0.1, 0.05]]
     changed = [ln for ln in result["source"].splitlines()

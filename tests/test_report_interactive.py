@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from mindexp.analysis import interactive, payload
-from mindexp.cli import main
-from mindexp.reports import load_runs
+from mindexp.cli.main import main
+from mindexp.analysis.reports import load_runs
 from rundirs import make_run
 
 

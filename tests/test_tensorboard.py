@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from mindexp.cli import main
+from mindexp.cli.main import main
 from rundirs import make_run
 
 event_accumulator = pytest.importorskip(

@@ -37,7 +37,7 @@ def _one_error_line(result):
 def main_cli(capsys):
     """``mindexp ARGS`` through the command line's main() in this process
     (MindSpore imported once for all the bad-input cases)."""
-    from mindexp.cli import main
+    from mindexp.cli.main import main
 
     def run(*args):
         code = main([str(a) for a in args])

@@ -17,7 +17,7 @@ from ..rundir.io import is_run_dir, read_json, write_json
 from .liveness import may_be_running
 from .runs import short_path
 from .show import find_run, human_size
-from .tags import locked
+from ..rundir.record import locked
 
 # The index files of a group of runs: a sweep's, and a tune study's.
 INDEX_FILES = ("sweep.json", "study.json")

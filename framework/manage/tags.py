@@ -9,7 +9,7 @@ survives the run's end.
 import re
 
 from ..errors import ConfigError
-from ..rundir.record import LOCK_FILE, USER_FIELDS, locked, update_meta, write_keeping_user_fields  # noqa: F401
+from ..rundir.record import update_meta
 
 _TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:=-]{0,63}$")
 TAG_RULE = ("1-64 characters of letters, digits, '.', '_', ':', '=', '-', "
