@@ -28,17 +28,24 @@ def build_parser():
     run.add_argument("--workers", type=_positive_int, metavar="N",
                      help="data-parallel workers launched with msrun (config field `workers`)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_verbose(run)
     resume = sub.add_parser("resume", help="continue a run from its latest checkpoint")
     resume.add_argument("run_dir", help="outputs/<experiment>/<run_id>")
     resume.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change a config field, e.g. epochs=50 to train longer")
     resume.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_verbose(resume)
     worker = sub.add_parser("_worker")  # what msrun runs in each worker (internal)
     worker.add_argument("run_dir")
     worker.add_argument("--resume", action="store_true")
     sub.add_parser("_sweep_worker")  # a sweep's worker process (internal, see sweep_worker)
     _add_report_commands(sub)
     return parser
+
+
+def _add_verbose(p):
+    p.add_argument("--verbose", action="store_true",
+                   help="print the full traceback when it fails (always kept in error.txt)")
 
 
 def _positive_int(text):
@@ -84,12 +91,17 @@ def _add_config_args(p):
 
 def main(argv=None):
     """Entry point of the ``mindexp`` console script; returns the exit status."""
-    os.environ.setdefault("GLOG_v", "3")  # MindSpore: errors only on stderr
+    # MindSpore's C++ log: nothing on stderr. Its errors reach us as exceptions,
+    # whose full text goes to the run's error.txt; the terminal gets one line.
+    os.environ.setdefault("GLOG_v", "4")
     _log_to_stderr()
+    args = None
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except MindexpError as exc:
+        if getattr(args, "verbose", False) and getattr(exc, "details", None):
+            print(exc.details, file=sys.stderr, end="")
         print(f"mindexp: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -161,29 +173,41 @@ def cmd_resume(args):
     from .config import parse_assignments
     from .resume import resume
     overrides = parse_assignments(args.set)
-    return _report(lambda: resume(args.run_dir, overrides, quiet=args.quiet))
+    return _report(lambda: resume(args.run_dir, overrides, quiet=args.quiet), args.verbose)
 
 
 def _train_and_report(exp, args):
     from .runner import train
     out = os.path.abspath(args.out)
     return _report(lambda: train(exp, out=out, label=args.name, quiet=args.quiet,
-                                 entry=exp.entry))
+                                 entry=exp.entry), args.verbose)
 
 
-def _report(start):
+def _report(start, verbose=False):
+    from .failures import exit_status_of
     from .runner import TrainingError
     try:
         run = start()
         if run is None:  # a rank other than 0 under the user's own msrun: nothing to show
             return EXIT_OK
     except TrainingError as exc:
-        print(f"mindexp: training failed: {_one_line(exc)}", file=sys.stderr)
-        if exc.run is not None:
-            print(f"run directory: {exc.run.dir}", file=sys.stderr)
+        _print_failure(exc, verbose)
         return EXIT_FAILED
     _print_summary(run)
-    return EXIT_OK if run.status == "completed" else EXIT_FAILED
+    return exit_status_of(run.meta)
+
+
+def _print_failure(exc, verbose):
+    from .failures import ERROR_FILE
+    error_file = os.path.join(exc.run.dir, ERROR_FILE) if exc.run is not None else None
+    if verbose and error_file and os.path.isfile(error_file):
+        with open(error_file, encoding="utf-8") as f:
+            print(f.read(), file=sys.stderr, end="")
+    print(f"mindexp: training failed: {_one_line(exc)}", file=sys.stderr)
+    if exc.run is not None:
+        print(f"run directory: {exc.run.dir}", file=sys.stderr)
+        if error_file and os.path.isfile(error_file):
+            print(f"traceback: {error_file}", file=sys.stderr)
 
 
 def _print_summary(run):
@@ -342,7 +366,10 @@ def _sweep_exit(sweep, status):
         where = f"run directory: {run.run_dir}" if run.run_dir else f"log: {run.log_path}"
         print(f"  {_values_text(run.values)}: {run.status}: {run.error}"
               + (f" ({where})" if run.log_path else ""), file=sys.stderr)
-    return 130 if status == "interrupted" else EXIT_FAILED
+    if status == "interrupted":
+        from .failures import exit_status
+        return exit_status(sweep.signum or 2)  # 130 for SIGINT, 143 for SIGTERM
+    return EXIT_FAILED
 
 
 def cmd_sweep_worker(args):

@@ -2,8 +2,10 @@
 import logging
 import os
 
+from . import resume_checks
 from .errors import MindexpError, RunDirError
 from .rundir import read_json
+from .run_lock import run_locked
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +48,13 @@ def prepare_resume(run_dir, overrides=None):
     """
     from .catalog import load_experiment
     run_dir = _check_run_dir(run_dir)
+    resume_checks.check_logs_readable(run_dir, STEP_LOGS)
     meta = read_json(os.path.join(run_dir, "run.json"))
     config = read_json(os.path.join(run_dir, "config.json"))
     cls = load_experiment(meta["entry"])
     exp = cls({**config, **(overrides or {})})
+    resume_checks.check_not_diverged_again(run_dir, meta, _config_dict(cls(config)),
+                                           _config_dict(exp))
     resume = _latest_good_checkpoint(run_dir)
     _check_not_done(meta, exp, resume, run_dir)
     resume.time_offset = _last_time(run_dir, resume.step)
@@ -74,21 +79,26 @@ def _check_not_done(meta, exp, resume, run_dir):
 
 
 def _latest_good_checkpoint(run_dir):
-    """The newest checkpoint that loads; a corrupt newer one is skipped with a warning."""
+    """The newest checkpoint that loads and holds finite weights; a corrupt or
+    non-finite (saved after a divergence) newer one is skipped with a warning."""
     import mindspore as ms
     from .callbacks import list_checkpoints
     found = sorted(list_checkpoints(run_dir, "all"), key=lambda c: (c[0], "best-" not in c[2]))
-    corrupt = []
+    corrupt, nonfinite = [], resume_checks.nonfinite_checkpoints(run_dir)
     for step, epoch, path in reversed(found):
         try:
             params = ms.load_checkpoint(path)
         except Exception as exc:  # MindSpore raises several types for a bad file
             corrupt.append((path, str(exc).strip().splitlines()[0] if str(exc).strip() else ""))
             continue
+        if os.path.normpath(path) in nonfinite or not resume_checks.weights_finite(params):
+            corrupt.append((path, "its loss or weights are not finite"))
+            continue
         for bad, why in corrupt:
             logger.warning("skipping corrupt checkpoint %s (%s)", bad, why)
         return Resume(path, params, step, epoch)
-    what = "no checkpoint" if not found else f"no readable checkpoint ({len(corrupt)} corrupt)"
+    what = "no checkpoint" if not found else \
+        f"no usable checkpoint ({len(corrupt)} corrupt or not finite)"
     raise MindexpError(f"cannot resume {run_dir}: it has {what} in checkpoints/")
 
 
@@ -130,7 +140,16 @@ def _host():
 
 
 def resume(run_dir, overrides=None, quiet=True):
-    """Continue a run in its own directory; returns its :class:`Run`."""
+    """Continue a run in its own directory; returns its :class:`Run`.
+
+    Holds the run directory's lock throughout: a second resume of the same
+    run is refused (RunLockedError) instead of writing the same steps twice.
+    """
+    with run_locked(_check_run_dir(run_dir)):
+        return _resume_locked(run_dir, overrides, quiet)
+
+
+def _resume_locked(run_dir, overrides, quiet):
     from .rundir import write_json
     from .runner import _train_in, launch_workers, prepare
     exp, entry, meta, point = prepare_resume(run_dir, overrides)

@@ -8,8 +8,10 @@ import sys
 import time
 
 from . import config as _config
+from . import compile_dumps, failures
 from .data import as_arrays
 from .errors import ConfigError, DataError, MindexpError
+from .labels import check_data
 from .metrics import check_metric_names
 from .rundir import create_run_dir, now_iso, write_json
 
@@ -52,8 +54,8 @@ def prepare(exp, workers=1, check_network=True):
     if cfg.warmup_steps > total:
         raise ConfigError(f"config field 'warmup_steps' must be at most the run's {total} steps. "
                           f"Received: warmup_steps={cfg.warmup_steps}", field="warmup_steps")
-    if check_network:
-        check_output_shape(exp, train)
+    out_shape = check_output_shape(exp, train) if check_network else None
+    check_data(exp, {"train": train, "eval": eval_}, out_shape)  # NaN/Inf, class ids
     _check_eval(exp, eval_)
     return Plan(train, eval_, steps_per_epoch)
 
@@ -65,13 +67,14 @@ _ELEMENTWISE = ("mse", "mae", "l1", "huber", "bce")
 
 def check_output_shape(exp, train):
     """Run the network on one batch (PyNative, before anything is created) and
-    reject an output that cannot match the labels, naming both shapes."""
+    reject an output that cannot match the labels, naming both shapes.
+    Returns the output shape (None when not probed)."""
     from .experiment import Experiment
     if type(exp).loss_network is not Experiment.loss_network or len(train) != 2:
-        return  # a custom loss cell decides what matches
+        return None  # a custom loss cell decides what matches
     out_shape, labels = _forward_shape(exp, train[0][:exp.config.batch_size]), train[1]
     if out_shape is None:
-        return  # the network fails on its own: training reports it as a failed run
+        return None  # the network fails on its own: training reports it as a failed run
     label_shape = (min(len(labels), exp.config.batch_size),) + labels.shape[1:]
     if exp.config.loss in _ELEMENTWISE:
         ok = tuple(out_shape) == label_shape
@@ -81,6 +84,7 @@ def check_output_shape(exp, train):
         raise DataError(f"the network's output shape {tuple(out_shape)} does not match the labels' "
                         f"shape {label_shape} (column {exp.columns[1]!r}, loss {exp.config.loss!r}); "
                         "make the network return one value per label")
+    return out_shape
 
 
 def _forward_shape(exp, batch):
@@ -118,8 +122,8 @@ def _source(exp, split):
     except NotImplementedError:
         raise
     except Exception as exc:  # the user's code: say where it failed
-        raise MindexpError(f"{type(exp).__name__}.source({split!r}) raised "
-                           f"{type(exc).__name__}: {exc}") from None
+        raise failures.user_code_error(f"{type(exp).__name__}.source({split!r}) raised", exc) \
+            from None
 
 
 def train(exp, out="outputs", label=None, quiet=True, entry=None):
@@ -207,12 +211,14 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
     if writer:
         write_json(os.path.join(run_dir, "config.json"), _config.to_dict(exp.config))
         write_json(os.path.join(run_dir, "run.json"), meta)
+        failures.reserve_space(run_dir)  # so run.json can still say why on a full disk
     session = _Session(exp, plan, run_dir, quiet, shard)
     session.execute(meta, resume)
     if not writer:
         if meta["status"] == "failed":
             raise TrainingError(meta.get("error") or "training failed")
         return None
+    failures.release_space(run_dir)
     write_json(os.path.join(run_dir, "run.json"), meta)
     if shard[0] == 1:
         # Under msrun, ranks must leave the cluster together: a rank 0 still
@@ -285,12 +291,15 @@ class _Session:
     def execute(self, meta, resume=None):
         start = time.monotonic()
         try:
-            with self.stopper.installed():
+            with self.stopper.installed(), compile_dumps.kept_in(self.run_dir):
                 self._train(resume)
         except KeyboardInterrupt:
-            meta.update(status="interrupted", error="interrupted (second Ctrl-C)")
+            meta.update(status="interrupted", error="interrupted (second signal)")
+            _note_signal(meta, self.stopper.signum)
         except Exception as exc:  # the run failed: keep why, the caller raises
-            meta.update(status="failed", error=_describe(exc))
+            meta.update(status="failed", error=failures.one_line(exc))
+            if self.shard_id == 0:
+                failures.save_traceback(self.run_dir, exc)
             logger.debug("training failed", exc_info=True)
         else:
             meta["status"] = self._status(meta)
@@ -379,6 +388,7 @@ class _Session:
 
     def _status(self, meta):
         if self.stopper.signum is not None:
+            _note_signal(meta, self.stopper.signum)
             return "interrupted"
         if self.loss_cb is not None and self.loss_cb.stop_reason:
             meta["error"] = f"diverged: {self.loss_cb.stop_reason}"
@@ -507,8 +517,8 @@ def _scalar_params(net):
     return out
 
 
-def _describe(exc):
-    text = str(exc).strip()
-    lines = [ln for ln in text.splitlines() if ln.strip() and not set(ln.strip()) <= set("-=")]
-    head = lines[0] if lines else ""
-    return f"{type(exc).__name__}: {head}"[:2000]
+def _note_signal(meta, signum):
+    if signum is not None:
+        name = failures.signal_name(signum)
+        meta.update(signal=name, error=f"interrupted by {name}")
+

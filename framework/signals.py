@@ -19,31 +19,48 @@ class SignalStop(QuietCallback):
     def __init__(self):
         super().__init__()
         self.signum = None
-        self._saved = {}
+        self.active = False  # handlers installed (see installed())
 
     def handler(self, signum, frame):
         if self.signum is not None:
             raise KeyboardInterrupt
         self.signum = signum
-        logger.warning("signal %s: stopping after this step", signum)
+        from .failures import signal_name
+        logger.warning("%s: stopping after this step", signal_name(signum))
 
     def on_train_step_end(self, run_context):
         if self.signum is not None:
             run_context.request_stop()
+        elif self.active:
+            # MindSpore's runtime installs its own C-level SIGINT handler during
+            # the first steps (and may again later), which turns Ctrl-C into a
+            # SIGTERM: take SIGINT back after every step (one cheap syscall).
+            signal.signal(signal.SIGINT, self.handler)
 
     def installed(self):
-        """Context manager installing the handlers (main thread only)."""
-        return self
+        """Context manager installing the handlers for its block (main thread
+        only) and restoring the previous ones after."""
+        return _Installed(self)
+
+
+class _Installed:
+    """The handlers of a SignalStop, installed for a ``with`` block. Not the
+    callback's own ``__enter__``/``__exit__``: Model calls those around every
+    evaluation of ``Model.fit``, which must not uninstall them mid-run."""
+
+    def __init__(self, stopper):
+        self.stopper, self.saved = stopper, {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                self._saved[sig] = signal.signal(sig, self.handler)
-        return self
+                self.saved[sig] = signal.signal(sig, self.stopper.handler)
+        self.stopper.active = bool(self.saved)
+        return self.stopper
 
     def __exit__(self, *exc):
-        # Model also calls __exit__ on every callback when training ends.
-        for sig, old in self._saved.items():
+        self.stopper.active = False
+        for sig, old in self.saved.items():
             signal.signal(sig, old)
-        self._saved = {}
+        self.saved = {}
         return False
