@@ -25,8 +25,11 @@ class Resume:
     def load(self, cell):
         """Load weights and optimizer state into the train cell."""
         import mindspore as ms
-        state = {k: v for k, v in self.params.items() if k not in ("step", "epoch")}
+        # The learning rate comes from the (possibly changed) config, not the
+        # checkpoint: `resume --set lr=...` must train with the new value.
+        state = {k: v for k, v in self.params.items() if k not in ("step", "epoch", "learning_rate")}
         not_loaded, _ = ms.load_param_into_net(cell, state, strict_load=True)
+        not_loaded = [n for n in not_loaded if n != "learning_rate"]
         if not_loaded:
             raise MindexpError(f"checkpoint {self.path} does not match the network: "
                                f"missing {not_loaded[:5]}")
@@ -95,7 +98,8 @@ def _latest_good_checkpoint(run_dir):
             corrupt.append((path, "its loss or weights are not finite"))
             continue
         for bad, why in corrupt:
-            logger.warning("skipping corrupt checkpoint %s (%s)", bad, why)
+            kind = "non-finite" if why.endswith("not finite") else "corrupt"
+            logger.warning("skipping %s checkpoint %s (%s)", kind, bad, why)
         return Resume(path, params, step, epoch)
     what = "no checkpoint" if not found else \
         f"no usable checkpoint ({len(corrupt)} corrupt or not finite)"
