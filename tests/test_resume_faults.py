@@ -186,10 +186,10 @@ def test_resume_refuses_a_csv_damaged_in_the_middle_naming_file_and_line(cli, tm
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 1 MiB tmpfs at tmp_path/small (root only); skipped where mounting is not allowed."""
+    """A 512 KiB tmpfs at tmp_path/small (root only); skipped where mounting is not allowed."""
     mount = tmp_path / "small"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)],
                           capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
@@ -204,7 +204,7 @@ DISK_ARGS = ["--set", "epochs=400", "--set", "checkpoint_interval_s=0", "--set",
 @pytest.mark.slow
 def test_a_full_disk_fails_the_run_with_whole_records_and_resume_finishes_it(cli, tmp_path,
                                                                             small_disk):
-    # The run needs ~1.5 MB of logs for 4000 steps: it fills the 1 MiB disk midway.
+    # The run needs ~1.5 MB of logs for 4000 steps: it fills the 512 KiB disk midway.
     done = cli("run", "linear", "--out", small_disk, *DISK_ARGS)
     assert done.returncode == 1, done.stdout + done.stderr
     (name,) = os.listdir(small_disk / "linear")
@@ -229,7 +229,7 @@ def test_a_full_disk_fails_the_run_with_whole_records_and_resume_finishes_it(cli
     ref_run = str(tmp_path / "ref" / "linear" / ref_name)
     mine = ms.load_checkpoint(latest_checkpoint(big_run)[2])
     theirs = ms.load_checkpoint(latest_checkpoint(ref_run)[2])
-    for key in ("weight", "bias", "moment1.weight", "moment2.weight"):
+    for key in ("dense.weight", "dense.bias", "moment1.dense.weight", "moment2.dense.weight"):
         assert np.array_equal(mine[key].asnumpy(), theirs[key].asnumpy()), key  # bitwise
     assert pd.read_csv(os.path.join(big_run, "loss.csv"))["step"].tolist() == \
         list(range(1, 4001))
