@@ -312,7 +312,7 @@ class _Session:
         self.net = _amp(self.exp.network(), self.cfg.amp_level, self.run_dir)
         loss_net = self.exp.loss_network(self.net)
         lr = self.exp.learning_rate(self.plan.steps_per_epoch)
-        opt = self.exp.optimizer(self.net.trainable_params(), lr)
+        opt = self.exp.make_optimizer(self.net.trainable_params(), lr)
         cell = TrainStep(loss_net, opt, clip_grad_norm=self.cfg.clip_grad_norm,
                          sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation)
         initial_epoch, first_batch = 0, 0
