@@ -149,6 +149,7 @@ def test_mindspore_reads_the_compile_dump_folder_from_ms_om_path(tmp_path, monke
     (tmp_path / "user_exp_contract.py").write_text(USER_CODE)  # graph mode compiles files only
     monkeypatch.syspath_prepend(str(tmp_path))
     module = importlib.import_module("user_exp_contract")
+    ms_graph.set_context(mode=ms_graph.GRAPH_MODE)  # another test may have left PyNative on
     with kept_in(tmp_path / "run"), pytest.raises(RuntimeError):
         module.BadShapes()(ms_graph.Tensor(np.ones((4, 1), np.float32)))
     assert os.path.isfile(tmp_path / "run" / "rank_0" / "om" / "analyze_fail.ir")
