@@ -5,12 +5,14 @@ Conventions (keep README.md writable by hand):
   process), in README order, in a fresh empty directory: a later snippet may
   use names an earlier one defined (``Linear``), like a user pasting them
   into one notebook.
-- ``outputs/linear/<run_id>`` and ``outputs/linear/<other_run_id>`` stand for
-  real runs: the test replaces them with the newest and the second newest
-  run directory under ``outputs/linear/`` at the moment the snippet runs.
-- The one ```console line the comparison snippets rely on, ``mindexp sweep
-  linear --grid optimizer=sgd,momentum,adam``, runs at its place in the
-  README (so that, with the run of "Run it", two runs share an optimizer).
+- ``outputs/<experiment>/<run_id>`` and ``outputs/<experiment>/<other_run_id>``
+  stand for real runs: the test replaces them with the newest and the second
+  newest run directory under ``outputs/<experiment>/`` at the moment the
+  snippet runs.
+- The ```console commands the snippets rely on (``CONSOLE``) run at their
+  place in the README: the sweep (so that, with the run of "Run it", two
+  runs share an optimizer) and the early-stopped spirals run that "Use the
+  model" loads (a command may continue on the next line after a backslash).
 """
 import json
 import os
@@ -23,9 +25,12 @@ import pytest
 from conftest import ROOT, cli_env
 
 SWEEP = "mindexp sweep linear --grid optimizer=sgd,momentum,adam"
+SPIRALS = ("mindexp run spirals --set epochs=100 --set early_stop=eval_accuracy --set patience=3 "
+           "--set checkpoint_monitor=eval_accuracy --set keep_best=2")
+CONSOLE = (SWEEP, SPIRALS)
 
 DRIVER = r'''
-import json, os, subprocess, sys
+import json, os, re, subprocess, sys
 steps = json.load(open(sys.argv[1]))
 namespace = sys.modules["__main__"].__dict__  # as in a user's own script or REPL
 for i, (kind, text) in enumerate(steps):
@@ -33,12 +38,16 @@ for i, (kind, text) in enumerate(steps):
         subprocess.run([sys.executable, "-m", "mindexp"] + text.split()[1:], check=True,
                        stdout=subprocess.DEVNULL)
         continue
-    runs = sorted(os.listdir("outputs/linear"), key=lambda r: os.path.getmtime(
-        os.path.join("outputs/linear", r))) if os.path.isdir("outputs/linear") else []
-    if runs:  # (before any run, "<run_id>" only appears in comments)
-        text = text.replace("<run_id>", runs[-1])
-    if len(runs) > 1:
-        text = text.replace("<other_run_id>", runs[-2])
+    for name in set(re.findall(r"outputs/(\w+)/<(?:other_)?run_id>", text)):
+        where = os.path.join("outputs", name)
+        if not os.path.isdir(where):  # (before its first run, only comments name it)
+            continue
+        runs = sorted((r for r in os.listdir(where) if os.path.isfile(
+                          os.path.join(where, r, "run.json"))),
+                      key=lambda r: os.path.getmtime(os.path.join(where, r)))
+        text = text.replace(f"outputs/{name}/<run_id>", f"outputs/{name}/{runs[-1]}")
+        if len(runs) > 1:
+            text = text.replace(f"outputs/{name}/<other_run_id>", f"outputs/{name}/{runs[-2]}")
     print(f"--- snippet {i + 1}", flush=True)
     exec(compile(text, f"README.md snippet {i + 1}", "exec"), namespace)
 print("--- all snippets ran", flush=True)
@@ -53,15 +62,17 @@ def readme_steps():
     for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M):
         if lang == "python":
             steps.append(("python", body))
-        elif lang == "console" and SWEEP in body:
-            steps.append(("console", SWEEP))
+        elif lang == "console":
+            flat = " ".join(body.replace("\\\n", " ").split())
+            steps.extend(("console", command) for command in CONSOLE if command in flat)
     return steps
 
 
 def test_the_readme_has_the_snippets_this_test_expects():
     steps = readme_steps()
     assert [k for k, _ in steps].count("python") >= 5
-    assert ("console", SWEEP) in steps
+    assert [step for step in steps if step[0] == "console"] == [("console", SWEEP),
+                                                                 ("console", SPIRALS)]
 
 
 @pytest.mark.slow
