@@ -110,10 +110,28 @@ class CsvLog:
         # row boundary or leave a partial tail, which open() repairs.
         buf = io.StringIO()
         csv.writer(buf).writerows(self._rows)
-        self._file.write(buf.getvalue())
-        self._file.flush()
+        size = os.fstat(self._file.fileno()).st_size
+        try:
+            self._file.write(buf.getvalue())
+            self._file.flush()
+        except OSError:
+            self._cut_back_to(size)
+            raise  # the rows stay buffered: a later flush writes them once
         self._rows.clear()
         self._last_flush = time.monotonic()
+
+    def _cut_back_to(self, size):
+        """After a failed write (a full disk): drop whatever part of it reached
+        the file or still sits in Python's buffer, so the file ends with a whole
+        row and nothing is written twice when the write is retried."""
+        try:
+            self._file.close()  # its flush may fail again; the file is closed anyway
+        except OSError:
+            pass
+        self._file = None
+        self._writer = None
+        with open(self.path, "r+b") as f:  # shrinking needs no free space
+            f.truncate(size)
 
     def close(self):
         """Flush and close; safe to call twice."""

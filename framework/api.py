@@ -34,11 +34,18 @@ def run_experiment(exp, out="outputs", label=None, quiet=True, entry=None):
 
 def resume_run(run_dir, overrides=None, quiet=True):
     """Continue a run in its own directory from its latest good checkpoint;
-    returns its :class:`Run`. ``overrides`` change config fields (``epochs``)."""
-    from .train.resume import prepare_resume
+    returns its :class:`Run`. ``overrides`` change config fields (``epochs``).
+
+    Holds the run directory's lock throughout: a second resume of the same
+    run is refused (RunLockedError, one line) instead of writing the same
+    steps twice.
+    """
+    from .rundir.run_lock import run_locked
     from .train.launch import train
-    exp, point = prepare_resume(run_dir, overrides)
-    return _finished(lambda: train(exp, quiet=quiet, resume=point))
+    from .train.resume import check_run_dir, prepare_resume
+    with run_locked(check_run_dir(run_dir)):
+        exp, point = prepare_resume(run_dir, overrides)
+        return _finished(lambda: train(exp, quiet=quiet, resume=point))
 
 
 def _finished(start):

@@ -83,9 +83,25 @@ class BaseExperiment:
         return nn.WithLossCell(net, self.loss_fn())
 
     def optimizer(self, params, learning_rate=None):
-        """The optimizer, from ``config.optimizer``/``lr``/``momentum``/``weight_decay``."""
+        """The optimizer, from ``config.optimizer``/``lr``/``momentum``/``weight_decay``.
+
+        Override as ``optimizer(self, params)`` (use ``self.config.lr``), or
+        as ``optimizer(self, params, learning_rate)`` to receive the learning
+        rate the config's ``lr_schedule`` gives (a float or a per-step list).
+        """
         lr = self.config.lr if learning_rate is None else learning_rate
         return build_optimizer(self.config, params, lr)
+
+    def make_optimizer(self, params, learning_rate):
+        """What the runner calls: ``optimizer(params)`` as documented, or
+        ``optimizer(params, learning_rate)`` when an override (or the default)
+        takes the config's schedule as a second argument."""
+        import inspect
+        try:
+            takes = inspect.signature(self.optimizer).bind(params, learning_rate)
+        except TypeError:
+            return self.optimizer(params)
+        return self.optimizer(*takes.args, **takes.kwargs)
 
     def learning_rate(self, steps_per_epoch):
         """A float or a per-step list, from ``config.lr_schedule``."""

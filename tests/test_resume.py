@@ -101,7 +101,7 @@ def test_resume_of_a_completed_run_is_refused_unless_training_longer(cli, refere
 @pytest.mark.parametrize("setup, message", [
     ("none", "not a run directory"),
     ("no_ckpt", "it has no checkpoint"),
-    ("corrupt_only", "it has no readable checkpoint"),
+    ("corrupt_only", "it has no usable checkpoint (1 corrupt or not finite)"),
 ])
 def test_resume_bad_run_dirs_exit_2_and_change_nothing(cli, tmp_path, setup, message):
     run_dir = tmp_path / "linear" / "r1"

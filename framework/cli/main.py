@@ -49,12 +49,14 @@ def build_parser():
     run.add_argument("--workers", type=_positive_int, metavar="N",
                      help="data-parallel workers launched with msrun (config field `workers`)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_verbose(run)
     _add_tag_args(run)
     resume = sub.add_parser("resume", help="continue a run from its latest checkpoint")
     resume.add_argument("run_dir", help="outputs/<experiment>/<run_id>")
     resume.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change a config field, e.g. epochs=50 to train longer")
     resume.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_verbose(resume)
     rerun = sub.add_parser("rerun", help="a new run with a run's config, from its captured code")
     rerun.add_argument("run_dir", help="outputs/<experiment>/<run_id>")
     rerun.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -64,6 +66,7 @@ def build_parser():
                        help="use the experiment's file as it is now, not the captured copy")
     rerun.add_argument("--name", help="label that goes into the run id")
     rerun.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_verbose(rerun)
     diff = sub.add_parser("diff", help="what differs between two runs: config, code, git, "
                           "packages, outcomes")
     diff.add_argument("run_a")
@@ -75,6 +78,11 @@ def build_parser():
     _add_report_commands(sub)
     _add_use_commands(sub)
     return parser
+
+
+def _add_verbose(p):
+    p.add_argument("--verbose", action="store_true",
+                   help="print the full traceback when it fails (always kept in error.txt)")
 
 
 def _add_use_commands(sub):
@@ -254,12 +262,17 @@ def _add_config_args(p):
 
 def main(argv=None):
     """Entry point of the ``mindexp`` console script; returns the exit status."""
-    os.environ.setdefault("GLOG_v", "3")  # MindSpore: errors only on stderr
+    # MindSpore's C++ log: nothing on stderr. Its errors reach us as exceptions,
+    # whose full text goes to the run's error.txt; the terminal gets one line.
+    os.environ.setdefault("GLOG_v", "4")
     log_to_stderr()
+    args = None
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except MindexpError as exc:
+        if getattr(args, "verbose", False) and getattr(exc, "details", None):
+            print(exc.details, file=sys.stderr, end="")
         print(f"mindexp: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -306,7 +319,7 @@ def cmd_resume(args):
     from ..api import resume_run
     from ..config import parse_assignments
     overrides = parse_assignments(args.set)
-    return _report(lambda: resume_run(args.run_dir, overrides, quiet=args.quiet))
+    return _report(lambda: resume_run(args.run_dir, overrides, quiet=args.quiet), args.verbose)
 
 
 def cmd_rerun(args):
@@ -318,7 +331,7 @@ def cmd_rerun(args):
         print(f"mindexp: note: the environment differs from the one captured: "
               f"{'; '.join(changes)}", file=sys.stderr)
     out = os.path.abspath(args.out) if args.out else None
-    return _report(lambda: train_rerun(exp, entry, out, args.name, args.quiet))
+    return _report(lambda: train_rerun(exp, entry, out, args.name, args.quiet), args.verbose)
 
 
 def cmd_diff(args):
@@ -332,22 +345,38 @@ def _train_and_report(exp, args):
     from ..api import run_experiment
     out = os.path.abspath(args.out)
     return _report(lambda: run_experiment(exp, out=out, label=args.name, quiet=args.quiet,
-                                          entry=exp.entry))
+                                          entry=exp.entry), args.verbose)
 
 
-def _report(start):
+def _report(start, verbose=False):
     from ..errors import TrainingError
+    from ..train.failures import exit_status_of
     try:
         run = start()
         if run is None:  # a rank other than 0 under the user's own msrun: nothing to show
             return EXIT_OK
     except TrainingError as exc:
-        print(f"mindexp: training failed: {one_line(exc)}", file=sys.stderr)
-        if exc.run is not None:
-            print(f"run directory: {exc.run.dir}", file=sys.stderr)
+        _print_failure(exc, verbose)
         return EXIT_FAILED
     print_summary(run)
-    return EXIT_OK if run.status == "completed" else EXIT_FAILED
+    return exit_status_of(run.meta)  # 0, 1, or 130/143 when stopped by SIGINT/SIGTERM
+
+
+def _print_failure(exc, verbose):
+    """One line and the run directory; the traceback file's path (its text
+    too with ``--verbose``)."""
+    from ..train.failures import ERROR_FILE
+    error_file = os.path.join(exc.run.dir, ERROR_FILE) if exc.run is not None else None
+    if not (error_file and os.path.isfile(error_file)):
+        error_file = None
+    if verbose and error_file:
+        with open(error_file, encoding="utf-8") as f:
+            print(f.read(), file=sys.stderr, end="")
+    print(f"mindexp: training failed: {one_line(exc)}", file=sys.stderr)
+    if exc.run is not None:
+        print(f"run directory: {exc.run.dir}", file=sys.stderr)
+    if error_file:
+        print(f"traceback: {error_file}", file=sys.stderr)
 
 
 def cmd_compare(args):
@@ -516,7 +545,10 @@ def _sweep_exit(sweep, status):
         where = f"run directory: {run.run_dir}" if run.run_dir else f"log: {run.log_path}"
         print(f"  {_values_text(run.values)}: {run.status}: {run.error}"
               + (f" ({where})" if run.log_path else ""), file=sys.stderr)
-    return 130 if status == "interrupted" else EXIT_FAILED
+    if status == "interrupted":
+        from ..train.failures import exit_status
+        return exit_status(sweep.signum or 2)  # 130 for SIGINT, 143 for SIGTERM
+    return EXIT_FAILED
 
 
 def cmd_tune(args):

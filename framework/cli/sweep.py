@@ -136,6 +136,7 @@ class Sweep:
         self.tags, self.note = [], None  # every run's tags and note (mindexp tag / note)
         self.status, self.started_at, self.ended_at = "pending", None, None
         self._signals = 0
+        self.signum = None  # the first signal that stopped the sweep
 
     # -- running -------------------------------------------------------------
     def start(self, experiment):
@@ -156,7 +157,7 @@ class Sweep:
         """Run every grid point (after :meth:`start`); returns the sweep status.
 
         ``on_finish(run)`` is called as each run ends. SIGINT and SIGTERM
-        stop the sweep: running children get SIGTERM (their runs end
+        stop the sweep: running children get the same signal (their runs end
         ``interrupted``), pending ones never start.
         """
         with self._signals_forwarded():
@@ -302,12 +303,14 @@ class Sweep:
         return _SignalForwarding(self)
 
     def _forward(self, signum, frame):
+        from ..train.failures import signal_name
         self._signals += 1
-        logger.warning("signal %s: stopping the sweep (%s)", signum,
-                       "forwarding SIGTERM to the runs" if self._signals < 3 else "killing the runs")
+        self.signum = self.signum or signum
+        logger.warning("%s: stopping the sweep (%s)", signal_name(signum),
+                       "forwarding it to the runs" if self._signals < 3 else "killing the runs")
         for worker in list(getattr(self, "_workers", ())):
             # Once: the run stops after its step. Twice: at once. Thrice: killed.
-            worker.signal(signal.SIGTERM if self._signals < 3 else signal.SIGKILL)
+            worker.signal(signum if self._signals < 3 else signal.SIGKILL)
 
 
 class _Worker:
@@ -320,7 +323,7 @@ class _Worker:
         self.log_path = os.path.join(log_dir, f"worker-{number}.log")
         with open(self.log_path, "a", encoding="utf-8") as log:
             # Own session: a terminal's Ctrl-C reaches the sweep only, which
-            # forwards exactly one SIGTERM, so each run stops cleanly.
+            # forwards that one signal, so each run stops cleanly.
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "mindexp.cli.sweep_worker"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, env=_child_env(), text=True,

@@ -2,8 +2,10 @@
 
 Created ``running`` before training, updated by the resumes and at the end
 (``completed``, ``failed``, ``interrupted``, ``diverged``), always written
-atomically. A failure keeps its one-line ``error``; ``traceback`` (the
-full text, issue 11) is kept beside it when given.
+atomically. A failure keeps its one-line ``error`` (the training session
+keeps the full traceback in ``error.txt``, see ``train/failures.py``;
+``traceback`` here is kept in run.json only when a caller gives it). An
+interrupted run names the signal in ``signal`` (``SIGINT``, ``SIGTERM``).
 """
 import contextlib
 import fcntl

@@ -8,6 +8,7 @@ from ..entry import entry_of, load_experiment
 from ..errors import TrainingError
 from ..rundir.io import create_run_dir
 from ..rundir.record import RunRecord
+from . import failures
 from .preflight import prepare
 from .session import Session
 
@@ -101,7 +102,11 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
         _capture_provenance(exp, record, previous)
     record.write_config(_config.to_dict(exp.config))
     record.write()
+    if writer:
+        failures.reserve_space(run_dir)  # so run.json can still say why on a full disk
     Session(exp, plan, run_dir, quiet, shard).execute(record, resume)
+    if writer:
+        failures.release_space(run_dir)
     record.write()
     if record.status == "failed":
         raise TrainingError(record.meta.get("error") or "training failed",

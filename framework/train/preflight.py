@@ -1,8 +1,11 @@
 """Before a run directory exists: load and check the data, the data-dependent
-config limits, the network's output shape, the eval metrics, the device."""
+config limits, the network's output shape, the labels' values, the eval
+metrics, the device."""
 from ..data import as_arrays
 from ..errors import ConfigError, DataError, MindexpError
 from ..metrics import check_metric_names
+from .failures import user_code_error
+from .labels import check_data
 
 
 class Plan:
@@ -33,8 +36,8 @@ def prepare(exp, workers=1, check_network=True):
     if cfg.warmup_steps > total:
         raise ConfigError(f"config field 'warmup_steps' must be at most the run's {total} steps. "
                           f"Received: warmup_steps={cfg.warmup_steps}", field="warmup_steps")
-    if check_network:
-        check_output_shape(exp, train)
+    out_shape = check_output_shape(exp, train) if check_network else None
+    check_data(exp, {"train": train, "eval": eval_}, out_shape)  # NaN/Inf, class ids
     _check_eval(exp, eval_)
     from ..monitors import check_monitors
     check_monitors(exp, eval_, workers)
@@ -48,12 +51,13 @@ _ELEMENTWISE = ("mse", "mae", "l1", "huber", "bce")
 
 def check_output_shape(exp, train):
     """Run the network on one batch (PyNative, before anything is created) and
-    reject an output that cannot match the labels, naming both shapes."""
+    reject an output that cannot match the labels, naming both shapes.
+    Returns the output shape (None when not probed)."""
     if exp.has_own_loss_network() or len(train) != 2:
-        return  # a custom loss cell decides what matches
+        return None  # a custom loss cell decides what matches
     out_shape, labels = _forward_shape(exp, train[0][:exp.config.batch_size]), train[1]
     if out_shape is None:
-        return  # the network fails on its own: training reports it as a failed run
+        return None  # the network fails on its own: training reports it as a failed run
     label_shape = (min(len(labels), exp.config.batch_size),) + labels.shape[1:]
     if exp.config.loss in _ELEMENTWISE:
         ok = tuple(out_shape) == label_shape
@@ -63,6 +67,7 @@ def check_output_shape(exp, train):
         raise DataError(f"the network's output shape {tuple(out_shape)} does not match the labels' "
                         f"shape {label_shape} (column {exp.columns[1]!r}, loss {exp.config.loss!r}); "
                         "make the network return one value per label")
+    return out_shape
 
 
 def _forward_shape(exp, batch):
@@ -95,8 +100,7 @@ def _source(exp, split):
     except NotImplementedError:
         raise
     except Exception as exc:  # the user's code: say where it failed
-        raise MindexpError(f"{type(exp).__name__}.source({split!r}) raised "
-                           f"{type(exc).__name__}: {exc}") from None
+        raise user_code_error(f"{type(exp).__name__}.source({split!r}) raised", exc) from None
 
 
 def check_device(device):

@@ -3,10 +3,12 @@ import logging
 import os
 import platform
 
+from .. import config as _config
 from ..entry import load_experiment
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import read_json
 from ..rundir.record import process_alive
+from . import resume_checks
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +31,11 @@ class Resume:
     def load(self, cell):
         """Load weights and optimizer state into the train cell."""
         import mindspore as ms
-        state = {k: v for k, v in self.params.items() if k not in ("step", "epoch")}
+        # The learning rate comes from the (possibly changed) config, not the
+        # checkpoint: `resume --set lr=...` must train with the new value.
+        state = {k: v for k, v in self.params.items() if k not in ("step", "epoch", "learning_rate")}
         not_loaded, _ = ms.load_param_into_net(cell, state, strict_load=True)
+        not_loaded = [n for n in not_loaded if n != "learning_rate"]
         if not_loaded:
             raise MindexpError(f"checkpoint {self.path} does not match the network: "
                                f"missing {not_loaded[:5]}")
@@ -50,11 +55,14 @@ def prepare_resume(run_dir, overrides=None):
     Changes nothing on disk. Raises MindexpError (one line) for a completed
     run, a run without a usable checkpoint, or a path that is not a run.
     """
-    run_dir = _check_run_dir(run_dir)
+    run_dir = check_run_dir(run_dir)
+    resume_checks.check_logs_readable(run_dir, STEP_LOGS)
     meta = read_json(os.path.join(run_dir, "run.json"))
     config = read_json(os.path.join(run_dir, "config.json"))
     cls = load_experiment(meta["entry"])
     exp = cls({**config, **(overrides or {})})
+    resume_checks.check_not_diverged_again(run_dir, meta, _config.to_dict(cls(config).config),
+                                           _config.to_dict(exp.config))
     resume = _latest_good_checkpoint(run_dir)
     _check_not_done(meta, exp, resume, run_dir)
     _check_early_stop_asked(meta, overrides, run_dir)
@@ -64,7 +72,8 @@ def prepare_resume(run_dir, overrides=None):
     return exp, resume
 
 
-def _check_run_dir(run_dir):
+def check_run_dir(run_dir):
+    """The absolute path of ``run_dir``; RunDirError when it holds no run.json."""
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not os.path.isfile(os.path.join(run_dir, "run.json")):
         raise RunDirError(f"cannot resume {run_dir}: not a run directory (no run.json)")
@@ -97,21 +106,27 @@ def _check_early_stop_asked(meta, overrides, run_dir):
 
 
 def _latest_good_checkpoint(run_dir):
-    """The newest checkpoint that loads; a corrupt newer one is skipped with a warning."""
+    """The newest checkpoint that loads and holds finite weights; a corrupt or
+    non-finite (saved after a divergence) newer one is skipped with a warning."""
     import mindspore as ms
     from ..callbacks import list_checkpoints
     found = sorted(list_checkpoints(run_dir, "all"), key=lambda c: (c[0], "best-" not in c[2]))
-    corrupt = []
+    corrupt, nonfinite = [], resume_checks.nonfinite_checkpoints(run_dir)
     for step, epoch, path in reversed(found):
         try:
             params = ms.load_checkpoint(path)
         except Exception as exc:  # MindSpore raises several types for a bad file
             corrupt.append((path, str(exc).strip().splitlines()[0] if str(exc).strip() else ""))
             continue
+        if os.path.normpath(path) in nonfinite or not resume_checks.weights_finite(params):
+            corrupt.append((path, "its loss or weights are not finite"))
+            continue
         for bad, why in corrupt:
-            logger.warning("skipping corrupt checkpoint %s (%s)", bad, why)
+            kind = "non-finite" if why.endswith("not finite") else "corrupt"
+            logger.warning("skipping %s checkpoint %s (%s)", kind, bad, why)
         return Resume(path, params, step, epoch)
-    what = "no checkpoint" if not found else f"no readable checkpoint ({len(corrupt)} corrupt)"
+    what = "no checkpoint" if not found else \
+        f"no usable checkpoint ({len(corrupt)} corrupt or not finite)"
     raise MindexpError(f"cannot resume {run_dir}: it has {what} in checkpoints/")
 
 

@@ -9,6 +9,7 @@ import time
 
 from ..errors import ConfigError
 from ..rundir.io import now_iso
+from . import compile_dumps, failures
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +42,15 @@ class Session:
         meta = record.meta
         start = time.monotonic()
         try:
-            with self.stopper.installed():
+            with self.stopper.installed(), compile_dumps.kept_in(self.run_dir):
                 self._train(resume)
         except KeyboardInterrupt:
-            meta.update(status="interrupted", error="interrupted (second Ctrl-C)")
+            meta.update(status="interrupted", error="interrupted (second signal)")
+            _note_signal(meta, self.stopper.signum)
         except Exception as exc:  # the run failed: keep why, the caller raises
-            record.failed(_describe(exc))
+            record.failed(failures.one_line(exc))
+            if self.shard_id == 0:  # the full traceback: error.txt in the run directory
+                failures.save_traceback(self.run_dir, exc)
             logger.debug("training failed", exc_info=True)
         else:
             meta["status"] = self._status(meta)
@@ -59,7 +63,7 @@ class Session:
         self.net = _amp(self.exp.network(), self.cfg.amp_level, self.run_dir)
         loss_net = self.exp.loss_network(self.net)
         lr = self.exp.learning_rate(self.plan.steps_per_epoch)
-        opt = self.exp.optimizer(self.net.trainable_params(), lr)
+        opt = self.exp.make_optimizer(self.net.trainable_params(), lr)
         cell = TrainStep(loss_net, opt, clip_grad_norm=self.cfg.clip_grad_norm,
                          sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation)
         initial_epoch, first_batch = 0, 0
@@ -149,6 +153,7 @@ class Session:
 
     def _status(self, meta):
         if self.stopper.signum is not None:
+            _note_signal(meta, self.stopper.signum)
             return "interrupted"
         if self.loss_cb is not None and self.loss_cb.stop_reason:
             meta["error"] = f"diverged: {self.loss_cb.stop_reason}"
@@ -270,8 +275,8 @@ def _scalar_params(net):
     return out
 
 
-def _describe(exc):
-    text = str(exc).strip()
-    lines = [ln for ln in text.splitlines() if ln.strip() and not set(ln.strip()) <= set("-=")]
-    head = lines[0] if lines else ""
-    return f"{type(exc).__name__}: {head}"[:2000]
+def _note_signal(meta, signum):
+    """run.json names the signal that stopped the run (``signal``: ``"SIGINT"``)."""
+    if signum is not None:
+        name = failures.signal_name(signum)
+        meta.update(signal=name, error=f"interrupted by {name}")

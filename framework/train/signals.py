@@ -4,6 +4,7 @@ import signal
 import threading
 
 from ..callbacks._quiet_callback import QuietCallback
+from .failures import signal_name
 
 logger = logging.getLogger(__name__)
 
@@ -25,11 +26,16 @@ class SignalStop(QuietCallback):
         if self.signum is not None:
             raise KeyboardInterrupt
         self.signum = signum
-        logger.warning("signal %s: stopping after this step", signum)
+        logger.warning("%s: stopping after this step", signal_name(signum))
 
     def on_train_step_end(self, run_context):
         if self.signum is not None:
             run_context.request_stop()
+        elif self._saved:
+            # MindSpore's runtime installs its own C-level SIGINT handler during
+            # the first steps (and may again later), which turns Ctrl-C into a
+            # SIGTERM: take SIGINT back after every step (one cheap syscall).
+            signal.signal(signal.SIGINT, self.handler)
 
     def installed(self):
         """Context manager installing the handlers (main thread only)."""

@@ -1,0 +1,106 @@
+"""Checks that keep ``mindexp resume`` from building on a bad record.
+
+- A CSV damaged in the middle (not just a cut last row, which the writer
+  repairs) is refused naming the file and line: resuming would cut it back
+  or append to a record nobody can read.
+- A diverged run resumed with the very config that made it diverge does it
+  again: refused unless some config value changes.
+- Checkpoints saved after a divergence hold non-finite weights: skipped.
+"""
+import csv
+import math
+import os
+
+from ..errors import MindexpError
+
+# Columns of the step logs that hold text; every other column is a number.
+_TEXT_COLUMNS = {"param", "file", "kind"}
+
+
+class DamagedLogError(MindexpError):
+    """A run's CSV log cannot be read back (names the file and line)."""
+
+
+def check_logs_readable(run_dir, names):
+    """DamagedLogError naming the first damaged line of any of ``names``: a
+    line whose field count differs from the header's (the callbacks'
+    :class:`CsvFormatError`), or a number column holding something else."""
+    from ..callbacks import CsvFormatError, read_csv
+    for name in names:
+        path = os.path.join(run_dir, name)
+        try:
+            frame = read_csv(path)
+        except CsvFormatError as exc:
+            _refuse(name, exc.line, exc.problem)
+        except UnicodeDecodeError:
+            _refuse(name, "?", "not UTF-8 text")
+        if len(frame):
+            _check_numbers(path, name, frame)
+
+
+def _check_numbers(path, name, frame):
+    with open(path, "rb") as f:
+        cut_tail = not f.read().endswith(b"\n")  # a cut last row: the writer repairs it
+    rows = frame.iloc[:-1] if cut_tail else frame
+    for column in rows.columns:
+        if column in _TEXT_COLUMNS or rows[column].dtype.kind in "iufb":
+            continue
+        values = rows[column]
+        bad = values.notna() & ~values.map(_is_number)
+        if bad.any():
+            row = int(bad.to_numpy().argmax())
+            _refuse(name, row + 2, f"{column}={values.iloc[row]!r} is not a number")
+
+
+def _is_number(value):
+    try:
+        float(value)  # "nan" and "inf" too: a diverged run logs them
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _refuse(name, line, why):
+    raise DamagedLogError(f"{name} line {line} is damaged ({why}); repair or delete that line "
+                          f"and every line after it, then resume again") from None
+
+
+def check_not_diverged_again(run_dir, meta, old_config, new_config):
+    """A diverged run resumes only when the user changed some config value
+    (``old_config``/``new_config``: the resolved config dicts)."""
+    if meta.get("status") != "diverged" or old_config != new_config:
+        return
+    lr = f" (now lr={old_config['lr']})" if "lr" in old_config else ""
+    why = (meta.get("error") or "diverged").removeprefix("diverged: ")
+    raise MindexpError(f"cannot resume {run_dir}: it diverged ({why}) and the same config "
+                       f"diverges again; change what caused it, e.g. --set lr=<smaller>{lr}")
+
+
+def nonfinite_checkpoints(run_dir):
+    """Paths of the checkpoints whose loss in checkpoints.csv is not finite."""
+    path = os.path.join(run_dir, "checkpoints.csv")
+    bad = set()
+    if not os.path.exists(path):
+        return bad
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            try:
+                finite = math.isfinite(float(row.get("loss") or 0.0))
+            except ValueError:
+                finite = False
+            if not finite and row.get("file"):
+                bad.add(os.path.normpath(os.path.join(run_dir, row["file"])))
+    return bad
+
+
+def weights_finite(params):
+    """True when every float parameter of a loaded checkpoint is finite."""
+    import numpy as np
+    for value in params.values():
+        try:
+            array = value.asnumpy() if hasattr(value, "asnumpy") else np.asarray(value)
+        except (TypeError, RuntimeError):  # a dtype numpy lacks (bfloat16): not checked
+            continue
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            return False
+    return True
