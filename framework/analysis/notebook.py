@@ -31,7 +31,7 @@ class Run(_RunReader):
             from ..errors import ConfigError
             raise ConfigError(f"unknown plot {what!r}; accepted: {', '.join(draw)}. "
                               f"Received: what={what!r}", field="what")
-        return draw[what](self)
+        return inline(draw[what](self))
 
     def _repr_html_(self):
         return run_html(self)
@@ -151,6 +151,19 @@ def plot(runs, metric="loss"):
     ax.set(xlabel="step", ylabel=metric, title=metric)
     if len(runs) <= 12:
         ax.legend(fontsize=7)
+    return inline(fig)
+
+
+def inline(fig):
+    """``fig``, and in IPython a PNG formatter for matplotlib figures, so the
+    figure displays inline without pyplot (the plots never use pyplot)."""
+    import sys
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None:
+        from matplotlib.figure import Figure
+        from .plots import figure_png
+        shell.display_formatter.formatters["image/png"].for_type(Figure, figure_png)
     return fig
 
 

@@ -230,7 +230,7 @@ def _set_memory_level(level):
     changes, so the default O0 never touches the context.
     """
     import mindspore as ms
-    if ms.get_context("memory_optimize_level") != level:
+    if ms.get_context("memory_optimize_level") != int(level[1:]):  # the context holds 0 or 1
         ms.set_context(memory_optimize_level=level)
 
 
