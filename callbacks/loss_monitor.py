@@ -71,7 +71,7 @@ class LossMonitor(LogCallback):
     def on_train_begin(self, run_context):
         cb_params = run_context.original_args()
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
-        self._parts = _components_of(cb_params.train_network)
+        self._parts = _components_of(getattr(cb_params, "train_network", None))
         columns = self.COLUMNS + self._parts[0]
         self._log = CsvLog(path, columns).check() if path else None
         self._lr = _LearningRate(optimizer_of(cb_params))
