@@ -4,7 +4,8 @@ import time
 from mindspore import Parameter
 
 from ._common import (check_directory, check_every, first_output, is_finite, item_readable,
-                      log_path, net_outputs, optimizer_of, step_info, to_float)
+                      log_path, net_outputs, optimizer_of, step_info, tensor_values,
+                      to_float)
 from ._log_callback import LogCallback
 from .csv_log import CsvLog
 
@@ -25,6 +26,11 @@ class LossMonitor(LogCallback):
     ``on_nan="stop"`` training just ends (a runner reads ``stop_reason`` to
     mark the run diverged). MindSpore's own LossMonitor misses NaN for tuple
     outputs.
+
+    Loss components: with a train network that names them (``TrainStep``
+    over a loss network returning ``(total, c1, ..., ck)``, see its
+    ``components``), each component is one more column after ``time_s``,
+    written on the same steps as ``loss`` (the optimised total).
 
     Args:
         directory: folder of ``loss.csv`` (created if missing).
@@ -59,11 +65,15 @@ class LossMonitor(LogCallback):
         self._log = None
         self._lr = None
         self._t0 = None
+        self._parts = ((), None)
+        self.last_components = {}
 
     def on_train_begin(self, run_context):
         cb_params = run_context.original_args()
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
-        self._log = CsvLog(path, self.COLUMNS).check() if path else None
+        self._parts = _components_of(getattr(cb_params, "train_network", None))
+        columns = self.COLUMNS + self._parts[0]
+        self._log = CsvLog(path, columns).check() if path else None
         self._lr = _LearningRate(optimizer_of(cb_params))
         if self._t0 is None:  # a second Model.train on the same monitor keeps the clock
             self._t0 = time.monotonic()
@@ -74,11 +84,16 @@ class LossMonitor(LogCallback):
         step, epoch, epoch_end = step_info(cb_params)
         if step % self.every and not epoch_end:
             return
-        loss = to_float(first_output(net_outputs(cb_params)))
+        outputs = net_outputs(cb_params)
+        loss = to_float(first_output(outputs))
         self.last_loss, self.last_step = loss, step
+        names, index = self._parts
+        parts = tuple(tensor_values(outputs[index])) if names else ()
+        if names:
+            self.last_components = dict(zip(names, parts))
         if self._log is not None:
             elapsed = time.monotonic() - self._t0 + self.time_offset
-            self._log.write((step, epoch, loss, self._lr(step), round(elapsed, 6)))
+            self._log.write((step, epoch, loss, self._lr(step), round(elapsed, 6)) + parts)
         if not is_finite(loss):
             self.stop_reason = f"loss is {loss} at step {step}"
             self._non_finite = (step, loss)
@@ -98,6 +113,16 @@ class LossMonitor(LogCallback):
         """What a resumed run needs to continue this log."""
         return {"last_step": self.last_step, "last_loss": self.last_loss,
                 "stop_reason": self.stop_reason}
+
+
+def _components_of(network):
+    """``(names, output index)`` of the loss components the train network returns."""
+    names = tuple(getattr(network, "component_names", None) or ())
+    clash = sorted(set(names) & set(LossMonitor.COLUMNS))
+    if clash:
+        raise ValueError(f"loss component names must differ from loss.csv's columns "
+                         f"{', '.join(LossMonitor.COLUMNS)}. Received: components={names!r}")
+    return names, getattr(network, "components_index", None)
 
 
 class _LearningRate:

@@ -26,6 +26,15 @@ class TrainStep(nn.TrainOneStepCell):
     output holds the norm of each parameter's gradient (in the order of
     :attr:`param_names`).
 
+    Loss components: when the loss network returns ``(total, c1, ..., ck)``
+    (scalars) and names them, in ``components=("c1", ..., "ck")`` or in its
+    own attribute ``loss_components``, only ``total`` is differentiated
+    and optimised; the components are returned as one float32 tensor of
+    shape ``(k,)`` after the other outputs (index :attr:`components_index`,
+    names :attr:`component_names`), which :class:`LossMonitor` logs as
+    extra ``loss.csv`` columns. With accumulation they are averaged like
+    the loss.
+
     Args:
         network: a cell returning the loss, e.g. ``nn.WithLossCell(net, loss_fn)``.
         optimizer: a ``mindspore.nn.Optimizer``.
@@ -34,6 +43,8 @@ class TrainStep(nn.TrainOneStepCell):
         accumulation_steps: micro-batches per update (the batch size must be
             divisible by it).
         per_param_norms: also return per-parameter gradient norms.
+        components: names of the loss components the network returns after
+            the total (default: ``network.loss_components``, else none).
     """
 
     returns_grad_norm = True
@@ -56,8 +67,12 @@ class TrainStep(nn.TrainOneStepCell):
                      eval_indexes=[0, 1, 2], metrics=metrics)
 
     def __init__(self, network, optimizer, clip_grad_norm=None, sens=1.0,
-                 accumulation_steps=1, per_param_norms=False):
+                 accumulation_steps=1, per_param_norms=False, components=None):
         super().__init__(network, optimizer, sens)
+        self.component_names = _check_components(
+            getattr(network, "loss_components", ()) if components is None else components)
+        self.n_components = len(self.component_names)
+        self.components_index = (3 if per_param_norms else 2) if self.n_components else None
         if clip_grad_norm is not None and not (isinstance(clip_grad_norm, (int, float))
                                                and clip_grad_norm > 0):
             raise ValueError("`clip_grad_norm` must be a positive number or None. "
@@ -79,9 +94,9 @@ class TrainStep(nn.TrainOneStepCell):
 
     def construct(self, *inputs):
         if self.accumulation_steps == 1:
-            loss, grads = self._loss_and_grads(*inputs)
+            loss, parts, grads = self._loss_and_grads(*inputs)
         else:
-            loss, grads = self._accumulated(*inputs)
+            loss, parts, grads = self._accumulated(*inputs)
         grads = self.grad_reducer(grads)
         if self.inv_sens != 1.0:
             grads = self.hyper_map(ops.partial(_scale, self.inv_sens), grads)
@@ -100,26 +115,51 @@ class TrainStep(nn.TrainOneStepCell):
             scale = self.clip / ops.maximum(grad_norm, self.clip)
             grads = self.hyper_map(ops.partial(_scale, scale), grads)
         loss = ops.depend(ops.cast(loss, mstype.float32), self.optimizer(grads))
+        out = (loss, grad_norm)
         if self.per_param_norms:
-            return loss, grad_norm, self.hyper_map(ops.sqrt, norms)
-        return loss, grad_norm
+            out = out + (self.hyper_map(ops.sqrt, norms),)
+        if self.n_components:
+            out = out + (parts,)
+        return out
 
     def _loss_and_grads(self, *inputs):
-        loss = self.network(*inputs)
-        sens = ops.fill(loss.dtype, loss.shape, self.sens)
+        if not self.n_components:
+            loss = self.network(*inputs)
+            sens = ops.fill(loss.dtype, loss.shape, self.sens)
+            grads = self.grad(self.network, self.weights)(*inputs, sens)
+            return loss, 0.0, grads
+        out = self.network(*inputs)
+        loss = out[0]
+        # A zero sensitivity for each component: only the total is differentiated.
+        sens = (ops.fill(loss.dtype, loss.shape, self.sens),)
+        parts = ()
+        for k in range(1, self.n_components + 1):
+            sens = sens + (ops.zeros_like(out[k]),)
+            parts = parts + (ops.cast(out[k], mstype.float32).reshape(()),)
         grads = self.grad(self.network, self.weights)(*inputs, sens)
-        return loss, grads
+        return loss, ops.stack(parts), grads
 
     def _accumulated(self, *inputs):
         size = inputs[0].shape[0] // self.accumulation_steps
-        loss, grads = self._loss_and_grads(*[x[0:size] for x in inputs])
+        loss, parts, grads = self._loss_and_grads(*[x[0:size] for x in inputs])
         for k in range(1, self.accumulation_steps):
             micro = [x[k * size:(k + 1) * size] for x in inputs]
-            micro_loss, micro_grads = self._loss_and_grads(*micro)
+            micro_loss, micro_parts, micro_grads = self._loss_and_grads(*micro)
             loss = loss + micro_loss
+            parts = parts + micro_parts
             grads = self.hyper_map(ops.add, grads, micro_grads)
         inv = 1.0 / self.accumulation_steps
-        return loss * inv, self.hyper_map(ops.partial(_scale, inv), grads)
+        return loss * inv, parts * inv, self.hyper_map(ops.partial(_scale, inv), grads)
+
+
+def _check_components(names):
+    """The component names as a tuple of distinct identifiers (ValueError otherwise)."""
+    if isinstance(names, str) or not isinstance(names, (tuple, list)) or not all(
+            isinstance(n, str) and n.isidentifier() for n in names) or len(set(names)) < len(names):
+        raise ValueError("`components` must be a tuple of distinct identifier names, one per "
+                         f"value the loss network returns after the total. Received: "
+                         f"components={names!r}")
+    return tuple(names)
 
 
 def _square_sum(grad):

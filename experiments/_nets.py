@@ -3,7 +3,7 @@
 Kept free of relative imports: mindspore.amp.auto_mixed_precision at O1
 rewrites a network from its module's source as a standalone file.
 """
-from mindspore import nn
+from mindspore import nn, ops
 
 
 class MinimalNet(nn.Cell):
@@ -69,3 +69,31 @@ class SmallCNN(nn.Cell):
 
     def construct(self, x):
         return self.head(self.flatten(self.pool(self.relu(self.conv(x)))))
+
+
+class TwoHeadNet(nn.Cell):
+    """A shared MLP body with a regression head (1 output) and a
+    classification head (``classes`` logits), returned side by side as one
+    ``(batch, 1 + classes)`` tensor: column 0 is the regression output.
+
+    Args:
+        n_in: input features.
+        classes: logits of the classification head.
+        hidden: units of each shared hidden layer.
+        layers: shared hidden layers.
+    """
+
+    def __init__(self, n_in, classes, hidden=64, layers=2):
+        super().__init__()
+        cells, width = [], n_in
+        for _ in range(layers):
+            cells += [nn.Dense(width, hidden, weight_init="xavier_uniform"), nn.Tanh()]
+            width = hidden
+        self.body = nn.SequentialCell(cells)
+        self.regression = nn.Dense(width, 1, weight_init="xavier_uniform")
+        self.classification = nn.Dense(width, classes, weight_init="xavier_uniform")
+        self.concat = ops.Concat(axis=1)
+
+    def construct(self, x):
+        h = self.body(x)
+        return self.concat((self.regression(h), self.classification(h)))

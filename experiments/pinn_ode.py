@@ -34,7 +34,12 @@ class PinnLoss(nn.Cell):
     points plus ``boundary_weight * mean(u(0)^2, u(1)^2)``. The ``u``
     column is ignored in training (no solution values are used: only the
     equation); it is there because eval compares u(x) to the exact solution.
+
+    Returns ``(total, residual, boundary)``: the two terms (the boundary one
+    weighted) add up to the total, which is what the train step optimises.
     """
+
+    loss_components = ("residual", "boundary")
 
     def __init__(self, net, boundary_weight=1.0):
         # No prefix: the parameters keep the network's own names ("body.0.weight"), as
@@ -49,7 +54,9 @@ class PinnLoss(nn.Cell):
     def construct(self, x, u):
         residual = self.second(x) + self.pi * self.pi * ops.sin(self.pi * x)
         edge = self.net(self.boundary)
-        return ops.mean(ops.square(residual)) + self.weight * ops.mean(ops.square(edge))
+        residual_term = ops.mean(ops.square(residual))
+        boundary_term = self.weight * ops.mean(ops.square(edge))
+        return residual_term + boundary_term, residual_term, boundary_term
 
 
 class PinnOde(Experiment):
@@ -66,10 +73,15 @@ class PinnOde(Experiment):
     with a dummy ``u = 0``; eval rows are a grid with the exact solution
     ``u = sin(pi x)``, so eval.csv's ``max_error`` is the largest absolute
     error of the learned solution and ``mse`` its mean squared error.
+
+    loss.csv has the loss components ``residual`` (the equation's mean
+    squared residual) and ``boundary`` (the weighted boundary term); they
+    add up to ``loss``.
     """
 
     name = "pinn_ode"
     columns = ("x", "u")
+    loss_components = PinnLoss.loss_components
 
     @dataclass
     class Config(Experiment.Config):

@@ -10,8 +10,9 @@ import importlib
 _EXPORTS = {
     "Config": "config", "ConfigError": "errors", "DataError": "errors",
     "MindexpError": "errors", "RunDirError": "errors", "Experiment": "api",
-    "compare": "analysis.reports", "history": "analysis.reports",
-    "load_run": "analysis.reports", "load_runs": "analysis.reports", "Run": "rundir.run",
+    "compare": "analysis.notebook", "history": "analysis.reports",
+    "load_run": "analysis.notebook", "load_runs": "analysis.notebook", "Run": "analysis.notebook",
+    "Runs": "analysis.notebook", "plot": "analysis.notebook",
     "TrainingError": "errors", "diff": "manage.diff",
 }
 __all__ = sorted(_EXPORTS)

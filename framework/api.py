@@ -8,7 +8,7 @@ import logging
 
 from .errors import TrainingError
 from .experiment import BaseExperiment
-from .rundir.run import Run
+from .analysis.notebook import Run
 
 logger = logging.getLogger(__name__)
 
@@ -16,8 +16,15 @@ logger = logging.getLogger(__name__)
 class Experiment(BaseExperiment):
     __doc__ = BaseExperiment.__doc__
 
-    def run(self, out="outputs", name=None, quiet=True):
-        """Train in a new run directory under ``out``; returns a :class:`Run`."""
+    def run(self, out="outputs", name=None, quiet=None):
+        """Train in a new run directory under ``out``; returns a :class:`Run`.
+
+        ``quiet=None`` (the default): a progress bar in Jupyter (tqdm's
+        notebook widget), nothing elsewhere; False: a bar in a terminal too.
+        """
+        if quiet is None:
+            from .train.progress import in_notebook
+            quiet = not in_notebook()
         return run_experiment(self, out=out, label=name, quiet=quiet)
 
 

@@ -14,6 +14,7 @@ LOSSES = ("mse", "mae", "l1", "huber", "cross_entropy", "bce")
 MODES = ("graph", "pynative")
 DEVICES = ("CPU", "GPU", "Ascend")
 AMP_LEVELS = ("O0", "O1", "O2", "O3")
+MEMORY_LEVELS = ("O0", "O1")
 LR_SCHEDULES = ("constant", "step", "cosine", "exponential")
 # Optional[X], Union[X, Y] and the PEP 604 spelling X | None, X | Y
 _UNIONS = (typing.Union, types.UnionType)
@@ -57,6 +58,8 @@ class Config:
     """MindSpore device target"""
     amp_level: str = "O0"
     """mixed precision level of mindspore.amp (O0: float32)"""
+    memory_optimize_level: str = "O0"
+    """MindSpore memory optimisation: O0 speed first, O1 memory first (SOMAS reuse, less peak)"""
     loss_scale: float = 1.0
     """fixed loss scale; gradients are unscaled before the update"""
     lr_schedule: str = "constant"
@@ -144,7 +147,8 @@ _RULES = {
     "keep_best": (lambda v: v is None or v >= 1, "an integer >= 1, or none"),
 }
 _CHOICES = {"optimizer": OPTIMIZERS, "loss": LOSSES, "mode": MODES, "device": DEVICES,
-            "amp_level": AMP_LEVELS, "lr_schedule": LR_SCHEDULES,
+            "amp_level": AMP_LEVELS, "memory_optimize_level": MEMORY_LEVELS,
+            "lr_schedule": LR_SCHEDULES,
             "early_stop_mode": MONITOR_MODES}
 
 

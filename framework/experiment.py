@@ -8,6 +8,10 @@ import dataclasses
 from . import config as _config
 from .builders import build_learning_rate, build_loss, build_optimizer
 from .config import Config as _CommonConfig
+from .errors import DataError
+
+# loss.csv's own columns: a loss component cannot take one of these names.
+LOSS_COLUMNS = ("step", "epoch", "loss", "lr", "time_s")
 
 
 class BaseExperiment:
@@ -27,11 +31,16 @@ class BaseExperiment:
     name = None
     columns = ("x", "y")
     Config = _CommonConfig
+    loss_components = ()
+    """Names of the loss components: with names here, ``loss_network()``
+    returns ``(total, c1, ..., ck)`` (scalars, in this order); ``total`` is
+    optimised and logged as ``loss``, each component is a loss.csv column."""
 
     def __init__(self, config=None, **overrides):
         base = _config.to_dict(config) if dataclasses.is_dataclass(config) else dict(config or {})
         self.config = _config.resolve(type(self).Config, base, overrides)
         self.run_dir = None
+        check_loss_components(type(self))
         self.validate()
 
     @classmethod
@@ -136,3 +145,15 @@ class BaseExperiment:
         """True when this experiment overrides :meth:`loss_network` (a custom
         loss cell decides what output shape matches the labels)."""
         return type(self).loss_network is not BaseExperiment.loss_network
+
+
+def check_loss_components(cls):
+    """``cls.loss_components``: distinct identifiers, none a loss.csv column (DataError)."""
+    names = cls.loss_components
+    what = (f"{cls.__name__}.loss_components must be a tuple of distinct identifiers other than "
+            f"loss.csv's columns ({', '.join(LOSS_COLUMNS)}). Received: loss_components={names!r}")
+    if isinstance(names, str) or not isinstance(names, (tuple, list)):
+        raise DataError(what)
+    if not all(isinstance(n, str) and n.isidentifier() and n not in LOSS_COLUMNS for n in names) \
+            or len(set(names)) < len(names):
+        raise DataError(what)

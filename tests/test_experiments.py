@@ -8,7 +8,7 @@ import pytest
 
 from mindexp import ConfigError
 
-SHIPPED = ("digits", "linear", "mlp_sine", "pinn_ode", "spirals")
+SHIPPED = ("digits", "linear", "mlp_sine", "multitask", "pinn_ode", "spirals", "transformer")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -90,9 +90,9 @@ def test_pinn_loss_vanishes_on_the_exact_solution(ms_graph):
 
     x = Tensor(np.linspace(0, 1, 64, dtype=np.float32)[:, None])
     u = Tensor(np.zeros((64, 1), np.float32))
-    assert float(PinnLoss(Exact(1.0))(x, u).asnumpy()) < 1e-6
+    assert float(PinnLoss(Exact(1.0))(x, u)[0].asnumpy()) < 1e-6
     # 2 sin(pi x): residual -pi^2 sin(pi x), mean square pi^4 / 2 on [0, 1].
-    wrong = float(PinnLoss(Exact(2.0))(x, u).asnumpy())
+    wrong = float(PinnLoss(Exact(2.0))(x, u)[0].asnumpy())
     assert wrong == pytest.approx(np.pi ** 4 / 2, rel=0.05)
 
 
@@ -111,7 +111,10 @@ TINY = {"digits": dict(eval_fraction=0.5, batch_size=64, channels=4, hidden=16),
         "linear": dict(samples=40, batch_size=10),
         "mlp_sine": dict(samples=128, eval_samples=64, batch_size=16),
         "spirals": dict(samples=128, eval_samples=64, batch_size=16),
-        "pinn_ode": dict(samples=64, eval_samples=32, batch_size=16)}
+        "pinn_ode": dict(samples=64, eval_samples=32, batch_size=16),
+        "multitask": dict(samples=128, eval_samples=64, batch_size=16),
+        "transformer": dict(samples=128, eval_samples=64, batch_size=16, log_every=1,
+                            warmup_steps=0)}
 SWITCHES = {"graph": dict(optimizer="momentum", lr=0.01, lr_schedule="cosine", warmup_steps=2,
                           clip_grad_norm=1.0, grad_accumulation=2, amp_level="O2",
                           loss_scale=8.0),
@@ -124,7 +127,7 @@ COMMON = dict(epochs=2, eval_every=1)
 def test_switches_work_in_every_experiment(out, name, switches):
     from mindexp.cli.catalog import resolve_spec
     cls, _ = resolve_spec(name)
-    run = cls(**COMMON, **TINY[name], **SWITCHES[switches]).run(out=out)
+    run = cls(**{**COMMON, **TINY[name], **SWITCHES[switches]}).run(out=out)  # switches win
     assert run.status == "completed", run.meta["error"]
     assert np.isfinite(run.loss.loss).all() and np.isfinite(run.grad_norm.grad_norm).all()
     assert run.meta["steps"] == len(run.loss) == 2 * len(run.loss[run.loss.epoch == 1])

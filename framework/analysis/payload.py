@@ -8,7 +8,7 @@ import math
 import os
 import re
 
-from .reports import compare, config_labels, differing_config, display_table
+from .reports import compare, config_labels, differing_config, display_table, loss_components
 
 MAX_POINTS = 1000      # drawn points per curve at most (min and max of 500 buckets)
 MAX_ELEMENTS = 16      # elements of a small tensor drawn one by one
@@ -152,6 +152,7 @@ def _jsonable(value):
 def figures(runs):
     """Figure specs: loss, eval metrics, lr, grad norm, parameters, final loss."""
     out = [_loss_figure(runs)]
+    out += _component_figures(runs)
     out += _eval_figures(runs)
     out += [f for f in (_column_figure(runs, "loss", "lr", "learning rate"),
                         _column_figure(runs, "grad_norm", "grad_norm", "gradient norm (L2)"))
@@ -168,6 +169,13 @@ def _loss_figure(runs):
         if "loss" in run.eval.columns:
             traces.append(_trace(index, run.eval, "loss", kind="eval", name="eval_loss"))
     return _figure("loss", "loss (train; eval dotted)", "loss", traces)
+
+
+def _component_figures(runs):
+    """One figure per loss component (loss.csv's extra columns), in logged order."""
+    names = dict.fromkeys(n for run in runs for n in loss_components(run))
+    return [f for f in (_column_figure(runs, "loss", n, f"loss component {n}") for n in names)
+            if f is not None]
 
 
 def _eval_figures(runs):

@@ -10,7 +10,7 @@ import logging
 import math
 import os
 
-from .reports import as_runs, compare, config_labels, load_run
+from .reports import as_runs, compare, config_labels, load_run, loss_components
 from ..rundir.run import Run
 
 logger = logging.getLogger(__name__)
@@ -27,13 +27,18 @@ STATUS_COLORS = {"completed": "tab:blue", "diverged": "tab:orange", "failed": "t
 # -- one run -------------------------------------------------------------------
 
 def loss_plot(run, ax=None):
-    """The training loss per step (log scale when it spans decades)."""
+    """The training loss per step (log scale when it spans decades), with
+    each loss component as a thin dashed line."""
     run = _one(run)
     fig, ax = _axes(ax)
     line, = ax.plot(*_finite_xy(run.loss, "loss"), lw=1, label="train loss")
+    components = loss_components(run)
+    for name in components:
+        ax.plot(*_finite_xy(run.loss, name), "--", lw=0.8, label=name)
     if "loss" in run.eval.columns:
         ax.plot(*_finite_xy(run.eval, "loss"), "o:", ms=3, lw=1, color=line.get_color(),
                 label="eval_loss")
+    if components or "loss" in run.eval.columns:
         _legend(ax)
     _log_if_wide(ax, run.loss["loss"])
     _mark_divergence(ax, run, run.loss, "loss", line.get_color())

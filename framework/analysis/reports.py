@@ -11,6 +11,7 @@ import platform
 import re
 
 from ..errors import ConfigError, RunDirError
+from ..experiment import LOSS_COLUMNS
 from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
@@ -127,7 +128,8 @@ def compare(runs_or_paths, sort="final_loss"):
     ``note``; every config field under its
     own name; ``final_loss, min_loss, best_step, steps, epochs_done,
     train_time_s, steps_per_s`` (``epochs_done`` because ``epochs`` is the
-    config field); the final value of each tracked scalar parameter;
+    config field); ``final_<name>`` of each loss component (the last
+    loss.csv value of that column); the final value of each tracked scalar parameter;
     ``<param>_error`` (absolute error to the run's ``targets``);
     ``eval_<metric>`` (the last evaluation) and ``best_eval_<metric>``
     from eval.csv, so an eval metric named ``loss`` is ``eval_loss`` and
@@ -221,7 +223,14 @@ def _loss_outcomes(run):
         "epochs": meta.get("epochs") or (int(loss["epoch"].iloc[-1]) if len(loss) else 0),
         "train_time_s": meta.get("train_time_s"),
         "steps_per_s": meta.get("steps_per_s"),
+        **{f"final_{name}": float(loss[name].iloc[-1]) if len(loss) else None
+           for name in loss_components(run)},
     }
+
+
+def loss_components(run):
+    """Names of the loss components a run logged (loss.csv's extra columns)."""
+    return [c for c in run.loss.columns if c not in LOSS_COLUMNS]
 
 
 def _nanargmin(values):
@@ -286,7 +295,7 @@ def history(runs, metric="loss"):
 
     Columns: ``run_id, step, epoch, <metric>`` then the config fields that
     differ between the runs, ready for ``groupby``/``pivot``. ``metric`` is
-    a loss.csv column (``loss``, ``lr``, ``time_s``), ``grad_norm``, a
+    a loss.csv column (``loss``, ``lr``, ``time_s``, a loss component), ``grad_norm``, a
     params.csv parameter (``dense.weight``, ``w[0]``, ``w:norm``) or an
     eval.csv metric as ``eval_<metric>`` (``eval_loss``, ``eval_accuracy``;
     rows per evaluation). Raises ConfigError listing the available metrics when

@@ -37,6 +37,8 @@ def prepare(exp, workers=1, check_network=True):
         raise ConfigError(f"config field 'warmup_steps' must be at most the run's {total} steps. "
                           f"Received: warmup_steps={cfg.warmup_steps}", field="warmup_steps")
     out_shape = check_output_shape(exp, train) if check_network else None
+    if check_network:
+        check_loss_components(exp, train)
     check_data(exp, {"train": train, "eval": eval_}, out_shape)  # NaN/Inf, class ids
     _check_eval(exp, eval_)
     from ..monitors import check_monitors
@@ -76,6 +78,39 @@ def _forward_shape(exp, batch):
     ms.set_context(mode=ms.PYNATIVE_MODE)
     try:
         return exp.network()(ms.Tensor(batch)).shape
+    except Exception:  # the user's network: a failure here is the run's to report
+        return None
+    finally:
+        ms.set_context(mode=mode)
+
+
+def check_loss_components(exp, train):
+    """With ``loss_components`` declared, run the loss network on one batch
+    (PyNative) and reject outputs other than ``(total, c1, ..., ck)`` scalars."""
+    names = tuple(exp.loss_components)
+    if not names:
+        return
+    outputs = _loss_outputs(exp, [column[:exp.config.batch_size] for column in train])
+    if outputs is None:
+        return  # the loss network fails on its own: training reports it
+    want = f"(total, {', '.join(names)})"
+    if not isinstance(outputs, (tuple, list)) or len(outputs) != len(names) + 1:
+        got = f"a tuple of {len(outputs)}" if isinstance(outputs, (tuple, list)) else "one value"
+        raise DataError(f"{type(exp).__name__}.loss_network() must return {want} for "
+                        f"loss_components={names!r}. Received: {got}")
+    for name, value in zip(("total",) + names, outputs):
+        shape = tuple(getattr(value, "shape", ()))
+        if getattr(value, "size", 1) != 1:
+            raise DataError(f"loss component {name!r} must be a scalar (one value per step). "
+                            f"Received: {name} of shape {shape}")
+
+
+def _loss_outputs(exp, batch):
+    import mindspore as ms
+    mode = ms.get_context("mode")
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    try:
+        return exp.loss_network(exp.network())(*(ms.Tensor(c) for c in batch))
     except Exception:  # the user's network: a failure here is the run's to report
         return None
     finally:

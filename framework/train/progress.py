@@ -1,9 +1,25 @@
-"""A tqdm progress bar over steps (only when stdout is a terminal)."""
-from .callbacks._quiet_callback import QuietCallback
+"""A tqdm progress bar over steps (in a terminal, or tqdm's notebook bar in Jupyter)."""
+import sys
+
+from ..callbacks._quiet_callback import QuietCallback
+
+
+def in_notebook():
+    """True inside a Jupyter kernel (IPython with a kernel attached), where
+    stdout is no terminal and carriage returns would pile up as text."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def wanted(quiet):
+    """Whether a run shows a progress bar: not quiet, and a terminal or a notebook."""
+    return not quiet and (sys.stdout.isatty() or in_notebook())
 
 
 class Progress(QuietCallback):
-    """Shows steps, epoch and the last loss in a tqdm bar."""
+    """Shows steps, epoch and the last loss in a tqdm bar (tqdm's widget
+    in a notebook: ``tqdm.auto`` picks it when ipywidgets is installed)."""
 
     def __init__(self, epochs, steps_per_epoch, every=10):
         super().__init__()
@@ -12,7 +28,10 @@ class Progress(QuietCallback):
         self._bar = None
 
     def on_train_begin(self, run_context):
-        from tqdm import tqdm
+        if in_notebook():
+            from tqdm.auto import tqdm
+        else:
+            from tqdm import tqdm
         self._bar = tqdm(total=self.total, unit="step", dynamic_ncols=True, leave=False)
 
     def on_train_step_end(self, run_context):

@@ -4,7 +4,6 @@ run record (run.json) it is given."""
 import contextlib
 import gc
 import logging
-import sys
 import time
 
 from ..errors import ConfigError
@@ -65,7 +64,8 @@ class Session:
         lr = self.exp.learning_rate(self.plan.steps_per_epoch)
         opt = self.exp.make_optimizer(self.net.trainable_params(), lr)
         cell = TrainStep(loss_net, opt, clip_grad_norm=self.cfg.clip_grad_norm,
-                         sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation)
+                         sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation,
+                         components=tuple(self.exp.loss_components))
         initial_epoch, first_batch = 0, 0
         if resume:
             resume.load(cell)
@@ -134,8 +134,8 @@ class Session:
         cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks))
         if metrics:
             cbs.append(EvalMonitor(d, list(metrics)))
-        if not self.quiet and sys.stdout.isatty():
-            from .progress import Progress
+        from .progress import Progress, wanted
+        if wanted(self.quiet):
             cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
         cbs.extend(self.exp.callbacks() or [])
         from ..monitors import best_checkpoint_args, early_stopping
@@ -220,9 +220,23 @@ def _set_context(cfg, run_dir):
         _enable_graph_kernel(cfg)
     elif ms.get_context("enable_graph_kernel"):   # left on by an earlier run of a sweep worker
         ms.set_context(enable_graph_kernel=False)
+    _set_memory_level(cfg.memory_optimize_level)
     ms.set_seed(cfg.seed)
     import numpy as np
     np.random.seed(cfg.seed)
+
+
+def _set_memory_level(level):
+    """MindSpore's memory_optimize_level (O1: SOMAS memory reuse, less peak memory).
+
+    Set through ``set_context`` (deprecated there in favour of
+    ``mindspore.runtime.set_memory``, which refuses a second call, and a
+    sweep worker trains many runs in one process), and only when it
+    changes, so the default O0 never touches the context.
+    """
+    import mindspore as ms
+    if ms.get_context("memory_optimize_level") != int(level[1:]):  # the context holds 0 or 1
+        ms.set_context(memory_optimize_level=level)
 
 
 def set_device(device):

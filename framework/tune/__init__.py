@@ -42,7 +42,7 @@ def tune(experiment, space, trials=20, objective="final_loss", direction="minimi
         seed: the sampler's seed (same seed, sampler and ``workers=1``: same
             sequence of parameters).
     """
-    from ..analysis.reports import load_run
+    from ..analysis.notebook import load_run  # renders in Jupyter
     from .driver import make_spec, run_workers, start
     cls, entry = _experiment(experiment)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
