@@ -1,4 +1,4 @@
-"""Statistics of a large tracked parameter (numpy only: also run by the writer process)."""
+"""Statistics of a large tracked parameter (numpy only)."""
 import math
 
 import numpy as np
