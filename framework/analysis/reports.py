@@ -295,7 +295,9 @@ def _readable_metric_frame(run, metric):
 
 
 def _metric_frame(run, metric):
-    for table in (run.loss, run.grad_norm, _eval_table(run)):
+    # one log after the other: most metrics are in the first (loss.csv)
+    for table_of in (lambda: run.loss, lambda: run.grad_norm, lambda: _eval_table(run)):
+        table = table_of()
         if metric in table.columns and metric not in ("step", "epoch"):
             return table[["step", "epoch", metric]]
     params = run.params
