@@ -26,7 +26,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from workloads import Workload, data, steps_per_s  # noqa: E402
+from workloads import Workload, data, eval_data, steps_per_s  # noqa: E402
 
 PREFIX = "@@BENCH "
 
@@ -47,18 +47,29 @@ def run(w, out, checkpoint="throttled"):
     class Module(L.LightningModule):
         def __init__(self):
             super().__init__()
-            if w.kind == "linear":
+            if w.kind == "conv":   # W3: the same network as the MindSpore side
+                self.net = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(),
+                                         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
+                                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(512, 64),
+                                         nn.ReLU(), nn.Linear(64, 10))
+            elif w.kind == "linear":
                 self.net = nn.Linear(1, 1)
             else:
                 self.net = nn.Sequential(nn.Linear(1, 256), nn.ReLU(), nn.Linear(256, 256),
                                          nn.ReLU(), nn.Linear(256, 1))
-            self.loss = nn.MSELoss()
+            self.loss = nn.CrossEntropyLoss() if w.kind == "conv" else nn.MSELoss()
 
         def training_step(self, batch, batch_idx):
             xb, yb = batch
             loss = self.loss(self.net(xb), yb)
             self.log("loss", loss, on_step=True, on_epoch=False)
             return loss
+
+        def validation_step(self, batch, batch_idx):
+            xb, yb = batch
+            logits = self.net(xb)
+            self.log("val_loss", self.loss(logits, yb))
+            self.log("val_accuracy", (logits.argmax(1) == yb).float().mean())
 
         def configure_optimizers(self):
             if w.optimizer == "sgd":
@@ -82,14 +93,22 @@ def run(w, out, checkpoint="throttled"):
     callbacks = [timer]
     if checkpoint == "throttled":
         callbacks.append(ModelCheckpoint(train_time_interval=datetime.timedelta(seconds=10)))
+    if w.kind == "conv":
+        y = y.astype("int64")
     loader = DataLoader(TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
                         batch_size=w.batch, shuffle=True, drop_last=True)
+    val = None
+    if w.eval_samples:
+        xe, ye = eval_data(w)
+        val = DataLoader(TensorDataset(torch.from_numpy(xe), torch.from_numpy(ye.astype("int64"))),
+                         batch_size=w.batch)
     trainer = L.Trainer(max_epochs=w.epochs, accelerator="cpu", devices=1,
                         logger=CSVLogger(out, name="lightning"), log_every_n_steps=1,
                         enable_progress_bar=False, enable_model_summary=False,
                         callbacks=callbacks, default_root_dir=out,
-                        enable_checkpointing=True)
-    trainer.fit(Module(), loader)
+                        enable_checkpointing=True, num_sanity_val_steps=0,
+                        limit_val_batches=1.0 if val is not None else 0)
+    trainer.fit(Module(), loader, val)
     secs = timer.tn - timer.t1
     steps = sorted(b - a for a, b in zip(timer.ends, timer.ends[1:]))
     return {"steps": timer.n, "timed_steps": timer.n - 1, "seconds": secs,

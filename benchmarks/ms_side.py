@@ -62,11 +62,60 @@ class SinMLP(Experiment):
                                   nn.Dense(256, 1)])
 
 
+class ConvNet(nn.Cell):
+    """W3: Conv(1->16, 3x3) -> Conv(16->32, 3x3) -> MaxPool -> Dense(512->64) -> Dense(64->10)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, pad_mode="same", has_bias=True)
+        self.conv2 = nn.Conv2d(16, 32, 3, pad_mode="same", has_bias=True)
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(2, 2)
+        self.flatten = nn.Flatten()
+        self.fc1 = nn.Dense(512, 64)
+        self.fc2 = nn.Dense(64, 10)
+
+    def construct(self, x):
+        x = self.pool(self.relu(self.conv2(self.relu(self.conv1(x)))))
+        return self.fc2(self.relu(self.fc1(self.flatten(x))))
+
+
+class ConvImages(Experiment):
+    """W3: two convolutions on synthetic 8x8 images, sparse cross-entropy, eval accuracy."""
+
+    name = "bench_conv"
+    columns = ("image", "label")
+
+    @dataclass
+    class Config(Experiment.Config):
+        samples: int = 1_344
+        eval_samples: int = 256
+        batch_size: int = 64
+        epochs: int = 3
+        optimizer: str = "adam"
+        lr: float = 1e-3
+        loss: str = "cross_entropy"
+        metrics: tuple = ("accuracy",)
+
+    def source(self, split):
+        from .workloads import make_data
+        cfg = self.config
+        if split == "train":
+            return make_data("conv", cfg.samples, cfg.seed)
+        return make_data("conv", cfg.eval_samples, cfg.seed + 1)
+
+    def network(self):
+        return ConvNet()
+
+
 def experiment(w, extra_callbacks=(), **overrides):
     """The mindexp Experiment of workload ``w``."""
     cfg = dict(samples=w.samples, batch_size=w.batch, epochs=w.epochs, optimizer=w.optimizer,
                lr=w.lr, **overrides)
-    if w.kind == "linear":
+    if w.kind == "conv":
+        base = ConvImages
+        cfg["eval_samples"] = w.eval_samples
+    elif w.kind == "linear":
         from mindexp.experiments.linear import Linear as base
     else:
         base = SinMLP
@@ -142,15 +191,39 @@ def _hand_optimizer(w, params):
     return nn.Adam(params, learning_rate=w.lr)
 
 
+def _loss(w):
+    if w.kind == "conv":
+        return nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    return nn.MSELoss()
+
+
+def _eval_arrays(w):
+    from .workloads import eval_data
+    return eval_data(w)
+
+
+def _hand_accuracy(net, arrays, batch):
+    """W3's per-epoch evaluation in the hand loop: accuracy over the eval split."""
+    net.set_train(False)
+    x, y = arrays
+    right = 0
+    for i in range(0, len(x), batch):
+        logits = net(Tensor(x[i:i + batch])).asnumpy()
+        right += int((logits.argmax(1) == y[i:i + batch]).sum())
+    net.set_train(True)
+    return right / len(x)
+
+
 # -- the variants -----------------------------------------------------------------
 def hand(w, out=None):
     ms.set_seed(0)
     exp, arrays = _arrays(w)
     net = exp.network()
-    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()),
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, _loss(w)),
                                _hand_optimizer(w, net.trainable_params()))
     step.set_train()
     source = BatchSource(arrays, w.batch, shuffle=True, seed=0)
+    evals = _eval_arrays(w)
     ends, last = [], w.steps
     for _ in range(w.epochs):
         for i in range(len(source)):
@@ -159,6 +232,8 @@ def hand(w, out=None):
             if not ends or len(ends) == last - 1:
                 loss.asnumpy()
             ends.append(time.perf_counter())
+        if evals is not None:
+            _hand_accuracy(net, evals, w.batch)
     return timing(ends)
 
 
@@ -178,18 +253,24 @@ def _bare_model(w, dataset_fn):
     ms.set_seed(0)
     exp, arrays = _arrays(w)
     net = exp.network()
-    model = Model(net, nn.MSELoss(), _hand_optimizer(w, net.trainable_params()))
+    evals = _eval_arrays(w)
+    model = Model(net, _loss(w), _hand_optimizer(w, net.trainable_params()),
+                  metrics={"accuracy"} if evals is not None else None)
     timer = StepTimer(w.steps)
-    model.train(w.epochs, dataset_fn(arrays), callbacks=[timer], dataset_sink_mode=False)
+    if evals is None:
+        model.train(w.epochs, dataset_fn(arrays), callbacks=[timer], dataset_sink_mode=False)
+    else:   # W3: evaluated after every epoch, as the other variants
+        model.fit(w.epochs, dataset_fn(arrays), dataset_fn(evals, eval_split=True),
+                  callbacks=[timer], dataset_sink_mode=False, valid_dataset_sink_mode=False)
     return timer.result()
 
 
 def model_sample(w, out=None):
     import mindspore.dataset as ds
 
-    def per_sample(arrays):
-        return ds.GeneratorDataset(_SampleSource(*arrays), ["x", "y"], shuffle=True) \
-            .batch(w.batch, drop_remainder=True)
+    def per_sample(arrays, eval_split=False):
+        return ds.GeneratorDataset(_SampleSource(*arrays), ["x", "y"], shuffle=not eval_split) \
+            .batch(w.batch, drop_remainder=not eval_split)
     return _bare_model(w, per_sample)
 
 
@@ -198,8 +279,9 @@ def model_batch(w, out=None):
     read through MindSpore's pipeline (mindexp's own dataset skips it: mindexp_off)."""
     import mindspore.dataset as ds
 
-    def batch_source(arrays):
-        return ds.GeneratorDataset(BatchSource(arrays, w.batch, shuffle=True, seed=0),
+    def batch_source(arrays, eval_split=False):
+        return ds.GeneratorDataset(BatchSource(arrays, w.batch, shuffle=not eval_split, seed=0,
+                                               drop_last=not eval_split),
                                    ["x", "y"], shuffle=False, num_parallel_workers=1,
                                    python_multiprocessing=False)
     return _bare_model(w, batch_source)
@@ -207,8 +289,8 @@ def model_batch(w, out=None):
 
 def model_fast(w, out=None):
     """Bare Model.train over framework.data.make_dataset (the pipeline-free iterator)."""
-    return _bare_model(w, lambda arrays: make_dataset(arrays, ("x", "y"), w.batch,
-                                                      shuffle=True, seed=0))
+    return _bare_model(w, lambda arrays, eval_split=False: make_dataset(
+        arrays, ("x", "y"), w.batch, shuffle=not eval_split, seed=0))
 
 
 def mindexp_off(w, out=None):

@@ -21,7 +21,7 @@ os.environ.setdefault("GLOG_v", "3")
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("workload", choices=("W1b", "W2", "FB"))
+    p.add_argument("workload", choices=("W1b", "W2", "FB", "W3"))
     p.add_argument("--variant", default="mindexp_on")
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--quick", action="store_true")

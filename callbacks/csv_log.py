@@ -240,7 +240,9 @@ def read_csv(path, name=None):
     with open(path, "rb") as f:
         data = f.read()
     check_fields(path, data)
-    return pd.read_csv(io.BytesIO(data), engine=_fastest_engine())
+    # pyarrow refuses a short last row (a writer killed mid-row): pandas' own parser reads it
+    engine = _fastest_engine() if data.endswith(b"\n") else "c"
+    return pd.read_csv(io.BytesIO(data), engine=engine)
 
 
 def check_fields(path, data):

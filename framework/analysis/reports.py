@@ -8,7 +8,6 @@ import logging
 import math
 import os
 import platform
-import re
 
 from ..errors import ConfigError, RunDirError
 from ..experiment import LOSS_COLUMNS
@@ -16,6 +15,7 @@ from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
 from ..rundir.record import process_alive
+from ..rundir.summary import eval_name, log_summary, lower_is_better, stored_summary  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
@@ -23,9 +23,6 @@ IDENTITY = ("experiment", "run_id", "status")
 LABELS = ("tags", "note")  # set by the user (mindexp tag / note), after the identity
 OUTCOMES = ("final_loss", "min_loss", "best_step", "steps", "epochs", "train_time_s",
             "steps_per_s")
-# Eval metrics where smaller is better; any other metric (accuracy, f1, ...) is maximized.
-LOWER_IS_BETTER = frozenset({"loss", "mae", "mse", "rmse", "error", "l1", "l2", "perplexity",
-                             "distance", "hausdorff"})
 _MISSING = object()
 
 
@@ -110,13 +107,33 @@ def _nothing_loaded(errors):
     return f"none of the {len(errors)} runs could be read; the first: {errors[0][1]}"
 
 
-def as_runs(runs_or_paths):
-    """Runs from a Run, a path, or a list of either (paths go through :func:`load_runs`)."""
+def as_runs(runs_or_paths, read=None):
+    """Runs from a Run, a path, or a list of either (paths go through :func:`load_runs`,
+    or through ``read(run_dir)`` when given)."""
     items = [runs_or_paths] if isinstance(runs_or_paths, (str, os.PathLike, Run)) \
         else list(runs_or_paths)
     if items and all(isinstance(i, Run) for i in items):
         return items
-    return load_runs([i.dir if isinstance(i, Run) else i for i in items])
+    paths = [i.dir if isinstance(i, Run) else i for i in items]
+    return load_runs(paths) if read is None else RunList(*_read_each(paths, read))
+
+
+def _load_for_compare(path):
+    """A run with what :func:`compare` reads: run.json and config.json, and its
+    logs only when run.json holds no final summary (running or old runs)."""
+    run = Run(path)
+    parts = ("meta", "config") if stored_summary(run.meta) else \
+        ("meta", "config", "loss", "params", "eval")
+    for part in parts:
+        getattr(run, part)
+    return run
+
+
+def _load_records(path):
+    """A run with its run.json and config.json read; logs are read when used."""
+    run = Run(path)
+    run.meta, run.config  # noqa: B018  (cached: a broken JSON is skipped here)
+    return run
 
 
 # -- comparing ---------------------------------------------------------------
@@ -140,7 +157,7 @@ def compare(runs_or_paths, sort="final_loss"):
     last. An unknown column raises ConfigError listing the valid ones.
     """
     import pandas as pd
-    runs = as_runs(runs_or_paths)
+    runs = as_runs(runs_or_paths, _load_for_compare)
     config_names = _union(run.config for run in runs)
     rows = [_row(run, config_names) for run in runs]
     table = pd.DataFrame(rows, columns=_column_order(rows, config_names))
@@ -179,15 +196,17 @@ def _row(run, config_names):
                    trial_state=TRIAL_STATES.get(run.meta.get("status"), "FAIL"))
     row.update(tags=",".join(run.meta.get("tags") or []), note=run.meta.get("note") or "")
     row.update({_config_column(n): _cell(run.config.get(n)) for n in config_names})
-    row.update({_outcome_column(k, config_names): v for k, v in _loss_outcomes(run).items()})
-    finals = _final_params(run)
+    summary = _summary_of(run)
+    row.update({_outcome_column(k, config_names): v
+                for k, v in _loss_outcomes(run, summary).items()})
+    finals = _final_params(run, summary)
     # A parameter named like a config field (a bare Parameter "lr") must not hide it.
     column = {name: f"param.{name}" if name in row else name for name in finals}
     row.update({column[name]: value for name, value in finals.items()})
     row.update({f"{column[name]}_error": abs(finals[name] - float(target))
                 for name, target in run.targets.items()
                 if finals.get(name) is not None and _is_number(target)})
-    row.update(_eval_outcomes(run))
+    row.update(summary["eval"])
     git = provenance_of(run.meta).get("git") or {}
     row.update(git_commit=git.get("commit"), dirty=git.get("dirty"))
     row["run_dir"] = run.dir
@@ -210,21 +229,18 @@ def _column_order(rows, config_names):
     return head + rest + ["run_dir"]
 
 
-def _loss_outcomes(run):
-    meta, loss = run.meta, run.loss
-    values = loss["loss"].to_numpy(dtype=float) if len(loss) else ()
-    best = _nanargmin(values)
+def _loss_outcomes(run, summary):
+    meta, loss = run.meta, summary["loss"]
     return {
-        "final_loss": float(values[-1]) if len(values) else meta.get("final_loss"),
-        "min_loss": float(values[best]) if best is not None else None,
-        "best_step": int(loss["step"].iloc[best]) if best is not None else None,
+        "final_loss": loss["final"] if loss["rows"] else meta.get("final_loss"),
+        "min_loss": loss["min"],
+        "best_step": loss["best_step"],
         # run.json holds the totals once the run ended; loss.csv while it runs
-        "steps": meta.get("steps") or (int(loss["step"].iloc[-1]) if len(loss) else 0),
-        "epochs": meta.get("epochs") or (int(loss["epoch"].iloc[-1]) if len(loss) else 0),
+        "steps": meta.get("steps") or (loss["last_step"] if loss["rows"] else 0),
+        "epochs": meta.get("epochs") or (loss["last_epoch"] if loss["rows"] else 0),
         "train_time_s": meta.get("train_time_s"),
         "steps_per_s": meta.get("steps_per_s"),
-        **{f"final_{name}": float(loss[name].iloc[-1]) if len(loss) else None
-           for name in loss_components(run)},
+        **{f"final_{name}": value for name, value in loss.get("components", {}).items()},
     }
 
 
@@ -233,59 +249,23 @@ def loss_components(run):
     return [c for c in run.loss.columns if c not in LOSS_COLUMNS]
 
 
-def _nanargmin(values):
-    import numpy as np
-    if not len(values) or np.isnan(values).all():
-        return None
-    return int(np.nanargmin(values))
-
-
-def _final_params(run):
+def _final_params(run, summary):
     """Last logged value of each scalar parameter, then run.json's for the untracked."""
-    finals = {}
-    params = run.params
-    if len(params):
-        last = params.drop_duplicates("param", keep="last")  # tidy rows: last per name
-        finals = {str(name): float(value) for name, value in zip(last["param"], last["value"])
-                  if not _is_element_or_stat(str(name))}
+    finals = dict(summary["params"])
     for name, value in (run.meta.get("params") or {}).items():
         finals.setdefault(name, value)
     return finals
 
 
-def _is_element_or_stat(name):
-    return "[" in name or ":" in name
-
-
-def _eval_outcomes(run):
-    table = _eval_table(run)
-    out = {}
-    for column in table.columns:
-        values = table[column].dropna() if column not in ("epoch", "step") else ()
-        if len(values):
-            out[column] = float(values.iloc[-1])
-            best = values.min() if lower_is_better(column) else values.max()
-            out[f"best_{column}"] = float(best)
-    return out
-
-
-def eval_name(metric):
-    """The name of an eval.csv column everywhere else: ``eval_<metric>``
-    (``loss`` -> ``eval_loss``; a name already starting with ``eval_`` stays)."""
-    metric = str(metric)
-    return metric if metric in ("epoch", "step") or metric.startswith("eval_") \
-        else f"eval_{metric}"
+def _summary_of(run):
+    """run.json's summary of a finished run, else the same computed from its CSVs."""
+    return stored_summary(run.meta) or log_summary(run)
 
 
 def _eval_table(run):
     """run.eval with its metric columns named ``eval_<metric>``."""
     table = run.eval
     return table.rename(columns=eval_name) if len(table.columns) else table
-
-
-def lower_is_better(metric):
-    """True for loss/error-like metric names (``mae``, ``val_loss``, ``rmse``)."""
-    return any(token in LOWER_IS_BETTER for token in re.split(r"[^a-z0-9]+", str(metric).lower()))
 
 
 # -- history -----------------------------------------------------------------
@@ -302,10 +282,10 @@ def history(runs, metric="loss"):
     no run logged it.
     """
     import pandas as pd
-    runs = as_runs(runs)
+    runs = as_runs(runs, _load_records)
     varying = differing_config(runs)
     frames = [_with_config(frame, run, varying) for run in runs
-              if (frame := _metric_frame(run, metric)) is not None]
+              if (frame := _readable_metric_frame(run, metric)) is not None]
     if not frames:
         available = sorted(set().union(*(available_metrics(run) for run in runs)))
         raise ConfigError(f"no run logged the metric {metric!r}; available: "
@@ -313,8 +293,19 @@ def history(runs, metric="loss"):
     return pd.concat(frames, ignore_index=True)
 
 
+def _readable_metric_frame(run, metric):
+    """The run's frame of ``metric``; None (with a warning) when its log is broken."""
+    try:
+        return _metric_frame(run, metric)
+    except RunDirError as exc:
+        logger.warning("skipped a broken run: %s", exc)
+        return None
+
+
 def _metric_frame(run, metric):
-    for table in (run.loss, run.grad_norm, _eval_table(run)):
+    # one log after the other: most metrics are in the first (loss.csv)
+    for table_of in (lambda: run.loss, lambda: run.grad_norm, lambda: _eval_table(run)):
+        table = table_of()
         if metric in table.columns and metric not in ("step", "epoch"):
             return table[["step", "epoch", metric]]
     params = run.params

@@ -92,6 +92,7 @@ class RunRecord:
     def resumed_from(self, previous, step, checkpoint):
         """Continue ``previous`` (the old run.json): its start, its time, one more resume."""
         self.meta.update({k: previous[k] for k in RESUME_KEEPS if k in previous})
+        self.meta.pop("summary", None)  # the logs change: written again when this run ends
         self.meta.update(
             started_at=previous.get("started_at", self.meta["started_at"]),
             train_time_s=previous.get("train_time_s"),
@@ -103,6 +104,7 @@ class RunRecord:
     def running(self, **fields):
         """Status ``running`` again (a launcher hands the run to its workers)."""
         self.meta.update(status="running", **fields)
+        self.meta.pop("summary", None)  # the logs will change: written again at the end
         self.write()
 
     def failed(self, error, traceback=None):

@@ -54,6 +54,8 @@ class Session:
         else:
             meta["status"] = self._status(meta)
         self._summarize(meta, time.monotonic() - start)
+        if record.writer:
+            _record_log_summary(record)
 
     def _train(self, resume):
         from ..callbacks import TrainStep
@@ -277,6 +279,18 @@ def _amp(net, level, run_dir):
     # that file in the run directory rather than wherever the user started mindexp.
     with contextlib.chdir(run_dir):
         return amp.auto_mixed_precision(net, level)
+
+
+def _record_log_summary(record):
+    """Keep the summary of the logs in run.json, so reports read a finished run
+    from run.json alone (see rundir.summary); the logs are closed by now."""
+    from ..rundir.run import Run
+    from ..rundir.summary import SUMMARY_KEY, log_summary
+    record.meta.pop(SUMMARY_KEY, None)
+    try:
+        record.meta[SUMMARY_KEY] = log_summary(Run(record.run_dir))
+    except Exception:  # a report reads the CSVs instead; never fail the run for it
+        logger.debug("no log summary for %s", record.run_dir, exc_info=True)
 
 
 def _scalar_params(net):

@@ -1,0 +1,91 @@
+"""The outcome summary of a run's logs, kept in run.json when the run ends.
+
+``compare()`` needs a handful of numbers per run (final, min and best step
+of the loss, the last value of each scalar parameter, the last and best of
+each eval metric). Computing them means reading every CSV of every run;
+the runner computes them once, with :func:`log_summary`, when a run ends
+(also after a resume), and stores them under run.json's ``summary``, so a
+finished run is compared from run.json alone. A running run, a run killed
+before its end and a run made before this record have none: reports read
+their CSVs through the same function, so both ways give the same table.
+"""
+import re
+
+from ..experiment import LOSS_COLUMNS  # any other loss.csv column is a loss component
+
+SUMMARY_KEY = "summary"
+# Bump when the content changes: a record of another version is ignored.
+SUMMARY_VERSION = 2  # 2: the loss components' final values
+# Eval metrics where smaller is better; any other metric (accuracy, f1, ...) is maximized.
+LOWER_IS_BETTER = frozenset({"loss", "mae", "mse", "rmse", "error", "l1", "l2", "perplexity",
+                             "distance", "hausdorff"})
+
+
+def log_summary(run):
+    """The summary of ``run``'s logs (a :class:`~mindexp.rundir.run.Run`), a JSON-able dict.
+
+    Raises RunDirError when a log is unreadable (as reading it would)."""
+    return {"version": SUMMARY_VERSION, "loss": _loss_summary(run.loss),
+            "params": _final_scalar_params(run.params), "eval": _eval_summary(run.eval)}
+
+
+def stored_summary(meta):
+    """run.json's summary when it can stand for the logs, else None.
+
+    Only a run that is no longer running has a final one (a run killed
+    mid-training still says ``running``: its CSVs are read instead)."""
+    summary = meta.get(SUMMARY_KEY)
+    if meta.get("status") == "running" or not isinstance(summary, dict) \
+            or summary.get("version") != SUMMARY_VERSION:
+        return None
+    return summary
+
+
+def _loss_summary(loss):
+    import numpy as np
+    values = loss["loss"].to_numpy(dtype=float) if len(loss) else np.empty(0)
+    best = None if not len(values) or np.isnan(values).all() else int(np.nanargmin(values))
+    return {"rows": int(len(values)),
+            "final": float(values[-1]) if len(values) else None,
+            "min": float(values[best]) if best is not None else None,
+            "best_step": int(loss["step"].iloc[best]) if best is not None else None,
+            "last_step": int(loss["step"].iloc[-1]) if len(values) else None,
+            "last_epoch": int(loss["epoch"].iloc[-1]) if len(values) else None,
+            "components": {str(c): float(loss[c].iloc[-1]) if len(values) else None
+                           for c in loss.columns if c not in LOSS_COLUMNS}}
+
+
+def _final_scalar_params(params):
+    """Last logged value of each scalar parameter (not elements ``w[0]`` or statistics ``w:norm``)."""
+    if not len(params):
+        return {}
+    last = params.drop_duplicates("param", keep="last")  # tidy rows: last per name
+    return {str(name): float(value) for name, value in zip(last["param"], last["value"])
+            if not ("[" in str(name) or ":" in str(name))}
+
+
+def _eval_summary(table):
+    """``{eval_<metric>: last, best_eval_<metric>: best}`` over eval.csv's metric columns."""
+    if len(table.columns):
+        table = table.rename(columns=eval_name)
+    out = {}
+    for column in table.columns:
+        values = table[column].dropna() if column not in ("epoch", "step") else ()
+        if len(values):
+            out[column] = float(values.iloc[-1])
+            best = values.min() if lower_is_better(column) else values.max()
+            out[f"best_{column}"] = float(best)
+    return out
+
+
+def eval_name(metric):
+    """The name of an eval.csv column everywhere else: ``eval_<metric>``
+    (``loss`` -> ``eval_loss``; a name already starting with ``eval_`` stays)."""
+    metric = str(metric)
+    return metric if metric in ("epoch", "step") or metric.startswith("eval_") \
+        else f"eval_{metric}"
+
+
+def lower_is_better(metric):
+    """True for loss/error-like metric names (``mae``, ``val_loss``, ``rmse``)."""
+    return any(token in LOWER_IS_BETTER for token in re.split(r"[^a-z0-9]+", str(metric).lower()))
