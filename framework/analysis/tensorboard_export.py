@@ -12,10 +12,11 @@ import numbers
 import os
 import shutil
 
+from ..callbacks import schema
 from ..callbacks._tensorboard import EventWriter, check_available
 from ..errors import MindexpError
 
-FOLDER = "tensorboard"
+FOLDER = schema.TENSORBOARD_DIR
 
 
 def export(runs, out=None):
