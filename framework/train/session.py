@@ -69,10 +69,8 @@ class Session:
         model, metrics = self._model(cell)
         cbs = self._callbacks(metrics, resume)
         if first_batch:  # finish the interrupted epoch first, in the original order
-            offset = initial_epoch * self.plan.steps_per_epoch + first_batch - initial_epoch * (
-                self.plan.steps_per_epoch - first_batch)
-            self._fit(model, metrics, initial_epoch + 1, initial_epoch, [_StepOffset(offset)] + cbs,
-                      first_batch)
+            # (the callbacks count its steps from steps_per_epoch, given to them)
+            self._fit(model, metrics, initial_epoch + 1, initial_epoch, cbs, first_batch)
             initial_epoch += 1
         if initial_epoch < self.cfg.epochs and not self._stopped():
             self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
@@ -117,19 +115,21 @@ class Session:
         from ..callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker
         from ..callbacks.eval_monitor import EvalMonitor
         cfg, d = self.cfg, self.run_dir
-        ranks = cfg.log_all_ranks
+        ranks, spe = cfg.log_all_ranks, self.plan.steps_per_epoch
         self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
                                    time_offset=resume.time_offset if resume else 0.0,
-                                   on_nan="stop")  # the run records "diverged" instead
+                                   on_nan="stop",  # the run records "diverged" instead
+                                   steps_per_epoch=spe)
         from ..callbacks import Timer
         self.timer = Timer()
         cbs = [self.timer, self.loss_cb]
         if cfg.track_params:
             cbs.append(ParameterTracker(d, names=list(cfg.track_names) or None, all_ranks=ranks,
-                                        every=cfg.log_every, max_values=cfg.max_param_values))
-        cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks))
+                                        every=cfg.log_every, max_values=cfg.max_param_values,
+                                        steps_per_epoch=spe))
+        cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks, steps_per_epoch=spe))
         if metrics:
-            cbs.append(EvalMonitor(d, list(metrics)))
+            cbs.append(EvalMonitor(d, list(metrics), steps_per_epoch=spe))
         if not self.quiet and sys.stdout.isatty():
             from .progress import Progress
             cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
@@ -138,10 +138,13 @@ class Session:
         self.early_stop_cb = early_stopping(self.exp, d, resume, self.plan.steps_per_epoch)
         if self.early_stop_cb is not None:
             cbs.append(self.early_stop_cb)
+        # Logs are flushed before each checkpoint (never behind it): ours and the
+        # experiment's callbacks that buffer (anything with a flush()).
+        flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]
         cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,
                               keep_last=cfg.keep_checkpoints,
-                              min_interval_s=cfg.checkpoint_interval_s,
-                              **best_checkpoint_args(self.exp)))
+                              min_interval_s=cfg.checkpoint_interval_s, flush=flush,
+                              steps_per_epoch=spe, **best_checkpoint_args(self.exp)))
         # Last, so a signal that arrives during any callback of step s stops at s.
         cbs.append(self.stopper)
         self.cbs = cbs
@@ -194,16 +197,6 @@ def startup_objects_frozen():
         yield
     finally:
         gc.unfreeze()
-
-
-def _StepOffset(offset):
-    """A callback that makes the callbacks' global step continue mid-epoch."""
-    from mindspore.train import Callback
-
-    class StepOffset(Callback):
-        def on_train_begin(self, run_context):
-            run_context.original_args().step_offset = offset
-    return StepOffset()
 
 
 def _set_context(cfg, run_dir):
