@@ -7,6 +7,7 @@ import logging
 import sys
 import time
 
+from .._mindspore import device_selected, mixed_precision, reset_graph_kernel
 from ..errors import ConfigError
 from ..rundir.io import now_iso
 
@@ -206,8 +207,8 @@ def _set_context(cfg, run_dir):
     set_device(cfg.device)
     if cfg.graph_kernel:
         _enable_graph_kernel(cfg)
-    elif ms.get_context("enable_graph_kernel"):   # left on by an earlier run of a sweep worker
-        ms.set_context(enable_graph_kernel=False)
+    else:   # an earlier run of a sweep worker may have left it on
+        reset_graph_kernel()
     ms.set_seed(cfg.seed)
     import numpy as np
     np.random.seed(cfg.seed)
@@ -216,8 +217,8 @@ def _set_context(cfg, run_dir):
 def set_device(device):
     """Select the backend, with a clear error when it is not installed."""
     import mindspore as ms
-    if ms.get_context("device_target") == device:
-        return  # already selected; MindSpore refuses a second set once it has run
+    if device_selected(device):
+        return  # MindSpore refuses a second set once it has run
     try:
         ms.set_device(device)
     except (RuntimeError, ValueError) as exc:
@@ -244,13 +245,8 @@ def _enable_graph_kernel(cfg):
 def _amp(net, level, run_dir):
     if level == "O0":
         return net
-    import contextlib
-    from mindspore import amp
-    # O1 rewrites the network's Python source into ./rewritten_network/ (MindSpore uses
-    # the working directory, and graph mode reads the file back when compiling): keep
-    # that file in the run directory rather than wherever the user started mindexp.
-    with contextlib.chdir(run_dir):
-        return amp.auto_mixed_precision(net, level)
+    # O1's rewritten network source goes into the run directory, not the cwd.
+    return mixed_precision(net, level, run_dir)
 
 
 def _scalar_params(net):
