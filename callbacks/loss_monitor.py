@@ -35,6 +35,10 @@ class LossMonitor(LogCallback):
             its clock).
         on_nan: ``"raise"`` or ``"stop"``: what a non-finite loss does once
             training has stopped.
+        lr: the learning rate the caller gave the optimizer, to log as is: a
+            number or a per-step sequence (step 1 first; its last value holds
+            after its end). None (a plain script): read from the optimizer on
+            each logged step.
         steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
             call's dataset holds only the rest of an interrupted epoch (a
             resume mid-epoch); None: the dataset's size.
@@ -46,7 +50,7 @@ class LossMonitor(LogCallback):
     ON_NAN = ("raise", "stop")
 
     def __init__(self, directory, every=1, all_ranks=False, time_offset=0.0, on_nan="raise",
-                 steps_per_epoch=None):
+                 steps_per_epoch=None, lr=None):
         super().__init__()
         if on_nan not in self.ON_NAN:
             raise ValueError(f"`on_nan` must be one of {', '.join(map(repr, self.ON_NAN))}. "
@@ -55,6 +59,7 @@ class LossMonitor(LogCallback):
         self.directory = check_directory(directory)
         self.every = check_every("every", every)
         self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
+        self.lr = _check_lr(lr)
         self.all_ranks = bool(all_ranks)
         self.time_offset = float(time_offset)
         self.stop_reason = None
@@ -69,7 +74,7 @@ class LossMonitor(LogCallback):
         cb_params = run_context.original_args()
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         self._log = CsvLog(path, self.COLUMNS).check() if path else None
-        self._lr = _LearningRate(optimizer_of(cb_params))
+        self._lr = _LearningRate(None if self.lr is not None else optimizer_of(cb_params), self.lr)
         if self._t0 is None:  # a second Model.train on the same monitor keeps the clock
             self._t0 = time.monotonic()
         self.stop_reason = None
@@ -115,10 +120,16 @@ class _LearningRate:
     evaluated on the step.
     """
 
-    def __init__(self, optimizer):
+    def __init__(self, optimizer, given=None):
         self._table = None
         self._read = None
         self._schedule = None
+        if given is not None:   # the caller's own value: nothing to read back
+            if isinstance(given, float):
+                self._read = lambda: given
+            else:
+                self._table = given
+            return
         kind, lr = learning_rate_of(optimizer)
         if kind == "table":
             self._table = lr
@@ -135,6 +146,21 @@ class _LearningRate:
         if self._schedule is not None:
             return to_float(schedule_at(self._schedule, step))
         return ""
+
+
+def _check_lr(lr):
+    if lr is None:
+        return None
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+        return float(lr)
+    try:
+        values = [float(v) for v in lr]
+    except (TypeError, ValueError):
+        values = None
+    if not values:
+        raise ValueError("`lr` must be None, a number or a non-empty sequence of numbers (one "
+                         f"per step). Received: lr={lr!r}")
+    return values
 
 
 def _scalar_reader(param):

@@ -317,3 +317,17 @@ def test_steps_per_epoch_continues_the_count_over_the_rest_of_an_interrupted_epo
     assert [(r["step"], r["epoch"]) for r in rows] == [
         ("7", "2"), ("8", "2"), ("9", "3"), ("10", "3"), ("11", "3"), ("12", "3")]
     assert [s for s, _, _ in list_checkpoints(tmp_path)][-1] == 12
+
+
+def test_loss_monitor_logs_the_learning_rate_it_is_given_not_the_optimizers(
+        tmp_path, run_context, network):
+    opt = nn.SGD([network.w], learning_rate=0.5)
+    drive(LossMonitor(tmp_path, lr=[0.1, 0.2]), run_context(train_network=None, optimizer=opt), 1, 3)
+    lrs = [float(r["lr"]) for r in rows_of(tmp_path / "loss.csv")]
+    assert lrs == [0.1, 0.2, 0.2]   # the last value holds after the list's end
+
+
+@pytest.mark.parametrize("lr", ["fast", [], [0.1, "x"], True])
+def test_loss_monitor_rejects_a_learning_rate_that_is_not_numbers(tmp_path, lr):
+    with pytest.raises(ValueError, match=r"`lr` must be None, a number or a non-empty sequence"):
+        LossMonitor(tmp_path, lr=lr)

@@ -35,6 +35,7 @@ class Session:
         self.early_stop_cb = None
         self.cbs = []
         self.net = None
+        self.lr = None  # the learning rate handed to the optimizer, logged by LossMonitor
 
     def execute(self, record, resume=None):
         """Train (from ``resume`` when given) and put the outcome into ``record``
@@ -60,6 +61,7 @@ class Session:
         self.net = _amp(self.exp.network(), self.cfg.amp_level, self.run_dir)
         loss_net = self.exp.loss_network(self.net)
         lr = self.exp.learning_rate(self.plan.steps_per_epoch)
+        self.lr = _lr_to_log(self.exp, lr)
         opt = self.exp.optimizer(self.net.trainable_params(), lr)
         cell = TrainStep(loss_net, opt, clip_grad_norm=self.cfg.clip_grad_norm,
                          sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation)
@@ -120,7 +122,7 @@ class Session:
         self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
                                    time_offset=resume.time_offset if resume else 0.0,
                                    on_nan="stop",  # the run records "diverged" instead
-                                   steps_per_epoch=spe)
+                                   steps_per_epoch=spe, lr=self.lr)
         from ..callbacks import Timer
         self.timer = Timer()
         cbs = [self.timer, self.loss_cb]
@@ -198,6 +200,18 @@ def startup_objects_frozen():
         yield
     finally:
         gc.unfreeze()
+
+
+def _lr_to_log(exp, lr):
+    """The learning rate LossMonitor logs as is: the one the framework computed,
+    when the experiment's optimizer is the framework's (which uses it) and it
+    is a number or a per-step list; else None (LossMonitor reads the optimizer)."""
+    from ..experiment import BaseExperiment
+    if getattr(type(exp), "optimizer", None) is not BaseExperiment.optimizer:
+        return None
+    if isinstance(lr, bool) or not isinstance(lr, (int, float, list, tuple)):
+        return None
+    return lr
 
 
 def _set_context(cfg, run_dir):
