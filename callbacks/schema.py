@@ -26,6 +26,7 @@ SOURCE_DIR = "source"                  # copies of the experiment's code (proven
 ENVIRONMENT_FILE = "environment.txt"   # sorted `name==version`, one a line (provenance)
 TENSORBOARD_DIR = "tensorboard"        # event files of `mindexp tensorboard`
 REWRITTEN_NETWORK_DIR = "rewritten_network"  # AMP O1's rewritten module source
+MSRUN_DIR = "msrun"                    # msrun's own log and the workers' logs (--workers N)
 
 
 class Log:

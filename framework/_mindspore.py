@@ -6,11 +6,13 @@ Each function names what it relies on and the MindSpore version it was
 checked on; tests/test_mindspore_contract.py has one test per reliance that
 fails loudly when an upgrade changes it. It sits on the lower floor (beside
 data.py and metrics) because those rely on MindSpore too; it imports only
-MindSpore, numpy and the standard library, each lazily, so that importing
-it does not import MindSpore.
+MindSpore (lazily, so that importing it does not import MindSpore), the
+standard library and the run directory's names (callbacks.schema).
 """
 import contextlib
 import os
+
+from .callbacks import schema
 
 CHECKED_ON = "2.10"  # the MindSpore version every reliance below was checked on
 
@@ -105,7 +107,7 @@ def device_selected(device):
 
 
 # -- automatic mixed precision -----------------------------------------------------
-AMP_REWRITE_DIR = "rewritten_network"
+AMP_REWRITE_DIR = schema.REWRITTEN_NETWORK_DIR
 
 
 def mixed_precision(net, level, folder):

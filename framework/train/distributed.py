@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 
+from ..callbacks import schema
 from .._mindspore import (MSRUN_LOGS, MSRUN_WORKER_LOGS, env_rank, log_error_message,  # noqa: F401
                           under_msrun)
 
@@ -46,7 +47,7 @@ def launch(run_dir, workers, resume=False, timeout_s=300):
 
     msrun's own output and the workers' logs go to ``run_dir/msrun/``.
     """
-    log_dir = os.path.join(run_dir, "msrun")
+    log_dir = os.path.join(run_dir, schema.MSRUN_DIR)
     os.makedirs(log_dir, exist_ok=True)
     cmd = [_msrun(), f"--worker_num={workers}", f"--local_worker_num={workers}",
            "--master_addr=127.0.0.1", f"--master_port={free_port()}", "--join=True",
@@ -89,7 +90,7 @@ def worker_failure(run_dir, lines=12):
     """``(log name, text)``: the error lines msrun and the workers logged, the
     log of a worker with a traceback first, else msrun's and the scheduler's
     ``[ERROR]`` lines (a worker killed outright leaves no trace of its own)."""
-    log_dir = os.path.join(run_dir, "msrun")
+    log_dir = os.path.join(run_dir, schema.MSRUN_DIR)
     for path in sorted(glob.glob(os.path.join(log_dir, MSRUN_WORKER_LOGS))):
         tail = _tail(path, lines)
         if "Traceback" in tail or "Error" in tail:
