@@ -619,7 +619,7 @@ def cmd_evaluate(args):
     print(f"{row['checkpoint']} (step {row['step']}, epoch {row['epoch']}) on {row['split']}:")
     for name, value in list(row.items())[5:]:
         print(f"  {name} = {value:.6g}")
-    print(f"appended to {os.path.join(os.path.abspath(args.run_dir), 'evaluations.csv')}")
+    print(f"appended to {os.path.join(os.path.abspath(args.run_dir), schema.EVALUATIONS_CSV)}")
     return EXIT_OK
 
 
