@@ -44,7 +44,7 @@ def _write_swapped(run, folder):
         os.makedirs(tmp)
         write_run(run, tmp)
         shutil.rmtree(folder, ignore_errors=True)
-        os.replace(tmp, folder)
+        schema.atomic_replace(tmp, folder)
     except OSError as exc:
         raise MindexpError(f"cannot write TensorBoard events to {folder}: {exc.strerror}") from None
     finally:
