@@ -2,6 +2,8 @@
 ends with training, not with Model.fit's evaluations."""
 from mindspore.train import Callback
 
+from ._common import step_info
+
 
 class QuietCallback(Callback):
     """MindSpore's ``Callback`` forwards each ``on_train_*`` hook to its
@@ -17,6 +19,18 @@ class QuietCallback(Callback):
     """
 
     _context_depth = 0
+    every = 1               # a logging callback writes every N-th step ...
+    steps_per_epoch = None  # ... of epochs this long (None: the dataset's size)
+
+    def _step_info(self, cb_params):
+        """``(global step, epoch, is the epoch's last step)``, see :func:`step_info`."""
+        return step_info(cb_params, self.steps_per_epoch)
+
+    def _logged_step(self, cb_params):
+        """:meth:`_step_info` on a step to log (every ``every``-th global step
+        and each epoch's last), else None: the one "log every N steps" gate."""
+        info = step_info(cb_params, self.steps_per_epoch)
+        return None if info[0] % self.every and not info[2] else info
 
     def on_train_step_begin(self, run_context):
         pass

@@ -7,10 +7,11 @@ import time
 import mindspore as ms
 import numpy as np
 
-from ._common import (MODES, check_directory, first_output, global_step, is_finite,
-                      log_path, monitored_value, step_info, to_float, trained_parameters)
+from ._common import (MODES, check_directory, check_steps_per_epoch, first_output, is_finite,
+                      log_path, monitored_value, to_float, trained_parameters)
 from ._quiet_callback import QuietCallback
-from .csv_log import CsvLog
+from . import schema
+from .csv_log import CsvLog, read_rows
 
 __all__ = ["Checkpoint", "list_checkpoints", "latest_checkpoint"]
 
@@ -31,9 +32,9 @@ class Checkpoint(QuietCallback):
     Training always ends with a save, unless it diverged: once the loss or
     a weight is NaN/Inf nothing more is saved (:attr:`skipped_reason` says
     why), so the newest checkpoint is the last finite one. Before saving,
-    every callback of the run that has a ``flush()`` method is flushed, so
-    logs on disk are never behind the newest checkpoint. Nothing is created
-    on disk before the first save.
+    the callbacks given as ``flush`` are flushed, so their logs on disk are
+    never behind the newest checkpoint. Nothing is created on disk before
+    the first save.
 
     Retention keeps the newest ``keep_last`` regular files and the
     ``keep_best`` best by ``monitor``; it only ever deletes files named by
@@ -51,14 +52,22 @@ class Checkpoint(QuietCallback):
         min_interval_s: skip a periodic save when the last one is younger
             (the final save is never skipped).
         all_ranks: ranks other than 0 save too (under ``checkpoints/rankN``).
+        flush: callbacks (or any objects with a ``flush()`` method, such as
+            LossMonitor) flushed before each save.
+        steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
+            call's dataset holds only the rest of an interrupted epoch (a
+            resume mid-epoch); None: the dataset's size.
     """
 
-    INDEX = "checkpoints.csv"
-    COLUMNS = ("step", "epoch", "loss", "file", "kind", "score")
+    INDEX = schema.CHECKPOINTS.filename
+    COLUMNS = schema.CHECKPOINTS.columns
 
     def __init__(self, directory, every_epochs=1, every_steps=None, keep_last=3,
-                 monitor=None, mode=None, keep_best=1, min_interval_s=0.0, all_ranks=False):
+                 monitor=None, mode=None, keep_best=1, min_interval_s=0.0, all_ranks=False,
+                 flush=(), steps_per_epoch=None):
         super().__init__()
+        self.flush_callbacks = _check_flush(flush)
+        self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self.directory = check_directory(directory)
         self.every_epochs = _check_optional_count("every_epochs", every_epochs)
         self.every_steps = _check_optional_count("every_steps", every_steps)
@@ -83,8 +92,10 @@ class Checkpoint(QuietCallback):
         index_path = log_path(self.directory, self.INDEX, self.all_ranks)
         if index_path is None:
             return  # another rank: save nothing
-        rank_suffix = os.path.splitext(os.path.basename(index_path))[0][len("checkpoints"):]
-        self.ckpt_dir = os.path.join(self.directory, "checkpoints" + rank_suffix.replace(".", "/"))
+        stem = os.path.splitext(self.INDEX)[0]
+        rank_suffix = os.path.splitext(os.path.basename(index_path))[0][len(stem):]
+        self.ckpt_dir = os.path.join(self.directory,
+                                     schema.CHECKPOINT_DIR + rank_suffix.replace(".", "/"))
         # Nothing is created before the first save: a callback that rejects the
         # run at train begin leaves no empty folders or files behind.
         self._index = CsvLog(index_path, self.COLUMNS, flush_rows=1).check()
@@ -95,7 +106,7 @@ class Checkpoint(QuietCallback):
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
         self._cb_params = cb_params
-        if self.every_steps and global_step(cb_params) % self.every_steps == 0:
+        if self.every_steps and self._step(cb_params) % self.every_steps == 0:
             self._save_if_due(cb_params, run_context)
 
     def on_train_epoch_end(self, run_context):
@@ -109,7 +120,7 @@ class Checkpoint(QuietCallback):
     def on_train_end(self, run_context):
         cb_params = run_context.original_args()
         if self.ckpt_dir and "net_outputs" in cb_params and \
-                self.last_saved_step != global_step(cb_params):
+                self.last_saved_step != self._step(cb_params):
             self._save(cb_params, run_context, kind="last")
         self.close()
 
@@ -122,7 +133,7 @@ class Checkpoint(QuietCallback):
 
     # -- saving --------------------------------------------------------------
     def _save_if_due(self, cb_params, run_context):
-        if self.ckpt_dir is None or self.last_saved_step == global_step(cb_params):
+        if self.ckpt_dir is None or self.last_saved_step == self._step(cb_params):
             return
         if time.monotonic() - self._last_save_time < self.min_interval_s:
             return
@@ -139,17 +150,18 @@ class Checkpoint(QuietCallback):
             self._save(cb_params, run_context, kind="best", score=score)
 
     def _save(self, cb_params, run_context, kind, score=None):
-        step, epoch, _ = step_info(cb_params)
+        step, epoch, _ = self._step_info(cb_params)
         if not self._finite(cb_params, step):
             return
-        _flush_others(cb_params, self)
+        for cb in self.flush_callbacks:
+            cb.flush()
         os.makedirs(self.ckpt_dir, exist_ok=True)
         name = f"{'best-' if kind == 'best' else ''}epoch{epoch:04d}-step{step:07d}.ckpt"
         path = os.path.join(self.ckpt_dir, name)
-        tmp = os.path.join(self.ckpt_dir, f".tmp-{os.getpid()}-{name}")
+        tmp = schema.temp_name(path, prefix=True)
         ms.save_checkpoint(cb_params.train_network, tmp,
                            append_dict={"step": step, "epoch": epoch})
-        os.replace(tmp, path)
+        schema.atomic_replace(tmp, path)
         loss = to_float(first_output(cb_params.net_outputs))
         self._index.write((step, epoch, loss, os.path.relpath(path, self.directory), kind,
                            "" if score is None else score))
@@ -187,6 +199,9 @@ class Checkpoint(QuietCallback):
         while len(self.best) > self.keep_best:
             _remove(self.best.pop()[2])
 
+    def _step(self, cb_params):
+        return self._step_info(cb_params)[0]
+
     def _score(self, cb_params):
         return monitored_value(cb_params, self.monitor)
 
@@ -215,7 +230,7 @@ class Checkpoint(QuietCallback):
 def list_checkpoints(directory, kind="last"):
     """Checkpoints this callback wrote under ``directory``, oldest first,
     as ``(step, epoch, path)``; ``kind`` is ``"last"``, ``"best"`` or ``"all"``."""
-    ckpt_dir = os.path.join(os.fspath(directory), "checkpoints")
+    ckpt_dir = os.path.join(os.fspath(directory), schema.CHECKPOINT_DIR)
     if not os.path.isdir(ckpt_dir):
         return []
     found = []
@@ -232,18 +247,17 @@ def latest_checkpoint(directory):
     return found[-1] if found else None
 
 
-def _flush_others(cb_params, me):
-    for cb in cb_params.get("list_callback") or ():
-        if cb is not me and callable(getattr(cb, "flush", None)):
-            cb.flush()
+def _check_flush(flush):
+    flush = list(flush or ())
+    bad = [cb for cb in flush if not callable(getattr(cb, "flush", None))]
+    if bad:
+        raise ValueError("`flush` must list objects with a flush() method (the log callbacks "
+                         f"to flush before each save). Received: flush={bad!r}")
+    return flush
 
 
 def _scores_from_index(index_path):
-    import csv
-    if not os.path.exists(index_path):
-        return {}
-    with open(index_path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(index_path)
     return {os.path.basename(r["file"]): float(r["score"]) for r in rows
             if r.get("kind") == "best" and r.get("score")}
 

@@ -4,7 +4,9 @@ import io
 import os
 import time
 
-__all__ = ["CsvLog", "CsvFormatError", "read_csv", "read_header"]
+from ._files import atomic_write
+
+__all__ = ["CsvLog", "CsvFormatError", "read_csv", "read_header", "read_rows"]
 
 
 class CsvFormatError(ValueError):
@@ -153,7 +155,7 @@ class CsvLog:
     def truncate_after(self, step, column="step"):
         """Drop every row whose ``column`` is greater than ``step``.
 
-        Rewrites the file atomically (temp file + ``os.replace``) so a crash
+        Rewrites the file atomically (:func:`schema.atomic_write`) so a crash
         during truncation leaves either the old or the new file.
         """
         self.flush()
@@ -213,12 +215,19 @@ def _rows_up_to(path, column, step):
 
 
 def _atomic_write_rows(path, rows):
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows(rows)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerows(rows)
+    atomic_write(path, buf.getvalue())
+
+
+def read_rows(path):
+    """The rows of a CSV log as dicts keyed by its header, without pandas
+    (``[]`` when the file is missing). The one reader for code that needs a
+    few values of a log while training or resuming."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
 
 
 def read_csv(path, name=None):

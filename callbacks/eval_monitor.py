@@ -1,8 +1,9 @@
 """EvalMonitor: eval metrics after each evaluation to eval.csv."""
 
-from ._common import (calling_model_metric_names, check_directory, first_output, is_finite,
-                      log_path, step_info, to_float)
+from ._common import (eval_results, calling_model_metric_names, check_directory, check_steps_per_epoch,
+                      first_output, is_finite, log_path, to_float)
 from ._log_callback import LogCallback
+from . import schema
 from .csv_log import CsvLog
 
 __all__ = ["EvalMonitor"]
@@ -25,11 +26,14 @@ class EvalMonitor(LogCallback):
         directory: folder of ``eval.csv``.
         metrics: metric names, in column order.
         all_ranks: ranks other than 0 write ``eval.rankN.csv``.
+        steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
+            call's dataset holds only the rest of an interrupted epoch (a
+            resume mid-epoch); None: the dataset's size.
     """
 
-    FILENAME = "eval.csv"
+    FILENAME = schema.EVAL.filename
 
-    def __init__(self, directory, metrics, all_ranks=False):
+    def __init__(self, directory, metrics, all_ranks=False, steps_per_epoch=None):
         super().__init__()
         self.directory = check_directory(directory)
         if isinstance(metrics, str):
@@ -38,6 +42,7 @@ class EvalMonitor(LogCallback):
         if not self.metrics or not all(isinstance(m, str) and m for m in self.metrics):
             raise ValueError(f"`metrics` must name at least one metric. Received: metrics={metrics!r}")
         self.all_ranks = bool(all_ranks)
+        self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self.last = {}
         self.skipped = []  # (epoch, why) of evaluations not written
         self._log = None
@@ -48,16 +53,16 @@ class EvalMonitor(LogCallback):
         if names is not None:
             self._check_names(names)
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
-        self._log = CsvLog(path, ["epoch", "step"] + self.metrics, flush_rows=1).check() \
+        self._log = CsvLog(path, list(schema.EVAL.columns) + self.metrics, flush_rows=1).check() \
             if path else None
 
     def on_train_epoch_end(self, run_context):
         cb_params = run_context.original_args()
-        results = cb_params.get("eval_results") or cb_params.get("metrics")
+        results = eval_results(cb_params)
         if not results:
             return
         self._check_names(list(results))
-        step, epoch, complete = step_info(cb_params)
+        step, epoch, complete = self._step_info(cb_params)
         values = {k: to_float(results[k]) for k in self.metrics}
         why = self._reason_to_skip(cb_params, complete, values)
         if why:

@@ -1,7 +1,9 @@
 """GradNormMonitor: the global gradient norm of every step to grad_norm.csv."""
 
-from ._common import check_directory, check_every, log_path, net_outputs, step_info, to_float
+from ._common import (check_directory, check_every, check_steps_per_epoch, log_path, net_outputs,
+                      to_float)
 from ._log_callback import LogCallback
+from . import schema
 from .csv_log import CsvLog
 
 __all__ = ["GradNormMonitor"]
@@ -25,17 +27,22 @@ class GradNormMonitor(LogCallback):
         every: write every N-th global step (and each epoch's last step).
         per_param: also write per-parameter norms.
         all_ranks: ranks other than 0 write ``grad_norm.rankN.csv``.
+        steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
+            call's dataset holds only the rest of an interrupted epoch (a
+            resume mid-epoch); None: the dataset's size.
     """
 
-    FILENAME = "grad_norm.csv"
-    PARAMS_FILENAME = "grad_norm_params.csv"
-    COLUMNS = ("step", "epoch", "grad_norm")
-    PARAMS_COLUMNS = ("step", "epoch", "param", "grad_norm")
+    FILENAME = schema.GRAD_NORM.filename
+    PARAMS_FILENAME = schema.GRAD_NORM_PARAMS.filename
+    COLUMNS = schema.GRAD_NORM.columns
+    PARAMS_COLUMNS = schema.GRAD_NORM_PARAMS.columns
 
-    def __init__(self, directory, every=1, per_param=False, all_ranks=False):
+    def __init__(self, directory, every=1, per_param=False, all_ranks=False,
+                 steps_per_epoch=None):
         super().__init__()
         self.directory = check_directory(directory)
         self.every = check_every("every", every)
+        self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self.per_param = bool(per_param)
         self.all_ranks = bool(all_ranks)
         self.last_grad_norm = None
@@ -55,9 +62,10 @@ class GradNormMonitor(LogCallback):
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
-        step, epoch, epoch_end = step_info(cb_params)
-        if step % self.every and not epoch_end:
+        logged = self._logged_step(cb_params)
+        if logged is None:
             return
+        step, epoch, _ = logged
         outputs = net_outputs(cb_params)
         self.last_grad_norm = to_float(outputs[1])
         if self._log is not None:

@@ -1,12 +1,12 @@
 """LossMonitor: the training loss (and learning rate) of every step to loss.csv."""
 import time
 
-from mindspore import Parameter
-
-from ._common import (check_directory, check_every, first_output, is_finite, item_readable,
-                      log_path, net_outputs, optimizer_of, step_info, tensor_values,
-                      to_float)
+from ._common import (check_directory, check_every, check_steps_per_epoch, first_output,
+                      is_finite, item_readable, log_path, net_outputs, optimizer_of,
+                      tensor_values, to_float)
 from ._log_callback import LogCallback
+from ._mindspore import learning_rate_of, schedule_at
+from . import schema
 from .csv_log import CsvLog
 
 __all__ = ["LossMonitor"]
@@ -41,14 +41,22 @@ class LossMonitor(LogCallback):
             its clock).
         on_nan: ``"raise"`` or ``"stop"``: what a non-finite loss does once
             training has stopped.
+        lr: the learning rate the caller gave the optimizer, to log as is: a
+            number or a per-step sequence (step 1 first; its last value holds
+            after its end). None (a plain script): read from the optimizer on
+            each logged step.
+        steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
+            call's dataset holds only the rest of an interrupted epoch (a
+            resume mid-epoch); None: the dataset's size.
     """
 
-    FILENAME = "loss.csv"
-    COLUMNS = ("step", "epoch", "loss", "lr", "time_s")
+    FILENAME = schema.LOSS.filename
+    COLUMNS = schema.LOSS.columns
 
     ON_NAN = ("raise", "stop")
 
-    def __init__(self, directory, every=1, all_ranks=False, time_offset=0.0, on_nan="raise"):
+    def __init__(self, directory, every=1, all_ranks=False, time_offset=0.0, on_nan="raise",
+                 steps_per_epoch=None, lr=None):
         super().__init__()
         if on_nan not in self.ON_NAN:
             raise ValueError(f"`on_nan` must be one of {', '.join(map(repr, self.ON_NAN))}. "
@@ -56,6 +64,8 @@ class LossMonitor(LogCallback):
         self.on_nan = on_nan
         self.directory = check_directory(directory)
         self.every = check_every("every", every)
+        self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
+        self.lr = _check_lr(lr)
         self.all_ranks = bool(all_ranks)
         self.time_offset = float(time_offset)
         self.stop_reason = None
@@ -74,16 +84,17 @@ class LossMonitor(LogCallback):
         self._parts = _components_of(getattr(cb_params, "train_network", None))
         columns = self.COLUMNS + self._parts[0]
         self._log = CsvLog(path, columns).check() if path else None
-        self._lr = _LearningRate(optimizer_of(cb_params))
+        self._lr = _LearningRate(None if self.lr is not None else optimizer_of(cb_params), self.lr)
         if self._t0 is None:  # a second Model.train on the same monitor keeps the clock
             self._t0 = time.monotonic()
         self.stop_reason = None
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
-        step, epoch, epoch_end = step_info(cb_params)
-        if step % self.every and not epoch_end:
+        logged = self._logged_step(cb_params)
+        if logged is None:
             return
+        step, epoch, _ = logged
         outputs = net_outputs(cb_params)
         loss = to_float(first_output(outputs))
         self.last_loss, self.last_step = loss, step
@@ -134,19 +145,22 @@ class _LearningRate:
     evaluated on the step.
     """
 
-    def __init__(self, optimizer):
+    def __init__(self, optimizer, given=None):
         self._table = None
         self._read = None
         self._schedule = None
-        lr = getattr(optimizer, "learning_rate", None) if optimizer is not None else None
-        if isinstance(lr, (tuple, list)) or type(lr).__name__ == "ParameterTuple":
-            lr = lr[0] if len(lr) else None  # group learning rates: the first group
-        if isinstance(lr, Parameter):
-            if getattr(optimizer, "dynamic_lr", False) or lr.size > 1:
-                self._table = lr.asnumpy().reshape(-1)
+        if given is not None:   # the caller's own value: nothing to read back
+            if isinstance(given, float):
+                self._read = lambda: given
             else:
-                self._read = _scalar_reader(lr)
-        elif lr is not None and callable(lr):
+                self._table = given
+            return
+        kind, lr = learning_rate_of(optimizer)
+        if kind == "table":
+            self._table = lr
+        elif kind == "scalar":
+            self._read = _scalar_reader(lr)
+        elif kind == "schedule":
             self._schedule = lr
 
     def __call__(self, step):
@@ -155,9 +169,23 @@ class _LearningRate:
         if self._read is not None:
             return self._read()
         if self._schedule is not None:
-            from mindspore import Tensor, int32
-            return to_float(self._schedule(Tensor(step - 1, int32)))
+            return to_float(schedule_at(self._schedule, step))
         return ""
+
+
+def _check_lr(lr):
+    if lr is None:
+        return None
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+        return float(lr)
+    try:
+        values = [float(v) for v in lr]
+    except (TypeError, ValueError):
+        values = None
+    if not values:
+        raise ValueError("`lr` must be None, a number or a non-empty sequence of numbers (one "
+                         f"per step). Received: lr={lr!r}")
+    return values
 
 
 def _scalar_reader(param):

@@ -3,10 +3,11 @@ import fnmatch
 
 import numpy as np
 
-from ._common import (check_directory, check_every, log_path, step_info,
+from ._common import (check_directory, check_every, check_steps_per_epoch, log_path,
                       trained_parameters)
 from ._log_callback import LogCallback
 from ._stats import STATS, statistics as _statistics
+from . import schema
 from .csv_log import CsvLog
 
 __all__ = ["ParameterTracker"]
@@ -29,16 +30,21 @@ class ParameterTracker(LogCallback):
         every: write every N-th global step (and each epoch's last step).
         max_values: largest parameter written element by element.
         all_ranks: ranks other than 0 write ``params.rankN.csv``.
+        steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
+            call's dataset holds only the rest of an interrupted epoch (a
+            resume mid-epoch); None: the dataset's size.
     """
 
-    FILENAME = "params.csv"
-    COLUMNS = ("step", "epoch", "param", "value")
+    FILENAME = schema.PARAMS.filename
+    COLUMNS = schema.PARAMS.columns
 
-    def __init__(self, directory, names=None, every=1, max_values=16, all_ranks=False):
+    def __init__(self, directory, names=None, every=1, max_values=16, all_ranks=False,
+                 steps_per_epoch=None):
         super().__init__()
         self.directory = check_directory(directory)
         self.names = _check_names(names)
         self.every = check_every("every", every)
+        self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self.max_values = check_every("max_values", max_values)
         self.all_ranks = bool(all_ranks)
         self._params = []
@@ -55,23 +61,16 @@ class ParameterTracker(LogCallback):
         self._host = _HostViews(self._params)
 
     def on_train_step_end(self, run_context):
-        step, epoch, epoch_end = step_info(run_context.original_args())
-        if self._log is None or (step % self.every and not epoch_end):
+        logged = self._logged_step(run_context.original_args())
+        if self._log is None or logged is None:
             return
+        step, epoch, _ = logged
         rows = []
         for (param, labels, large), flat in zip(self._plan, self._host.arrays()):
             # labels made once, in on_train_begin; five statistics of a large one
             values = _statistics(flat) if large else flat.astype(np.float64).tolist()
             rows.extend([(step, epoch, label, value) for label, value in zip(labels, values)])
         self._log.write_rows(rows)
-
-    def values(self, name, array):
-        """The ``(label, value)`` pairs written for one parameter."""
-        raw = np.asarray(array).reshape(-1)
-        labels = self._labels(name, raw.size)
-        if raw.size <= self.max_values:
-            return list(zip(labels, raw.astype(np.float64).tolist()))
-        return list(zip(labels, _statistics(raw)))
 
     def _labels(self, name, size):
         """The ``param`` column of a parameter's rows, in the order of its values."""

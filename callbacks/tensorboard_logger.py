@@ -2,8 +2,8 @@
 parameters as TensorBoard scalars."""
 import os
 
-from ._common import (check_directory, check_every, first_output, net_outputs, optimizer_of,
-                      rank_id, step_info, to_float, trained_parameters)
+from ._common import (eval_results, check_directory, check_every, check_steps_per_epoch, first_output,
+                      net_outputs, optimizer_of, rank_id, to_float, trained_parameters)
 from ._quiet_callback import QuietCallback
 from ._tensorboard import EventWriter, check_available
 from .loss_monitor import _LearningRate
@@ -28,13 +28,18 @@ class TensorBoardLogger(QuietCallback):
         params: also log parameters (every ``every`` steps).
         hparams: config values to show in TensorBoard's hparams dashboard.
         all_ranks: ranks other than 0 write into ``directory/rankN``.
+        steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
+            call's dataset holds only the rest of an interrupted epoch (a
+            resume mid-epoch); None: the dataset's size.
     """
 
-    def __init__(self, directory, every=1, params=True, hparams=None, all_ranks=False):
+    def __init__(self, directory, every=1, params=True, hparams=None, all_ranks=False,
+                 steps_per_epoch=None):
         super().__init__()
         check_available()
         self.directory = check_directory(directory)
         self.every = check_every("every", every)
+        self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self.params = bool(params)
         if hparams is not None and not isinstance(hparams, dict):
             raise ValueError(f"`hparams` must be a dict of name -> value. Received: "
@@ -58,9 +63,10 @@ class TensorBoardLogger(QuietCallback):
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()
-        step, _, epoch_end = step_info(cb_params)
-        if self._writer is None or (step % self.every and not epoch_end):
+        logged = self._logged_step(cb_params)
+        if self._writer is None or logged is None:
             return
+        step = logged[0]
         outputs = net_outputs(cb_params)
         loss = to_float(first_output(outputs))
         self._last = (step, loss)
@@ -74,10 +80,10 @@ class TensorBoardLogger(QuietCallback):
 
     def on_train_epoch_end(self, run_context):
         cb_params = run_context.original_args()
-        results = cb_params.get("eval_results") or cb_params.get("metrics")
+        results = eval_results(cb_params)
         if self._writer is None or not results:
             return
-        step = step_info(cb_params)[0]
+        step = self._step_info(cb_params)[0]
         for name, value in results.items():
             self._writer.scalar(f"eval_{name}", to_float(value), step)
         self._writer.flush()

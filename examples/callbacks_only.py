@@ -18,10 +18,12 @@ net = nn.Dense(1, 1, weight_init="normal", bias_init="zeros")
 optimizer = nn.SGD(net.trainable_params(), learning_rate=0.2)
 train_cell = TrainStep(nn.WithLossCell(net, nn.MSELoss()), optimizer, clip_grad_norm=10.0)
 model = Model(train_cell)  # the train cell returns (loss, grad_norm)
-model.train(30, dataset, callbacks=[
+logs = [
     LossMonitor("logs"),                              # logs/loss.csv
     ParameterTracker("logs"),                         # logs/params.csv
     GradNormMonitor("logs"),                          # logs/grad_norm.csv
-    Checkpoint("logs", every_epochs=10, keep_last=3),  # logs/checkpoints/
+]
+model.train(30, dataset, callbacks=logs + [
+    Checkpoint("logs", every_epochs=10, keep_last=3, flush=logs),  # logs/checkpoints/
 ])
 print("weight", net.weight.asnumpy().item(), "bias", net.bias.asnumpy().item())

@@ -1,6 +1,7 @@
 """Which checkpoint of a run a user means: ``"last"``, ``"best"`` or a step."""
 import os
 
+from .callbacks import schema
 from .errors import MindexpError, RunDirError
 
 CHOICES = ("best", "last")
@@ -76,14 +77,8 @@ def _step_of(path):
 
 
 def _scores(run_dir):
-    import csv
-    path = os.path.join(run_dir, "checkpoints.csv")
-    if not os.path.exists(path):
-        return {}
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
     out = {}
-    for row in rows:
+    for row in schema.read_rows(schema.path_of(run_dir, "checkpoints")):
         try:
             out[os.path.basename(row["file"])] = float(row["score"])
         except (KeyError, TypeError, ValueError):

@@ -9,6 +9,7 @@ import logging
 
 import numpy as np
 
+from ._mindspore import tuple_iterator_dataset
 from .errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -154,36 +155,21 @@ _BATCH_DATASET = None
 
 
 def _batch_dataset_class():
-    """``BatchDataset``, a GeneratorDataset subclass (defined on first use so
-    that importing this module does not import mindspore)."""
+    """``BatchDataset``, a GeneratorDataset subclass whose plain tuple iterator
+    skips the C++ pipeline (see ``_mindspore.tuple_iterator_dataset``),
+    defined on first use so that importing this module does not import
+    mindspore.
+
+    For in-memory batches the pipeline only adds cost: a worker thread that
+    competes with training for the GIL, two conversions of every column
+    (~35 us each) and a queue. ``create_tuple_iterator()`` with its default
+    columns returns a plain iterator over the same source in the same order
+    (one pass per epoch, ``StopIteration`` at each epoch end, like
+    MindSpore's), yielding ``Tensor``s that own their memory.
+    """
     global _BATCH_DATASET
     if _BATCH_DATASET is None:
-        import mindspore.dataset as ds
-
-        class BatchDataset(ds.GeneratorDataset):
-            """GeneratorDataset whose plain tuple iterator skips the C++ pipeline.
-
-            For in-memory batches the pipeline only adds cost: a worker thread
-            that competes with training for the GIL, two conversions of every
-            column (~35 us each) and a queue. ``create_tuple_iterator()`` with
-            its default columns returns a plain iterator over the same source
-            in the same order (one pass per epoch, ``StopIteration`` at each
-            epoch end, like MindSpore's), yielding ``Tensor``s that own their
-            memory. Anything else takes the standard path.
-            """
-
-            def __init__(self, source, *args, **kwargs):
-                super().__init__(source, *args, **kwargs)
-                self.batch_source = source
-
-            def create_tuple_iterator(self, columns=None, num_epochs=-1, output_numpy=False,
-                                      do_copy=False):
-                if columns is not None:
-                    return super().create_tuple_iterator(columns, num_epochs, output_numpy,
-                                                         do_copy)
-                return _BatchIterator(self.batch_source, num_epochs, output_numpy)
-
-        _BATCH_DATASET = BatchDataset
+        _BATCH_DATASET = tuple_iterator_dataset(_BatchIterator)
     return _BATCH_DATASET
 
 

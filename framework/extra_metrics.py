@@ -8,6 +8,8 @@ import math
 import numpy as np
 from mindspore.train import MSE, Metric
 
+from ._mindspore import metric_input
+
 __all__ = ["MaxError", "RMSE"]
 
 
@@ -39,8 +41,8 @@ class MaxError(Metric):
         if len(inputs) != 2:
             raise ValueError("MaxError.update needs 2 inputs (prediction, label). "
                              f"Received: {len(inputs)} inputs")
-        y_pred = self._convert_data(inputs[0])
-        y = self._convert_data(inputs[1])
+        y_pred = metric_input(self, inputs[0])
+        y = metric_input(self, inputs[1])
         error = np.abs(y_pred.astype(np.float64) - y.reshape(y_pred.shape))
         self._max = max(self._max, float(error.max()))
         self._samples += y.shape[0]

@@ -8,12 +8,11 @@ epochs waited are replayed from loss.csv (the last loss of each epoch is
 always logged) or eval.csv (one row per evaluation), so a resumed run stops
 where the uninterrupted run would have.
 """
-import csv
 import logging
 import math
-import os
 
 from . import config as _config
+from .callbacks import schema
 from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -104,21 +103,14 @@ def replay_early_stop(callback, run_dir, step, steps_per_epoch):
 
 def _epoch_values(run_dir, monitor, done, steps_per_epoch):
     if monitor == "loss":
-        rows = _rows(os.path.join(run_dir, "loss.csv"))
+        rows = schema.read_rows(schema.path_of(run_dir, "loss"))
         by_step = {int(r["step"]): _number(r.get("loss")) for r in rows}
         return [by_step.get(e * steps_per_epoch) for e in range(1, done + 1)]
-    rows = _rows(os.path.join(run_dir, "eval.csv"))
+    rows = schema.read_rows(schema.path_of(run_dir, "eval"))
     column = monitor if rows and monitor in rows[0] else monitor[len("eval_"):]
     if rows and column not in rows[0]:
         return None
     return [_number(r[column]) for r in rows if int(r["epoch"]) <= done]
-
-
-def _rows(path):
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 def _number(text):

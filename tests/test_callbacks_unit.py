@@ -249,11 +249,13 @@ def test_early_stopping_on_an_eval_metric_needs_a_mode():
     np.random.default_rng(2).normal(3.0, 1.0, (1 << 20) + 1),   # above FLOAT32_SUM_MAX
 ], ids=["weights", "spread-small-against-mean", "over-float32-limit"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_parameter_statistics_match_float64_numpy(data, dtype):
-    from mindexp.callbacks.parameter_tracker import ParameterTracker as PT
+def test_parameter_statistics_match_float64_numpy(data, dtype, tmp_path, run_context):
     raw = data.astype(dtype)
     exact = raw.astype(np.float64)
-    got = dict(PT("unused").values("p", raw))
+    param = Parameter(Tensor(raw), name="p")
+    drive(ParameterTracker(tmp_path), run_context(train_network=None, optimizer=nn.SGD([param], 0.1)),
+          1, 1)
+    got = {r["param"]: float(r["value"]) for r in rows_of(tmp_path / "params.csv")}
     assert got == pytest.approx({"p:norm": np.linalg.norm(exact), "p:mean": exact.mean(),
                                  "p:std": exact.std(), "p:min": exact.min(),
                                  "p:max": exact.max()}, rel=1e-6)
@@ -267,18 +269,23 @@ def test_epoch_end_does_not_flush_before_flush_seconds_but_checkpoint_does(tmp_p
     ctx = run_context(train_network=network, optimizer=nn.SGD(network.trainable_params(), 0.1))
     p = ctx.original_args()
     p.batch_num, p.cur_step_num, p.cur_epoch_num = 1, 0, 0
-    p.list_callback = [monitor]
+    other = LossMonitor(tmp_path / "other")   # not given to the Checkpoint: left alone
+    p.list_callback = [monitor, other]
     monitor.on_train_begin(ctx)
+    other.on_train_begin(ctx)
     for epoch in (1, 2, 3):
         p.cur_epoch_num = p.cur_step_num = epoch
         p.net_outputs = (Tensor(np.float32(1.0)),)
-        monitor.on_train_step_end(ctx)
-        monitor.on_train_epoch_end(ctx)
+        for cb in (monitor, other):
+            cb.on_train_step_end(ctx)
+            cb.on_train_epoch_end(ctx)
     assert not (tmp_path / "loss.csv").exists()           # buffered: < flush_seconds old
-    ckpt = Checkpoint(tmp_path, every_epochs=1, min_interval_s=0)
+    ckpt = Checkpoint(tmp_path, every_epochs=1, min_interval_s=0, flush=[monitor])
     ckpt.on_train_begin(ctx)
     ckpt.on_train_epoch_end(ctx)
     assert [r["step"] for r in rows_of(tmp_path / "loss.csv")] == ["1", "2", "3"]
+    assert not (tmp_path / "other" / "loss.csv").exists()  # flushed only what it was given
+    other.close()
     p.cur_epoch_num = p.cur_step_num = 4
     monitor.on_train_step_end(ctx)
     assert len(rows_of(tmp_path / "loss.csv")) == 3
@@ -287,3 +294,40 @@ def test_epoch_end_does_not_flush_before_flush_seconds_but_checkpoint_does(tmp_p
     assert len(rows_of(tmp_path / "loss.csv")) == 4
     monitor.on_train_end(ctx)
     ckpt.on_train_end(ctx)
+
+
+def test_checkpoint_flush_must_list_objects_that_flush(tmp_path):
+    with pytest.raises(ValueError, match=r"`flush` must list objects with a flush\(\) method.*"
+                                         r"Received: flush=\[42\]"):
+        Checkpoint(tmp_path, flush=[LossMonitor(tmp_path), 42])
+
+
+def test_steps_per_epoch_continues_the_count_over_the_rest_of_an_interrupted_epoch(
+        tmp_path, run_context, network):
+    """A resume at step 6 of 4-step epochs trains the rest of epoch 2 (2 batches,
+    initial_epoch=1) then epoch 3 as a second Model.train: the steps continue."""
+    opt = nn.SGD(network.trainable_params(), 0.1)
+    monitor = LossMonitor(tmp_path, steps_per_epoch=4)
+    ckpt = Checkpoint(tmp_path, every_steps=1, steps_per_epoch=4, flush=[monitor])
+    for epochs, steps, initial_epoch in ((2, 2, 1), (3, 4, 2)):   # the rest of epoch 2, epoch 3
+        ctx = run_context(train_network=network, optimizer=opt)
+        for cb in (monitor, ckpt):
+            drive(cb, ctx, epochs=epochs, steps=steps, initial_epoch=initial_epoch)
+    rows = rows_of(tmp_path / "loss.csv")
+    assert [(r["step"], r["epoch"]) for r in rows] == [
+        ("7", "2"), ("8", "2"), ("9", "3"), ("10", "3"), ("11", "3"), ("12", "3")]
+    assert [s for s, _, _ in list_checkpoints(tmp_path)][-1] == 12
+
+
+def test_loss_monitor_logs_the_learning_rate_it_is_given_not_the_optimizers(
+        tmp_path, run_context, network):
+    opt = nn.SGD([network.w], learning_rate=0.5)
+    drive(LossMonitor(tmp_path, lr=[0.1, 0.2]), run_context(train_network=None, optimizer=opt), 1, 3)
+    lrs = [float(r["lr"]) for r in rows_of(tmp_path / "loss.csv")]
+    assert lrs == [0.1, 0.2, 0.2]   # the last value holds after the list's end
+
+
+@pytest.mark.parametrize("lr", ["fast", [], [0.1, "x"], True])
+def test_loss_monitor_rejects_a_learning_rate_that_is_not_numbers(tmp_path, lr):
+    with pytest.raises(ValueError, match=r"`lr` must be None, a number or a non-empty sequence"):
+        LossMonitor(tmp_path, lr=lr)

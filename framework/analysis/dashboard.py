@@ -25,12 +25,14 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from ..callbacks import schema
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
 from . import interactive, payload
 
 logger = logging.getLogger(__name__)
-RUN_FILES = ("run.json", "config.json", "loss.csv", "params.csv", "grad_norm.csv", "eval.csv")
+RUN_FILES = (schema.RUN_JSON, schema.CONFIG_JSON) + tuple(
+    schema.LOGS[name].filename for name in ("loss", "params", "grad_norm", "eval"))
 
 
 class Refused(Exception):
@@ -73,7 +75,7 @@ class RunIndex:
         found = []
         for root in self.roots:
             for top, dirs, files in os.walk(root):
-                if "run.json" in files:
+                if schema.RUN_JSON in files:
                     found.append(os.path.realpath(top))
                     dirs.clear()
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))

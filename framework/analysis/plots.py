@@ -10,6 +10,7 @@ import logging
 import math
 import os
 
+from ..callbacks import schema
 from .reports import as_runs, compare, config_labels, load_run, loss_components
 from ..rundir.run import Run
 
@@ -213,7 +214,7 @@ def save_run_plots(run, out_dir=None):
     run = run if isinstance(run, Run) else Run(run)
     if not len(run.loss):
         return []
-    out_dir = out_dir or os.path.join(run.dir, "plots")
+    out_dir = out_dir or os.path.join(run.dir, schema.PLOTS_DIR)
     plots = [("loss.png", loss_plot)]
     if any(True for _ in _param_series(run.params)):
         plots.append(("params.png", params_plot))
@@ -236,17 +237,9 @@ def save_overlay_plots(runs, out_dir):
 
 
 def save_figure(fig, path, dpi=100):
-    """Save ``fig`` as PNG at ``path`` atomically (temp file + ``os.replace``)."""
+    """Save ``fig`` as PNG at ``path`` atomically (:func:`schema.atomic_write`)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(figure_png(fig, dpi))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
+    return schema.atomic_write(path, figure_png(fig, dpi))
 
 
 def figure_png(fig, dpi=100):

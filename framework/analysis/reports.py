@@ -9,6 +9,7 @@ import math
 import os
 import platform
 
+from ..callbacks import schema
 from ..errors import ConfigError, RunDirError
 from ..experiment import LOSS_COLUMNS
 from ..provenance.files import provenance_of
@@ -60,7 +61,7 @@ def find_run_dirs(path):
                           f"Received: {path!r}")
     found = []
     for root, dirs, files in os.walk(path):
-        if "run.json" in files:
+        if schema.RUN_JSON in files:
             found.append(os.path.abspath(root))
             dirs.clear()  # a run's own subfolders (checkpoints/, plots/) hold no runs
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))

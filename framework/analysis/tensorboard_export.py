@@ -12,10 +12,11 @@ import numbers
 import os
 import shutil
 
+from ..callbacks import schema
 from ..callbacks._tensorboard import EventWriter, check_available
 from ..errors import MindexpError
 
-FOLDER = "tensorboard"
+FOLDER = schema.TENSORBOARD_DIR
 
 
 def export(runs, out=None):
@@ -43,7 +44,7 @@ def _write_swapped(run, folder):
         os.makedirs(tmp)
         write_run(run, tmp)
         shutil.rmtree(folder, ignore_errors=True)
-        os.replace(tmp, folder)
+        schema.atomic_replace(tmp, folder)
     except OSError as exc:
         raise MindexpError(f"cannot write TensorBoard events to {folder}: {exc.strerror}") from None
     finally:

@@ -4,6 +4,8 @@ import logging
 import os
 import sys
 
+from ..callbacks import schema
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -48,6 +50,6 @@ def print_summary(run):
     if meta.get("error"):
         print(f"  {meta['error']}")
     print(f"logs: {', '.join(sorted(f for f in os.listdir(run.dir) if f.endswith('.csv')))}")
-    plots = os.path.join(run.dir, "plots")
+    plots = os.path.join(run.dir, schema.PLOTS_DIR)
     if os.path.isdir(plots):
         print(f"plots: {plots}")

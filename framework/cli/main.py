@@ -3,6 +3,7 @@ import argparse
 import os
 import sys
 
+from ..callbacks import schema
 from ..errors import MindexpError
 from ._console import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, fmt_number, log_to_stderr, one_line,
                        print_summary)
@@ -454,16 +455,10 @@ def _writable(path):
 
 
 def _write_atomically(path, text):
-    tmp = f"{path}.tmp-{os.getpid()}"
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        schema.atomic_write(path, text)
     except OSError as exc:
         raise MindexpError(f"cannot write {path}: {exc.strerror}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def cmd_plot(args):
@@ -478,7 +473,7 @@ def cmd_plot(args):
                 print(f"mindexp: warning: {run.dir} has no loss rows yet; no plots", file=sys.stderr)
             written += found
         if len(runs) > 1:
-            common = os.path.join(os.path.commonpath([r.dir for r in runs]), "plots")
+            common = os.path.join(os.path.commonpath([r.dir for r in runs]), schema.PLOTS_DIR)
             written += save_overlay_plots(runs, args.out or common)
     except OSError as exc:
         raise MindexpError(f"cannot write the plots: {exc.strerror}: {exc.filename}") from None
@@ -656,7 +651,7 @@ def cmd_evaluate(args):
     print(f"{row['checkpoint']} (step {row['step']}, epoch {row['epoch']}) on {row['split']}:")
     for name, value in list(row.items())[5:]:
         print(f"  {name} = {value:.6g}")
-    print(f"appended to {os.path.join(os.path.abspath(args.run_dir), 'evaluations.csv')}")
+    print(f"appended to {os.path.join(os.path.abspath(args.run_dir), schema.EVALUATIONS_CSV)}")
     return EXIT_OK
 
 

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 
+from ..callbacks import schema
 from ..config import did_you_mean, load_toml
 from ..errors import ConfigError
 from ..rundir.io import check_label, create_run_dir, now_iso, read_json, write_json
@@ -429,7 +430,7 @@ def _read_meta(run_dir):
     if not run_dir:
         return None
     try:
-        return read_json(os.path.join(run_dir, "run.json"))
+        return read_json(os.path.join(run_dir, schema.RUN_JSON))
     except Exception:  # a child killed mid-start may leave no readable run.json
         return None
 

@@ -11,6 +11,7 @@ import glob
 import os
 import shutil
 
+from ..callbacks import schema
 from ..errors import MindexpError, RunDirError
 from ..analysis.reports import lower_is_better
 from ..rundir.io import is_run_dir, read_json, write_json
@@ -218,7 +219,7 @@ def _index_name(folder):
 
 
 def _run_json(run_dir):
-    return os.path.join(run_dir, "run.json")
+    return os.path.join(run_dir, schema.RUN_JSON)
 
 
 def _size(path):

@@ -1,6 +1,7 @@
 """Rerun: a new run with a finished run's config, from the code it captured."""
 import os
 
+from ..callbacks import schema
 from ..errors import RunDirError
 from ..rundir.io import is_run_dir, read_json
 from ..provenance import files as F
@@ -18,8 +19,8 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not is_run_dir(run_dir):
         raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no run.json)")
-    meta = read_json(os.path.join(run_dir, "run.json"))
-    config = read_json(os.path.join(run_dir, "config.json"))
+    meta = read_json(os.path.join(run_dir, schema.RUN_JSON))
+    config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     if current_code:
         entry = meta["entry"]
     else:
@@ -63,7 +64,7 @@ def environment_changes(run_dir):
     a list of ``"what: captured -> now"`` strings (packages, Python, MindSpore
     environment variables); empty when nothing differs or nothing was captured."""
     import platform
-    meta = read_json(os.path.join(run_dir, "run.json"))
+    meta = read_json(os.path.join(run_dir, schema.RUN_JSON))
     block = F.provenance_of(meta)
     if not block.get("environment"):
         return []

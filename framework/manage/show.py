@@ -3,6 +3,7 @@ import ast
 import os
 import re
 
+from ..callbacks import schema
 from ..errors import RunDirError
 from ..analysis.reports import find_run_dirs, format_value, lower_is_better
 from ..rundir.run import Run
@@ -214,7 +215,7 @@ def _checkpoints(run):
         kind = row.get("kind") if isinstance(row.get("kind"), str) else "last"
         score = row.get("score")
         score = row.get("loss") if score is None or score != score else score
-        there = "+" if os.path.isfile(os.path.join(run.dir, "checkpoints",
+        there = "+" if os.path.isfile(os.path.join(run.dir, schema.CHECKPOINT_DIR,
                                                    os.path.basename(str(row["file"])))) else " "
         lines.append(f" {there} {kind:<5} step {row['step']:<7} epoch {row['epoch']:<4} "
                      f"score {_num(score)}  {os.path.basename(str(row['file']))}")
@@ -242,7 +243,7 @@ def _error(run):
 def _traceback_location(run_dir):
     """The innermost ``File "...", line N, in f`` of error.txt, when the run wrote one."""
     try:
-        with open(os.path.join(run_dir, "error.txt"), encoding="utf-8", errors="replace") as f:
+        with open(os.path.join(run_dir, schema.ERROR_FILE), encoding="utf-8", errors="replace") as f:
             frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', f.read())
     except OSError:
         return None

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+from ..callbacks import schema
 from ..rundir.io import now_iso, read_json, write_file
 from . import files as F
 
@@ -64,7 +65,7 @@ def _capture_into(exp, run_dir, folder, environment_file, rerun_of):
 
 
 def _existing_meta(run_dir):
-    path = os.path.join(run_dir, "run.json")
+    path = os.path.join(run_dir, schema.RUN_JSON)
     if not os.path.isfile(path):
         return {}
     try:

@@ -1,16 +1,15 @@
-"""The provenance files of a run directory: their names in one place, and readers.
-
-(To be folded into the run directory's schema module.)
-"""
+"""The provenance files of a run directory: the names inside them, and readers
+(the run directory's own names come from ``callbacks.schema``)."""
 import hashlib
 import os
 
+from ..callbacks import schema
 from ..errors import RunDirError
 
 # -- names ---------------------------------------------------------------------
-SOURCE_DIR = "source"                       # copies of the experiment's code
+SOURCE_DIR = schema.SOURCE_DIR              # copies of the experiment's code
 DIFF_FILE = "uncommitted.diff"              # in SOURCE_DIR: `git diff HEAD` when dirty
-ENVIRONMENT_FILE = "environment.txt"        # sorted `name==version`, one a line
+ENVIRONMENT_FILE = schema.ENVIRONMENT_FILE  # sorted `name==version`, one a line
 RESUME_DIR = "resume-{n}"                   # in SOURCE_DIR: what the n-th resume captured
 SHIPPED_FOLDER = "mindexp.experiments"      # in SOURCE_DIR: a shipped experiment's module
 META_KEY = "provenance"                     # run.json: the captured block

@@ -5,6 +5,7 @@ import os
 import re
 import secrets
 
+from ..callbacks import schema
 from ..errors import ConfigError, RunDirError
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}$")
@@ -55,24 +56,14 @@ def create_run_dir(root, experiment, label=None):
 
 
 def write_json(path, data):
-    """Write JSON atomically: temp file in the same folder, then ``os.replace``."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=False, default=_jsonable)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write JSON atomically (:func:`schema.atomic_write`)."""
+    text = json.dumps(data, indent=2, sort_keys=False, default=_jsonable) + "\n"
+    schema.atomic_write(path, text)
 
 
 def write_file(path, data):
-    """Write text or bytes atomically, like :func:`write_json` (temp file, fsync, rename)."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write text or bytes atomically (:func:`schema.atomic_write`)."""
+    schema.atomic_write(path, data)
 
 
 def read_json(path):
@@ -87,7 +78,7 @@ def read_json(path):
 
 
 def is_run_dir(path):
-    return os.path.isfile(os.path.join(path, "run.json"))
+    return os.path.isfile(os.path.join(path, schema.RUN_JSON))
 
 
 def _jsonable(value):

@@ -12,12 +12,13 @@ import fcntl
 import os
 import platform
 
+from ..callbacks import schema
 from ..errors import RunDirError
 from .io import now_iso, read_json, write_json
 
-RUN_JSON = "run.json"
-CONFIG_JSON = "config.json"
-LOCK_FILE = ".run.lock"  # held for each read-change-write of run.json
+RUN_JSON = schema.RUN_JSON
+CONFIG_JSON = schema.CONFIG_JSON
+LOCK_FILE = schema.RUN_LOCK  # held for each read-change-write of run.json
 USER_FIELDS = ("tags", "note")  # changed by mindexp tag / note, also while a run trains
 # Fields a resumed run carries over (a tuning trial stays one).
 RESUME_KEEPS = ("study", "trial", "tuned")

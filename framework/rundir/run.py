@@ -2,18 +2,16 @@
 import functools
 import os
 
+from ..callbacks import schema
 from ..errors import RunDirError
 from .io import is_run_dir, read_json
 
-LOGS = {"loss": "loss.csv", "params": "params.csv", "grad_norm": "grad_norm.csv",
-        "eval": "eval.csv", "checkpoints": "checkpoints.csv"}
+LOGS = {name: log.filename for name, log in schema.LOGS.items()}
 # Columns each log must have; reports rely on them. Every other column but
 # the text ones holds numbers, and step/epoch hold integers.
-REQUIRED = {"loss": ("step", "epoch", "loss"), "params": ("step", "epoch", "param", "value"),
-            "grad_norm": ("step", "epoch", "grad_norm"), "eval": ("epoch", "step"),
-            "checkpoints": ("step", "epoch", "file")}
-TEXT_COLUMNS = ("param", "file", "kind")
-INTEGER_COLUMNS = ("step", "epoch")
+REQUIRED = {name: log.required for name, log in schema.LOGS.items()}
+TEXT_COLUMNS = schema.TEXT_COLUMNS
+INTEGER_COLUMNS = schema.INTEGER_COLUMNS
 
 
 class Run:
@@ -33,11 +31,11 @@ class Run:
 
     @functools.cached_property
     def meta(self):
-        return _read_object(os.path.join(self.dir, "run.json"))
+        return _read_object(os.path.join(self.dir, schema.RUN_JSON))
 
     @functools.cached_property
     def config(self):
-        return _read_object(os.path.join(self.dir, "config.json"))
+        return _read_object(os.path.join(self.dir, schema.CONFIG_JSON))
 
     @property
     def run_id(self):
@@ -137,9 +135,9 @@ def _ends_mid_row(path):
 
 
 def _parse_csv(path):
-    from ..callbacks import CsvFormatError, read_csv
+    from ..callbacks import CsvFormatError
     try:
-        return read_csv(path)
+        return schema.read_csv(path)
     except CsvFormatError as exc:  # names the file and line already
         raise RunDirError(str(exc)) from None
     except Exception as exc:  # pandas' parser errors name no file

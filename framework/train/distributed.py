@@ -14,22 +14,15 @@ import socket
 import subprocess
 import sys
 
+from ..callbacks import schema
+from .._mindspore import (MSRUN_LOGS, MSRUN_WORKER_LOGS, env_rank, log_error_message,  # noqa: F401
+                          under_msrun)
+
 logger = logging.getLogger(__name__)
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY_SCRIPT = os.path.join(PACKAGE_DIR, "_msrun_entry.py")
 REPO_ROOT = os.path.dirname(PACKAGE_DIR)
-
-
-def under_msrun():
-    """True in a process that msrun started as a worker."""
-    return os.environ.get("MS_ROLE") == "MS_WORKER" and "MS_WORKER_NUM" in os.environ
-
-
-def env_rank():
-    """This worker's rank from msrun's environment (0 outside msrun)."""
-    return int(os.environ.get("RANK_ID", os.environ.get("MS_NODE_ID", "0")) or 0) \
-        if under_msrun() else 0
 
 
 def init_data_parallel():
@@ -54,13 +47,13 @@ def launch(run_dir, workers, resume=False, timeout_s=300):
 
     msrun's own output and the workers' logs go to ``run_dir/msrun/``.
     """
-    log_dir = os.path.join(run_dir, "msrun")
+    log_dir = os.path.join(run_dir, schema.MSRUN_DIR)
     os.makedirs(log_dir, exist_ok=True)
     cmd = [_msrun(), f"--worker_num={workers}", f"--local_worker_num={workers}",
            "--master_addr=127.0.0.1", f"--master_port={free_port()}", "--join=True",
            f"--log_dir={log_dir}", f"--cluster_time_out={int(timeout_s)}",
            ENTRY_SCRIPT, "_worker", run_dir] + (["--resume"] if resume else [])
-    with open(os.path.join(log_dir, "msrun.log"), "w", encoding="utf-8") as out:
+    with open(os.path.join(log_dir, MSRUN_LOGS[0]), "w", encoding="utf-8") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_worker_env(),
                                 start_new_session=True)
         try:
@@ -97,13 +90,13 @@ def worker_failure(run_dir, lines=12):
     """``(log name, text)``: the error lines msrun and the workers logged, the
     log of a worker with a traceback first, else msrun's and the scheduler's
     ``[ERROR]`` lines (a worker killed outright leaves no trace of its own)."""
-    log_dir = os.path.join(run_dir, "msrun")
-    for path in sorted(glob.glob(os.path.join(log_dir, "worker_*.log"))):
+    log_dir = os.path.join(run_dir, schema.MSRUN_DIR)
+    for path in sorted(glob.glob(os.path.join(log_dir, MSRUN_WORKER_LOGS))):
         tail = _tail(path, lines)
         if "Traceback" in tail or "Error" in tail:
             return os.path.basename(path), tail
     errors = []
-    for name in ("msrun.log", "scheduler.log"):
+    for name in MSRUN_LOGS:
         errors += _error_lines(os.path.join(log_dir, name))
     return "msrun.log and scheduler.log", "\n".join(errors[-lines:])
 
@@ -114,8 +107,7 @@ def _error_lines(path):
             found = [ln.strip() for ln in f if ln.startswith("[ERROR]")]
     except OSError:
         return []
-    # "[ERROR] ME(pid,...):time [file:line] message" -> "message"
-    return [ln.split("] ", 2)[-1] if ln.count("] ") >= 2 else ln for ln in found]
+    return [log_error_message(ln) for ln in found]
 
 
 def _tail(path, lines):

@@ -4,6 +4,7 @@ import os
 import platform
 
 from .. import config as _config
+from ..callbacks import schema
 from ..entry import load_experiment
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import read_json
@@ -13,8 +14,7 @@ from . import resume_checks
 logger = logging.getLogger(__name__)
 
 # Logs whose rows carry a global step; each is cut back to the checkpoint.
-STEP_LOGS = ("loss.csv", "params.csv", "grad_norm.csv", "grad_norm_params.csv", "eval.csv",
-             "checkpoints.csv")
+STEP_LOGS = schema.STEP_LOGS
 
 
 class Resume:
@@ -57,8 +57,8 @@ def prepare_resume(run_dir, overrides=None):
     """
     run_dir = check_run_dir(run_dir)
     resume_checks.check_logs_readable(run_dir, STEP_LOGS)
-    meta = read_json(os.path.join(run_dir, "run.json"))
-    config = read_json(os.path.join(run_dir, "config.json"))
+    meta = read_json(os.path.join(run_dir, schema.RUN_JSON))
+    config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     cls = load_experiment(meta["entry"])
     exp = cls({**config, **(overrides or {})})
     resume_checks.check_not_diverged_again(run_dir, meta, _config.to_dict(cls(config).config),
@@ -75,7 +75,7 @@ def prepare_resume(run_dir, overrides=None):
 def check_run_dir(run_dir):
     """The absolute path of ``run_dir``; RunDirError when it holds no run.json."""
     run_dir = os.path.abspath(os.fspath(run_dir))
-    if not os.path.isfile(os.path.join(run_dir, "run.json")):
+    if not os.path.isfile(os.path.join(run_dir, schema.RUN_JSON)):
         raise RunDirError(f"cannot resume {run_dir}: not a run directory (no run.json)")
     return run_dir
 
@@ -141,14 +141,10 @@ def truncate_logs(run_dir, step):
 
 
 def _last_time(run_dir, step):
-    import csv
-    path = os.path.join(run_dir, "loss.csv")
     last = 0.0
-    if os.path.exists(path):
-        with open(path, newline="", encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                if row.get("step", "").isdigit() and int(row["step"]) <= step and row.get("time_s"):
-                    last = float(row["time_s"])
+    for row in schema.read_rows(schema.path_of(run_dir, "loss")):
+        if (row.get("step") or "").isdigit() and int(row["step"]) <= step and row.get("time_s"):
+            last = float(row["time_s"])
     return last
 
 
@@ -163,5 +159,5 @@ def load_resume_point(run_dir):
     """The resume point, for an msrun worker (the launcher already checked the run)."""
     point = _latest_good_checkpoint(run_dir)
     point.time_offset = _last_time(run_dir, point.step)
-    point.early_stopped = bool(read_json(os.path.join(run_dir, "run.json")).get("stop_reason"))
+    point.early_stopped = bool(read_json(os.path.join(run_dir, schema.RUN_JSON)).get("stop_reason"))
     return point

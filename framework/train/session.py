@@ -6,6 +6,7 @@ import gc
 import logging
 import time
 
+from .._mindspore import device_selected, mixed_precision, reset_graph_kernel
 from ..errors import ConfigError
 from ..rundir.io import now_iso
 from . import compile_dumps, failures
@@ -34,6 +35,7 @@ class Session:
         self.early_stop_cb = None
         self.cbs = []
         self.net = None
+        self.lr = None  # the learning rate handed to the optimizer, logged by LossMonitor
 
     def execute(self, record, resume=None):
         """Train (from ``resume`` when given) and put the outcome into ``record``
@@ -64,6 +66,7 @@ class Session:
         self.net = _amp(self.exp.network(), self.cfg.amp_level, self.run_dir)
         loss_net = self.exp.loss_network(self.net)
         lr = self.exp.learning_rate(self.plan.steps_per_epoch)
+        self.lr = _lr_to_log(self.exp, lr)
         opt = self.exp.make_optimizer(self.net.trainable_params(), lr)
         cell = TrainStep(loss_net, opt, clip_grad_norm=self.cfg.clip_grad_norm,
                          sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation,
@@ -75,10 +78,8 @@ class Session:
         model, metrics = self._model(cell)
         cbs = self._callbacks(metrics, resume)
         if first_batch:  # finish the interrupted epoch first, in the original order
-            offset = initial_epoch * self.plan.steps_per_epoch + first_batch - initial_epoch * (
-                self.plan.steps_per_epoch - first_batch)
-            self._fit(model, metrics, initial_epoch + 1, initial_epoch, [_StepOffset(offset)] + cbs,
-                      first_batch)
+            # (the callbacks count its steps from steps_per_epoch, given to them)
+            self._fit(model, metrics, initial_epoch + 1, initial_epoch, cbs, first_batch)
             initial_epoch += 1
         if initial_epoch < self.cfg.epochs and not self._stopped():
             self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
@@ -123,19 +124,21 @@ class Session:
         from ..callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker
         from ..callbacks.eval_monitor import EvalMonitor
         cfg, d = self.cfg, self.run_dir
-        ranks = cfg.log_all_ranks
+        ranks, spe = cfg.log_all_ranks, self.plan.steps_per_epoch
         self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
                                    time_offset=resume.time_offset if resume else 0.0,
-                                   on_nan="stop")  # the run records "diverged" instead
+                                   on_nan="stop",  # the run records "diverged" instead
+                                   steps_per_epoch=spe, lr=self.lr)
         from ..callbacks import Timer
         self.timer = Timer()
         cbs = [self.timer, self.loss_cb]
         if cfg.track_params:
             cbs.append(ParameterTracker(d, names=list(cfg.track_names) or None, all_ranks=ranks,
-                                        every=cfg.log_every, max_values=cfg.max_param_values))
-        cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks))
+                                        every=cfg.log_every, max_values=cfg.max_param_values,
+                                        steps_per_epoch=spe))
+        cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks, steps_per_epoch=spe))
         if metrics:
-            cbs.append(EvalMonitor(d, list(metrics)))
+            cbs.append(EvalMonitor(d, list(metrics), steps_per_epoch=spe))
         from .progress import Progress, wanted
         if wanted(self.quiet):
             cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
@@ -144,10 +147,13 @@ class Session:
         self.early_stop_cb = early_stopping(self.exp, d, resume, self.plan.steps_per_epoch)
         if self.early_stop_cb is not None:
             cbs.append(self.early_stop_cb)
+        # Logs are flushed before each checkpoint (never behind it): ours and the
+        # experiment's callbacks that buffer (anything with a flush()).
+        flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]
         cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,
                               keep_last=cfg.keep_checkpoints,
-                              min_interval_s=cfg.checkpoint_interval_s,
-                              **best_checkpoint_args(self.exp)))
+                              min_interval_s=cfg.checkpoint_interval_s, flush=flush,
+                              steps_per_epoch=spe, **best_checkpoint_args(self.exp)))
         # Last, so a signal that arrives during any callback of step s stops at s.
         cbs.append(self.stopper)
         self.cbs = cbs
@@ -203,14 +209,16 @@ def startup_objects_frozen():
         gc.unfreeze()
 
 
-def _StepOffset(offset):
-    """A callback that makes the callbacks' global step continue mid-epoch."""
-    from mindspore.train import Callback
-
-    class StepOffset(Callback):
-        def on_train_begin(self, run_context):
-            run_context.original_args().step_offset = offset
-    return StepOffset()
+def _lr_to_log(exp, lr):
+    """The learning rate LossMonitor logs as is: the one the framework computed,
+    when the experiment's optimizer is the framework's (which uses it) and it
+    is a number or a per-step list; else None (LossMonitor reads the optimizer)."""
+    from ..experiment import BaseExperiment
+    if getattr(type(exp), "optimizer", None) is not BaseExperiment.optimizer:
+        return None
+    if isinstance(lr, bool) or not isinstance(lr, (int, float, list, tuple)):
+        return None
+    return lr
 
 
 def _set_context(cfg, run_dir):
@@ -220,8 +228,8 @@ def _set_context(cfg, run_dir):
     set_device(cfg.device)
     if cfg.graph_kernel:
         _enable_graph_kernel(cfg)
-    elif ms.get_context("enable_graph_kernel"):   # left on by an earlier run of a sweep worker
-        ms.set_context(enable_graph_kernel=False)
+    else:   # an earlier run of a sweep worker may have left it on
+        reset_graph_kernel()
     _set_memory_level(cfg.memory_optimize_level)
     ms.set_seed(cfg.seed)
     import numpy as np
@@ -244,8 +252,8 @@ def _set_memory_level(level):
 def set_device(device):
     """Select the backend, with a clear error when it is not installed."""
     import mindspore as ms
-    if ms.get_context("device_target") == device:
-        return  # already selected; MindSpore refuses a second set once it has run
+    if device_selected(device):
+        return  # MindSpore refuses a second set once it has run
     try:
         ms.set_device(device)
     except (RuntimeError, ValueError) as exc:
@@ -272,13 +280,8 @@ def _enable_graph_kernel(cfg):
 def _amp(net, level, run_dir):
     if level == "O0":
         return net
-    import contextlib
-    from mindspore import amp
-    # O1 rewrites the network's Python source into ./rewritten_network/ (MindSpore uses
-    # the working directory, and graph mode reads the file back when compiling): keep
-    # that file in the run directory rather than wherever the user started mindexp.
-    with contextlib.chdir(run_dir):
-        return amp.auto_mixed_precision(net, level)
+    # O1's rewritten network source goes into the run directory, not the cwd.
+    return mixed_precision(net, level, run_dir)
 
 
 def _record_log_summary(record):

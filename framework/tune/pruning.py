@@ -3,7 +3,8 @@ import math
 
 from mindspore.train import Callback
 
-from ..callbacks._common import first_output, net_outputs, to_float
+from ..callbacks._common import first_output, to_float
+from ..callbacks._mindspore import eval_results, net_outputs
 
 __all__ = ["TrialPruning"]
 
@@ -52,7 +53,7 @@ class TrialPruning(Callback):
     def _epoch_value(self, cb_params):
         if self.metric is None:
             return self._sum / self._count if self._count else None
-        results = cb_params.get("eval_results") or {}
+        results = eval_results(cb_params) or {}
         if self.metric not in results:
             return None
         value = to_float(results[self.metric])

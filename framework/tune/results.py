@@ -1,8 +1,10 @@
 """A study's results: the trials as a DataFrame, the best trial, Optuna's plots."""
+import io
 import logging
 import os
 import warnings
 
+from ..callbacks import schema
 from ..errors import ConfigError
 from .study import import_optuna
 
@@ -32,10 +34,10 @@ def frame(study):
 
 def _steps(run_dir):
     from ..rundir.io import read_json
-    if not run_dir or not os.path.isfile(os.path.join(run_dir, "run.json")):
+    if not run_dir or not os.path.isfile(os.path.join(run_dir, schema.RUN_JSON)):
         return None
     try:
-        return read_json(os.path.join(run_dir, "run.json")).get("steps")
+        return read_json(os.path.join(run_dir, schema.RUN_JSON)).get("steps")
     except Exception:  # a run directory on another machine or half-copied: no steps shown
         return None
 
@@ -73,9 +75,9 @@ def save_plots(study, folder):
                 ax = plot(study)
             figure = (ax.flat[0] if hasattr(ax, "flat") else ax).figure
             figure.set_size_inches(9, 5)
-            tmp = f"{path}.tmp-{os.getpid()}.png"
-            figure.savefig(tmp, dpi=100, bbox_inches="tight")
-            os.replace(tmp, path)
+            buf = io.BytesIO()
+            figure.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+            schema.atomic_write(path, buf.getvalue())
             written.append(path)
         except Exception as exc:  # noqa: BLE001
             logger.warning("could not draw %s: %s: %s", name, type(exc).__name__, exc)

@@ -3,6 +3,7 @@ import os
 
 import numpy as np
 
+from .._mindspore import device_selected
 from ..errors import MindexpError, RunDirError
 
 
@@ -86,7 +87,7 @@ def check_writable(path):
 def _set_context(cfg):
     import mindspore as ms
     ms.set_context(mode=ms.GRAPH_MODE if cfg.mode == "graph" else ms.PYNATIVE_MODE)
-    if ms.get_context("device_target") != cfg.device:
+    if not device_selected(cfg.device):   # a second set_device is refused
         try:
             ms.set_device(cfg.device)
         except (RuntimeError, ValueError) as exc:

@@ -3,11 +3,12 @@ import csv
 import io
 import os
 
+from ..callbacks import schema
 from ..errors import MindexpError, RunDirError
 from ._model import load_model, open_run
 
 SPLITS = ("eval", "train")
-FILENAME = "evaluations.csv"
+FILENAME = schema.EVALUATIONS_CSV
 COLUMNS = ("evaluated_at", "checkpoint", "step", "epoch", "split")
 
 

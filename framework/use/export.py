@@ -3,6 +3,7 @@ import os
 
 import numpy as np
 
+from ..callbacks import schema
 from ..errors import MindexpError
 from ._model import check_writable, load_model, open_run, resolve_batch_size, sample_spec
 
@@ -60,11 +61,10 @@ def _with_ext(path, fmt):
 
 def _export_atomically(net, sample, output, fmt):
     import mindspore as ms
-    folder, name = os.path.split(output)
-    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{name}")
+    tmp = schema.temp_name(output, prefix=True)
     try:
         ms.export(net, ms.Tensor(sample), file_name=tmp, file_format=fmt)
-        os.replace(tmp, output)
+        schema.atomic_replace(tmp, output)
     except (RuntimeError, ValueError, TypeError) as exc:
         # MindSpore has no converter for some operator of this network in this format
         first = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)

@@ -1,8 +1,10 @@
 """The network's outputs for an input file, batched, shape-checked first."""
+import io
 import os
 
 import numpy as np
 
+from ..callbacks import schema
 from ..errors import MindexpError
 from ._model import load_model, open_run, resolve_batch_size, sample_spec
 
@@ -78,14 +80,7 @@ def _forward(net, x, batch_size):
 
 
 def save_outputs(path, y):
-    """Write ``y`` to ``path`` (.npy) atomically: a temp file, then a rename."""
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".tmp-{os.getpid()}-{os.path.basename(path)}")
-    try:
-        with open(tmp, "wb") as f:
-            np.save(f, y)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """Write ``y`` to ``path`` (.npy) atomically (:func:`schema.atomic_write`)."""
+    buf = io.BytesIO()
+    np.save(buf, y)
+    schema.atomic_write(path, buf.getvalue())

@@ -1,0 +1,61 @@
+"""The one atomic write of mindexp (re-exported by :mod:`schema`, which
+every writer of a run directory uses)."""
+import os
+
+
+def atomic_write(path, data, encoding="utf-8"):
+    """Replace ``path`` with ``data`` (text or bytes) so that a crash leaves
+    either the old file or the new one, never a part.
+
+    Writes a temporary file in the same folder, fsyncs it, renames it over
+    ``path`` and fsyncs the folder (so the rename itself survives a power
+    cut). The temporary file is removed when anything fails.
+    """
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode(encoding) if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    fsync_folder(os.path.dirname(os.path.abspath(path)))
+    return path
+
+
+def atomic_replace(tmp, path):
+    """Rename a finished temporary file or folder ``tmp`` over ``path`` and
+    fsync the folder (for writers that produce the file themselves, e.g.
+    ``mindspore.save_checkpoint``)."""
+    os.replace(tmp, path)
+    fsync_folder(os.path.dirname(os.path.abspath(os.fspath(path))))
+    return path
+
+
+def temp_name(path, prefix=False):
+    """A temporary name beside ``path``, unique to this process: ``path.tmp-PID``,
+    or ``.tmp-PID-name`` in the same folder with ``prefix`` (hidden, and kept
+    out of patterns that match the name's ending)."""
+    path = os.fspath(path)
+    if not prefix:
+        return f"{path}.tmp-{os.getpid()}"
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".tmp-{os.getpid()}-{name}")
+
+
+def fsync_folder(folder):
+    """fsync a folder, so the renames in it are on disk (best effort: some
+    file systems refuse to open a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,144 @@
+"""Every reliance of the callbacks on MindSpore behaviour that is internal or
+undocumented, in one place.
+
+Each function names what it relies on and the MindSpore version it was
+checked on; tests/test_mindspore_contract.py has one test per reliance that
+fails loudly when an upgrade changes it. The rest of callbacks/ uses only
+MindSpore's documented API (``Callback``, ``RunContext.original_args()``,
+``request_stop()``, ``Tensor``, ``save_checkpoint``) and these functions.
+"""
+import os
+import sys
+
+from mindspore import Parameter, Tensor
+from mindspore import dtype as mstype
+
+CHECKED_ON = "2.10"  # the MindSpore version every reliance below was checked on
+
+# Tensor dtypes whose one-element ``item()`` is safe. Checked on 2.10: ``item()``
+# of a bfloat16 Tensor crashes the process, so other dtypes go through asnumpy.
+ITEM_DTYPES = frozenset((mstype.float16, mstype.float32, mstype.float64, mstype.int8,
+                         mstype.int16, mstype.int32, mstype.int64, mstype.uint8, mstype.uint16,
+                         mstype.uint32, mstype.uint64, mstype.bool_))
+
+
+# -- cb_params (RunContext.original_args()) --------------------------------------
+def step_counters(cb_params):
+    """``(batch_num, cur_step_num, cur_epoch_num)`` of a step.
+
+    Checked on 2.10: ``original_args()`` is an ``_InternalCallbackParam``, a
+    dict subclass whose attributes are its items; items are read as items
+    because attribute access costs ~0.7 us a name and this runs every step.
+    With ``Model.train(..., initial_epoch=k)`` ``cur_epoch_num`` is absolute
+    while ``cur_step_num`` restarts from 1 (step_info relies on both).
+    """
+    if isinstance(cb_params, dict):
+        return cb_params["batch_num"], cb_params["cur_step_num"], cb_params["cur_epoch_num"]
+    return cb_params.batch_num, cb_params.cur_step_num, cb_params.cur_epoch_num
+
+
+def net_outputs(cb_params):
+    """What the train network returned this step (an item read, see step_counters)."""
+    return cb_params["net_outputs"] if isinstance(cb_params, dict) else cb_params.net_outputs
+
+
+def eval_results(cb_params):
+    """The results of the evaluation ``Model.fit`` ran at this epoch's end, or None.
+
+    Checked on 2.10: ``Model.fit`` leaves them in ``cb_params.eval_results``
+    (only on epochs with an evaluation); ``metrics`` is the older name.
+    """
+    return cb_params.get("eval_results") or cb_params.get("metrics")
+
+
+def optimizer_of(cb_params):
+    """The optimizer, for ``Model(net, loss, opt)`` and ``Model(train_cell)``.
+
+    Checked on 2.10: cb_params carries ``optimizer`` only when the Model was
+    given one; a train cell (``TrainOneStepCell``, TrainStep) keeps it as its
+    ``optimizer`` attribute.
+    """
+    opt = cb_params.get("optimizer") if hasattr(cb_params, "get") else None
+    if opt is None:
+        opt = getattr(cb_params.train_network, "optimizer", None)
+    return opt
+
+
+def calling_model_metric_names(max_frames=8):
+    """The names ``Model.fit`` will put in ``eval_results``, or None when unknown.
+
+    Read from the ``mindspore.train.Model`` whose hook is calling (a frame
+    of ``Model._train`` up the stack): its private ``_metric_fns`` names plus
+    ``eval_loss``, which ``Model.fit`` adds. Checked on 2.10. MindSpore hands
+    callbacks no reference to the Model, so this is the only way to know the
+    names at train begin; a callback falls back to checking the first
+    evaluation's results when it returns None (a hand-built RunContext,
+    another MindSpore version).
+    """
+    from mindspore.train import Model
+    frame = sys._getframe(1)
+    for _ in range(max_frames):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, Model):
+            metric_fns = getattr(owner, "_metric_fns", None)
+            return None if metric_fns is None else list(metric_fns) + ["eval_loss"]
+        frame = frame.f_back
+
+
+# -- tensors and optimizers ------------------------------------------------------
+def item_readable(value):
+    """A MindSpore Tensor with one element whose ``item()`` is safe (see ITEM_DTYPES).
+
+    A lazily initialized Parameter (``has_init``) is initialized first.
+    """
+    if not isinstance(value, Tensor):
+        return False
+    if getattr(value, "has_init", False):
+        value.init_data()
+    return value.size == 1 and value.dtype in ITEM_DTYPES
+
+
+def learning_rate_of(optimizer):
+    """``(kind, value)`` of an optimizer's learning rate, read from its attributes:
+    ``("table", array)`` a per-step list, ``("scalar", Parameter)`` one value
+    (re-read on each use: a callback may change it), ``("schedule", cell)`` a
+    ``LearningRateSchedule`` to call on the step, ``(None, None)`` unknown.
+
+    Checked on 2.10: ``Optimizer.learning_rate`` is a Parameter for a number,
+    a cell for a per-step list (``_IteratorLearningRate``) or a
+    ``LearningRateSchedule``, and a ParameterTuple for group learning rates
+    (the first group is used). A Parameter table (``dynamic_lr``) was the
+    list's form in older versions.
+    """
+    lr = getattr(optimizer, "learning_rate", None) if optimizer is not None else None
+    if isinstance(lr, (tuple, list)) or type(lr).__name__ == "ParameterTuple":
+        lr = lr[0] if len(lr) else None
+    if isinstance(lr, Parameter):
+        if getattr(optimizer, "dynamic_lr", False) or lr.size > 1:
+            return "table", lr.asnumpy().reshape(-1)
+        return "scalar", lr
+    if lr is not None and callable(lr):
+        return "schedule", lr
+    return None, None
+
+
+def schedule_at(schedule, step):
+    """A ``LearningRateSchedule``'s value at global step ``step`` (counted from 1):
+    the cell takes the 0-based step as an int32 Tensor (checked on 2.10)."""
+    from mindspore import int32
+    return schedule(Tensor(step - 1, int32))
+
+
+# -- processes -------------------------------------------------------------------
+def rank_id():
+    """This process's rank: from the communication group when initialized,
+    else from the environment msrun sets (``RANK_ID``, else ``MS_NODE_ID``),
+    else 0. Checked on 2.10: ``get_rank()`` answers 0 before ``init()``
+    instead of raising (an msrun worker initializes before training)."""
+    try:
+        from mindspore.communication import get_rank
+        return int(get_rank())
+    except Exception:  # not initialized: single process
+        return int(os.environ.get("RANK_ID", os.environ.get("MS_NODE_ID", "0")) or 0)

@@ -1,0 +1,262 @@
+"""One test per reliance on internal or undocumented MindSpore behaviour
+(callbacks/_mindspore.py and framework/_mindspore.py, checked on 2.10).
+
+When an upgrade breaks one of these, the adapter function named in the
+test's docstring is the one place to change.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import mindspore as ms
+import mindspore.dataset as ds
+from mindspore import Tensor, nn
+from mindspore.train import MAE, Callback, Model
+
+from mindexp import _mindspore as fw
+from mindexp.callbacks import _mindspore as cbms
+from mindexp.callbacks._common import step_info
+
+X = np.linspace(-1, 1, 8, dtype=np.float32).reshape(-1, 1)
+
+
+def dataset():
+    return ds.GeneratorDataset(list(zip(X, 2 * X)), ["x", "y"], shuffle=False).batch(4)
+
+
+class Recorder(Callback):
+    """What the adapter reads, at each hook of a real Model.fit."""
+
+    def __init__(self):
+        super().__init__()
+        self.begin_names, self.steps, self.epoch_results, self.cb_type = None, [], [], None
+        self.optimizer = None
+
+    def on_train_begin(self, run_context):
+        cb_params = run_context.original_args()
+        self.cb_type = type(cb_params)
+        self.begin_names = cbms.calling_model_metric_names()
+        self.optimizer = cbms.optimizer_of(cb_params)
+
+    def on_train_step_end(self, run_context):
+        cb_params = run_context.original_args()
+        self.steps.append((cbms.step_counters(cb_params), step_info(cb_params)[0]))
+
+    def on_train_epoch_end(self, run_context):
+        self.epoch_results.append(cbms.eval_results(run_context.original_args()))
+
+
+@pytest.fixture(scope="module")
+def fitted(ms_graph):
+    """Model.fit over epochs 2-3 (initial_epoch=1) of a 2-batch dataset, with a metric."""
+    net = nn.Dense(1, 1)
+    opt = nn.SGD(net.trainable_params(), 0.01)
+    model = Model(net, nn.MSELoss(), opt, metrics={"mae": MAE()})
+    rec = Recorder()
+    model.fit(3, dataset(), dataset(), callbacks=[rec], initial_epoch=1)
+    return rec, opt
+
+
+def test_cb_params_is_a_dict_with_the_step_counters(fitted):
+    """callbacks/_mindspore.step_counters reads cb_params as a dict's items."""
+    rec, _ = fitted
+    assert issubclass(rec.cb_type, dict)
+    assert all(isinstance(c, tuple) and len(c) == 3 for c, _ in rec.steps)
+
+
+def test_cur_step_num_restarts_and_cur_epoch_num_is_absolute_after_initial_epoch(fitted):
+    """callbacks/_common.step_info (through step_counters): the global step is
+    rebuilt from batch_num because cur_step_num restarts at initial_epoch."""
+    rec, _ = fitted
+    assert [(int(b), int(s), int(e)) for (b, s, e), _ in rec.steps] == [
+        (2, 1, 2), (2, 2, 2), (2, 3, 3), (2, 4, 3)]
+    assert [g for _, g in rec.steps] == [3, 4, 5, 6]
+
+
+def test_model_fit_leaves_eval_results_in_cb_params(fitted):
+    """callbacks/_mindspore.eval_results."""
+    rec, _ = fitted
+    assert [sorted(r) for r in rec.epoch_results] == [["eval_loss", "mae"]] * 2
+
+
+def test_the_calling_models_metric_names_are_found_up_the_stack(fitted):
+    """callbacks/_mindspore.calling_model_metric_names (Model._metric_fns)."""
+    rec, _ = fitted
+    assert rec.begin_names == ["mae", "eval_loss"]
+
+
+def test_cb_params_carries_the_optimizer_or_the_train_cell_does(fitted, ms_graph):
+    """callbacks/_mindspore.optimizer_of."""
+    rec, opt = fitted
+    assert rec.optimizer is opt
+    net = nn.Dense(1, 1)
+    opt2 = nn.SGD(net.trainable_params(), 0.01)
+    cell_rec = Recorder()
+    Model(nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt2)).train(
+        1, dataset(), callbacks=[cell_rec])
+    assert cell_rec.optimizer is opt2
+
+
+@pytest.mark.parametrize("lr, kind", [
+    (0.1, "scalar"), ([0.1, 0.2, 0.3], "schedule"),
+    (nn.ExponentialDecayLR(0.1, 0.5, 1), "schedule")], ids=["float", "list", "schedule"])
+def test_the_optimizers_learning_rate_attribute(lr, kind):
+    """callbacks/_mindspore.learning_rate_of and schedule_at (a per-step list
+    is a schedule cell in 2.10, not a Parameter table)."""
+    net = nn.Dense(1, 1)
+    found, value = cbms.learning_rate_of(nn.SGD(net.trainable_params(), lr))
+    assert found == kind
+    if kind == "scalar":
+        assert value.asnumpy().item() == pytest.approx(0.1)
+    elif isinstance(lr, list):
+        assert [float(cbms.schedule_at(value, s).asnumpy()) for s in (1, 2, 3)] == \
+            pytest.approx([0.1, 0.2, 0.3])
+    else:
+        assert float(cbms.schedule_at(value, 2).asnumpy()) == pytest.approx(0.05)
+
+
+def test_group_learning_rates_are_a_parameter_tuple_of_the_first_group_first():
+    """callbacks/_mindspore.learning_rate_of (group learning rates)."""
+    net = nn.Dense(1, 1)
+    groups = [{"params": [net.weight], "lr": 0.3}, {"params": [net.bias], "lr": 0.7}]
+    kind, value = cbms.learning_rate_of(nn.SGD(groups, 0.1))
+    assert kind == "scalar" and value.asnumpy().item() == pytest.approx(0.3)
+
+
+def test_a_bfloat16_tensor_is_read_through_asnumpy_not_item():
+    """callbacks/_mindspore.ITEM_DTYPES leaves bfloat16 out (the code's note: its
+    item() crashed the process on 2.10); the asnumpy path reads it. A host
+    Tensor's item() works here (checked in a child process, which a crash
+    would kill), so the crash needs some other case: the exclusion stays."""
+    from mindexp.callbacks._common import to_float
+    t = Tensor(np.float32(1.5)).astype(ms.bfloat16)
+    assert ms.bfloat16 not in cbms.ITEM_DTYPES and not cbms.item_readable(t)
+    assert to_float(t) == 1.5
+    code = ("import mindspore as ms, numpy as np\n"
+            "print(float(ms.Tensor(np.float32(1.5)).astype(ms.bfloat16).item()))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "1.5"
+
+
+def test_get_rank_answers_0_outside_a_communication_group():
+    """callbacks/_mindspore.rank_id: in 2.10 get_rank() returns 0 before init()
+    instead of raising, so the environment fallback is only for versions that
+    raise (an msrun worker calls init() before training)."""
+    from mindspore.communication import get_rank
+    assert get_rank() == 0 and cbms.rank_id() == 0
+
+
+def test_callback_forwards_each_train_hook_to_its_deprecated_name():
+    """callbacks/_quiet_callback.QuietCallback overrides the four step/epoch hooks
+    because Callback forwards them to step_begin/step_end/... (one more call)."""
+    seen = []
+
+    class Old(Callback):
+        def step_end(self, run_context):
+            seen.append("step_end")
+
+        def epoch_end(self, run_context):
+            seen.append("epoch_end")
+    Old().on_train_step_end(None)
+    Old().on_train_epoch_end(None)
+    assert seen == ["step_end", "epoch_end"]
+
+
+def test_model_fit_enters_the_callbacks_again_for_each_evaluation(ms_graph):
+    """callbacks/_quiet_callback.QuietCallback counts its context: Model.fit
+    enters and exits every callback once more per evaluation."""
+    events = []
+
+    class Ctx(Callback):
+        def __enter__(self):
+            events.append("enter")
+            return self
+
+        def __exit__(self, *exc):
+            events.append("exit")
+
+    net = nn.Dense(1, 1)
+    Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01), metrics={"mae": MAE()}).fit(
+        2, dataset(), dataset(), callbacks=[Ctx()])
+    assert events.count("enter") == 3 and events.count("exit") == 3   # training + 2 evaluations
+    assert events[:2] == ["enter", "enter"] and events[-1] == "exit"
+
+
+def test_metric_convert_data_turns_tensors_into_numpy():
+    """framework/_mindspore.metric_input (private Metric._convert_data)."""
+    out = fw.metric_input(MAE(), Tensor(np.array([[1.0], [2.0]], np.float32)))
+    assert isinstance(out, np.ndarray) and out.tolist() == [[1.0], [2.0]]
+
+
+def test_model_train_iterates_through_create_tuple_iterator_with_default_columns(ms_graph):
+    """framework/_mindspore.tuple_iterator_dataset: Model.train asks for the
+    default columns, so the override serves every batch."""
+    calls = []
+
+    def make_iterator(source, num_epochs, output_numpy):
+        calls.append((num_epochs, output_numpy))
+        return iter_batches(source)
+
+    def iter_batches(source):
+        for x, y in source:
+            yield [Tensor(x), Tensor(y)]
+
+    class Source:
+        def __init__(self):
+            self.batches = [(X[:4], 2 * X[:4]), (X[4:], 2 * X[4:])]
+
+        def __getitem__(self, i):
+            return self.batches[i]
+
+        def __len__(self):
+            return len(self.batches)
+
+        def __iter__(self):
+            return iter(self.batches)
+
+    cls = fw.tuple_iterator_dataset(make_iterator)
+    data = cls(Source(), column_names=["x", "y"], shuffle=False)
+    net = nn.Dense(1, 1)
+    seen = []
+
+    class Count(Callback):
+        def on_train_step_end(self, run_context):
+            seen.append(1)
+    Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01)).train(
+        1, data, callbacks=[Count()], dataset_sink_mode=False)
+    assert calls and len(seen) == 2
+
+
+def test_the_global_context_keeps_graph_kernel_across_runs(ms_graph):
+    """framework/_mindspore.reset_graph_kernel: set_context is process-wide."""
+    ms.set_context(enable_graph_kernel=True)
+    try:
+        assert ms.get_context("enable_graph_kernel")
+    finally:
+        fw.reset_graph_kernel()
+    assert not ms.get_context("enable_graph_kernel")
+
+
+def test_msrun_sets_the_environment_variables_a_worker_is_recognized_by():
+    """framework/_mindspore.under_msrun / env_rank (msrun's own source, 2.10)."""
+    from mindspore.parallel.cluster.process_entity import _api
+    with open(_api.__file__, encoding="utf-8") as f:
+        source = f.read()
+    for name in (fw.MSRUN_ROLE, fw.MSRUN_WORKER_NUM) + fw.MSRUN_RANK:
+        assert f'os.environ["{name}"]' in source, name
+    assert f'"{fw.MSRUN_WORKER_ROLE}"' in source
+    env = {"MS_ROLE": "MS_WORKER", "MS_WORKER_NUM": "2", "MS_NODE_ID": "1"}
+    assert fw.under_msrun(env) and fw.env_rank(env) == 1 and fw.env_rank({}) == 0
+
+
+def test_amp_o1_rewrites_the_network_source_into_the_working_directory(tmp_path, ms_graph):
+    """framework/_mindspore.mixed_precision runs it inside the run directory."""
+    from mindexp.experiments._nets import MLP
+    here = os.getcwd()
+    fw.mixed_precision(MLP(1, 1, hidden=4), "O1", tmp_path)
+    assert os.getcwd() == here
+    assert (tmp_path / fw.AMP_REWRITE_DIR).is_dir()
