@@ -40,8 +40,16 @@ class BaseExperiment:
 
     # -- data --------------------------------------------------------------
     def source(self, split):
-        """Data of ``split`` ("train" or "eval"): a tuple of equal-length
-        arrays or a random-access source; None when there is no such split."""
+        """Data of ``split`` ("train" or "eval"); None when there is no such split.
+
+        A tuple of equal-length arrays (memory-mapped ``.npy`` arrays stay
+        memory-mapped), a random-access source (items are tuples, one value
+        per column; stacked in memory unless it has ``lazy = True`` or is
+        wrapped in :class:`mindexp.sources.Lazy`), or an unbatched MindSpore
+        dataset of samples (``ImageFolderDataset`` ... with ``map``
+        operations), which mindexp shuffles per epoch from the seed,
+        shards and batches. See README "Data on disk".
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement source(split)")
 
     def dataset(self, split, arrays, start_epoch=0, num_shards=1, shard_id=0, first_batch=0):

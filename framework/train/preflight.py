@@ -1,6 +1,6 @@
 """Before a run directory exists: load and check the data, the data-dependent
 config limits, the network's output shape, the eval metrics, the device."""
-from ..data import as_arrays
+from .. import sources
 from ..errors import ConfigError, DataError, MindexpError
 from ..metrics import check_metric_names
 
@@ -18,10 +18,10 @@ def prepare(exp, workers=1, check_network=True):
     metrics and the device."""
     cfg = exp.config
     check_device(cfg.device)
-    train = as_arrays(_source(exp, "train"), exp.columns, "train")
-    raw_eval = _source(exp, "eval")
-    eval_ = as_arrays(raw_eval, exp.columns, "eval") if raw_eval is not None else None
-    n, per_step = len(train[0]), cfg.batch_size * cfg.grad_accumulation
+    train, eval_ = _split(exp, "train"), _split(exp, "eval")
+    n, per_step = sources.split_size(train), cfg.batch_size * cfg.grad_accumulation
+    if isinstance(train, sources.Finished):  # its batches are the user's
+        n, per_step = n * workers, 1
     if per_step * workers > n:
         what = f"batch_size x grad_accumulation ({cfg.batch_size} x {cfg.grad_accumulation})" \
             if cfg.grad_accumulation > 1 else f"batch_size ({cfg.batch_size})"
@@ -49,8 +49,9 @@ _ELEMENTWISE = ("mse", "mae", "l1", "huber", "bce")
 def check_output_shape(exp, train):
     """Run the network on one batch (PyNative, before anything is created) and
     reject an output that cannot match the labels, naming both shapes."""
-    if exp.has_own_loss_network() or len(train) != 2:
-        return  # a custom loss cell decides what matches
+    train = sources.first_rows(train, exp.config.batch_size)
+    if exp.has_own_loss_network() or train is None or len(train) != 2:
+        return  # a custom loss cell decides what matches; a pipeline is not read here
     out_shape, labels = _forward_shape(exp, train[0][:exp.config.batch_size]), train[1]
     if out_shape is None:
         return  # the network fails on its own: training reports it as a failed run
@@ -87,15 +88,23 @@ def _check_eval(exp, eval_):
                           f"Received: metrics={','.join(exp.config.metrics)}", field="metrics")
 
 
-def _source(exp, split):
+def _split(exp, split):
+    """A split's data as the session takes it (see :mod:`mindexp.sources`)."""
+    if sources.takes_only_split(exp):
+        first = _user_call(exp.dataset, exp, "dataset", split)
+        return sources.Finished(exp, split, first) if first is not None else None
+    return sources.load_split(exp, split, _user_call(exp.source, exp, "source", split))
+
+
+def _user_call(method, exp, name, split):
     try:
-        return exp.source(split)
+        return method(split)
     except MindexpError:
         raise
     except NotImplementedError:
         raise
     except Exception as exc:  # the user's code: say where it failed
-        raise MindexpError(f"{type(exp).__name__}.source({split!r}) raised "
+        raise MindexpError(f"{type(exp).__name__}.{name}({split!r}) raised "
                            f"{type(exc).__name__}: {exc}") from None
 
 
