@@ -60,11 +60,21 @@ class BaseExperiment:
         and ``shard_id`` shard it for data parallelism. Override to return
         your own ``GeneratorDataset`` (new on every call: MindSpore binds a
         dataset to one Model); honour these arguments to keep resume exact.
+        Or override ``dataset(self, split)`` alone to return a finished
+        (batched) dataset: a resume then reads and drops the batches
+        already trained (slower), and the order under data parallel is yours.
         """
         from .data import make_dataset
+        from .sources import LazyRows, SampleSource
         cfg = self.config
         train = split == "train"
         batch = cfg.batch_size * (cfg.grad_accumulation if train else 1)
+        if isinstance(arrays, SampleSource):
+            return arrays.dataset(batch, shuffle=train, seed=cfg.seed, start_epoch=start_epoch,
+                                  num_shards=num_shards, shard_id=shard_id, drop_last=train,
+                                  first_batch=first_batch)
+        if isinstance(arrays, LazyRows):
+            arrays = (arrays,)
         return make_dataset(arrays, self.columns, batch, shuffle=train, seed=cfg.seed,
                             start_epoch=start_epoch, num_shards=num_shards, shard_id=shard_id,
                             drop_last=train, first_batch=first_batch)
