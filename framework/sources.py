@@ -183,6 +183,23 @@ def _ask(method, split):
         raise DataError(f"source({split!r}): {_first_line(exc)}") from None
 
 
+def describe_pipeline_error(text):
+    """The line of a MindSpore pipeline error that says what failed (the map
+    operation and data file, or the user's Python exception); None for
+    another error."""
+    if "Dataset Pipeline Error Message" not in text:
+        return None
+    lines = [ln.strip() for ln in text.splitlines()]
+    body = lines[next(i for i, ln in enumerate(lines) if "Dataset Pipeline Error Message" in ln):]
+    useful = [ln.removeprefix("[ERROR]").strip() for ln in body
+              if ln and not set(ln) <= set("-=") and "Error Message" not in ln]
+    if useful and "user Python code failed" in useful[0]:
+        raised = [ln for ln in lines if ln.split(":")[0].endswith(("Error", "Exception"))]
+        if raised:
+            return raised[-1]
+    return useful[0] if useful else None
+
+
 def _first_line(exc):
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()
              and not set(ln.strip()) <= set("-=")]

@@ -281,6 +281,10 @@ def _scalar_params(net):
 
 def _describe(exc):
     text = str(exc).strip()
+    from ..sources import describe_pipeline_error
+    pipeline = describe_pipeline_error(text)  # names the map operation and the data file
+    if pipeline:
+        return f"{type(exc).__name__}: {pipeline}"[:2000]
     lines = [ln for ln in text.splitlines() if ln.strip() and not set(ln.strip()) <= set("-=")]
     head = lines[0] if lines else ""
     return f"{type(exc).__name__}: {head}"[:2000]
