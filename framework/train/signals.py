@@ -20,6 +20,7 @@ class SignalStop(QuietCallback):
         super().__init__()
         self.signum = None
         self._saved = {}
+        self._reinstalled = False
 
     def handler(self, signum, frame):
         if self.signum is not None:
@@ -30,6 +31,12 @@ class SignalStop(QuietCallback):
     def on_train_step_end(self, run_context):
         if self.signum is not None:
             run_context.request_stop()
+        elif not self._reinstalled and self._saved:
+            # MindSpore's dataset pipeline (parallel workers) installs its own
+            # C-level SIGINT/SIGTERM handlers when its iterator starts: take them back
+            self._reinstalled = True
+            for sig in self._saved:
+                signal.signal(sig, self.handler)
 
     def installed(self):
         """Context manager installing the handlers (main thread only)."""
