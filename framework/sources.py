@@ -286,9 +286,6 @@ def _epoch_sampler_class():
 def takes_only_split(exp):
     """True when the experiment overrides ``dataset(split)`` without the
     resume/sharding arguments (it returns a finished dataset)."""
-    from .experiment import BaseExperiment
-    if type(exp).dataset is BaseExperiment.dataset:
-        return False
     params = [p for p in inspect.signature(exp.dataset).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return len(params) == 1
