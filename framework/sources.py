@@ -163,14 +163,14 @@ def check_samples(data, columns, split):
                         f"(batch size {batched}); return it unbatched: mindexp batches it with "
                         f"config batch_size (drop_last for training)")
     _leaf(data, split)
+    n = _ask(data.get_dataset_size, split)  # an empty folder fails here
+    if not n:
+        raise DataError(f"source({split!r}) returned a dataset with no sample")
     names = _ask(data.get_col_names, split)
     if list(names) != list(columns):
         raise DataError(f"source({split!r}) returned a dataset with columns {list(names)} but "
                         f"the experiment declares columns {tuple(columns)}; rename them "
                         f"(project or map(output_columns=...)) or set columns")
-    n = _ask(data.get_dataset_size, split)
-    if not n:
-        raise DataError(f"source({split!r}) returned a dataset with no sample")
     return int(n)
 
 

@@ -265,3 +265,48 @@ class Damaging(ImageFolder):
                         f.write(b"not a png")
         return [Damage()]
 '''
+
+
+BAD = '''
+import os
+import mindspore.dataset as ds
+import numpy as np
+from mindexp import Experiment
+
+
+class Bad(Experiment):
+    columns = ("x", "y")
+
+    def source(self, split):
+        if split != "train":
+            return None
+        case = os.environ["CASE"]
+        if case == "empty":
+            return ds.ImageFolderDataset(os.environ["EMPTY"])
+        data = ds.NumpySlicesDataset({"x": np.zeros((40, 1), np.float32),
+                                      "y": np.zeros((40, 1), np.float32)}, shuffle=False)
+        return data.batch(8) if case == "batched" else data.rename(["y"], ["label"])
+
+    def network(self):
+        from mindspore import nn
+        return nn.Dense(1, 1)
+'''
+
+
+@pytest.mark.parametrize("case, message", [
+    ("batched", "source('train') returned a dataset that is already batched (batch size 8); "
+                "return it unbatched"),
+    ("columns", "source('train') returned a dataset with columns ['x', 'label'] but the "
+                "experiment declares columns ('x', 'y')"),
+    ("empty", "source('train')"),
+])
+def test_bad_sources_exit_2_with_one_line_and_no_run(cli, tmp_path, case, message):
+    (tmp_path / "bad.py").write_text(BAD)
+    (tmp_path / "empty" / "class_a").mkdir(parents=True)
+    done = cli("run", "bad.py:Bad", "--out", "out", "--quiet", CASE=case,
+               EMPTY=str(tmp_path / "empty"))
+    assert done.returncode == 2, done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip() and "WARNING" not in ln
+             and not ln.startswith("[")]
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
