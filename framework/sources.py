@@ -162,10 +162,12 @@ def check_samples(data, columns, split):
         raise DataError(f"source({split!r}) returned a dataset that is already batched "
                         f"(batch size {batched}); return it unbatched: mindexp batches it with "
                         f"config batch_size (drop_last for training)")
-    _leaf(data, split)
+    leaf = _leaf(data, split)
     n = _ask(data.get_dataset_size, split)  # an empty folder fails here
     if not n:
-        raise DataError(f"source({split!r}) returned a dataset with no sample")
+        folder = getattr(leaf, "dataset_dir", None)
+        raise DataError(f"source({split!r}) returned a dataset with no sample"
+                        + (f" (folder {folder} has no image in a class folder)" if folder else ""))
     names = _ask(data.get_col_names, split)
     if list(names) != list(columns):
         raise DataError(f"source({split!r}) returned a dataset with columns {list(names)} but "

@@ -298,7 +298,7 @@ class Bad(Experiment):
                 "return it unbatched"),
     ("columns", "source('train') returned a dataset with columns ['x', 'label'] but the "
                 "experiment declares columns ('x', 'y')"),
-    ("empty", "source('train')"),
+    ("empty", "source('train') returned a dataset with no sample (folder "),
 ])
 def test_bad_sources_exit_2_with_one_line_and_no_run(cli, tmp_path, case, message):
     (tmp_path / "bad.py").write_text(BAD)
