@@ -92,8 +92,8 @@ class ImageFolder(Experiment):
         folder = os.path.join(self.config.data_dir, split)
         if split != "train" and not os.path.isdir(folder):
             return None
-        data = ds.ImageFolderDataset(folder, decode=False, shuffle=False,
-                                     num_parallel_workers=1)
+        data = ds.ImageFolderDataset(folder, decode=False,
+                                     num_parallel_workers=self.config.workers_io)
         data = data.map(self._transforms(split == "train"), input_columns="image",
                         num_parallel_workers=self.config.workers_io)
         return data.map(_as_int32(), input_columns="label")
