@@ -23,14 +23,19 @@ def as_arrays(source, columns, split):
     becomes int32 (MindSpore networks are float32; sparse labels int32).
     """
     if isinstance(source, (tuple, list)):
-        arrays = [np.asarray(a) for a in source]
+        # a memory-mapped array stays one: its batches are converted when read
+        arrays = [a if isinstance(a, np.memmap) else np.asarray(a) for a in source]
     elif hasattr(source, "__getitem__") and hasattr(source, "__len__"):
         arrays = _stack_items(source, len(columns), split)
     else:
         raise DataError(f"source({split!r}) must return a tuple of arrays or an object with "
                         f"__getitem__ and __len__. Received: {type(source).__name__}")
     _check_columns(arrays, columns, split)
-    return tuple(_convert(a, name, split) for a, name in zip(arrays, columns))
+    for a, name in zip(arrays, columns):
+        if isinstance(a, np.memmap) and a.dtype.kind not in "fiub":
+            convert_column(a[:0], name, split)  # the same message as for arrays
+    return tuple(a if isinstance(a, np.memmap) else convert_column(a, name, split)
+                 for a, name in zip(arrays, columns))
 
 
 def _stack_items(source, width, split):
@@ -58,7 +63,8 @@ def _check_columns(arrays, columns, split):
         raise DataError(f"source({split!r}) is empty")
 
 
-def _convert(array, name, split):
+def convert_column(array, name, split):
+    """float64 -> float32, int64 -> int32; DataError for a dtype a network cannot take."""
     if array.dtype == np.float64:
         return array.astype(np.float32)
     if array.dtype == np.int64:
@@ -100,16 +106,11 @@ class BatchSource:
         self.seed = int(seed)
         self.start_epoch = int(start_epoch)
         self.num_shards, self.shard_id = int(num_shards), int(shard_id)
-        global_batches = self.n // self.batch_size if drop_last else -(-self.n // self.batch_size)
-        self._local = global_batches // self.num_shards
-        if self._local < 1:
-            raise DataError(f"{self.n} samples make no batch of {self.batch_size} "
-                            f"for each of {self.num_shards} worker(s)")
         self.first_batch = int(first_batch)
-        if not 0 <= self.first_batch < self._local:
-            raise ValueError(f"first_batch must be in [0, {self._local}). "
-                             f"Received: first_batch={first_batch}")
-        self._local -= self.first_batch
+        self._local = len(shard_batches(self.n, self.batch_size, self.num_shards, self.shard_id,
+                                        drop_last, self.first_batch))
+        self._take = getattr(self.arrays[0], "take_rows", None) if len(self.arrays) == 1 \
+            else None
         self._calls = 0
         self._epoch = None
         self._order = None
@@ -123,16 +124,39 @@ class BatchSource:
         if epoch != self._epoch:
             self._epoch, self._order = epoch, self.order(epoch)
         b = (index + self.first_batch) * self.num_shards + self.shard_id
-        if self._order is None:
-            return tuple(a[b * self.batch_size:(b + 1) * self.batch_size] for a in self.arrays)
-        rows = self._order[b * self.batch_size:(b + 1) * self.batch_size]
-        return tuple(a[rows] for a in self.arrays)
+        rows = slice(b * self.batch_size, (b + 1) * self.batch_size)
+        if self._order is not None:
+            rows = self._order[rows]
+        if self._take is not None:  # a lazy source: read these items only
+            return self._take(rows)
+        return tuple(_rows_of(a, rows) for a in self.arrays)
 
     def order(self, epoch):
         """The sample permutation of a 0-based epoch (None: natural order)."""
         if not self.shuffle:
             return None
         return np.random.default_rng([self.seed, epoch]).permutation(self.n)
+
+
+def shard_batches(n, batch_size, num_shards=1, shard_id=0, drop_last=True, first_batch=0):
+    """The global batch numbers of one rank in an epoch of ``n`` samples: every
+    ``num_shards``-th from ``shard_id``, the same count on every rank (collectives
+    must not wait on a rank with one less), from its ``first_batch``-th on."""
+    global_batches = n // batch_size if drop_last else -(-n // batch_size)
+    local = global_batches // num_shards
+    if local < 1:
+        raise DataError(f"{n} samples make no batch of {batch_size} "
+                        f"for each of {num_shards} worker(s)")
+    if not 0 <= first_batch < local:
+        raise ValueError(f"first_batch must be in [0, {local}). Received: first_batch={first_batch}")
+    return [i * num_shards + shard_id for i in range(first_batch, local)]
+
+
+def _rows_of(array, rows):
+    """Rows of a column; those of a memory-mapped one converted as they are read."""
+    if isinstance(array, np.memmap):
+        return convert_column(np.asarray(array[rows]), "column", "memory-mapped")
+    return array[rows]
 
 
 def make_dataset(arrays, columns, batch_size, shuffle, seed, start_epoch=0,

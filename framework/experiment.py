@@ -49,8 +49,16 @@ class BaseExperiment:
 
     # -- data --------------------------------------------------------------
     def source(self, split):
-        """Data of ``split`` ("train" or "eval"): a tuple of equal-length
-        arrays or a random-access source; None when there is no such split."""
+        """Data of ``split`` ("train" or "eval"); None when there is no such split.
+
+        A tuple of equal-length arrays (memory-mapped ``.npy`` arrays stay
+        memory-mapped), a random-access source (items are tuples, one value
+        per column; stacked in memory unless it has ``lazy = True`` or is
+        wrapped in :class:`mindexp.sources.Lazy`), or an unbatched MindSpore
+        dataset of samples (``ImageFolderDataset`` ... with ``map``
+        operations), which mindexp shuffles per epoch from the seed,
+        shards and batches. See README "Data on disk".
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement source(split)")
 
     def dataset(self, split, arrays, start_epoch=0, num_shards=1, shard_id=0, first_batch=0):
@@ -61,11 +69,21 @@ class BaseExperiment:
         and ``shard_id`` shard it for data parallelism. Override to return
         your own ``GeneratorDataset`` (new on every call: MindSpore binds a
         dataset to one Model); honour these arguments to keep resume exact.
+        Or override ``dataset(self, split)`` alone to return a finished
+        (batched) dataset: a resume then reads and drops the batches
+        already trained (slower), and the order under data parallel is yours.
         """
         from .data import make_dataset
+        from .sources import LazyRows, SampleSource
         cfg = self.config
         train = split == "train"
         batch = cfg.batch_size * (cfg.grad_accumulation if train else 1)
+        if isinstance(arrays, SampleSource):
+            return arrays.dataset(batch, shuffle=train, seed=cfg.seed, start_epoch=start_epoch,
+                                  num_shards=num_shards, shard_id=shard_id, drop_last=train,
+                                  first_batch=first_batch)
+        if isinstance(arrays, LazyRows):
+            arrays = (arrays,)
         return make_dataset(arrays, self.columns, batch, shuffle=train, seed=cfg.seed,
                             start_epoch=start_epoch, num_shards=num_shards, shard_id=shard_id,
                             drop_last=train, first_batch=first_batch)

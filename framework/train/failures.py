@@ -58,7 +58,10 @@ def one_line(exc, limit=2000):
     """``KeyError: 'x' (at /path/exp.py:12 in network)``: the exception's first
     meaningful line and, when there is one, the user's own frame."""
     text = str(exc).strip()
-    lines = [ln for ln in text.splitlines() if ln.strip() and not set(ln.strip()) <= set("-=")]
+    from ..sources import describe_pipeline_error
+    pipeline = describe_pipeline_error(text)  # names the map operation and the data file
+    lines = [pipeline] if pipeline else \
+        [ln for ln in text.splitlines() if ln.strip() and not set(ln.strip()) <= set("-=")]
     head = f"{type(exc).__name__}: {lines[0].strip() if lines else ''}".rstrip(": ")
     frame = user_frame(exc)
     where = f" (at {frame[0]}:{frame[1]}{f' in {frame[2]}' if frame[2] else ''})" if frame else ""

@@ -1,7 +1,7 @@
 """Before a run directory exists: load and check the data, the data-dependent
 config limits, the network's output shape, the labels' values, the eval
 metrics, the device."""
-from ..data import as_arrays
+from .. import sources
 from ..errors import ConfigError, DataError, MindexpError
 from ..metrics import check_metric_names
 from .failures import user_code_error
@@ -21,10 +21,10 @@ def prepare(exp, workers=1, check_network=True):
     metrics and the device."""
     cfg = exp.config
     check_device(cfg.device)
-    train = as_arrays(_source(exp, "train"), exp.columns, "train")
-    raw_eval = _source(exp, "eval")
-    eval_ = as_arrays(raw_eval, exp.columns, "eval") if raw_eval is not None else None
-    n, per_step = len(train[0]), cfg.batch_size * cfg.grad_accumulation
+    train, eval_ = _split(exp, "train"), _split(exp, "eval")
+    n, per_step = sources.split_size(train), cfg.batch_size * cfg.grad_accumulation
+    if isinstance(train, sources.Finished):  # its batches are the user's
+        n, per_step = n * workers, 1
     if per_step * workers > n:
         what = f"batch_size x grad_accumulation ({cfg.batch_size} x {cfg.grad_accumulation})" \
             if cfg.grad_accumulation > 1 else f"batch_size ({cfg.batch_size})"
@@ -39,7 +39,10 @@ def prepare(exp, workers=1, check_network=True):
     out_shape = check_output_shape(exp, train) if check_network else None
     if check_network:
         check_loss_components(exp, train)
-    check_data(exp, {"train": train, "eval": eval_}, out_shape)  # NaN/Inf, class ids
+    # NaN/Inf and class ids of in-memory arrays; lazy, memory-mapped and pipeline
+    # sources are read only while training (reading them here would defeat them)
+    check_data(exp, {k: v for k, v in (("train", train), ("eval", eval_)) if _in_memory(v)},
+               out_shape)
     _check_eval(exp, eval_)
     from ..monitors import check_monitors
     check_monitors(exp, eval_, workers)
@@ -55,8 +58,9 @@ def check_output_shape(exp, train):
     """Run the network on one batch (PyNative, before anything is created) and
     reject an output that cannot match the labels, naming both shapes.
     Returns the output shape (None when not probed)."""
-    if exp.has_own_loss_network() or len(train) != 2:
-        return None  # a custom loss cell decides what matches
+    train = sources.first_rows(train, exp.config.batch_size)
+    if exp.has_own_loss_network() or train is None or len(train) != 2:
+        return None  # a custom loss cell decides what matches; a pipeline is not read here
     out_shape, labels = _forward_shape(exp, train[0][:exp.config.batch_size]), train[1]
     if out_shape is None:
         return None  # the network fails on its own: training reports it as a failed run
@@ -117,6 +121,11 @@ def _loss_outputs(exp, batch):
         ms.set_context(mode=mode)
 
 
+def _in_memory(data):
+    import numpy as np
+    return isinstance(data, tuple) and not any(isinstance(a, np.memmap) for a in data)
+
+
 def _check_eval(exp, eval_):
     """Metric names are known, and asked for only when there is an eval split."""
     if eval_ is not None:
@@ -127,15 +136,23 @@ def _check_eval(exp, eval_):
                           f"Received: metrics={','.join(exp.config.metrics)}", field="metrics")
 
 
-def _source(exp, split):
+def _split(exp, split):
+    """A split's data as the session takes it (see :mod:`mindexp.sources`)."""
+    if sources.takes_only_split(exp):
+        first = _user_call(exp.dataset, exp, "dataset", split)
+        return sources.Finished(exp, split, first) if first is not None else None
+    return sources.load_split(exp, split, _user_call(exp.source, exp, "source", split))
+
+
+def _user_call(method, exp, name, split):
     try:
-        return exp.source(split)
+        return method(split)
     except MindexpError:
         raise
     except NotImplementedError:
         raise
     except Exception as exc:  # the user's code: say where it failed
-        raise user_code_error(f"{type(exp).__name__}.source({split!r}) raised", exc) from None
+        raise user_code_error(f"{type(exp).__name__}.{name}({split!r}) raised", exc) from None
 
 
 def check_device(device):

@@ -85,11 +85,8 @@ class Session:
             self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
 
     def _fit(self, model, metrics, epochs, initial_epoch, cbs, first_batch=0):
-        train_ds = self.exp.dataset("train", self.plan.train, start_epoch=initial_epoch,
-                                    num_shards=self.num_shards, shard_id=self.shard_id,
-                                    first_batch=first_batch)
-        eval_ds = (self.exp.dataset("eval", self.plan.eval)
-                   if self.plan.eval is not None and metrics else None)
+        train_ds = self._dataset("train", initial_epoch, first_batch)
+        eval_ds = self._dataset("eval") if self.plan.eval is not None and metrics else None
         with startup_objects_frozen():
             if eval_ds is not None:
                 model.fit(epochs, train_ds, eval_ds, valid_frequency=_eval_epochs(self.cfg),
@@ -99,6 +96,18 @@ class Session:
             else:
                 model.train(epochs, train_ds, callbacks=cbs, dataset_sink_mode=self.cfg.sink,
                             initial_epoch=initial_epoch)
+
+    def _dataset(self, split, start_epoch=0, first_batch=0):
+        """The dataset of a split from where this fit starts (sharded when training)."""
+        from ..sources import Finished
+        data = self.plan.train if split == "train" else self.plan.eval
+        if isinstance(data, Finished):
+            return data.dataset(start_epoch, first_batch, self.num_shards) if split == "train" \
+                else data.dataset()
+        if split != "train":
+            return self.exp.dataset(split, data)
+        return self.exp.dataset(split, data, start_epoch=start_epoch, num_shards=self.num_shards,
+                                shard_id=self.shard_id, first_batch=first_batch)
 
     def _stopped(self):
         return self.stopper.signum is not None or bool(self.loss_cb and self.loss_cb.stop_reason) \

@@ -34,8 +34,11 @@ class SignalStop(QuietCallback):
         elif self._saved:
             # MindSpore's runtime installs its own C-level SIGINT handler during
             # the first steps (and may again later), which turns Ctrl-C into a
-            # SIGTERM: take SIGINT back after every step (one cheap syscall).
-            signal.signal(signal.SIGINT, self.handler)
+            # SIGTERM; its dataset pipeline (parallel workers) installs SIGINT and
+            # SIGTERM handlers when its iterator starts: take them back after every
+            # step (a cheap syscall each).
+            for sig in self._saved:
+                signal.signal(sig, self.handler)
 
     def installed(self):
         """Context manager installing the handlers (main thread only)."""
