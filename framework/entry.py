@@ -8,11 +8,12 @@ import sys
 
 from .errors import MindexpError
 from .experiment import BaseExperiment
-from .provenance.files import SHIPPED_FOLDER
 
 # The shipped experiments' package, found without importing it: experiments
 # import the framework, never the other way round.
 SHIPPED_PREFIX = __name__.rpartition(".")[0] + ".experiments."  # mindexp.experiments.
+# A run's copy of a shipped experiment sits in a folder of this name (provenance).
+SHIPPED_FOLDER = SHIPPED_PREFIX[:-1]
 EXPERIMENTS_DIR = os.path.dirname(os.path.abspath(
     importlib.util.find_spec(SHIPPED_PREFIX[:-1]).origin))
 

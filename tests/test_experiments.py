@@ -125,7 +125,7 @@ COMMON = dict(epochs=2, eval_every=1)
 @pytest.mark.parametrize("switches", list(SWITCHES))
 @pytest.mark.parametrize("name", SHIPPED)
 def test_switches_work_in_every_experiment(out, name, switches):
-    from mindexp.cli.catalog import resolve_spec
+    from mindexp.catalog import resolve_spec
     cls, _ = resolve_spec(name)
     run = cls(**{**COMMON, **TINY[name], **SWITCHES[switches]}).run(out=out)  # switches win
     assert run.status == "completed", run.meta["error"]

@@ -306,7 +306,7 @@ def cmd_worker(args):
 
 
 def _build_experiment(spec, toml_path, sets):
-    from .catalog import resolve_spec
+    from ..catalog import resolve_spec
     from ..config import load_toml, parse_assignments
     overrides = parse_assignments(sets)
     file_values = load_toml(toml_path) if toml_path else {}
@@ -482,7 +482,7 @@ def cmd_plot(args):
 
 
 def cmd_sweep(args):
-    from .catalog import resolve_spec
+    from ..catalog import resolve_spec
     from ..config import load_toml, parse_assignments
     from .sweep import Sweep, check_points, parse_grid
     cls, entry = resolve_spec(args.experiment)

@@ -241,7 +241,7 @@ class Sweep:
         (file values, then ``--set``, then the grid point), where and under
         which label to write, and the log for its output."""
         if self.entry is None:
-            from .catalog import resolve_spec
+            from ..catalog import resolve_spec
             self.entry = resolve_spec(self.spec)[1]
         file_values = load_toml(self.config_file) if self.config_file else {}
         return {"entry": self.entry, "config": {**file_values, **self.sets, **run.values},

@@ -11,7 +11,7 @@ import inspect
 import os
 
 from .. import config as _config
-from ..cli.catalog import shipped
+from ..catalog import shipped
 from ..entry import EXPERIMENTS_DIR, SHIPPED_PREFIX
 from ..errors import MindexpError
 

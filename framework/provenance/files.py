@@ -4,6 +4,7 @@ import hashlib
 import os
 
 from ..callbacks import schema
+from ..entry import SHIPPED_FOLDER  # noqa: F401  (in SOURCE_DIR: a shipped experiment's module)
 from ..errors import RunDirError
 
 # -- names ---------------------------------------------------------------------
@@ -11,7 +12,6 @@ SOURCE_DIR = schema.SOURCE_DIR              # copies of the experiment's code
 DIFF_FILE = "uncommitted.diff"              # in SOURCE_DIR: `git diff HEAD` when dirty
 ENVIRONMENT_FILE = schema.ENVIRONMENT_FILE  # sorted `name==version`, one a line
 RESUME_DIR = "resume-{n}"                   # in SOURCE_DIR: what the n-th resume captured
-SHIPPED_FOLDER = "mindexp.experiments"      # in SOURCE_DIR: a shipped experiment's module
 META_KEY = "provenance"                     # run.json: the captured block
 RERUN_KEY = "rerun_of"                      # run.json: which run this one reran
 DIFF_CAP_BYTES = 256 * 1024                 # larger uncommitted diffs are cut (and say so)

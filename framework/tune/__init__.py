@@ -68,7 +68,7 @@ def tune(experiment, space, trials=20, objective="final_loss", direction="minimi
 
 def _experiment(experiment):
     if isinstance(experiment, str):
-        from ..cli.catalog import resolve_spec
+        from ..catalog import resolve_spec
         return resolve_spec(experiment)
     from ..experiment import BaseExperiment
     if not (inspect.isclass(experiment) and issubclass(experiment, BaseExperiment)):

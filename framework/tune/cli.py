@@ -15,7 +15,7 @@ def run_tune(args):
         return EXIT_OK
     if not args.experiment:
         raise ConfigError("tune needs an EXPERIMENT (or --show --study NAME). Received: none")
-    from ..cli.catalog import resolve_spec
+    from ..catalog import resolve_spec
     from ..config import load_toml, parse_assignments
     from .driver import make_spec, run_workers, start
     cls, entry = resolve_spec(args.experiment)

@@ -6,9 +6,9 @@ them, so ``mindexp list`` never imports mindspore.
 import ast
 import os
 
-from ..config import Config, field_defaults
-from ..entry import EXPERIMENTS_DIR, SHIPPED_PREFIX, experiment_class, import_file, load_experiment
-from ..errors import MindexpError
+from .config import Config, field_defaults
+from .entry import EXPERIMENTS_DIR, SHIPPED_PREFIX, experiment_class, import_file, load_experiment
+from .errors import MindexpError
 
 
 class ExperimentInfo:
