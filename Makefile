@@ -15,13 +15,18 @@ $(STAMP): setup.cfg pyproject.toml
 run: $(STAMP)
 	$(BIN)/mindexp run linear
 
+# Tests run in two worker processes (pytest-xdist), a test file per worker at
+# a time, so module fixtures are made once: many tests wait on msrun,
+# signals or subprocesses rather than on the CPU.
+PYTEST := $(BIN)/python -m pytest -q -ra -p no:cacheprovider -n 2 --dist loadfile
+
 # The full suite (what CI runs).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -ra
+	$(PYTEST)
 
 # The inner loop: every test not marked slow (nothing trains for long).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -ra -m "not slow"
+	$(PYTEST) -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

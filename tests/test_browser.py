@@ -131,6 +131,7 @@ def test_report_controls_sort_filter_hide_and_smooth(five, page_of):
     assert errors == []
 
 
+@pytest.mark.slow
 def test_live_page_shows_a_new_run_and_a_running_one_advancing(tmp_path, page_of):
     from mindexp.analysis.dashboard import make_server, url_of
     running = make_run(tmp_path, "20260101-000000-live-aaaaaa", status="running",

@@ -78,7 +78,7 @@ def test_run_a_users_own_file(cli, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["run", "nosuch"], "unknown experiment 'nosuch'; shipped experiments: digits, linear"),
+    (["run", "nosuch"], "unknown experiment 'nosuch'; shipped experiments: digits, image_folder, linear"),
     (["run", "linear", "--set", "lrr=1"], "unknown config field 'lrr'. Did you mean lr"),
     (["run", "linear", "--set", "lr=-1"], "'lr' must be a number > 0"),
     (["frobnicate"], "unknown command 'frobnicate'"),

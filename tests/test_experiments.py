@@ -122,6 +122,7 @@ SWITCHES = {"graph": dict(optimizer="momentum", lr=0.01, lr_schedule="cosine", w
 COMMON = dict(epochs=2, eval_every=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("switches", list(SWITCHES))
 @pytest.mark.parametrize("name", SHIPPED)
 def test_switches_work_in_every_experiment(out, name, switches):

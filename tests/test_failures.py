@@ -77,6 +77,7 @@ def user_file(tmp_path):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls, line, message", [
     ("NetworkFails", 9, "KeyError: 'x'"),
     ("CallbackFails", 25, "ValueError: boom at step 3"),
@@ -100,6 +101,7 @@ def test_a_failure_keeps_the_traceback_and_names_the_users_frame(cli, tmp_path, 
     assert meta["status"] == "failed" and where in meta["error"]
 
 
+@pytest.mark.slow
 def test_verbose_prints_the_whole_traceback(cli, user_file):
     done = cli("run", "user_exp.py:NetworkFails", "--out", "out", "--set", "epochs=1", "--quiet",
                "--verbose")
@@ -109,6 +111,7 @@ def test_verbose_prints_the_whole_traceback(cli, user_file):
     assert "mindexp: training failed: KeyError: 'x'" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_failing_source_names_the_users_frame_and_creates_nothing(cli, tmp_path, user_file):
     done = cli("run", "user_exp.py:SourceFails", "--out", "out", "--quiet")
     assert done.returncode == 2
@@ -120,6 +123,7 @@ def test_a_failing_source_names_the_users_frame_and_creates_nothing(cli, tmp_pat
     assert verbose.returncode == 2 and f'File "{user_file}", line 9' in verbose.stderr
 
 
+@pytest.mark.slow
 def test_a_graph_compile_error_keeps_mindspores_files_and_text_in_the_run_dir(cli, tmp_path,
                                                                                 user_file):
     env = cli_env()

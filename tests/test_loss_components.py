@@ -68,6 +68,7 @@ def test_components_with_accumulation_are_averaged_like_the_loss(tmp_path):
     assert abs(float(loss.asnumpy()) - fit - 1e-3) < 1e-5
 
 
+@pytest.mark.slow
 def test_pinn_logs_residual_and_boundary_in_every_view(tmp_path):
     from mindexp.experiments.pinn_ode import PinnOde
     run = PinnOde(epochs=2, checkpoint_interval_s=0).run(out=str(tmp_path))
@@ -101,6 +102,7 @@ def test_multitask_defaults_reach_both_targets(tmp_path):
             "eval_classification_accuracy"} <= set(table.columns)
 
 
+@pytest.mark.slow
 def test_multitask_weights_come_from_the_config(tmp_path):
     from mindexp.experiments.multitask import Multitask
     run = Multitask(epochs=1, samples=256, eval_samples=64, regression_weight=0.0,

@@ -395,9 +395,10 @@ def test_gc_older_than_now_finds_nothing_and_bad_age_is_refused(capsys, runs, co
 def test_list_prints_one_line_per_experiment(capsys):
     code, out, err = mindexp(capsys, "list")
     lines = out.splitlines()
-    assert code == 0 and [ln.split()[0] for ln in lines] == ["digits", "linear", "mlp_sine",
-                                                             "pinn_ode", "spirals"]
-    assert "Learn y = 2x" in lines[1]
+    assert code == 0 and [ln.split()[0] for ln in lines] == [
+        "digits", "image_folder", "linear", "mlp_sine", "multitask", "pinn_ode", "spirals",
+        "transformer"]
+    assert "Learn y = 2x" in lines[2]
 
 
 def test_list_name_prints_fields_with_types_defaults_choices_and_descriptions(capsys):

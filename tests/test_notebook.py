@@ -9,6 +9,8 @@ from conftest import ROOT
 
 import mindexp
 
+pytestmark = pytest.mark.slow  # every test here trains runs
+
 TOUR = os.path.join(ROOT, "examples", "tour.ipynb")
 
 

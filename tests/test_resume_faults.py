@@ -59,6 +59,7 @@ def diverged(cli, tmp_path):
     return run_dir
 
 
+@pytest.mark.slow
 def test_resume_of_a_diverged_run_is_refused_with_the_same_config(cli, diverged):
     before = _files(diverged)
     done = cli("resume", diverged, "--set", "spike_epoch=4")  # a --set that changes nothing
@@ -69,6 +70,7 @@ def test_resume_of_a_diverged_run_is_refused_with_the_same_config(cli, diverged)
     assert _files(diverged) == before
 
 
+@pytest.mark.slow
 def test_resume_of_a_diverged_run_with_a_changed_config_restarts_from_the_last_finite_checkpoint(
         cli, diverged):
     index = pd.read_csv(os.path.join(diverged, "checkpoints.csv"))

@@ -8,6 +8,8 @@ import pytest
 
 from test_resume import KILLABLE
 
+pytestmark = pytest.mark.slow  # every test here trains runs
+
 COMMON = ["--set", "epochs=6", "--set", "checkpoint_interval_s=0", "--set", "checkpoint_every=2",
           "--quiet"]
 

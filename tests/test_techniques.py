@@ -40,6 +40,7 @@ def optimizer_runs(tmp_path_factory):
             for name, lr in OPTIMIZER_LR.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(OPTIMIZER_LR))
 def test_each_optimizer_reaches_the_targets(optimizer_runs, name):
     run = optimizer_runs[name]
@@ -91,6 +92,7 @@ def schedule_runs(tmp_path_factory):
             for case in cases}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [("constant", 5), ("step", 0), ("exponential", 0), ("cosine", 3)])
 def test_lr_column_is_the_schedule(schedule_runs, case):
     run = schedule_runs[case]
@@ -146,6 +148,7 @@ def accumulation_runs(tmp_path_factory):
             Linear(batch_size=8, grad_accumulation=4, **common).run(out=out))
 
 
+@pytest.mark.slow
 def test_accumulation_follows_the_large_batch_trajectory(accumulation_runs):
     big, accumulated = accumulation_runs
     for log in ("loss", "params", "grad_norm"):
@@ -197,6 +200,7 @@ def amp_runs(tmp_path_factory, optimizer_runs):
     return runs
 
 
+@pytest.mark.slow
 def test_o2_reaches_the_targets_with_a_looser_tolerance(amp_runs):
     _assert_reaches_targets(amp_runs["O0"], tol=0.01)
     _assert_reaches_targets(amp_runs["O2"], tol=0.02)
@@ -221,6 +225,7 @@ def test_o1_rewrite_files_stay_in_the_run_dir(tmp_path, monkeypatch):
     assert os.listdir(os.path.join(run.dir, "rewritten_network"))
 
 
+@pytest.mark.slow
 def test_amp_output_loss_and_grad_norm_stay_float32(ms_graph, tmp_path, monkeypatch):
     from mindspore import Tensor, amp, nn
     monkeypatch.chdir(tmp_path)  # O1 writes ./rewritten_network/
@@ -252,6 +257,7 @@ def test_unknown_amp_level_is_rejected():
 
 
 # -- mode -----------------------------------------------------------------------
+@pytest.mark.slow
 def test_graph_and_pynative_both_train_to_the_same_weights(tmp_path):
     graph = Linear(epochs=6, lr=0.5, mode="graph").run(out=str(tmp_path))
     pynative = Linear(epochs=6, lr=0.5, mode="pynative").run(out=str(tmp_path))
@@ -289,6 +295,7 @@ def _values(run, name):
     return table.drop(columns=["time_s"], errors="ignore")
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_logs_in_graph_mode(tmp_path):
     runs = [Linear(seed=7, epochs=3).run(out=str(tmp_path)) for _ in range(2)]
     other = Linear(seed=8, epochs=3).run(out=str(tmp_path))

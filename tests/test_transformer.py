@@ -61,6 +61,7 @@ def test_defaults_reach_eval_accuracy_095(tmp_path):
     assert {p.split("[")[0] for p in params if "[" in p} == {"head.bias"}  # 2 elements only
 
 
+@pytest.mark.slow
 def test_amp_o2_trains_and_attention_of_one_layer_is_trackable(cli, tmp_path):
     done = cli("run", "transformer", *SMALL, "--set", "epochs=2", "--set", "amp_level=O2",
                "--set", "track_names=layers.0.attention.*", "--out", "out")

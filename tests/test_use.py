@@ -257,6 +257,7 @@ def test_predict_wrong_shape_is_one_line_and_writes_nothing(cli, spirals_run, tm
     assert not (tmp_path / "y.npy").exists()
 
 
+@pytest.mark.slow
 def test_predict_bad_input_files(cli, tmp_path):
     from rundirs import make_run
     run_dir = make_run(tmp_path, experiment="linear",

@@ -16,9 +16,10 @@ import fcntl
 import os
 import platform
 
+from ..callbacks import schema
 from ..errors import MindexpError
 
-LOCK_FILE = ".lock"
+LOCK_FILE = schema.RESUME_LOCK
 
 
 class RunLockedError(MindexpError):

@@ -11,10 +11,12 @@ import signal
 import sysconfig
 import traceback
 
-ERROR_FILE = "error.txt"
+from ..callbacks import schema
+
+ERROR_FILE = schema.ERROR_FILE
 # A little disk space set aside when a run starts and given back when it
 # fails, so run.json and error.txt can still say why on a full disk.
-RESERVE_FILE = ".space-reserve"
+RESERVE_FILE = schema.SPACE_RESERVE
 RESERVE_BYTES = 256 * 1024
 
 # mindexp's own files: the package (framework/ in a checkout) and its callbacks

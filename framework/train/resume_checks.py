@@ -11,6 +11,7 @@ import csv
 import math
 import os
 
+from ..callbacks import schema
 from ..errors import MindexpError
 
 # Columns of the step logs that hold text; every other column is a number.
@@ -78,7 +79,7 @@ def check_not_diverged_again(run_dir, meta, old_config, new_config):
 
 def nonfinite_checkpoints(run_dir):
     """Paths of the checkpoints whose loss in checkpoints.csv is not finite."""
-    path = os.path.join(run_dir, "checkpoints.csv")
+    path = os.path.join(run_dir, schema.CHECKPOINTS.filename)
     bad = set()
     if not os.path.exists(path):
         return bad
