@@ -490,7 +490,8 @@ def cmd_sweep(args):
     check_points(cls, grid, sets, load_toml(args.config) if args.config else {})
     spec = entry if ":" in args.experiment or args.experiment.endswith(".py") else args.experiment
     sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name, entry=entry)
-    sweep.tags, sweep.note = args.tag, args.note
+    from ..manage.tags import check_tags
+    sweep.tags, sweep.note = check_tags(args.tag), args.note
     folder = sweep.start(cls.experiment_name())
     print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
           f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)

@@ -28,13 +28,6 @@ def check_tags(tags):
     return list(dict.fromkeys(check_tag(t) for t in tags or ()))
 
 
-def tag_argv(tags=(), note=None):
-    """``mindexp run`` arguments that give a run these tags and note (for sweep and tune
-    workers, which start each run as a ``run`` command)."""
-    argv = [a for tag in check_tags(tags) for a in ("--tag", tag)]
-    return argv + (["--note", note] if note else [])
-
-
 def parse_changes(items):
     """``["+x", "-y"]`` -> ``(add, remove)``; ConfigError for anything else."""
     add, remove = [], []
