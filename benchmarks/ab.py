@@ -65,13 +65,15 @@ def main(argv=None):
               file=sys.stderr, flush=True)
     print(f"{w.key}: {w.title}; {args.runs} runs, sets interleaved by "
           f"{'epoch' if interleave.chunking(w, 3)[0] else 'chunks of steps'} inside each")
-    print(f"  {'':<10} {'chunks':>6}  {'mean chunk':>10}  {'time/off':>8}  {'median/off':>10}")
+    print(f"  {'':<10} {'chunks':>6}  {'mean chunk':>10}  {'time/off':>8}  {'median/off':>10}"
+          f"  {'train thread CPU/off':>20}")
     for k in impls:
         chunks = runs[0][k]["chunks"]
         mean = median([x[k]["mean_chunk_s"] for x in runs]) * 1e3
         ratio = median([x[k]["time_ratio"] for x in runs])
         mratio = median([x[k]["median_ratio"] for x in runs])
-        print(f"  {k:<10} {chunks:>6}  {mean:7.3f} ms  {ratio:7.3f}x  {mratio:9.3f}x")
+        cratio = median([x[k]["cpu_ratio"] for x in runs])
+        print(f"  {k:<10} {chunks:>6}  {mean:7.3f} ms  {ratio:7.3f}x  {mratio:9.3f}x  {cratio:19.3f}x")
     gain = median([x[args.rev]["mean_chunk_s"] / x["worktree"]["mean_chunk_s"] for x in runs])
     over_b = median([x[args.rev]["time_ratio"] - 1 for x in runs])
     over_w = median([x["worktree"]["time_ratio"] - 1 for x in runs])

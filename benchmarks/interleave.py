@@ -35,6 +35,8 @@ class Dispatcher(Callback):
         self.sets = sets
         self.by_epoch, self.chunk = by_epoch, chunk
         self.times = {name: [] for name in self.names}
+        self.cpu = {name: [] for name in self.names}   # the training thread's CPU seconds
+        self._last_cpu = None
         self._k = -1                # chunk index
         self._in_chunk = 0
         self._active = None
@@ -46,10 +48,11 @@ class Dispatcher(Callback):
         return self.names[pos] if block % 2 == 0 else self.names[n - 1 - pos]
 
     def _next_chunk(self):
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.thread_time()
         if self._active is not None and self._k >= 1:   # chunk 0 holds the compile
             self.times[self._active].append(now - self._last)
-        self._last = now
+            self.cpu[self._active].append(cpu - self._last_cpu)
+        self._last, self._last_cpu = now, cpu
         self._k += 1
         self._active = self._order(self._k)
         self._in_chunk = 0
@@ -90,6 +93,7 @@ class Dispatcher(Callback):
         # the sets' end-of-training work (final checkpoints)
         if self._active is not None and self._k >= 1:
             self.times[self._active].append(time.perf_counter() - self._last)
+            self.cpu[self._active].append(time.thread_time() - self._last_cpu)
         self._active = None
         for name in self.names:
             for cb in self.sets[name]:
@@ -105,8 +109,10 @@ class Dispatcher(Callback):
         out = {}
         for name in self.names:
             t = np.asarray(self.times[name])
+            c = np.asarray(self.cpu[name])
             out[name] = {"chunks": len(t), "mean_chunk_s": float(t.mean()) if len(t) else None,
-                         "median_chunk_s": float(np.median(t)) if len(t) else None}
+                         "median_chunk_s": float(np.median(t)) if len(t) else None,
+                         "mean_chunk_cpu_s": float(c.mean()) if len(c) else None}
         return out
 
 
@@ -158,4 +164,6 @@ def measure(w, pkg_by_name, out, train_step_pkg=None):
                            if r["mean_chunk_s"] and base["mean_chunk_s"] else None)
         r["median_ratio"] = (r["median_chunk_s"] / base["median_chunk_s"]
                              if r["median_chunk_s"] and base["median_chunk_s"] else None)
+        r["cpu_ratio"] = (r["mean_chunk_cpu_s"] / base["mean_chunk_cpu_s"]
+                          if r["mean_chunk_cpu_s"] and base["mean_chunk_cpu_s"] else None)
     return res

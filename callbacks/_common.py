@@ -58,6 +58,21 @@ def to_float(value):
     return float(np.asarray(value).reshape(-1)[0])
 
 
+def float_reader(sample):
+    """A function reading values like ``sample`` (a step's output) as Python
+    floats, chosen once: a one-element Tensor is read with ``item()`` and
+    no checks, anything else through :func:`to_float`. The outputs of a
+    train network keep their type and dtype from step to step, and the
+    checks cost a small step more than the read."""
+    if item_readable(sample):
+        return _read_item
+    return to_float
+
+
+def _read_item(tensor):
+    return float(tensor.item())
+
+
 def tensor_values(tensor):
     """The elements of a small Tensor as a flat list of Python numbers.
 

@@ -10,6 +10,7 @@ MindSpore's documented API (``Callback``, ``RunContext.original_args()``,
 import os
 import sys
 
+import numpy as np
 from mindspore import Parameter, Tensor
 from mindspore import dtype as mstype
 
@@ -129,6 +130,57 @@ def schedule_at(schedule, step):
     the cell takes the 0-based step as an int32 Tensor (checked on 2.10)."""
     from mindspore import int32
     return schedule(Tensor(step - 1, int32))
+
+
+class HostViews:
+    """The values of parameters on the host after each step, one flat array each.
+
+    Checked on 2.10: on CPU ``asnumpy()`` of a Parameter is a view of the
+    parameter's own memory (the same address on every call), which each
+    train step updates in place, and a train cell's outputs depend on the
+    optimizer's update (``TrainOneStepCell`` and ``TrainStep`` return
+    ``depend(loss, optimizer(grads))``): once an output is read the views
+    hold the step's values. So the views are made once and reused while each
+    parameter's ``data_ptr()`` stays the same (``set_data`` or a loaded
+    checkpoint replaces the memory: new views then), and a step is waited
+    for by reading one output (~0.4 us) instead of ``data_sync`` on every
+    parameter (4 us or more each). Elsewhere (a device copy), each call
+    copies, as ``asnumpy()`` always did. A cached read costs ~1 us a
+    parameter instead of ~35 us (numpy parses the buffer format on every
+    ``asnumpy()``).
+    """
+
+    def __init__(self, params):
+        self.params = list(params)
+        self.views = self.ptrs = None
+
+    def arrays(self, outputs=None):
+        """Each parameter's flat values after the step that returned ``outputs``."""
+        params = self.params
+        if self.views is not None and all(p.data_ptr() == q for p, q in zip(params, self.ptrs)):
+            _wait_for(outputs)
+            return self.views
+        arrays = [_host_array(p) for p in params]
+        again = [_host_array(p) for p in params]
+        live = all(np.shares_memory(a, b) for a, b in zip(arrays, again))
+        self.views, self.ptrs = (arrays, [p.data_ptr() for p in params]) if live else (None, None)
+        return arrays
+
+
+def _wait_for(outputs):
+    """Read one output of a step, so that its kernels (the update included) have run."""
+    while isinstance(outputs, (tuple, list)) and outputs:
+        outputs = outputs[0]
+    if item_readable(outputs):
+        outputs.item()
+    elif isinstance(outputs, Tensor):
+        outputs.data_sync(True)
+
+
+def _host_array(param):
+    if getattr(param, "has_init", False):  # a lazily initialized Parameter
+        param.init_data()
+    return param.asnumpy().reshape(-1)
 
 
 # -- processes -------------------------------------------------------------------

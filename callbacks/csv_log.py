@@ -45,6 +45,8 @@ class CsvLog:
         self.flush_rows = int(flush_rows)
         self.flush_seconds = float(flush_seconds)
         self._rows = []
+        self._text = []         # rows already formatted (write_text), before self._rows
+        self._text_rows = 0
         self._file = None
         self._writer = None
         self._last_flush = time.monotonic()
@@ -83,43 +85,60 @@ class CsvLog:
         """Buffer one row (a sequence in column order or a dict)."""
         if isinstance(row, dict):
             row = [row.get(name, "") for name in self.fieldnames]
-        self._rows.append(row)
-        self._flush_when_full_or_due()
+        rows = self._rows
+        rows.append(row)
+        if len(rows) + self._text_rows >= self.flush_rows:
+            self.flush()
+        elif time.monotonic() - self._last_flush >= self.flush_seconds:
+            self.flush()
 
     def write_rows(self, rows):
         """Buffer several rows (sequences in column order) with one check."""
         self._rows.extend(rows)
         self._flush_when_full_or_due()
 
+    def write_text(self, text, rows):
+        """Buffer ``rows`` rows already formatted as CSV text (each ending in
+        ``\\r\\n``, as csv.writer ends them): a writer that formats many rows
+        at once (ParameterTracker) hands them over here, in order with the rest."""
+        if self._rows:
+            self._text.append(_format_rows(self._rows))
+            self._text_rows += len(self._rows)
+            self._rows = []
+        self._text.append(text)
+        self._text_rows += rows
+        self._flush_when_full_or_due()
+
     def _flush_when_full_or_due(self):
-        if len(self._rows) >= self.flush_rows:
+        if len(self._rows) + self._text_rows >= self.flush_rows:
             self.flush()
         else:
             self.flush_if_due()
 
     def flush_if_due(self):
         """Flush when the oldest buffered row has waited ``flush_seconds``."""
-        if self._rows and time.monotonic() - self._last_flush >= self.flush_seconds:
+        if (self._rows or self._text) and time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()
 
     def flush(self):
         """Write the buffered rows whole and hand them to the OS."""
-        if not self._rows:
+        if not self._rows and not self._text:
             return
         if self._file is None:
             self.open()
         # One write() call for the whole buffer: a kill can only cut at a
         # row boundary or leave a partial tail, which open() repairs.
-        buf = io.StringIO()
-        csv.writer(buf).writerows(self._rows)
+        data = "".join(self._text) + _format_rows(self._rows)
         size = os.fstat(self._file.fileno()).st_size
         try:
-            self._file.write(buf.getvalue())
+            self._file.write(data)
             self._file.flush()
         except OSError:
             self._cut_back_to(size)
             raise  # the rows stay buffered: a later flush writes them once
-        self._rows.clear()
+        self._rows = []
+        self._text = []
+        self._text_rows = 0
         self._last_flush = time.monotonic()
 
     def _cut_back_to(self, size):
@@ -190,6 +209,14 @@ class CsvLog:
             f.seek(0)
             data = f.read()
             f.truncate(data.rfind(b"\n") + 1)
+
+
+def _format_rows(rows):
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    csv.writer(buf).writerows(rows)
+    return buf.getvalue()
 
 
 def read_header(path):

@@ -1,7 +1,7 @@
 """GradNormMonitor: the global gradient norm of every step to grad_norm.csv."""
 
-from ._common import (check_directory, check_every, check_steps_per_epoch, log_path, net_outputs,
-                      to_float)
+from ._common import (check_directory, check_every, check_steps_per_epoch, float_reader,
+                      log_path, net_outputs, to_float)
 from ._log_callback import LogCallback
 from . import schema
 from .csv_log import CsvLog
@@ -49,11 +49,13 @@ class GradNormMonitor(LogCallback):
         self._log = None
         self._params_log = None
         self._names = ()
+        self._read = None
 
     def on_train_begin(self, run_context):
         network = run_context.original_args().train_network
         self._check_network(network)
         self._names = tuple(getattr(network, "param_names", ()))
+        self._read = None
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         self._log = CsvLog(path, self.COLUMNS).check() if path else None
         ppath = log_path(self.directory, self.PARAMS_FILENAME, self.all_ranks)
@@ -67,7 +69,10 @@ class GradNormMonitor(LogCallback):
             return
         step, epoch, _ = logged
         outputs = net_outputs(cb_params)
-        self.last_grad_norm = to_float(outputs[1])
+        norm = outputs[1]
+        if self._read is None:   # chosen on the first step: outputs keep their type
+            self._read = float_reader(norm)
+        self.last_grad_norm = self._read(norm)
         if self._log is not None:
             self._log.write((step, epoch, self.last_grad_norm))
         if self._params_log is not None:

@@ -1,8 +1,9 @@
 """LossMonitor: the training loss (and learning rate) of every step to loss.csv."""
+import math
 import time
 
 from ._common import (check_directory, check_every, check_steps_per_epoch, first_output,
-                      is_finite, item_readable, log_path, net_outputs, optimizer_of,
+                      float_reader, item_readable, log_path, net_outputs, optimizer_of,
                       tensor_values, to_float)
 from ._log_callback import LogCallback
 from ._mindspore import learning_rate_of, schedule_at
@@ -76,6 +77,7 @@ class LossMonitor(LogCallback):
         self._lr = None
         self._t0 = None
         self._parts = ((), None)
+        self._read = None
         self.last_components = {}
 
     def on_train_begin(self, run_context):
@@ -85,6 +87,7 @@ class LossMonitor(LogCallback):
         columns = self.COLUMNS + self._parts[0]
         self._log = CsvLog(path, columns).check() if path else None
         self._lr = _LearningRate(None if self.lr is not None else optimizer_of(cb_params), self.lr)
+        self._read = None
         if self._t0 is None:  # a second Model.train on the same monitor keeps the clock
             self._t0 = time.monotonic()
         self.stop_reason = None
@@ -96,7 +99,10 @@ class LossMonitor(LogCallback):
             return
         step, epoch, _ = logged
         outputs = net_outputs(cb_params)
-        loss = to_float(first_output(outputs))
+        loss_output = first_output(outputs)
+        if self._read is None:   # chosen on the first step: outputs keep their type
+            self._read = float_reader(loss_output)
+        loss = self._read(loss_output) if loss_output is not None else None
         self.last_loss, self.last_step = loss, step
         names, index = self._parts
         parts = tuple(tensor_values(outputs[index])) if names else ()
@@ -105,7 +111,7 @@ class LossMonitor(LogCallback):
         if self._log is not None:
             elapsed = time.monotonic() - self._t0 + self.time_offset
             self._log.write((step, epoch, loss, self._lr(step), round(elapsed, 6)) + parts)
-        if not is_finite(loss):
+        if loss is None or not math.isfinite(loss):
             self.stop_reason = f"loss is {loss} at step {step}"
             self._non_finite = (step, loss)
             run_context.request_stop()

@@ -1,16 +1,28 @@
 """ParameterTracker: trajectories of network parameters to params.csv (tidy)."""
+import csv
 import fnmatch
+import io
+import time
 
 import numpy as np
+from mindspore import dtype as mstype
 
-from ._common import (check_directory, check_every, check_steps_per_epoch, log_path,
+from ._common import (check_directory, check_every, check_steps_per_epoch, log_path, net_outputs,
                       trained_parameters)
 from ._log_callback import LogCallback
-from ._stats import STATS, statistics as _statistics
+from ._mindspore import HostViews
+from ._stats import STATS, block_statistics, statistics
 from . import schema
 from .csv_log import CsvLog
 
 __all__ = ["ParameterTracker"]
+
+# Steps a tracker keeps between writes, at most, and the bytes of raw values
+# they may take; parameters up to RAW_MAX elements are kept raw, larger ones
+# as their statistics (see _Block).
+BLOCK_STEPS = 256
+BLOCK_BYTES = 1 << 20
+RAW_MAX = 1024
 
 
 class ParameterTracker(LogCallback):
@@ -48,29 +60,46 @@ class ParameterTracker(LogCallback):
         self.max_values = check_every("max_values", max_values)
         self.all_ranks = bool(all_ranks)
         self._params = []
-        self._plan = []
         self._log = None
+        self._block = None
 
     def on_train_begin(self, run_context):
         cb_params = run_context.original_args()
         self._params = self._select(trained_parameters(cb_params))
-        self._plan = [(p, self._labels(p.name, p.size), int(p.size) > self.max_values)
-                      for p in self._params]
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         self._log = CsvLog(path, self.COLUMNS).check() if path else None
-        self._host = _HostViews(self._params)
+        self._host = HostViews(self._params)
+        self._block = _Block([(int(p.size), self._labels(p.name, p.size), p.dtype == mstype.float32)
+                              for p in self._params], self.max_values)
 
     def on_train_step_end(self, run_context):
-        logged = self._logged_step(run_context.original_args())
+        cb_params = run_context.original_args()
+        logged = self._logged_step(cb_params)
         if self._log is None or logged is None:
             return
-        step, epoch, _ = logged
-        rows = []
-        for (param, labels, large), flat in zip(self._plan, self._host.arrays()):
-            # labels made once, in on_train_begin; five statistics of a large one
-            values = _statistics(flat) if large else flat.astype(np.float64).tolist()
-            rows.extend([(step, epoch, label, value) for label, value in zip(labels, values)])
-        self._log.write_rows(rows)
+        block = self._block
+        block.add(logged[0], logged[1], self._host.arrays(net_outputs(cb_params)))
+        if block.full() or block.waited() >= self._log.flush_seconds:
+            self._write_block()
+
+    def on_train_epoch_end(self, run_context):
+        if self._block is not None and self._block.waited() >= self._log.flush_seconds:
+            self._write_block()
+        super().on_train_epoch_end(run_context)
+
+    def flush(self):
+        """Write the kept steps and buffered rows to disk (Checkpoint calls it before saving)."""
+        self._write_block()
+        super().flush()
+
+    def close(self):
+        self._write_block()
+        super().close()
+
+    def _write_block(self):
+        """Statistics and rows of the steps kept so far, handed to the log."""
+        if self._block is not None and self._log is not None and self._block.n:
+            self._log.write_text(*self._block.take_text())
 
     def _labels(self, name, size):
         """The ``param`` column of a parameter's rows, in the order of its values."""
@@ -105,37 +134,106 @@ def _check_names(names):
     return names
 
 
-class _HostViews:
-    """The parameters' values on the host, one flat array each, per step.
+class _Block:
+    """The logged steps' parameter values, kept until written as one block.
 
-    On CPU ``asnumpy()`` returns a view of the parameter's own memory, which
-    the next steps update in place: the views are made once and reused while
-    each parameter's data pointer stays the same (``set_data`` or a loaded
-    checkpoint replaces the memory: new views then). Elsewhere (a device
-    copy), each call copies, as ``asnumpy()`` always did. A cached read costs
-    ~1 us a parameter instead of ~35 us (numpy parses the buffer format on
-    every ``asnumpy()``).
+    A small parameter (up to ``RAW_MAX`` elements) is only copied per step,
+    into one preallocated row of raw values; its statistics, for every step
+    of the block at once, and the text of every row are made in a few numpy
+    calls when the block is written. The per-call overhead of five
+    statistics per parameter and of formatting each row, not the
+    arithmetic, was most of the tracker's cost on small parameters (see
+    benchmarks/README.md). A larger parameter's statistics are computed at
+    the step, from the parameter's own memory: copying it would cost more
+    than the calls it saves, and would push the training's data out of the
+    CPU's cache.
+
+    Args:
+        specs: ``(size, labels, is_float32)`` of each parameter, in order.
+        max_values: largest parameter written element by element.
+        max_steps: most steps kept between writes (fewer when their raw
+            values would pass ``BLOCK_BYTES``).
     """
 
-    def __init__(self, params):
-        self.params = list(params)
-        self.views = self.ptrs = None
+    def __init__(self, specs, max_values, max_steps=BLOCK_STEPS):
+        self.large = [size > max_values for size, _, _ in specs]
+        self.kept = [size <= RAW_MAX for size, _, _ in specs]
+        kept = [spec for spec, keep in zip(specs, self.kept) if keep]
+        self.bounds = np.cumsum([0] + [size for size, _, _ in kept]).tolist()
+        dtype = np.float32 if all(f32 for _, _, f32 in kept) else np.float64
+        row_bytes = max(1, self.bounds[-1] * np.dtype(dtype).itemsize)
+        self.capacity = int(max(1, min(max_steps, BLOCK_BYTES // row_bytes)))
+        self.raw = np.empty((self.capacity, self.bounds[-1]), dtype)
+        self.columns = self._columns(specs)
+        spans = iter(zip(self.bounds, self.bounds[1:]))
+        self.raw_columns = [slice(*next(spans)) if keep else None for keep in self.kept]
+        width = sum(len(labels) for _, labels, _ in specs)
+        self.values = np.empty((self.capacity, width), np.float64)
+        self.steps = [None] * self.capacity
+        self.cells = [_csv_cell(label) + "," for _, labels, _ in specs for label in labels]
+        self.n = 0
+        self.since = None
 
-    def arrays(self):
-        params = self.params
-        if self.views is not None and all(p.data_ptr() == q for p, q in zip(params, self.ptrs)):
-            for p in params:
-                p.data_sync(True)   # the step's kernels have written it
-            return self.views
-        arrays = [_host_array(p) for p in params]
-        again = [_host_array(p) for p in params]
-        live = all(np.shares_memory(a, b) for a, b in zip(arrays, again))
-        self.views, self.ptrs = (arrays, [p.data_ptr() for p in params]) if live else (None, None)
-        return arrays
+    @staticmethod
+    def _columns(specs):
+        """The slice of the value columns each parameter fills, in order."""
+        out, col = [], 0
+        for _, labels, _ in specs:
+            out.append(slice(col, col + len(labels)))
+            col += len(labels)
+        return out
+
+    def add(self, step, epoch, arrays):
+        """Keep one step's values (``arrays``: each parameter's flat values)."""
+        k = self.n
+        row, values = self.raw[k], self.values[k]
+        for array, raw_cols, cols in zip(arrays, self.raw_columns, self.columns):
+            if raw_cols is not None:
+                row[raw_cols] = array
+            else:   # statistics now, from the parameter's memory
+                values[cols] = statistics(array)
+        self.steps[k] = f"{step},{epoch},"
+        self.n = k + 1
+        if k == 0:
+            self.since = time.monotonic()
+
+    def full(self):
+        return self.n >= self.capacity
+
+    def waited(self):
+        """Seconds since the block's oldest step (0 when empty)."""
+        return time.monotonic() - self.since if self.n else 0.0
+
+    def take_text(self):
+        """``(text, rows)``: the CSV rows of every kept step; empties the block."""
+        k = self.n
+        self._fill_kept(k)
+        values = list(map(repr, self.values[:k].ravel().tolist()))
+        end, cells, width = _LINE_END, self.cells, len(self.cells)
+        text = "".join([head + cell + value + end
+                        for i, head in enumerate(self.steps[:k])
+                        for cell, value in zip(cells, values[i * width:(i + 1) * width])])
+        self.n = 0
+        return text, k * width
+
+    def _fill_kept(self, k):
+        """The value columns of the kept (small) parameters, for the first ``k`` steps."""
+        for raw_cols, large, cols in zip(self.raw_columns, self.large, self.columns):
+            if raw_cols is None:
+                continue
+            block = self.raw[:k, raw_cols]
+            if large:
+                for j, stat in enumerate(block_statistics(block)):
+                    self.values[:k, cols.start + j] = stat
+            else:
+                self.values[:k, cols] = block
 
 
-def _host_array(param):
-    if getattr(param, "has_init", False):  # a lazily initialized Parameter
-        param.init_data()
-    return param.asnumpy().reshape(-1)
+_LINE_END = csv.excel.lineterminator   # as CsvLog's csv.writer ends its rows
 
+
+def _csv_cell(text):
+    """``text`` as one CSV field (quoted only when it must be), as csv.writer writes it."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow([text])
+    return buf.getvalue()

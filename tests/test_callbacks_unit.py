@@ -331,3 +331,86 @@ def test_loss_monitor_logs_the_learning_rate_it_is_given_not_the_optimizers(
 def test_loss_monitor_rejects_a_learning_rate_that_is_not_numbers(tmp_path, lr):
     with pytest.raises(ValueError, match=r"`lr` must be None, a number or a non-empty sequence"):
         LossMonitor(tmp_path, lr=lr)
+
+
+class SizedParams(nn.Cell):
+    """One parameter of each kind the tracker writes differently: a scalar,
+    element by element, statistics kept raw until written, statistics at the step."""
+
+    def __init__(self):
+        super().__init__()
+        self.s = Parameter(Tensor(np.float32(0.0)), name="s")
+        self.e = Parameter(Tensor(np.zeros(3, np.float32)), name="e")
+        self.m = Parameter(Tensor(np.zeros(500, np.float32)), name="m")
+        self.l = Parameter(Tensor(np.zeros(5000, np.float32)), name="l")
+
+    def construct(self, x):
+        return x
+
+
+def _values_at(step, size):
+    return (np.arange(size, dtype=np.float32) * 0.5 + step * 10.0).astype(np.float32)
+
+
+def test_parameter_tracker_writes_each_steps_own_values_whatever_the_block(tmp_path, run_context):
+    """Steps are kept and written in blocks: every row must still carry the
+    value its parameter had at that step (in place or by set_data), and a
+    flush (Checkpoint's, before a save) must write the steps kept so far."""
+    net = SizedParams()
+    params = net.trainable_params()
+    tracker = ParameterTracker(tmp_path)
+    ctx = run_context(train_network=net, optimizer=nn.SGD(params, 0.1), batch_num=6)
+    p = ctx.original_args()
+    tracker.on_train_begin(ctx)
+    for step in range(1, 7):
+        for param in params:
+            values = _values_at(step, int(param.size)).reshape(param.shape)
+            if step % 2:
+                param.asnumpy()[...] = values        # in place, as a train step writes
+            else:
+                param.set_data(Tensor(values))       # new memory
+        p.cur_step_num = step
+        p.net_outputs = (Tensor(np.float32(1.0)),)
+        tracker.on_train_step_end(ctx)
+        if step == 3:
+            tracker.flush()
+            assert {int(r["step"]) for r in rows_of(tmp_path / "params.csv")} == {1, 2, 3}
+    tracker.on_train_end(ctx)
+
+    rows = rows_of(tmp_path / "params.csv")
+    assert len(rows) == 6 * (1 + 3 + 5 + 5)           # each step's rows once
+    got = {(int(r["step"]), r["param"]): float(r["value"]) for r in rows}
+    for step in range(1, 7):
+        assert got[(step, "s")] == 10.0 * step
+        assert [got[(step, f"e[{i}]")] for i in range(3)] == list(_values_at(step, 3))
+        for name, size in (("m", 500), ("l", 5000)):
+            x = _values_at(step, size).astype(np.float64)
+            assert [got[(step, f"{name}:{stat}")] for stat in ("norm", "mean", "std", "min", "max")] \
+                == pytest.approx([np.linalg.norm(x), x.mean(), x.std(), x.min(), x.max()], rel=1e-6)
+
+
+def test_parameter_tracker_rows_do_not_depend_on_where_a_block_starts(tmp_path, run_context):
+    """A resumed run starts a new block mid-way: its rows must equal those of
+    a run that kept the steps together (bitwise: a resume is compared so)."""
+    texts = []
+    for blocks in ((8,), (3, 5)):
+        net = SizedParams()
+        params = net.trainable_params()
+        out = tmp_path / f"run{len(blocks)}"
+        step = 0
+        for n in blocks:
+            tracker = ParameterTracker(out)
+            ctx = run_context(train_network=net, optimizer=nn.SGD(params, 0.1), batch_num=8)
+            p = ctx.original_args()
+            tracker.on_train_begin(ctx)
+            for _ in range(n):
+                step += 1
+                rng = np.random.default_rng(step)
+                for param in params:
+                    param.set_data(Tensor(rng.normal(0.3, 0.05, param.shape).astype(np.float32)))
+                p.cur_step_num = step
+                p.net_outputs = (Tensor(np.float32(1.0)),)
+                tracker.on_train_step_end(ctx)
+            tracker.on_train_end(ctx)
+        texts.append((out / "params.csv").read_text())
+    assert texts[0] == texts[1]

@@ -142,6 +142,30 @@ def test_a_bfloat16_tensor_is_read_through_asnumpy_not_item():
     assert done.returncode == 0 and done.stdout.strip() == "1.5"
 
 
+def test_a_parameters_host_view_is_its_memory_updated_in_place_by_each_step(ms_graph):
+    """callbacks/_mindspore.HostViews: on CPU ``asnumpy()`` of a Parameter is a
+    view of its memory (the same address each call), which a graph train
+    step updates in place; once an output is read the view holds the step's
+    values, and ``set_data`` gives the Parameter new memory (a new data_ptr)."""
+    net = nn.Dense(1, 1)
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()),
+                               nn.SGD(net.trainable_params(), 0.1))
+    x, y = Tensor(X), Tensor(2 * X)
+    views = cbms.HostViews(net.trainable_params())
+    first = [a.copy() for a in views.arrays()]
+    assert views.views is not None                     # live: kept and reused
+    seen = []
+    for _ in range(3):
+        out = step(x, y)
+        seen.append([a.copy() for a in views.arrays(out)])
+        assert [a.reshape(-1).tolist() for a in seen[-1]] == \
+            [p.asnumpy().reshape(-1).tolist() for p in net.trainable_params()]
+    assert seen[0][0] != first[0] and seen[1][0] != seen[0][0]
+    ptr = net.weight.data_ptr()
+    net.weight.set_data(Tensor(np.full((1, 1), 5.0, np.float32)))
+    assert net.weight.data_ptr() != ptr and views.arrays()[0].tolist() == [5.0]
+
+
 def test_get_rank_answers_0_outside_a_communication_group():
     """callbacks/_mindspore.rank_id: in 2.10 get_rank() returns 0 before init()
     instead of raising, so the environment fallback is only for versions that
