@@ -31,9 +31,13 @@ class ParameterTracker(LogCallback):
     A one-element parameter is written under its name (``dense.weight``),
     one with up to ``max_values`` elements as ``name[i]`` (flat index), a
     larger one as ``name:norm``, ``name:mean``, ``name:std``, ``name:min``
-    and ``name:max``. Each selected parameter is copied once per logged
-    step, and only on logged steps (on CPU not even copied: ``asnumpy()``
-    is a view of the parameter's memory, read in place).
+    and ``name:max``. Parameters are read only on logged steps, in place
+    on CPU (``asnumpy()`` is a view of the parameter's memory). The steps
+    are written in blocks (up to 256 steps, or ``flush_seconds`` of the
+    log, and before every checkpoint): a small parameter's values are
+    copied at the step and their statistics and rows made for the whole
+    block at once, a large one's statistics computed at the step; every
+    row holds its step's values.
 
     Args:
         directory: folder of ``params.csv``.
@@ -61,6 +65,7 @@ class ParameterTracker(LogCallback):
         self.all_ranks = bool(all_ranks)
         self._params = []
         self._log = None
+        self._host = None
         self._block = None
 
     def on_train_begin(self, run_context):
@@ -83,7 +88,7 @@ class ParameterTracker(LogCallback):
             self._write_block()
 
     def on_train_epoch_end(self, run_context):
-        if self._block is not None and self._block.waited() >= self._log.flush_seconds:
+        if self._log is not None and self._block.waited() >= self._log.flush_seconds:
             self._write_block()
         super().on_train_epoch_end(run_context)
 

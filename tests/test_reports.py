@@ -74,6 +74,21 @@ def test_history_of_a_parameter_the_grad_norm_and_the_lr(trained):
     assert lr.groupby("optimizer")["lr"].nunique().eq(1).all()
 
 
+def test_history_keeps_a_config_field_named_like_the_metric_apart(tmp_path):
+    """A sweep over ``loss="mse"|"huber"``: ``history(runs, "loss")`` holds the
+    logged losses in ``loss`` and the config field as ``config.loss``, with
+    each column's own dtype (the config's lr stays a float)."""
+    make_run(tmp_path, "a", config={"loss": "mse", "lr": 0.1}, losses=(1.0, 0.5))
+    make_run(tmp_path, "b", config={"loss": "huber", "lr": 0.2}, losses=(2.0, 1.5, 1.25))
+    table = history(str(tmp_path / "toy"))
+    assert list(table.columns[:4]) == ["run_id", "step", "epoch", "loss"]
+    assert sorted(table.columns[4:]) == ["config.loss", "lr"]
+    assert table["loss"].tolist() == [1.0, 0.5, 2.0, 1.5, 1.25]
+    assert table["config.loss"].tolist() == ["mse"] * 2 + ["huber"] * 3
+    assert table["run_id"].tolist() == ["a"] * 2 + ["b"] * 3
+    assert table["lr"].dtype == float and table["step"].dtype == "int64"
+
+
 @pytest.mark.slow
 def test_unknown_history_metric_lists_the_available_ones(trained):
     with pytest.raises(ConfigError, match=r"available: .*dense\.weight.*grad_norm.*"

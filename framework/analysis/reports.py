@@ -282,47 +282,63 @@ def history(runs, metric="loss"):
     rows per evaluation). Raises ConfigError listing the available metrics when
     no run logged it.
     """
-    import pandas as pd
     runs = as_runs(runs, _load_records)
     varying = differing_config(runs)
-    frames = [_with_config(frame, run, varying) for run in runs
-              if (frame := _readable_metric_frame(run, metric)) is not None]
-    if not frames:
+    found = [(run, arrays) for run in runs
+             if (arrays := _readable_metric_arrays(run, metric)) is not None]
+    if not found:
         available = sorted(set().union(*(available_metrics(run) for run in runs)))
         raise ConfigError(f"no run logged the metric {metric!r}; available: "
                           f"{', '.join(available)}. Received: metric={metric!r}", field="metric")
-    return pd.concat(frames, ignore_index=True)
+    return _long_table(found, metric, varying)
 
 
-def _readable_metric_frame(run, metric):
-    """The run's frame of ``metric``; None (with a warning) when its log is broken."""
+def _readable_metric_arrays(run, metric):
+    """The run's ``(step, epoch, values)`` of ``metric``; None (with a warning)
+    when its log is broken."""
     try:
-        return _metric_frame(run, metric)
+        return _metric_arrays(run, metric)
     except RunDirError as exc:
         logger.warning("skipped a broken run: %s", exc)
         return None
 
 
-def _metric_frame(run, metric):
+def _metric_arrays(run, metric):
     # one log after the other: most metrics are in the first (loss.csv)
     for table_of in (lambda: run.loss, lambda: run.grad_norm, lambda: _eval_table(run)):
         table = table_of()
         if metric in table.columns and metric not in ("step", "epoch"):
-            return table[["step", "epoch", metric]]
+            return tuple(table[c].to_numpy() for c in ("step", "epoch", metric))
     params = run.params
     if len(params):
-        rows = params[params["param"] == metric]
-        if len(rows):
-            return rows[["step", "epoch", "value"]].rename(columns={"value": metric})
+        mask = params["param"].to_numpy() == metric
+        if mask.any():
+            return tuple(params[c].to_numpy()[mask] for c in ("step", "epoch", "value"))
     return None
 
 
-def _with_config(frame, run, varying):
-    frame = frame.reset_index(drop=True)
-    frame.insert(0, "run_id", run.run_id)
+def _long_table(found, metric, varying):
+    """One frame from every run's arrays, built column by column (a frame per
+    run and a concat cost ~4 ms a run: 200 runs took a second more)."""
+    import numpy as np
+    import pandas as pd
+    lengths = [len(arrays[0]) for _, arrays in found]
+    columns = {"run_id": _per_run([run.run_id for run, _ in found], lengths)}
+    for i, name in enumerate(("step", "epoch", metric)):
+        columns[name] = np.concatenate([arrays[i] for _, arrays in found])
     for name in varying:
-        frame[_config_column(name)] = _cell(run.config.get(name))
-    return frame
+        column = _config_column(name)
+        if column in columns:   # a field named like the metric (loss="mse") stays apart
+            column = f"config.{name}"
+        columns[column] = _per_run([_cell(run.config.get(name)) for run, _ in found], lengths)
+    return pd.DataFrame(columns)
+
+
+def _per_run(values, lengths):
+    """A column holding each run's value on each of its rows (pandas infers its dtype)."""
+    import pandas as pd
+    series = pd.Series(values, dtype=object if any(isinstance(v, tuple) for v in values) else None)
+    return series.repeat(lengths).to_numpy()
 
 
 def available_metrics(run):
