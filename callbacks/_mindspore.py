@@ -153,12 +153,16 @@ class HostViews:
     def __init__(self, params):
         self.params = list(params)
         self.views = self.ptrs = None
+        self._wait = None
 
     def arrays(self, outputs=None):
         """Each parameter's flat values after the step that returned ``outputs``."""
         params = self.params
         if self.views is not None and all(p.data_ptr() == q for p, q in zip(params, self.ptrs)):
-            _wait_for(outputs)
+            if outputs is not None:
+                if self._wait is None:   # chosen once: a train network's outputs keep their kind
+                    self._wait = _waiter(outputs)
+                self._wait(outputs)
             return self.views
         arrays = [_host_array(p) for p in params]
         again = [_host_array(p) for p in params]
@@ -167,14 +171,23 @@ class HostViews:
         return arrays
 
 
-def _wait_for(outputs):
-    """Read one output of a step, so that its kernels (the update included) have run."""
+def _first(outputs):
     while isinstance(outputs, (tuple, list)) and outputs:
         outputs = outputs[0]
-    if item_readable(outputs):
-        outputs.item()
-    elif isinstance(outputs, Tensor):
-        outputs.data_sync(True)
+    return outputs
+
+
+def _waiter(outputs):
+    """A function reading one output of a step like ``outputs``, so that the
+    step's kernels (the update included) have run."""
+    first = _first(outputs)
+    if item_readable(first):
+        if isinstance(outputs, (tuple, list)) and outputs and first is outputs[0]:
+            return lambda out: out[0].item()
+        return lambda out: _first(out).item()
+    if isinstance(first, Tensor):
+        return lambda out: _first(out).data_sync(True)
+    return lambda out: None
 
 
 def _host_array(param):
