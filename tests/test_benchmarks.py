@@ -100,3 +100,17 @@ def test_profile_hooks_profiles_only_the_callbacks(tmp_path):
     listed = proc.stdout[proc.stdout.find("ncalls"):]
     assert "parameter_tracker.py" in listed or "loss_monitor.py" in listed
     assert "model.py" not in listed   # MindSpore's training loop is not in the profile
+
+
+@pytest.mark.slow
+def test_conv_cpu_times_each_formulation():
+    env = dict(os.environ, GLOG_v="3")
+    proc = subprocess.run([sys.executable, os.path.join("benchmarks", "conv_cpu.py"), "--quick",
+                           "conv1", "im2col"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = re.findall(r"first step +[0-9.]+ ms, then +[0-9.]+ ms/step", proc.stdout)
+    assert len(rows) == 2, proc.stdout
+    bad = subprocess.run([sys.executable, os.path.join("benchmarks", "conv_cpu.py"), "nope"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "unknown variant(s) nope; choose from conv" in bad.stderr
