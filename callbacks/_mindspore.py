@@ -153,11 +153,14 @@ class HostViews:
     def __init__(self, params):
         self.params = list(params)
         self.views = self.ptrs = None
+        self.copies = False   # asnumpy() copies here: one copy per call, no views kept
         self._wait = None
 
     def arrays(self, outputs=None):
         """Each parameter's flat values after the step that returned ``outputs``."""
         params = self.params
+        if self.copies:
+            return [_host_array(p) for p in params]
         if self.views is not None and all(p.data_ptr() == q for p, q in zip(params, self.ptrs)):
             if outputs is not None:
                 if self._wait is None:   # chosen once: a train network's outputs keep their kind
@@ -166,8 +169,8 @@ class HostViews:
             return self.views
         arrays = [_host_array(p) for p in params]
         again = [_host_array(p) for p in params]
-        live = all(np.shares_memory(a, b) for a, b in zip(arrays, again))
-        self.views, self.ptrs = (arrays, [p.data_ptr() for p in params]) if live else (None, None)
+        self.copies = not all(np.shares_memory(a, b) for a, b in zip(arrays, again))
+        self.views, self.ptrs = (None, None) if self.copies else (arrays, [p.data_ptr() for p in params])
         return arrays
 
 
@@ -182,8 +185,6 @@ def _waiter(outputs):
     step's kernels (the update included) have run."""
     first = _first(outputs)
     if item_readable(first):
-        if isinstance(outputs, (tuple, list)) and outputs and first is outputs[0]:
-            return lambda out: out[0].item()
         return lambda out: _first(out).item()
     if isinstance(first, Tensor):
         return lambda out: _first(out).data_sync(True)

@@ -85,12 +85,8 @@ class CsvLog:
         """Buffer one row (a sequence in column order or a dict)."""
         if isinstance(row, dict):
             row = [row.get(name, "") for name in self.fieldnames]
-        rows = self._rows
-        rows.append(row)
-        if len(rows) + self._text_rows >= self.flush_rows:
-            self.flush()
-        elif time.monotonic() - self._last_flush >= self.flush_seconds:
-            self.flush()
+        self._rows.append(row)
+        self._flush_when_full_or_due()
 
     def write_rows(self, rows):
         """Buffer several rows (sequences in column order) with one check."""

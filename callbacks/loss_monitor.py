@@ -1,9 +1,8 @@
 """LossMonitor: the training loss (and learning rate) of every step to loss.csv."""
-import math
 import time
 
 from ._common import (check_directory, check_every, check_steps_per_epoch, first_output,
-                      float_reader, item_readable, log_path, net_outputs, optimizer_of,
+                      float_reader, is_finite, item_readable, log_path, net_outputs, optimizer_of,
                       tensor_values, to_float)
 from ._log_callback import LogCallback
 from ._mindspore import learning_rate_of, schedule_at
@@ -111,7 +110,7 @@ class LossMonitor(LogCallback):
         if self._log is not None:
             elapsed = time.monotonic() - self._t0 + self.time_offset
             self._log.write((step, epoch, loss, self._lr(step), round(elapsed, 6)) + parts)
-        if loss is None or not math.isfinite(loss):
+        if not is_finite(loss):
             self.stop_reason = f"loss is {loss} at step {step}"
             self._non_finite = (step, loss)
             run_context.request_stop()

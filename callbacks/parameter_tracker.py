@@ -162,16 +162,17 @@ class _Block:
 
     def __init__(self, specs, max_values, max_steps=BLOCK_STEPS):
         self.large = [size > max_values for size, _, _ in specs]
-        self.kept = [size <= RAW_MAX for size, _, _ in specs]
-        kept = [spec for spec, keep in zip(specs, self.kept) if keep]
-        self.bounds = np.cumsum([0] + [size for size, _, _ in kept]).tolist()
+        keep = [size <= RAW_MAX for size, _, _ in specs]
+        kept = [spec for spec, k in zip(specs, keep) if k]
+        bounds = np.cumsum([0] + [size for size, _, _ in kept]).tolist()
         dtype = np.float32 if all(f32 for _, _, f32 in kept) else np.float64
-        row_bytes = max(1, self.bounds[-1] * np.dtype(dtype).itemsize)
+        row_bytes = max(1, bounds[-1] * np.dtype(dtype).itemsize)
         self.capacity = int(max(1, min(max_steps, BLOCK_BYTES // row_bytes)))
-        self.raw = np.empty((self.capacity, self.bounds[-1]), dtype)
+        self.raw = np.empty((self.capacity, bounds[-1]), dtype)
         self.columns = self._columns(specs)
-        spans = iter(zip(self.bounds, self.bounds[1:]))
-        self.raw_columns = [slice(*next(spans)) if keep else None for keep in self.kept]
+        spans = iter(zip(bounds, bounds[1:]))
+        # where each kept parameter's raw values sit in a row (None: statistics at the step)
+        self.raw_columns = [slice(*next(spans)) if k else None for k in keep]
         width = sum(len(labels) for _, labels, _ in specs)
         self.values = np.empty((self.capacity, width), np.float64)
         self.steps = [None] * self.capacity

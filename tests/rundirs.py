@@ -9,6 +9,34 @@ _TRAINED = {}
 OPTIMIZER_RUNS = (("sgd", 0.2), ("momentum", 0.05), ("adam", 0.1))
 
 
+def exploding_experiment():
+    """An experiment whose network raises inside construct (imported lazily:
+    this module is loaded by tests that never train)."""
+    import numpy as np
+    from mindexp import Experiment
+
+    class Exploding(Experiment):
+        """Its network raises inside construct."""
+        name = "exploding"
+
+        def source(self, split):
+            x = np.ones((20, 1), np.float32)
+            return (x, x) if split == "train" else None
+
+        def network(self):
+            from mindspore import nn
+
+            class Bad(nn.Cell):
+                def __init__(self):
+                    super().__init__()
+                    self.dense = nn.Dense(1, 1)
+
+                def construct(self, x):
+                    raise ValueError("boom from the network")
+            return Bad()
+    return Exploding
+
+
 def trained_runs(tmp_path_factory):
     """Three real Linear trainings (5 epochs, 50 steps each) in one folder, made once."""
     if "root" not in _TRAINED:

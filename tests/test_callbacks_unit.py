@@ -414,3 +414,29 @@ def test_parameter_tracker_rows_do_not_depend_on_where_a_block_starts(tmp_path, 
             tracker.on_train_end(ctx)
         texts.append((out / "params.csv").read_text())
     assert texts[0] == texts[1]
+
+
+def test_host_views_copy_once_per_call_where_asnumpy_copies():
+    """On a device where asnumpy() hands back a copy, no view can be kept:
+    each call reads every parameter once (it used to read each twice, to
+    check for a view, on every step) and returns its current values."""
+    from mindexp.callbacks._mindspore import HostViews
+
+    class Copying:   # a Parameter whose asnumpy() copies, as off the CPU
+        def __init__(self, value):
+            self.value, self.reads = np.float32(value), 0
+
+        def asnumpy(self):
+            self.reads += 1
+            return np.array([self.value])
+
+        def data_ptr(self):
+            return 1
+
+    params = [Copying(1.0), Copying(2.0)]
+    views = HostViews(params)
+    assert [a.tolist() for a in views.arrays()] == [[1.0], [2.0]]
+    reads = [p.reads for p in params]
+    params[0].value = np.float32(5.0)
+    assert [a.tolist() for a in views.arrays()] == [[5.0], [2.0]]
+    assert [p.reads for p in params] == [n + 1 for n in reads]

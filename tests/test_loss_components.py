@@ -1,5 +1,4 @@
 """Loss components: named parts of the loss logged next to the optimised total."""
-import json
 import os
 
 import numpy as np

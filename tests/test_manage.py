@@ -13,7 +13,7 @@ import pytest
 
 from conftest import cli_env
 from mindexp.cli.main import main
-from rundirs import make_run
+from rundirs import exploding_experiment, make_run
 
 WIDTH = 100
 
@@ -40,32 +40,6 @@ def one_line_error(code, err, *words):
     return lines[0]
 
 
-def _failing_experiment():
-    import numpy as np
-    from mindexp import Experiment
-
-    class Exploding(Experiment):
-        """Its network raises inside construct."""
-        name = "exploding"
-
-        def source(self, split):
-            x = np.ones((20, 1), np.float32)
-            return (x, x) if split == "train" else None
-
-        def network(self):
-            from mindspore import nn
-
-            class Bad(nn.Cell):
-                def __init__(self):
-                    super().__init__()
-                    self.dense = nn.Dense(1, 1)
-
-                def construct(self, x):
-                    raise ValueError("boom from the network")
-            return Bad()
-    return Exploding
-
-
 class Runs:
     """The module's runs: paths by role."""
 
@@ -87,7 +61,7 @@ def runs(tmp_path_factory):
     r.resumed = Linear(epochs=1, lr=0.1).run(out=r.out).dir
     resume(r.resumed, {"epochs": "2"})
     with pytest.raises(TrainingError):
-        _failing_experiment()(epochs=1, batch_size=5).run(out=r.out)
+        exploding_experiment()(epochs=1, batch_size=5).run(out=r.out)
     r.failed = [os.path.join(out, "exploding", d) for d in os.listdir(out / "exploding")][0]
     done = cli("sweep", "linear", "--grid", "lr=0.1,0.3", "--set", "epochs=1", "--workers", "1",
                "--tag", "swept", "--out", out, cwd=root)

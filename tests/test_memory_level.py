@@ -1,5 +1,4 @@
 """memory_optimize_level: a config field passed to MindSpore, validated, listed."""
-import pytest
 
 
 def test_o1_reaches_mindspore_context_and_o0_sets_it_back(tmp_path):

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from mindexp.experiments.linear import Linear
-from mindexp import ConfigError, DataError, Experiment, TrainingError
+from mindexp import ConfigError, DataError, TrainingError
+from rundirs import exploding_experiment
 
 
 @pytest.fixture(scope="module")
@@ -48,25 +49,7 @@ def test_rebuilt_network_predicts_2x(default_run):
     assert out == pytest.approx([2.0, 6.0], abs=0.05)
 
 
-class Exploding(Experiment):
-    """Its network raises inside construct."""
-    name = "exploding"
-
-    def source(self, split):
-        x = np.ones((20, 1), np.float32)
-        return (x, x) if split == "train" else None
-
-    def network(self):
-        from mindspore import nn
-
-        class Bad(nn.Cell):
-            def __init__(self):
-                super().__init__()
-                self.dense = nn.Dense(1, 1)
-
-            def construct(self, x):
-                raise ValueError("boom from the network")
-        return Bad()
+Exploding = exploding_experiment()
 
 
 def test_a_network_that_raises_marks_the_run_failed_with_its_message(tmp_path):

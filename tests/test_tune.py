@@ -190,6 +190,7 @@ def test_resume_continues_to_the_total_and_the_seed_repeats(cli, tmp_path):
     twin = _trials(str(tmp_path / "out/studies/again/journal.log"), "again")
     assert [t.params for t in twin] == [t.params for t in trials[:2]]
     other = cli(*_tune_cmd("--trials", 2, "--seed", 6, "--study", "other", "--out", "out")[3:])
+    assert other.returncode == 0, other.stderr
     assert [t.params for t in _trials(str(tmp_path / "out/studies/other/journal.log"),
                                       "other")] != [t.params for t in trials[:2]]
 

@@ -447,10 +447,9 @@ def cmd_tensorboard(args):
 
 
 def _writable(path):
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        why = "it is a folder" if os.path.isdir(path) else f"{folder} is not a writable folder"
-        raise MindexpError(f"cannot write the report to {path}: {why}. Received: {path!r}")
+    """``path`` as given, once known to be writable (the message says "the report")."""
+    from ..use._model import check_writable
+    check_writable(path, what="the report", option=None)
     return path
 
 

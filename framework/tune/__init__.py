@@ -10,7 +10,7 @@ import inspect
 import os
 
 from ..errors import ConfigError
-from .results import best, frame, open_existing, save_plots, study_frame
+from .results import best, save_plots, study_frame
 from .study import StopFlag, run_trials
 
 __all__ = ["tune", "study_frame"]

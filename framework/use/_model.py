@@ -75,12 +75,16 @@ def resolve_batch_size(batch_size, exp):
     return batch_size
 
 
-def check_writable(path):
-    """Refuse, before any work, an output path that cannot be written."""
+def check_writable(path, what=None, option="--output"):
+    """Refuse, before any work, an output path that cannot be written; the
+    path made absolute. ``what`` names the file in the message (``"the
+    report"``), ``option`` the command-line option it came from (None: none)."""
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
         why = "it is a folder" if os.path.isdir(path) else f"{folder} is not a writable folder"
-        raise MindexpError(f"cannot write {path}: {why}. Received: --output {path!r}")
+        target = f"{what} to {path}" if what else path
+        received = f"{option} {path!r}" if option else repr(path)
+        raise MindexpError(f"cannot write {target}: {why}. Received: {received}")
     return os.path.abspath(path)
 
 
