@@ -95,12 +95,12 @@ class RunIndex:
         return digest.hexdigest()[:16]
 
     def load(self, run_dirs):
-        """Loaded runs and ``(run_dir, message)`` of the unreadable ones.
+        """Loaded runs and ``(run_dir, message, status)`` of the unreadable ones.
 
         A run whose files are mid-write or gone is skipped this time and
         shown on a later refresh; a run read before and unchanged is reused.
         """
-        from .reports import load_run
+        from .reports import Skipped, skip_status, load_run
         runs, errors = [], []
         for run_dir in run_dirs:
             signature = self.signature([run_dir])
@@ -112,7 +112,7 @@ class RunIndex:
             try:
                 run = load_run(run_dir)
             except (RunDirError, OSError, ValueError) as exc:
-                errors.append((run_dir, _one_line(exc)))
+                errors.append(Skipped(run_dir, _one_line(exc), skip_status(exc)))
                 continue
             with self._lock:
                 self._cache[run_dir] = (signature, run)

@@ -36,7 +36,7 @@ def plotly_js():
 def render_report(runs, title="mindexp report", skipped=(), out_path=None):
     """The report of loaded ``runs`` as one HTML string.
 
-    ``skipped``: ``(run_dir, message)`` of runs that could not be read.
+    ``skipped``: ``(run_dir, message, status)`` of runs that could not be read.
     ``out_path``: where the file will be written; folder links are made
     relative to it, so the report and the runs can move together.
     """

@@ -22,7 +22,8 @@ _RUN_ID = re.compile(r"^\d{8}-\d{6}-(.+)$")
 def build(runs, title, skipped=(), link=None, progress=False):
     """The page's data for ``runs`` (loaded :class:`mindexp.Run` objects).
 
-    ``skipped``: ``(run_dir, message)`` of runs that could not be read.
+    ``skipped``: ``(run_dir, message, status)`` of runs that could not be read
+    (status ``unreadable`` when run.json does not validate, else ``skipped``).
     ``link(run)``: the href of a run's folder (default: a file URI).
     ``progress``: add step/total, steps/s and ETA per run (the dashboard).
     """
@@ -31,7 +32,7 @@ def build(runs, title, skipped=(), link=None, progress=False):
     entries = [_run_entry(i, run, label, link, progress)
                for i, (run, label) in enumerate(zip(runs, labels))]
     return {"title": title, "runs": entries,
-            "skipped": [{"dir": d, "error": m} for d, m in skipped],
+            "skipped": [{"dir": s[0], "error": s[1], "status": s[2]} for s in skipped],
             "differing": differing_config(runs) if runs else [],
             "table": _table(runs) if runs else {"columns": [], "rows": []},
             "figures": figures(runs)}

@@ -3,6 +3,7 @@
 pandas is imported inside the functions, so importing ``framework`` stays
 light (``mindexp list`` imports neither pandas nor mindspore).
 """
+import collections
 import datetime as _dt
 import logging
 import math
@@ -15,6 +16,7 @@ from ..experiment import LOSS_COLUMNS
 from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
+from ..rundir.meta import UNREADABLE, UnreadableRun
 from ..rundir.record import process_alive
 from ..rundir.summary import eval_name, log_summary, lower_is_better, stored_summary  # noqa: F401
 
@@ -25,10 +27,14 @@ LABELS = ("tags", "note")  # set by the user (mindexp tag / note), after the ide
 OUTCOMES = ("final_loss", "min_loss", "best_step", "steps", "epochs", "train_time_s",
             "steps_per_s")
 _MISSING = object()
+# A run that could not be read: ``status`` is ``unreadable`` when its run.json
+# does not validate (listed with that status), ``skipped`` when a log is broken.
+Skipped = collections.namedtuple("Skipped", "run_dir error status")
 
 
 class RunList(list):
-    """The runs that loaded, plus ``errors``: ``(run_dir, message)`` per broken run."""
+    """The runs that loaded, plus ``errors``: a :data:`Skipped` ``(run_dir, error,
+    status)`` per broken run."""
 
     def __init__(self, runs=(), errors=()):
         super().__init__(runs)
@@ -94,12 +100,25 @@ def _read_each(paths, read):
         try:
             done.append(read(run_dir))
         except RunDirError as exc:
-            errors.append((run_dir, str(exc)))
+            errors.append(Skipped(run_dir, str(exc), skip_status(exc)))
     if not done:
         raise RunDirError(_nothing_loaded(errors))
-    for _, message in errors:
-        logger.warning("skipped a broken run: %s", message)
+    for skipped in errors:
+        logger.warning("%s: %s", "unreadable run" if skipped.status == UNREADABLE
+                       else "skipped a broken run", skipped.error)
     return done, errors
+
+
+def skip_status(error):
+    """``unreadable`` for a run.json that does not validate, ``skipped`` for another error."""
+    return UNREADABLE if isinstance(error, UnreadableRun) else "skipped"
+
+
+def unreadable_rows(errors, **blank):
+    """One row per run of ``errors`` whose run.json does not validate: its id,
+    status ``unreadable``, folder, and ``blank`` (the other columns' empty values)."""
+    return [{"run_id": os.path.basename(s.run_dir), "experiment": None, "status": UNREADABLE,
+             **blank, "run_dir": s.run_dir} for s in errors if s.status == UNREADABLE]
 
 
 def _nothing_loaded(errors):
@@ -114,7 +133,7 @@ def as_runs(runs_or_paths, read=None):
     items = [runs_or_paths] if isinstance(runs_or_paths, (str, os.PathLike, Run)) \
         else list(runs_or_paths)
     if items and all(isinstance(i, Run) for i in items):
-        return items
+        return runs_or_paths if isinstance(runs_or_paths, RunList) else items
     paths = [i.dir if isinstance(i, Run) else i for i in items]
     return load_runs(paths) if read is None else RunList(*_read_each(paths, read))
 
@@ -161,6 +180,7 @@ def compare(runs_or_paths, sort="final_loss"):
     runs = as_runs(runs_or_paths, _load_for_compare)
     config_names = _union(run.config for run in runs)
     rows = [_row(run, config_names) for run in runs]
+    rows += unreadable_rows(getattr(runs, "errors", ()), tags="", note="")
     table = pd.DataFrame(rows, columns=_column_order(rows, config_names))
     table.attrs["config_columns"] = [_config_column(n) for n in config_names]
     return sort_table(table, sort)

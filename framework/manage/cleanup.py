@@ -11,10 +11,10 @@ import glob
 import os
 import shutil
 
-from ..callbacks import schema
 from ..errors import MindexpError, RunDirError
 from ..analysis.reports import lower_is_better
 from ..rundir.io import is_run_dir, read_json, write_json
+from ..rundir.meta import read_meta
 from .liveness import may_be_running
 from .runs import short_path
 from .show import find_run, human_size
@@ -51,7 +51,7 @@ def plan_rm(specs, root="outputs"):
     for spec in specs:
         if os.path.isdir(spec) and _index_name(spec):
             for run_dir in index_runs(spec):
-                targets.setdefault(run_dir, Target(run_dir, read_json(_run_json(run_dir))))
+                targets.setdefault(run_dir, Target(run_dir, read_meta(run_dir)))
             targets.setdefault(os.path.abspath(spec), Target(spec, group=True))
         elif os.path.isdir(spec) and not is_run_dir(spec):
             raise RunDirError(f"{spec} is not a run directory, a sweep folder or a study folder; "
@@ -83,7 +83,7 @@ def plan_gc(table, keep_best=None, by="final_loss"):
         rows = _drop_best(rows, keep_best, by)
     targets, kept = [], []
     for run_dir in rows["run_dir"]:
-        meta = read_json(_run_json(run_dir))
+        meta = read_meta(run_dir)
         (kept if may_be_running(meta) else targets).append(Target(run_dir, meta))
     return targets, kept
 
@@ -122,7 +122,7 @@ def remove(targets):
         if not os.path.exists(target.path):
             continue  # inside a group folder removed already, or removed meanwhile
         if not target.group:
-            refuse_running([Target(target.path, read_json(_run_json(target.path)))])
+            refuse_running([Target(target.path, read_meta(target.path))])
         hidden = _hide(target.path)
         if not target.group:
             drop_from_indexes(target.path, target.meta.get("run_id"))
@@ -216,10 +216,6 @@ def _index_name(folder):
         if os.path.isfile(os.path.join(folder, name)):
             return name
     return None
-
-
-def _run_json(run_dir):
-    return os.path.join(run_dir, schema.RUN_JSON)
 
 
 def _size(path):

@@ -4,6 +4,7 @@ import os
 from ..callbacks import schema
 from ..errors import RunDirError
 from ..rundir.io import is_run_dir, read_json
+from ..rundir.meta import read_meta
 from ..provenance import files as F
 from ..provenance.capture import installed_packages, mindspore_env
 
@@ -19,7 +20,7 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not is_run_dir(run_dir):
         raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no run.json)")
-    meta = read_json(os.path.join(run_dir, schema.RUN_JSON))
+    meta = read_meta(run_dir, require=("entry",))
     config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     if current_code:
         entry = meta["entry"]
@@ -64,7 +65,7 @@ def environment_changes(run_dir):
     a list of ``"what: captured -> now"`` strings (packages, Python, MindSpore
     environment variables); empty when nothing differs or nothing was captured."""
     import platform
-    meta = read_json(os.path.join(run_dir, schema.RUN_JSON))
+    meta = read_meta(run_dir)
     block = F.provenance_of(meta)
     if not block.get("environment"):
         return []

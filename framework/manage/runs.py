@@ -13,7 +13,7 @@ import re
 
 from ..errors import ConfigError
 from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, format_age,
-                       format_value, sort_table)
+                       format_value, sort_table, unreadable_rows)
 from ..rundir.run import Run
 from .liveness import GONE, process_state
 
@@ -70,10 +70,13 @@ def runs_table(paths):
     run whose process left this host), tags (comma-separated), note,
     started_at, ended_at, age_s, the config fields, steps, epochs_done,
     final_loss, train_time_s, steps_per_s, the final scalar parameters,
-    run_dir. ``attrs["errors"]`` lists the runs that could not be read.
+    run_dir. A run whose run.json does not validate has the status
+    ``unreadable``. ``attrs["errors"]`` lists the runs that could not be read.
     """
     import pandas as pd
     rows, errors = _read_each(paths, lambda run_dir: _row(Run(run_dir)))
+    rows += unreadable_rows(errors, tags="", note="", started_at=None, ended_at=None,
+                            age_s=None)
     table = pd.DataFrame(rows)
     table = table[[c for c in table.columns if c != "run_dir"] + ["run_dir"]]
     table = table.sort_values("started_at", ascending=False, kind="stable", na_position="last")

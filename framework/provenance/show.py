@@ -1,15 +1,14 @@
 """The provenance block of a run as text lines (for ``mindexp show``)."""
 import os
 
-from ..callbacks import schema
-from ..rundir.io import read_json
+from ..rundir.meta import read_meta
 from . import files as F
 
 
 def provenance_lines(run_dir):
     """Lines describing what produced ``run_dir``: code, git, command, host,
     packages, environment variables, and the run it reran (if any)."""
-    meta = read_json(os.path.join(os.fspath(run_dir), schema.RUN_JSON))
+    meta = read_meta(run_dir)
     block = F.provenance_of(meta)
     if not block:
         return ["provenance: not recorded (run made before provenance capture)"]

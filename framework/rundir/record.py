@@ -14,7 +14,8 @@ import platform
 
 from ..callbacks import schema
 from ..errors import RunDirError
-from .io import now_iso, read_json, write_json
+from .io import now_iso, write_json
+from .meta import read_meta
 
 RUN_JSON = schema.RUN_JSON
 CONFIG_JSON = schema.CONFIG_JSON
@@ -74,7 +75,7 @@ class RunRecord:
     @classmethod
     def read(cls, run_dir):
         """The record on disk (RunDirError when missing or malformed)."""
-        return cls(run_dir, read_json(os.path.join(run_dir, RUN_JSON)))
+        return cls(run_dir, read_meta(run_dir, require=("entry",)))
 
     @property
     def status(self):
@@ -139,7 +140,7 @@ def update_meta(run_dir, change):
                           f"Received: {run_dir!r}")
     try:
         with locked(run_dir):
-            meta = read_json(path)
+            meta = read_meta(run_dir)
             change(meta)
             write_json(path, meta)
     except OSError as exc:
@@ -152,8 +153,8 @@ def write_keeping_user_fields(run_dir, meta):
     path = os.path.join(run_dir, RUN_JSON)
     with locked(run_dir):
         try:
-            current = read_json(path)
-        except RunDirError:
+            current = read_meta(run_dir)
+        except RunDirError:  # damaged on disk: this record replaces it
             current = {}
         meta.update({k: current[k] for k in USER_FIELDS if k in current})
         write_json(path, meta)

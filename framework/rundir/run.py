@@ -5,6 +5,7 @@ import os
 from ..callbacks import schema
 from ..errors import RunDirError
 from .io import is_run_dir, read_json
+from .meta import read_meta
 
 LOGS = {name: log.filename for name, log in schema.LOGS.items()}
 # Columns each log must have; reports rely on them. Every other column but
@@ -31,7 +32,7 @@ class Run:
 
     @functools.cached_property
     def meta(self):
-        return _read_object(os.path.join(self.dir, schema.RUN_JSON))
+        return read_meta(self.dir)
 
     @functools.cached_property
     def config(self):
@@ -111,7 +112,7 @@ class Run:
     def experiment(self):
         """The run's experiment, built from its entry and config.json."""
         from ..entry import load_experiment
-        return load_experiment(self.meta["entry"])(self.config)
+        return load_experiment(read_meta(self.dir, require=("entry",))["entry"])(self.config)
 
 
 def _read_object(path):

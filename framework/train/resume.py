@@ -8,6 +8,7 @@ from ..callbacks import schema
 from ..entry import load_experiment
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import read_json
+from ..rundir.meta import read_meta
 from ..rundir.record import process_alive
 from . import resume_checks
 
@@ -57,7 +58,7 @@ def prepare_resume(run_dir, overrides=None):
     """
     run_dir = check_run_dir(run_dir)
     resume_checks.check_logs_readable(run_dir, STEP_LOGS)
-    meta = read_json(os.path.join(run_dir, schema.RUN_JSON))
+    meta = read_meta(run_dir, require=("entry",))
     config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     cls = load_experiment(meta["entry"])
     exp = cls({**config, **(overrides or {})})
@@ -159,5 +160,5 @@ def load_resume_point(run_dir):
     """The resume point, for an msrun worker (the launcher already checked the run)."""
     point = _latest_good_checkpoint(run_dir)
     point.time_offset = _last_time(run_dir, point.step)
-    point.early_stopped = bool(read_json(os.path.join(run_dir, schema.RUN_JSON)).get("stop_reason"))
+    point.early_stopped = bool(read_meta(run_dir).get("stop_reason"))
     return point

@@ -24,7 +24,9 @@ class LoadedModel:
 def open_run(run_dir):
     """The :class:`Run` at ``run_dir`` (RunDirError, one line, when it is not one)."""
     from ..rundir.run import Run
-    return Run(run_dir)
+    run = Run(run_dir)
+    run.meta  # noqa: B018  (a damaged run.json is named here, before any other file)
+    return run
 
 
 def load_model(run, checkpoint="last"):
