@@ -1,4 +1,5 @@
 """Shared fixtures: a CLI runner, tiny experiments, a hand-built RunContext."""
+import importlib
 import os
 import subprocess
 import sys
@@ -6,6 +7,26 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("GLOG_v", "3")
+
+
+def in_ci():
+    """True under CI (``CI`` set, as ``.ci/run`` runs): the test extra is installed and
+    the tests run as root, so a test that would skip locally must run there."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require(module, reason=None):
+    """``module`` imported: a skip (with ``reason``) where it is missing, a failure under CI."""
+    if in_ci():
+        return importlib.import_module(module)
+    return pytest.importorskip(module, reason=reason)
+
+
+def skip_unless_ci(reason):
+    """Skip the test with ``reason``; under CI, where it must run, fail it instead."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI must run this test)", pytrace=False)
+    pytest.skip(reason)
 
 
 def cli_env(**extra):

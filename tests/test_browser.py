@@ -10,14 +10,14 @@ import threading
 
 import pytest
 
-from conftest import cli_env
+from conftest import cli_env, require
 from rundirs import five_runs, make_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
     pytest.skip("no chromium on PATH (Debian: apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api",
-                               reason="playwright is not installed (pip install playwright)")
+sync_api = require("playwright.sync_api",
+                   reason="playwright is not installed (pip install playwright)")
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +79,8 @@ def test_five_run_report_renders_every_figure_without_errors(five, page_of, tmp_
     statuses = page.locator("#runs tbody td.status").all_inner_texts()
     assert sorted(statuses) == ["completed"] * 3 + ["diverged", "failed"]
     drawn = dict((fig, (traces, svgs)) for fig, traces, svgs in _figures_drawn(page))
-    assert {"loss", "eval_loss", "eval_mae", "lr", "grad_norm", "param:dense.weight",
-            "param:dense.bias", "final_loss"} <= set(drawn) or \
-        {"loss", "eval_mae", "lr", "grad_norm", "param:dense.weight"} <= set(drawn)
+    assert sorted(drawn) == sorted(["loss", "eval_loss", "eval_mae", "lr", "grad_norm",
+                                    "param:dense.weight", "param:dense.bias", "final_loss"])
     assert all(traces > 0 and svgs > 0 for traces, svgs in drawn.values()), drawn
     # the table fits: no column is wider than the page, the run id is short (full on hover)
     first = page.locator("#runs tbody td.run").first

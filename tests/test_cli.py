@@ -91,6 +91,11 @@ def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, args, message):
     assert not (tmp_path / "outputs").exists()
 
 
-def test_python_m_framework_help(cli):
-    done = cli("--help")
-    assert done.returncode == 0 and "run" in done.stdout and "list" in done.stdout
+def test_python_m_mindexp_help_lists_every_command(cli):
+    from mindexp.cli.main import COMMANDS
+    done = cli("--help")  # python -m mindexp --help (what `python -m framework` became)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.startswith("usage: mindexp ")
+    listed = {line.split()[0] for line in done.stdout.splitlines()
+              if line.startswith("    ") and not line.startswith("     ")}
+    assert listed == {name for name in COMMANDS if not name.startswith("_")}

@@ -11,11 +11,11 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT, cli_env
+from conftest import ROOT, cli_env, require
 from mindexp import compare, load_run
 from mindexp.callbacks import read_csv
 
-pytest.importorskip("sklearn")
+require("sklearn")
 pytestmark = pytest.mark.slow
 
 

@@ -7,10 +7,11 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import require
 from mindexp.cli.main import main
 from rundirs import make_run
 
-event_accumulator = pytest.importorskip(
+event_accumulator = require(
     "tensorboard.backend.event_processing.event_accumulator",
     reason="the tensorboard extra is not installed (pip install 'mindexp[tensorboard]')")
 

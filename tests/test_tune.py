@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from conftest import cli_env
+from conftest import cli_env, require
 
-optuna = pytest.importorskip("optuna")
+optuna = require("optuna")
 
 LINEAR_SPACE = ["--param", "lr=loguniform:1e-3:1", "--param", "optimizer=choice:sgd,momentum,adam"]
 

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from conftest import require
 from mindexp.analysis.dashboard import make_server
 from mindexp.analysis.reports import compare, load_run
 from mindexp.cli.main import main
@@ -75,7 +76,7 @@ def test_a_listing_shows_the_damaged_run_as_unreadable_and_the_others_as_usual(
 
 
 def test_report_and_gc_list_the_others_and_name_the_damaged_run(capsys, damaged, tmp_path):
-    pytest.importorskip("plotly")
+    require("plotly")
     root, good, bad, field = damaged
     code, out, err = mindexp(capsys, "report", root, "--out", tmp_path / "r.html")
     assert code == 0 and "(1 runs)" in out, err

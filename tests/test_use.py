@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import require
 from mindexp import ConfigError
 
 # A small spirals run: evaluation and a checkpoint at every epoch, all kept,
@@ -193,6 +194,19 @@ def test_evaluate_a_checkpoint_equals_eval_csv_of_its_epoch(cli, spirals_run):
         assert row["loss"] == pytest.approx(expected["loss"], rel=1e-5)
 
 
+def _by_hand(run, checkpoint, split):
+    """Accuracy and mean cross-entropy of the saved network on every sample of ``split``."""
+    import mindspore as ms
+    from mindexp.data import as_arrays
+    exp = run.experiment()
+    x, labels = as_arrays(exp.source(split), exp.columns, split)
+    logits = run.network(checkpoint)(ms.Tensor(x)).asnumpy().astype(np.float64)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return (float(np.mean(logits.argmax(axis=1) == labels)),
+            float(-np.mean(log_p[np.arange(len(labels)), labels])))
+
+
 @pytest.mark.slow
 def test_evaluate_the_best_on_the_train_split_appends_a_row(spirals_run):
     from mindexp.use import evaluate
@@ -200,7 +214,9 @@ def test_evaluate_the_best_on_the_train_split_appends_a_row(spirals_run):
     before = len(pd.read_csv(path)) if os.path.exists(path) else 0
     row = evaluate(spirals_run.dir, "best", split="train")
     assert row["split"] == "train" and os.path.basename(row["checkpoint"]).startswith("best-")
-    assert 0.0 <= row["accuracy"] <= 1.0 and row["loss"] > 0
+    accuracy, loss = _by_hand(spirals_run, "best", "train")
+    assert row["accuracy"] == pytest.approx(accuracy, abs=1e-6)
+    assert row["loss"] == pytest.approx(loss, rel=1e-4)
     table = pd.read_csv(path)
     assert len(table) == before + 1 and table.iloc[-1]["accuracy"] == pytest.approx(row["accuracy"])
 
@@ -290,7 +306,17 @@ def test_export_onnx_and_default_path(cli, spirals_run):
     assert done.returncode == 0, done.stderr
     path = done.stdout.strip().split("wrote ", 1)[1]
     assert path.startswith(os.path.join(spirals_run.dir, "exported", "best-epoch"))
-    assert path.endswith(".onnx") and os.path.getsize(path) > 0
+    assert path.endswith(".onnx")
+    onnx, ort = require("onnx"), require("onnxruntime")
+    onnx.checker.check_model(onnx.load(path))
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    [given] = session.get_inputs()
+    x = np.random.default_rng(2).normal(size=(given.shape[0] if isinstance(given.shape[0], int)
+                                              else 3, 2)).astype(np.float32)
+    [outputs] = session.run(None, {given.name: x})
+    import mindspore as ms
+    np.testing.assert_allclose(outputs, spirals_run.network("best")(ms.Tensor(x)).asnumpy(),
+                               rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.slow
