@@ -136,7 +136,7 @@ def _components_of(network):
     names = tuple(getattr(network, "component_names", None) or ())
     clash = sorted(set(names) & set(LossMonitor.COLUMNS))
     if clash:
-        raise ValueError(f"loss component names must differ from loss.csv's columns "
+        raise ValueError(f"loss component names must differ from {schema.LOSS.filename}'s columns "
                          f"{', '.join(LossMonitor.COLUMNS)}. Received: components={names!r}")
     return names, getattr(network, "components_index", None)
 

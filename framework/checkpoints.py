@@ -78,7 +78,7 @@ def _step_of(path):
 
 def _scores(run_dir):
     out = {}
-    for row in schema.read_rows(schema.path_of(run_dir, "checkpoints")):
+    for row in schema.read_rows(schema.path_of(run_dir, schema.CHECKPOINTS.filename)):
         try:
             out[os.path.basename(row["file"])] = float(row["score"])
         except (KeyError, TypeError, ValueError):

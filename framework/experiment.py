@@ -7,11 +7,12 @@ import dataclasses
 
 from . import config as _config
 from .builders import build_learning_rate, build_loss, build_optimizer
+from .callbacks import schema
 from .config import Config as _CommonConfig
 from .errors import DataError
 
 # loss.csv's own columns: a loss component cannot take one of these names.
-LOSS_COLUMNS = ("step", "epoch", "loss", "lr", "time_s")
+LOSS_COLUMNS = schema.LOSS.columns
 
 
 class BaseExperiment:
@@ -169,7 +170,7 @@ def check_loss_components(cls):
     """``cls.loss_components``: distinct identifiers, none a loss.csv column (DataError)."""
     names = cls.loss_components
     what = (f"{cls.__name__}.loss_components must be a tuple of distinct identifiers other than "
-            f"loss.csv's columns ({', '.join(LOSS_COLUMNS)}). Received: loss_components={names!r}")
+            f"{schema.LOSS.filename}'s columns ({', '.join(LOSS_COLUMNS)}). Received: loss_components={names!r}")
     if isinstance(names, str) or not isinstance(names, (tuple, list)):
         raise DataError(what)
     if not all(isinstance(n, str) and n.isidentifier() and n not in LOSS_COLUMNS for n in names) \

@@ -8,6 +8,7 @@ import math
 import os
 import re
 
+from ..callbacks import schema
 from .reports import compare, config_labels, differing_config, display_table, loss_components
 
 MAX_POINTS = 1000      # drawn points per curve at most (min and max of 500 buckets)
@@ -181,7 +182,7 @@ def _component_figures(runs):
 
 def _eval_figures(runs):
     metrics = list(dict.fromkeys(c for run in runs for c in run.eval.columns
-                                 if c not in ("epoch", "step", "loss")))
+                                 if c not in (*schema.EVAL.columns, "loss")))
     return [_figure(f"eval_{m}", f"eval_{m}", f"eval_{m}",
                     [_trace(i, run.eval, m, kind="eval", name=f"eval_{m}")
                      for i, run in enumerate(runs) if m in run.eval.columns])

@@ -72,7 +72,7 @@ def find_run_dirs(path):
             dirs.clear()  # a run's own subfolders (checkpoints/, plots/) hold no runs
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
     if not found:
-        raise RunDirError(f"{path} holds no runs (no run.json in it or in any folder below it). "
+        raise RunDirError(f"{path} holds no runs (no {schema.RUN_JSON} in it or in any folder below it). "
                           f"Received: {path!r}")
     return sorted(found)
 

@@ -83,7 +83,8 @@ def build_parser():
 
 def _add_verbose(p):
     p.add_argument("--verbose", action="store_true",
-                   help="print the full traceback when it fails (always kept in error.txt)")
+                   help="print the full traceback when it fails "
+                        f"(always kept in {schema.ERROR_FILE})")
 
 
 def _add_use_commands(sub):
@@ -251,7 +252,7 @@ def _add_removal_args(p):
 def _add_tag_args(p):
     p.add_argument("--tag", action="append", default=[], metavar="TAG",
                    help="tag the run(s) (repeatable); see mindexp tag")
-    p.add_argument("--note", metavar="TEXT", help="a note kept in run.json")
+    p.add_argument("--note", metavar="TEXT", help=f"a note kept in {schema.RUN_JSON}")
 
 
 def _add_config_args(p):

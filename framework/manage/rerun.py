@@ -19,7 +19,7 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     from ..entry import load_experiment
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not is_run_dir(run_dir):
-        raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no run.json)")
+        raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no {schema.RUN_JSON})")
     meta = read_meta(run_dir, require=("entry",))
     config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     if current_code:

@@ -207,7 +207,7 @@ def _checkpoints(run):
     try:
         table = run.read("checkpoints")
     except RunDirError:
-        return ["checkpoints: checkpoints.csv is unreadable"]
+        return [f"checkpoints: {schema.CHECKPOINTS.filename} is unreadable"]
     if not len(table):
         return []
     lines = [f"checkpoints ({len(table)} saved; files on disk marked +)"]

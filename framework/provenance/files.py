@@ -48,7 +48,7 @@ def source_files(run_dir, block):
         if not os.path.isfile(path):
             raise RunDirError(f"{shown} is missing")
         if sha256_of(path) != digest:
-            raise RunDirError(f"{shown} is corrupt (its SHA-256 does not match the one in run.json)")
+            raise RunDirError(f"{shown} is corrupt (its SHA-256 does not match the one in {schema.RUN_JSON})")
         with open(path, encoding="utf-8", errors="replace") as f:
             texts[name] = f.read()
     return texts

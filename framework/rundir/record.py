@@ -136,7 +136,7 @@ def update_meta(run_dir, change):
     """Apply ``change(meta)`` to run.json under the run's lock; returns the new meta."""
     path = os.path.join(run_dir, RUN_JSON)
     if not os.path.isfile(path):
-        raise RunDirError(f"{run_dir} is not a run directory (it has no run.json). "
+        raise RunDirError(f"{run_dir} is not a run directory (it has no {RUN_JSON}). "
                           f"Received: {run_dir!r}")
     try:
         with locked(run_dir):

@@ -25,7 +25,7 @@ class Run:
         if not os.path.exists(self.dir):
             raise RunDirError(f"{path} does not exist")
         if not is_run_dir(self.dir):
-            raise RunDirError(f"{path} is not a run directory (it has no run.json)")
+            raise RunDirError(f"{path} is not a run directory (it has no {schema.RUN_JSON})")
 
     def __repr__(self):
         return f"Run({self.dir!r}, status={self.status!r})"

@@ -21,6 +21,7 @@ from .._mindspore import (MSRUN_LOGS, MSRUN_WORKER_LOGS, env_rank, log_error_mes
 logger = logging.getLogger(__name__)
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAUNCHER = "msrun"  # MindSpore's launcher executable (not the run folder's MSRUN_DIR)
 ENTRY_SCRIPT = os.path.join(PACKAGE_DIR, "_msrun_entry.py")
 REPO_ROOT = os.path.dirname(PACKAGE_DIR)
 
@@ -73,8 +74,8 @@ def _stop(proc):
 
 
 def _msrun():
-    found = os.path.join(os.path.dirname(sys.executable), "msrun")
-    return found if os.path.exists(found) else (shutil.which("msrun") or "msrun")
+    found = os.path.join(os.path.dirname(sys.executable), LAUNCHER)
+    return found if os.path.exists(found) else (shutil.which(LAUNCHER) or LAUNCHER)
 
 
 def _worker_env():

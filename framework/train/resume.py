@@ -77,7 +77,7 @@ def check_run_dir(run_dir):
     """The absolute path of ``run_dir``; RunDirError when it holds no run.json."""
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not os.path.isfile(os.path.join(run_dir, schema.RUN_JSON)):
-        raise RunDirError(f"cannot resume {run_dir}: not a run directory (no run.json)")
+        raise RunDirError(f"cannot resume {run_dir}: not a run directory (no {schema.RUN_JSON})")
     return run_dir
 
 

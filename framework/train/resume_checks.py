@@ -15,7 +15,7 @@ from ..callbacks import schema
 from ..errors import MindexpError
 
 # Columns of the step logs that hold text; every other column is a number.
-_TEXT_COLUMNS = {"param", "file", "kind"}
+_TEXT_COLUMNS = set(schema.TEXT_COLUMNS)
 
 
 class DamagedLogError(MindexpError):

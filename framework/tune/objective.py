@@ -13,7 +13,7 @@ import tempfile
 from ..callbacks import schema
 from ..errors import ConfigError
 
-_PROBE_LOSS = "step,epoch,loss\n1,1,0.5\n"
+_PROBE_LOSS = ",".join(schema.LOSS.required) + "\n1,1,0.5\n"
 
 
 class Objective:
