@@ -1,7 +1,7 @@
 """run.json's fields and their types, and its one validating reader.
 
-Every reader of run.json goes through :func:`read_meta`: a record that is
-not a JSON object, or whose field has the wrong type (``"params": [1, 2]``,
+The listings, the commands aimed at a run and the run record read it
+through :func:`read_meta`: a record that is not a JSON object, or whose field has the wrong type (``"params": [1, 2]``,
 ``"tags": "abc"``), raises :class:`UnreadableRun` naming the file and the
 field, so a hand-damaged run is reported in one line instead of breaking a
 listing or a command further on. Fields are optional (older runs lack some)
