@@ -73,6 +73,8 @@ def test_a_listing_shows_the_damaged_run_as_unreadable_and_the_others_as_usual(
             for name in ("good", "bad") if name in line.replace(os.sep, " ").split()}
     assert set(rows) == {"good", "bad"}
     assert "unreadable" in rows["bad"] and "completed" in rows["good"]
+    if command == "compare":  # no config column "differs" for want of the damaged run's
+        assert out.splitlines()[0].split()[:3] == ["run_id", "status", "final_loss"]
 
 
 def test_report_and_gc_list_the_others_and_name_the_damaged_run(capsys, damaged, tmp_path):

@@ -421,8 +421,9 @@ def format_value(value):
 def display_table(table):
     """The columns worth reading: who, status, the config fields that differ, the outcomes."""
     config_columns = table.attrs.get("config_columns", [])
-    differing = [c for c in config_columns if table[c].astype(str).nunique(dropna=False) > 1]
-    head = ["experiment"] if table["experiment"].nunique(dropna=False) > 1 else []
+    known = table[table["status"] != UNREADABLE]  # an unreadable run has no config to differ
+    differing = [c for c in config_columns if known[c].astype(str).nunique(dropna=False) > 1]
+    head = ["experiment"] if known["experiment"].nunique(dropna=False) > 1 else []
     trial = [c for c in ("trial", "trial_state") if c in table.columns]
     tags = ["tags"] if "tags" in table and table["tags"].astype(bool).any() else []
     head += ["run_id", "status"] + trial + tags + differing
