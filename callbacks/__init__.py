@@ -12,7 +12,7 @@ _EXPORTS = {
     "Checkpoint": "checkpoint", "latest_checkpoint": "checkpoint",
     "list_checkpoints": "checkpoint", "CsvLog": "csv_log", "CsvFormatError": "csv_log",
     "read_csv": "csv_log",
-    "EarlyStopping": "early_stopping", "EvalMonitor": "eval_monitor",
+    "EarlyStopping": "early_stopping", "EvalCell": "eval_loss", "EvalLoss": "eval_loss", "EvalMonitor": "eval_monitor",
     "GradNormMonitor": "grad_norm_monitor", "LossMonitor": "loss_monitor",
     "ParameterTracker": "parameter_tracker", "TensorBoardLogger": "tensorboard_logger",
     "Timer": "timer", "TrainStep": "train_step",
