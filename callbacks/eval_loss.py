@@ -23,7 +23,7 @@ __all__ = ["EvalCell", "EvalLoss", "EVAL_LOSS", "LOSS_METRIC", "check_loss_metri
 
 LOSS_METRIC = "loss"  # the Model's metric that "eval_loss" names
 EVAL_LOSS = f"eval_{LOSS_METRIC}"
-_HOW_TO_ADD = ("add mindexp's metric to the Model: metrics={..., 'loss': EvalLoss()} with "
+HOW_TO_ADD = ("add mindexp's metric to the Model: metrics={..., 'loss': EvalLoss()} with "
                "eval_network=EvalCell(net, loss_fn), eval_indexes=[0, 1, 2] (TrainStep.model "
                "builds both; from mindexp.callbacks import EvalCell, EvalLoss)")
 
@@ -107,9 +107,9 @@ def check_loss_metric(metric_fns, who):
     metric = metric_fns.get(LOSS_METRIC)
     if metric is None:
         raise ValueError(f"{who}: eval_loss is the eval set's loss only with mindexp's EvalLoss "
-                         f"metric (MindSpore's own eval_loss is the last batch's); {_HOW_TO_ADD}. "
+                         f"metric (MindSpore's own eval_loss is the last batch's); {HOW_TO_ADD}. "
                          f"The Model's metrics: {', '.join(metric_fns) or 'none'}")
     if type(metric) is Loss:
         raise ValueError(f"{who}: the Model's 'loss' metric is MindSpore's Loss, the unweighted "
                          f"mean of batch losses (a small last batch counts as much as a full one); "
-                         f"{_HOW_TO_ADD}")
+                         f"{HOW_TO_ADD}")

@@ -2,7 +2,7 @@
 
 from ._common import (calling_model_metrics, check_directory, check_steps_per_epoch, eval_key,
                       eval_results, first_output, is_finite, log_path, to_float)
-from .eval_loss import LOSS_METRIC, check_loss_metric, reads_eval_loss
+from .eval_loss import HOW_TO_ADD, check_loss_metric, reads_eval_loss
 from ._log_callback import LogCallback
 from . import schema
 from .csv_log import CsvLog
@@ -84,7 +84,7 @@ class EvalMonitor(LogCallback):
             return
         unknown = [m for m in self.metrics if eval_key(m, names) is None]
         if unknown:
-            loss = (f" ({LOSS_METRIC!r} is mindexp's EvalLoss(loss_fn), read as eval_loss)"
+            loss = (f" (eval_loss is the 'loss' metric: {HOW_TO_ADD})"
                     if any(reads_eval_loss(m) for m in unknown) else "")
             raise ValueError(
                 f"EvalMonitor: Model does not produce the metric(s) {', '.join(unknown)}; it "
