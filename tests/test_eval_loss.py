@@ -205,3 +205,26 @@ def test_plain_script_eval_loss_without_mindexps_metric_is_refused_at_train_begi
     message = str(err.value)
     assert "\n" not in message and says in message and "'loss': EvalLoss()" in message
     assert not (tmp_path / "logs").exists()
+
+
+# -- an experiment whose metrics have no loss, and whose loss has components --------
+@pytest.mark.slow
+def test_watching_eval_loss_adds_the_eval_sets_loss_to_a_multitask_run(tmp_path):
+    """multitask's metrics lack `loss`; checkpoint_monitor=eval_loss adds the
+    column, the total of its loss (regression + classification) over the eval
+    set, each batch weighted by its samples."""
+    from mindexp.experiments.multitask import Multitask
+    run = Multitask(samples=64, eval_samples=EVAL_SAMPLES, batch_size=BATCH, epochs=2, hidden=8,
+                    checkpoint_monitor="eval_loss", checkpoint_interval_s=0).run(out=str(tmp_path))
+    assert list(run.eval.columns) == ["epoch", "step", "regression_mse", "classification_accuracy",
+                                      "loss"]
+    x, y = run.experiment().source("eval")
+    for row in run.eval.itertuples():
+        import mindspore as ms
+        out = run.network(checkpoint=int(row.step))(ms.Tensor(x)).asnumpy().astype(np.float64)
+        logits = out[:, 1:] - out[:, 1:].max(axis=1, keepdims=True)
+        nll = np.log(np.exp(logits).sum(axis=1)) - logits[np.arange(len(y)), y[:, 1].astype(int)]
+        total = (out[:, 0] - y[:, 0]) ** 2 + nll   # per sample; each weight is 1.0
+        batches = [total[i:i + BATCH].mean() for i in range(0, len(y), BATCH)]
+        by_hand = (BATCH * batches[0] + (EVAL_SAMPLES - BATCH) * batches[1]) / EVAL_SAMPLES
+        assert row.loss == pytest.approx(by_hand, rel=1e-5), row
