@@ -35,7 +35,8 @@ class EvalCell(nn.WithEvalCell):
     Returns ``(loss per sample, outputs, label)``; use it with
     ``eval_indexes=[0, 1, 2]``. MindSpore's own ``Loss`` metric and
     ``eval_loss`` see the same batch losses as with ``nn.WithEvalCell`` (they
-    average the copies). The batch's size is the label's first dimension.
+    average the copies). The batch's size is the label's first dimension;
+    a loss of more than one value (``reduction="none"``) is averaged first.
     """
 
     def construct(self, data, label):
@@ -44,6 +45,8 @@ class EvalCell(nn.WithEvalCell):
             label = ops.mixed_precision_cast(mstype.float32, label)
             outputs = ops.cast(outputs, mstype.float32)
         loss = self._loss_fn(outputs, label)
+        if loss.ndim:  # a loss_fn with reduction="none": its mean is the batch's loss
+            loss = loss.mean()
         return ops.broadcast_to(loss, (ops.shape(label)[0],)), outputs, label
 
 

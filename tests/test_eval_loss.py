@@ -228,3 +228,32 @@ def test_watching_eval_loss_adds_the_eval_sets_loss_to_a_multitask_run(tmp_path)
         batches = [total[i:i + BATCH].mean() for i in range(0, len(y), BATCH)]
         by_hand = (BATCH * batches[0] + (EVAL_SAMPLES - BATCH) * batches[1]) / EVAL_SAMPLES
         assert row.loss == pytest.approx(by_hand, rel=1e-5), row
+
+
+# -- the metric on its own, and what is refused ---------------------------------------
+def test_eval_loss_weights_each_batch_by_its_samples_and_refuses_one_loss_a_batch():
+    from mindexp.callbacks import EvalLoss
+    metric = EvalLoss()
+    metric.update(np.full(32, 1.0, np.float32))
+    metric.update(np.full(18, 4.0, np.float32))
+    assert metric.eval() == pytest.approx((32 * 1.0 + 18 * 4.0) / 50)
+    metric.clear()
+    with pytest.raises(RuntimeError, match="no batch was evaluated"):
+        metric.eval()
+    with pytest.raises(ValueError, match=r"once per sample.*eval_network=EvalCell\(net, loss_fn\)"):
+        metric.update(np.array(1.0, np.float32))     # nn.WithEvalCell's one loss for the batch
+
+
+def test_mindspores_loss_metric_in_an_experiment_is_refused_before_the_run_dir(tmp_path):
+    from mindspore.train import Loss
+    from mindexp import ConfigError
+    from mindexp.experiments.spirals import Spirals
+
+    class OwnLoss(Spirals):
+        def metrics(self):
+            return {"accuracy": "accuracy", "loss": Loss()}
+
+    with pytest.raises(ConfigError) as err:
+        OwnLoss(epochs=1).run(out=str(tmp_path))
+    assert err.value.field == "metrics" and "MindSpore's Loss()" in str(err.value)
+    assert not os.listdir(tmp_path)
