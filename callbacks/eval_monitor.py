@@ -21,9 +21,11 @@ class EvalMonitor(LogCallback):
     :class:`~mindexp.callbacks.EvalLoss` (the eval set's sample-weighted
     mean loss) or a metric of your own: never MindSpore's ``eval_loss``
     (the last batch's) nor its ``Loss`` metric (batches weighted alike),
-    refused at train begin with what to add. A row is written for completed epochs only:
-    not for an epoch cut short (a stop request mid-epoch still runs
-    Model.fit's evaluation, on a partial epoch), nor after the loss or an
+    refused at train begin with what to add.
+
+    A row is written for completed epochs only: not for an epoch cut
+    short (a stop request mid-epoch still runs Model.fit's evaluation, on a
+    partial epoch), nor after the loss or an
     eval value became NaN/Inf (a diverged run). So after any number of
     interruptions and resumes each epoch is in eval.csv once.
 
