@@ -7,7 +7,8 @@ import numpy as np
 # MindSpore internals are read through ._mindspore only (re-exported here for the callbacks).
 from ._mindspore import (ITEM_DTYPES as _ITEM_DTYPES, eval_results, item_readable,
                          optimizer_of, rank_id, step_counters)
-from ._mindspore import calling_model_metrics, net_outputs  # noqa: F401  (for the callbacks)
+from ._mindspore import (calling_model_eval_network, calling_model_metrics,  # noqa: F401
+                         net_outputs)  # (for the callbacks)
 
 # Directions of a monitored value (Checkpoint's best, EarlyStopping).
 MODES = ("min", "max")

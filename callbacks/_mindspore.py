@@ -89,6 +89,20 @@ def calling_model_metrics(max_frames=12):
     results when it returns None (a hand-built RunContext, another
     MindSpore version).
     """
+    metric_fns = getattr(_calling_model(max_frames), "_metric_fns", None)
+    return None if metric_fns is None else dict(metric_fns)
+
+
+def calling_model_eval_network(max_frames=12):
+    """The eval network of the ``Model`` whose hook is calling, or None.
+
+    Checked on 2.10: ``Model._eval_network``; ``Model(net, loss_fn, opt,
+    metrics=...)`` builds an ``nn.WithEvalCell`` there (one loss a batch).
+    """
+    return getattr(_calling_model(max_frames), "_eval_network", None)
+
+
+def _calling_model(max_frames):
     from mindspore.train import Model
     frame = sys._getframe(1)
     for _ in range(max_frames):
@@ -96,8 +110,7 @@ def calling_model_metrics(max_frames=12):
             return None
         owner = frame.f_locals.get("self")
         if isinstance(owner, Model):
-            metric_fns = getattr(owner, "_metric_fns", None)
-            return None if metric_fns is None else dict(metric_fns)
+            return owner
         frame = frame.f_back
     return None
 

@@ -7,9 +7,8 @@ import time
 import mindspore as ms
 import numpy as np
 
-from ._common import (MODES, calling_model_metrics, check_directory, check_steps_per_epoch,
-                      first_output, is_finite, log_path, monitored_value, to_float,
-                      trained_parameters)
+from ._common import (MODES, check_directory, check_steps_per_epoch, first_output, is_finite,
+                      log_path, monitored_value, to_float, trained_parameters)
 from .eval_loss import EVAL_LOSS, check_loss_metric
 from ._quiet_callback import QuietCallback
 from . import schema
@@ -93,7 +92,7 @@ class Checkpoint(QuietCallback):
     # -- hooks ---------------------------------------------------------------
     def on_train_begin(self, run_context):
         if self.monitor == EVAL_LOSS:
-            check_loss_metric(calling_model_metrics(), f"Checkpoint(monitor={EVAL_LOSS!r})")
+            check_loss_metric(f"Checkpoint(monitor={EVAL_LOSS!r})")
         index_path = log_path(self.directory, self.INDEX, self.all_ranks)
         if index_path is None:
             return  # another rank: save nothing

@@ -3,7 +3,7 @@ import math
 
 from mindspore.train import Callback
 
-from ._common import MODES, calling_model_metrics, monitored_value
+from ._common import MODES, monitored_value
 from .eval_loss import EVAL_LOSS, check_loss_metric
 
 __all__ = ["EarlyStopping"]
@@ -48,7 +48,7 @@ class EarlyStopping(Callback):
 
     def on_train_begin(self, run_context):
         if self.monitor == EVAL_LOSS:
-            check_loss_metric(calling_model_metrics(), f"EarlyStopping(monitor={EVAL_LOSS!r})")
+            check_loss_metric(f"EarlyStopping(monitor={EVAL_LOSS!r})")
 
     def on_train_epoch_end(self, run_context):
         cb_params = run_context.original_args()

@@ -18,6 +18,8 @@ from mindspore import nn, ops
 from mindspore import dtype as mstype
 from mindspore.train import Loss
 
+from ._common import calling_model_eval_network, calling_model_metrics
+
 __all__ = ["EvalCell", "EvalLoss", "EVAL_LOSS", "LOSS_METRIC", "check_loss_metric",
            "reads_eval_loss"]
 
@@ -96,15 +98,19 @@ def reads_eval_loss(name):
     return name in (LOSS_METRIC, EVAL_LOSS)
 
 
-def check_loss_metric(metric_fns, who):
-    """ValueError (one line, naming what to add) unless the Model's ``"loss"``
-    metric is one mindexp can read as the eval set's loss.
+def check_loss_metric(who):
+    """ValueError (one line, naming what to add) unless the calling Model's
+    ``"loss"`` metric is one mindexp can read as the eval set's loss; called
+    from a callback's ``on_train_begin``.
 
-    ``metric_fns``: the Model's metrics by name, or None when unknown (a
-    hand-built RunContext): nothing is checked then. A metric of the user's
-    own under ``"loss"`` is theirs to define; MindSpore's ``Loss`` is refused
-    (each batch counts alike, however many samples it holds).
+    Nothing is checked when the Model is unknown (a hand-built RunContext).
+    A metric of the user's own under ``"loss"`` is theirs to define;
+    MindSpore's ``Loss`` is refused (each batch counts alike, however many
+    samples it holds), and so is ``EvalLoss`` with MindSpore's own
+    ``nn.WithEvalCell`` as the eval network (one loss a batch: its first
+    evaluation would fail).
     """
+    metric_fns = calling_model_metrics()
     if metric_fns is None:
         return
     metric = metric_fns.get(LOSS_METRIC)
@@ -116,3 +122,8 @@ def check_loss_metric(metric_fns, who):
         raise ValueError(f"{who}: the Model's 'loss' metric is MindSpore's Loss, the unweighted "
                          f"mean of batch losses (a small last batch counts as much as a full one); "
                          f"{HOW_TO_ADD}")
+    if isinstance(metric, EvalLoss) and type(calling_model_eval_network()) is nn.WithEvalCell:
+        raise ValueError(f"{who}: EvalLoss needs the eval network's loss once per sample, and the "
+                         f"Model's eval network is MindSpore's nn.WithEvalCell (one loss a "
+                         f"batch); build the Model with eval_network=EvalCell(net, loss_fn), "
+                         f"eval_indexes=[0, 1, 2] (TrainStep.model does)")

@@ -59,7 +59,7 @@ class EvalMonitor(LogCallback):
         metric_fns = calling_model_metrics()
         if metric_fns is not None:
             if any(reads_eval_loss(m) for m in self.metrics):
-                check_loss_metric(metric_fns, "EvalMonitor")
+                check_loss_metric("EvalMonitor")
             self._check_names(list(metric_fns))
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         self._log = CsvLog(path, list(schema.EVAL.columns) + self.metrics, flush_rows=1).check() \

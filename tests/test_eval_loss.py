@@ -162,17 +162,18 @@ def _plain_data():
     return (x, 2 * x), (ex, (slope * ex).astype(np.float32))
 
 
-def _fit(tmp_path, metrics, names):
+def _fit(tmp_path, metrics, names, plain_model=False):
     import mindspore as ms
     import mindspore.dataset as ds
     from mindspore import nn
+    from mindspore.train import Model
     from mindexp.callbacks import EvalMonitor, TrainStep
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_seed(0)
     (x, y), (ex, ey) = _plain_data()
     net = nn.Dense(1, 1)
-    model = TrainStep.model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.2),
-                            metrics=metrics)
+    build = Model if plain_model else TrainStep.model   # Model's own eval net: nn.WithEvalCell
+    model = build(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.2), metrics=metrics)
     model.fit(2, ds.GeneratorDataset(list(zip(x, y)), ["x", "y"], shuffle=False).batch(BATCH),
               ds.GeneratorDataset(list(zip(ex, ey)), ["x", "y"], shuffle=False).batch(BATCH),
               callbacks=[EvalMonitor(tmp_path, names)])
@@ -193,17 +194,25 @@ def test_plain_script_eval_monitor_writes_the_eval_sets_loss(tmp_path):
 
 
 @pytest.mark.parametrize("metrics, says", [
-    ("none", "The Model's metrics: mae"),
-    ("mindspore", "the Model's 'loss' metric is MindSpore's Loss"),
-], ids=["no-loss-metric", "mindspore-loss"])
+    ("none", "eval_loss is the eval set's loss only with mindexp's EvalLoss metric (MindSpore's "
+             "own eval_loss is the last batch's); add mindexp's metric to the Model: "
+             "metrics={..., 'loss': EvalLoss()} with eval_network=EvalCell(net, loss_fn)"),
+    ("mindspore", "the Model's 'loss' metric is MindSpore's Loss, the unweighted mean of batch "
+                  "losses (a small last batch counts as much as a full one); add mindexp's "
+                  "metric to the Model: metrics={..., 'loss': EvalLoss()}"),
+    ("withevalcell", "the Model's eval network is MindSpore's nn.WithEvalCell (one loss a batch); "
+                     "build the Model with eval_network=EvalCell(net, loss_fn)"),
+], ids=["no-loss-metric", "mindspore-loss", "evalloss-without-evalcell"])
 def test_plain_script_eval_loss_without_mindexps_metric_is_refused_at_train_begin(
         tmp_path, metrics, says):
     from mindspore.train import MAE, Loss
-    chosen = {"mae": MAE()} if metrics == "none" else {"mae": MAE(), "loss": Loss()}
+    from mindexp.callbacks import EvalLoss
+    chosen = {"none": {"mae": MAE()}, "mindspore": {"mae": MAE(), "loss": Loss()},
+              "withevalcell": {"mae": MAE(), "loss": EvalLoss()}}[metrics]
     with pytest.raises(ValueError) as err:
-        _fit(tmp_path / "logs", chosen, ["mae", "eval_loss"])
+        _fit(tmp_path / "logs", chosen, ["mae", "eval_loss"], plain_model=metrics == "withevalcell")
     message = str(err.value)
-    assert "\n" not in message and says in message and "'loss': EvalLoss()" in message
+    assert "\n" not in message and message.startswith("EvalMonitor: ") and says in message
     assert not (tmp_path / "logs").exists()
 
 

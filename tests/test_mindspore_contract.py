@@ -33,6 +33,7 @@ class Recorder(Callback):
     def __init__(self):
         super().__init__()
         self.begin_names, self.steps, self.epoch_results, self.cb_type = None, [], [], None
+        self.eval_network = None
         self.optimizer = None
 
     def on_train_begin(self, run_context):
@@ -40,6 +41,7 @@ class Recorder(Callback):
         self.cb_type = type(cb_params)
         metric_fns = cbms.calling_model_metrics()
         self.begin_names = None if metric_fns is None else list(metric_fns)
+        self.eval_network = cbms.calling_model_eval_network()
         self.optimizer = cbms.optimizer_of(cb_params)
 
     def on_train_step_end(self, run_context):
@@ -87,6 +89,13 @@ def test_the_calling_models_metrics_are_found_up_the_stack(fitted):
     """callbacks/_mindspore.calling_model_metrics (Model._metric_fns)."""
     rec, _ = fitted
     assert rec.begin_names == ["mae"]
+
+
+def test_the_calling_models_eval_network_is_found_up_the_stack(fitted):
+    """callbacks/_mindspore.calling_model_eval_network (Model._eval_network):
+    Model(net, loss_fn, opt, metrics=...) evaluates with nn.WithEvalCell."""
+    rec, _ = fitted
+    assert type(rec.eval_network) is nn.WithEvalCell
 
 
 class LastEval(Callback):
