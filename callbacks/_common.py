@@ -7,7 +7,8 @@ import numpy as np
 # MindSpore internals are read through ._mindspore only (re-exported here for the callbacks).
 from ._mindspore import (ITEM_DTYPES as _ITEM_DTYPES, eval_results, item_readable,
                          optimizer_of, rank_id, step_counters)
-from ._mindspore import calling_model_metric_names, net_outputs  # noqa: F401  (for the callbacks)
+from ._mindspore import (calling_model_eval_network, calling_model_metrics,  # noqa: F401
+                         net_outputs)  # (for the callbacks)
 
 # Directions of a monitored value (Checkpoint's best, EarlyStopping).
 MODES = ("min", "max")
@@ -142,15 +143,27 @@ def monitored_value(cb_params, monitor):
 
     ``"loss"`` is the epoch's last training loss. Any other name is read
     from the eval results ``Model.fit`` leaves for that epoch only (none on
-    epochs without evaluation): as given (``"accuracy"``, MindSpore's own
-    ``"eval_loss"``), else without an ``eval_`` prefix (``"eval_accuracy"``
-    finds ``"accuracy"``), the name the eval logs give it.
+    epochs without evaluation), see :func:`eval_value`.
     """
     if monitor == "loss":
         return to_float(first_output(cb_params.get("net_outputs")))
-    results = eval_results(cb_params) or {}
-    if monitor in results:
-        return to_float(results[monitor])
-    if monitor.startswith("eval_") and monitor[len("eval_"):] in results:
-        return to_float(results[monitor[len("eval_"):]])
+    return eval_value(eval_results(cb_params) or {}, monitor)
+
+
+def eval_key(name, names):
+    """The key of the eval results that holds ``name``, or None: ``name`` as
+    given (``"accuracy"``), else without an ``eval_`` prefix (``"eval_accuracy"``
+    finds ``"accuracy"``, ``"eval_loss"`` the Model's ``"loss"`` metric), the
+    name the eval logs give it. ``names``: the results' keys (the Model's
+    metrics; MindSpore's own ``eval_loss`` is never among them)."""
+    if name in names:
+        return name
+    if name.startswith("eval_") and name[len("eval_"):] in names:
+        return name[len("eval_"):]
     return None
+
+
+def eval_value(results, name):
+    """``name``'s value in one evaluation's results (see :func:`eval_key`), or None."""
+    key = eval_key(name, results)
+    return None if key is None else to_float(results[key])

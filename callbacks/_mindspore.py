@@ -43,13 +43,25 @@ def net_outputs(cb_params):
     return cb_params["net_outputs"] if isinstance(cb_params, dict) else cb_params.net_outputs
 
 
+# Model.fit's own key in eval_results. Checked on 2.10: its value is the LAST
+# batch's loss (Model._eval_process and _eval_dataset_sink_process create the
+# loss metric inside the batch loop), so no callback ever reads it; the eval
+# set's loss is the Model's "loss" metric (callbacks/eval_loss.EvalLoss).
+MINDSPORE_EVAL_LOSS = "eval_loss"
+
+
 def eval_results(cb_params):
     """The results of the evaluation ``Model.fit`` ran at this epoch's end, or None.
 
     Checked on 2.10: ``Model.fit`` leaves them in ``cb_params.eval_results``
     (only on epochs with an evaluation); ``metrics`` is the older name.
+    MindSpore's own ``eval_loss`` (the last batch's loss) is left out: the
+    results are the Model's metrics by name.
     """
-    return cb_params.get("eval_results") or cb_params.get("metrics")
+    results = cb_params.get("eval_results") or cb_params.get("metrics")
+    if not results:
+        return results
+    return {k: v for k, v in results.items() if k != MINDSPORE_EVAL_LOSS}
 
 
 def optimizer_of(cb_params):
@@ -65,17 +77,32 @@ def optimizer_of(cb_params):
     return opt
 
 
-def calling_model_metric_names(max_frames=8):
-    """The names ``Model.fit`` will put in ``eval_results``, or None when unknown.
+def calling_model_metrics(max_frames=12):
+    """The metrics (name -> ``Metric``) of the ``Model`` whose hook is calling,
+    or None when unknown.
 
-    Read from the ``mindspore.train.Model`` whose hook is calling (a frame
-    of ``Model._train`` up the stack): its private ``_metric_fns`` names plus
-    ``eval_loss``, which ``Model.fit`` adds. Checked on 2.10. MindSpore hands
-    callbacks no reference to the Model, so this is the only way to know the
-    names at train begin; a callback falls back to checking the first
-    evaluation's results when it returns None (a hand-built RunContext,
-    another MindSpore version).
+    Read from the ``mindspore.train.Model`` up the stack (a frame of
+    ``Model._train``): its private ``_metric_fns``, whose names are the keys
+    of ``eval_results``. Checked on 2.10. MindSpore hands callbacks no
+    reference to the Model, so this is the only way to know the metrics at
+    train begin; a callback falls back to checking the first evaluation's
+    results when it returns None (a hand-built RunContext, another
+    MindSpore version).
     """
+    metric_fns = getattr(_calling_model(max_frames), "_metric_fns", None)
+    return None if metric_fns is None else dict(metric_fns)
+
+
+def calling_model_eval_network(max_frames=12):
+    """The eval network of the ``Model`` whose hook is calling, or None.
+
+    Checked on 2.10: ``Model._eval_network``; ``Model(net, loss_fn, opt,
+    metrics=...)`` builds an ``nn.WithEvalCell`` there (one loss a batch).
+    """
+    return getattr(_calling_model(max_frames), "_eval_network", None)
+
+
+def _calling_model(max_frames):
     from mindspore.train import Model
     frame = sys._getframe(1)
     for _ in range(max_frames):
@@ -83,9 +110,9 @@ def calling_model_metric_names(max_frames=8):
             return None
         owner = frame.f_locals.get("self")
         if isinstance(owner, Model):
-            metric_fns = getattr(owner, "_metric_fns", None)
-            return None if metric_fns is None else list(metric_fns) + ["eval_loss"]
+            return owner
         frame = frame.f_back
+    return None
 
 
 # -- tensors and optimizers ------------------------------------------------------

@@ -9,6 +9,7 @@ import numpy as np
 
 from ._common import (MODES, check_directory, check_steps_per_epoch, first_output, is_finite,
                       log_path, monitored_value, to_float, trained_parameters)
+from .eval_loss import EVAL_LOSS, check_loss_metric
 from ._quiet_callback import QuietCallback
 from . import schema
 from .csv_log import CsvLog, read_rows
@@ -46,7 +47,8 @@ class Checkpoint(QuietCallback):
         every_steps: also save every N-th global step (None: never).
         keep_last: regular checkpoints kept (None: all).
         monitor: ``"loss"`` or an eval metric name to keep the best by
-            (``"accuracy"`` or ``"eval_accuracy"``).
+            (``"accuracy"`` or ``"eval_accuracy"``; ``"eval_loss"`` is the
+            Model's ``"loss"`` metric, mindexp's ``EvalLoss``).
         mode: ``"min"`` or ``"max"``; required with ``monitor``.
         keep_best: best checkpoints kept.
         min_interval_s: skip a periodic save when the last one is younger
@@ -89,6 +91,8 @@ class Checkpoint(QuietCallback):
 
     # -- hooks ---------------------------------------------------------------
     def on_train_begin(self, run_context):
+        if self.monitor == EVAL_LOSS:
+            check_loss_metric(f"Checkpoint(monitor={EVAL_LOSS!r})")
         index_path = log_path(self.directory, self.INDEX, self.all_ranks)
         if index_path is None:
             return  # another rank: save nothing

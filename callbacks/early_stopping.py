@@ -4,6 +4,7 @@ import math
 from mindspore.train import Callback
 
 from ._common import MODES, monitored_value
+from .eval_loss import EVAL_LOSS, check_loss_metric
 
 __all__ = ["EarlyStopping"]
 
@@ -14,7 +15,10 @@ class EarlyStopping(Callback):
     Checked at each epoch's end. ``monitor="loss"`` watches the last
     training loss of the epoch; any other name is read from the eval
     results ``Model.fit`` provides (e.g. ``"accuracy"``, also spelled
-    ``"eval_accuracy"``); epochs without evaluation are skipped. ``mode`` is
+    ``"eval_accuracy"``); epochs without evaluation are skipped.
+    ``"eval_loss"`` is the Model's ``"loss"`` metric, mindexp's
+    ``EvalLoss`` (the eval set's loss; MindSpore's own ``eval_loss`` is the
+    last batch's), refused at train begin when the Model lacks it. ``mode`` is
     ``"min"`` or ``"max"``: required unless monitoring the loss (a wrong
     default silently keeps the worst model).
 
@@ -41,6 +45,10 @@ class EarlyStopping(Callback):
         self.wait = 0
         self.stopped_epoch = None
         self.stop_reason = None
+
+    def on_train_begin(self, run_context):
+        if self.monitor == EVAL_LOSS:
+            check_loss_metric(f"EarlyStopping(monitor={EVAL_LOSS!r})")
 
     def on_train_epoch_end(self, run_context):
         cb_params = run_context.original_args()

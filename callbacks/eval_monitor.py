@@ -1,7 +1,8 @@
 """EvalMonitor: eval metrics after each evaluation to eval.csv."""
 
-from ._common import (eval_results, calling_model_metric_names, check_directory, check_steps_per_epoch,
-                      first_output, is_finite, log_path, to_float)
+from ._common import (calling_model_metrics, check_directory, check_steps_per_epoch, eval_key,
+                      eval_results, first_output, is_finite, log_path, to_float)
+from .eval_loss import HOW_TO_ADD, check_loss_metric, reads_eval_loss
 from ._log_callback import LogCallback
 from . import schema
 from .csv_log import CsvLog
@@ -13,12 +14,18 @@ class EvalMonitor(LogCallback):
     """Write ``epoch,step,<metric>...`` to ``<directory>/eval.csv``.
 
     Reads the results ``Model.fit`` puts in ``eval_results`` after each
-    evaluation (``valid_frequency``), at the epoch's end. Those are the
-    names of the Model's ``metrics`` plus ``eval_loss`` (the mean loss of
-    its eval network, which Model.fit adds); any other name is rejected at
-    train begin, listing them. A row is written for completed epochs only:
-    not for an epoch cut short (a stop request mid-epoch still runs
-    Model.fit's evaluation, on a partial epoch), nor after the loss or an
+    evaluation (``valid_frequency``), at the epoch's end: the names of the
+    Model's ``metrics``, each also spelled ``eval_<name>``; any other name
+    is rejected at train begin, listing them. ``"eval_loss"`` (and
+    ``"loss"``) is the Model's ``"loss"`` metric, which must be mindexp's
+    :class:`~mindexp.callbacks.EvalLoss` (the eval set's sample-weighted
+    mean loss) or a metric of your own: never MindSpore's ``eval_loss``
+    (the last batch's) nor its ``Loss`` metric (batches weighted alike),
+    refused at train begin with what to add.
+
+    A row is written for completed epochs only: not for an epoch cut
+    short (a stop request mid-epoch still runs Model.fit's evaluation, on a
+    partial epoch), nor after the loss or an
     eval value became NaN/Inf (a diverged run). So after any number of
     interruptions and resumes each epoch is in eval.csv once.
 
@@ -49,9 +56,11 @@ class EvalMonitor(LogCallback):
         self._names_checked = False
 
     def on_train_begin(self, run_context):
-        names = calling_model_metric_names()
-        if names is not None:
-            self._check_names(names)
+        metric_fns = calling_model_metrics()
+        if metric_fns is not None:
+            if any(reads_eval_loss(m) for m in self.metrics):
+                check_loss_metric("EvalMonitor")
+            self._check_names(list(metric_fns))
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         self._log = CsvLog(path, list(schema.EVAL.columns) + self.metrics, flush_rows=1).check() \
             if path else None
@@ -63,7 +72,7 @@ class EvalMonitor(LogCallback):
             return
         self._check_names(list(results))
         step, epoch, complete = self._step_info(cb_params)
-        values = {k: to_float(results[k]) for k in self.metrics}
+        values = {k: to_float(results[eval_key(k, results)]) for k in self.metrics}
         why = self._reason_to_skip(cb_params, complete, values)
         if why:
             self.skipped.append((epoch, why))
@@ -75,13 +84,15 @@ class EvalMonitor(LogCallback):
     def _check_names(self, names):
         if self._names_checked:
             return
-        unknown = [m for m in self.metrics if m not in names]
+        unknown = [m for m in self.metrics if eval_key(m, names) is None]
         if unknown:
+            loss = (f" (eval_loss is the 'loss' metric: {HOW_TO_ADD})"
+                    if any(reads_eval_loss(m) for m in unknown) else "")
             raise ValueError(
                 f"EvalMonitor: Model does not produce the metric(s) {', '.join(unknown)}; it "
                 f"reports {', '.join(names) or 'none (Model was built without metrics)'} "
-                "(eval_loss is added by Model.fit; other names are the keys of "
-                f"Model(..., metrics={{...}})). Received: metrics={self.metrics!r}")
+                f"(the keys of Model(..., metrics={{...}}), also as eval_<name>){loss}. "
+                f"Received: metrics={self.metrics!r}")
         self._names_checked = True
 
     @staticmethod

@@ -15,7 +15,7 @@ class GradNormMonitor(LogCallback):
     The norm comes from the train network's second output: build the model
     with ``TrainStep.model(net, loss_fn, optimizer, metrics=...)`` (or
     ``Model(TrainStep(nn.WithLossCell(net, loss_fn), optimizer))`` plus
-    ``eval_network=nn.WithEvalCell(net, loss_fn), eval_indexes=[0, 1, 2]``
+    ``eval_network=EvalCell(net, loss_fn), eval_indexes=[0, 1, 2]``
     when there are metrics). Without it, training is refused at train begin,
     before any callback has created a file (they all create theirs on their
     first write). With ``per_param=True`` (and
@@ -89,7 +89,7 @@ class GradNormMonitor(LogCallback):
                 "GradNormMonitor needs a train network that returns (loss, grad_norm): build "
                 "the Model with model = TrainStep.model(net, loss_fn, optimizer, metrics=...) "
                 "(from mindexp.callbacks), which is Model(TrainStep(nn.WithLossCell(net, "
-                "loss_fn), optimizer), eval_network=nn.WithEvalCell(net, loss_fn), "
+                "loss_fn), optimizer), eval_network=EvalCell(net, loss_fn), "
                 "eval_indexes=[0, 1, 2], metrics=...). Nothing was written. "
                 f"Received: train network of type {kind}")
         if self.per_param and not getattr(network, "returns_param_grad_norms", False):

@@ -54,16 +54,18 @@ class TrainStep(nn.TrainOneStepCell):
         """A ``mindspore.train.Model`` training ``network`` with a TrainStep.
 
         With ``metrics`` (for ``Model.fit``/``Model.eval``) the Model also
-        gets ``eval_network=nn.WithEvalCell(network, loss_fn)`` and
-        ``eval_indexes=[0, 1, 2]`` (its loss, prediction and label outputs),
-        which ``Model`` needs when given a train cell instead of a loss and
-        optimizer. ``kwargs`` go to ``TrainStep`` (``clip_grad_norm``, ...).
+        gets ``eval_network=EvalCell(network, loss_fn)`` (``nn.WithEvalCell``
+        with the loss once per sample, for :class:`~mindexp.callbacks.EvalLoss`)
+        and ``eval_indexes=[0, 1, 2]`` (its loss, prediction and label
+        outputs), which ``Model`` needs when given a train cell instead of a
+        loss and optimizer. ``kwargs`` go to ``TrainStep`` (``clip_grad_norm``, ...).
         """
         from mindspore.train import Model
+        from .eval_loss import EvalCell
         train_cell = cls(nn.WithLossCell(network, loss_fn), optimizer, **kwargs)
         if not metrics:
             return Model(train_cell)
-        return Model(train_cell, eval_network=nn.WithEvalCell(network, loss_fn),
+        return Model(train_cell, eval_network=EvalCell(network, loss_fn),
                      eval_indexes=[0, 1, 2], metrics=metrics)
 
     def __init__(self, network, optimizer, clip_grad_norm=None, sens=1.0,

@@ -33,12 +33,15 @@ class Recorder(Callback):
     def __init__(self):
         super().__init__()
         self.begin_names, self.steps, self.epoch_results, self.cb_type = None, [], [], None
+        self.eval_network = None
         self.optimizer = None
 
     def on_train_begin(self, run_context):
         cb_params = run_context.original_args()
         self.cb_type = type(cb_params)
-        self.begin_names = cbms.calling_model_metric_names()
+        metric_fns = cbms.calling_model_metrics()
+        self.begin_names = None if metric_fns is None else list(metric_fns)
+        self.eval_network = cbms.calling_model_eval_network()
         self.optimizer = cbms.optimizer_of(cb_params)
 
     def on_train_step_end(self, run_context):
@@ -77,15 +80,53 @@ def test_cur_step_num_restarts_and_cur_epoch_num_is_absolute_after_initial_epoch
 
 
 def test_model_fit_leaves_eval_results_in_cb_params(fitted):
-    """callbacks/_mindspore.eval_results."""
+    """callbacks/_mindspore.eval_results (without MindSpore's own eval_loss)."""
     rec, _ = fitted
-    assert [sorted(r) for r in rec.epoch_results] == [["eval_loss", "mae"]] * 2
+    assert [sorted(r) for r in rec.epoch_results] == [["mae"]] * 2
 
 
-def test_the_calling_models_metric_names_are_found_up_the_stack(fitted):
-    """callbacks/_mindspore.calling_model_metric_names (Model._metric_fns)."""
+def test_the_calling_models_metrics_are_found_up_the_stack(fitted):
+    """callbacks/_mindspore.calling_model_metrics (Model._metric_fns)."""
     rec, _ = fitted
-    assert rec.begin_names == ["mae", "eval_loss"]
+    assert rec.begin_names == ["mae"]
+
+
+def test_the_calling_models_eval_network_is_found_up_the_stack(fitted):
+    """callbacks/_mindspore.calling_model_eval_network (Model._eval_network):
+    Model(net, loss_fn, opt, metrics=...) evaluates with nn.WithEvalCell."""
+    rec, _ = fitted
+    assert type(rec.eval_network) is nn.WithEvalCell
+
+
+class LastEval(Callback):
+    """MindSpore's own eval_loss and the weights it was computed with."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net, self.seen = net, []
+
+    def on_train_epoch_end(self, run_context):
+        results = run_context.original_args()["eval_results"]
+        self.seen.append((float(results[cbms.MINDSPORE_EVAL_LOSS]),
+                          self.net.weight.asnumpy().copy(), self.net.bias.asnumpy().copy()))
+
+
+def test_model_fits_own_eval_loss_is_the_last_batchs_loss(ms_graph):
+    """callbacks/_mindspore.MINDSPORE_EVAL_LOSS: Model.fit's eval_loss is the
+    loss of the LAST eval batch (2.10 creates its loss metric inside the batch
+    loop), so mindexp never reads it and computes the eval set's loss itself
+    (callbacks/eval_loss.EvalLoss). The day this fails, MindSpore fixed it."""
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(-1, 1)
+    y = np.where(np.arange(8)[:, None] < 6, 1.0, -3.0).astype(np.float32) * x
+    net = nn.Dense(1, 1)
+    model = Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01), metrics={"mae": MAE()})
+    seen = LastEval(net)
+    eval_ds = ds.GeneratorDataset(list(zip(x, y)), ["x", "y"], shuffle=False).batch(3)  # 3, 3, 2
+    model.fit(1, dataset(), eval_ds, callbacks=[seen])
+    (reported, w, b), = seen.seen
+    err = (x @ w.T + b - y).astype(np.float64) ** 2
+    assert reported == pytest.approx(err[6:].mean(), rel=1e-5)        # the last batch alone
+    assert reported != pytest.approx(err.mean(), rel=1e-2)            # not the eval set's
 
 
 def test_cb_params_carries_the_optimizer_or_the_train_cell_does(fitted, ms_graph):

@@ -10,7 +10,7 @@ import mindspore.dataset as ds
 from mindspore import nn
 from mindspore.train import Accuracy, Callback, Model
 
-from mindexp.callbacks import (Checkpoint, EvalMonitor, GradNormMonitor, LossMonitor,
+from mindexp.callbacks import (Checkpoint, EvalLoss, EvalMonitor, GradNormMonitor, LossMonitor,
                                ParameterTracker, Timer, TrainStep, list_checkpoints, read_csv)
 
 ms.set_context(mode=ms.GRAPH_MODE)
@@ -36,7 +36,8 @@ def loss_fn():
 def model_with_metrics():
     net = classifier()
     opt = nn.Adam(net.trainable_params(), learning_rate=0.05)
-    return net, TrainStep.model(net, loss_fn(), opt, metrics={"accuracy": Accuracy()})
+    return net, TrainStep.model(net, loss_fn(), opt,
+                                metrics={"accuracy": Accuracy(), "loss": EvalLoss()})
 
 
 class StopAt(Callback):
@@ -78,8 +79,9 @@ def test_eval_monitor_rejects_a_name_model_does_not_produce_at_train_begin(tmp_p
     model = Model(net, loss_fn(), nn.SGD(net.trainable_params(), 0.1),
                   metrics={"accuracy": Accuracy()})
     monitor = LossMonitor(tmp_path / "logs")
-    with pytest.raises(ValueError, match=r"does not produce the metric\(s\) loss; it reports "
-                                         r"accuracy, eval_loss"):
+    with pytest.raises(ValueError, match=r"^EvalMonitor: eval_loss is the eval set's loss only with "
+                                         r"mindexp's EvalLoss.*'loss': EvalLoss\(\).*"
+                                         r"The Model's metrics: accuracy$"):
         model.fit(2, dataset(), dataset(), callbacks=[monitor, EvalMonitor(tmp_path / "logs",
                                                                            ["loss"])])
     assert monitor.last_step == 0            # no step was trained

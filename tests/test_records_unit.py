@@ -131,16 +131,27 @@ def test_eval_monitor_rejects_names_the_evaluation_does_not_produce(tmp_path, ru
     evaluation's results are checked before anything is written."""
     monitor = EvalMonitor(tmp_path, ["accuracy", "loss"])
     with pytest.raises(ValueError, match=r"does not produce the metric\(s\) loss; it reports "
-                                         r"accuracy, eval_loss.*Received: metrics=\['accuracy', 'loss'\]"):
+                                         r"accuracy \(.*EvalLoss.*Received: metrics=\['accuracy', 'loss'\]"):
         fit_like([monitor], run_context(), epochs=2, steps=2,
                  eval_results=lambda e: {"accuracy": 0.5, "eval_loss": 1.0})
     assert not (tmp_path / "eval.csv").exists()
 
 
-def test_eval_monitor_accepts_eval_loss(tmp_path, run_context):
-    fit_like([EvalMonitor(tmp_path, ["eval_loss"])], run_context(), epochs=2, steps=2,
-             eval_results=lambda e: {"accuracy": 0.5, "eval_loss": 1.0 / e})
-    assert [float(r["eval_loss"]) for r in rows_of(tmp_path / "eval.csv")] == [1.0, 0.5]
+def test_eval_monitor_reads_eval_loss_from_the_loss_metric_never_mindspores(tmp_path, run_context):
+    """eval_loss is the Model's `loss` metric (mindexp's EvalLoss); the
+    eval_loss Model.fit adds (the last batch's) is never written."""
+    fit_like([EvalMonitor(tmp_path, ["eval_loss", "loss"])], run_context(), epochs=2, steps=2,
+             eval_results=lambda e: {"accuracy": 0.5, "loss": 1.0 / e, "eval_loss": 99.0})
+    rows = rows_of(tmp_path / "eval.csv")
+    assert [(float(r["eval_loss"]), float(r["loss"])) for r in rows] == [(1.0, 1.0), (0.5, 0.5)]
+
+
+def test_eval_monitor_refuses_eval_loss_when_only_mindspore_has_one(tmp_path, run_context):
+    with pytest.raises(ValueError, match=r"does not produce the metric\(s\) eval_loss; it reports "
+                                         r"accuracy .*'loss': EvalLoss\(\)"):
+        fit_like([EvalMonitor(tmp_path, ["eval_loss"])], run_context(), epochs=2, steps=2,
+                 eval_results=lambda e: {"accuracy": 0.5, "eval_loss": 1.0 / e})
+    assert not (tmp_path / "eval.csv").exists()
 
 
 def test_logs_stay_open_across_evaluations(tmp_path, run_context):

@@ -349,7 +349,8 @@ def test_checkpoint_scores_an_eval_name(run_context, tmp_path):
     def params(**results):
         return run_context(eval_results=results).original_args()
     cb = Checkpoint(str(tmp_path), monitor="eval_loss", mode="min")
-    assert cb._score(params(eval_loss=0.25, loss=0.3)) == 0.25
+    # the Model's `loss` metric (mindexp's EvalLoss), never MindSpore's eval_loss (the last batch's)
+    assert cb._score(params(eval_loss=0.25, loss=0.3)) == 0.3
     assert cb._score(params(mae=0.1)) is None
     cb = Checkpoint(str(tmp_path), monitor="eval_mae", mode="min")
     assert cb._score(params(mae=0.1)) == pytest.approx(0.1)

@@ -37,19 +37,34 @@ def log_to_stderr():
 
 
 def print_summary(run):
-    """Where a finished run is, its status, final loss and parameters."""
+    """Where a finished run is, its status and final loss, why it stopped
+    early, each eval metric (last and best, with their epochs) and the
+    parameters the experiment declares targets for."""
     meta = run.meta
     print(f"run directory: {run.dir}")
     print(f"status: {meta['status']}  steps: {meta['steps']}  "
           f"final loss: {fmt_number(meta['final_loss'])}"
           f"  ({meta.get('steps_per_s') or 0:.0f} steps/s)")
-    targets = meta.get("targets") or {}
-    for name, value in (meta.get("params") or {}).items():
-        target = f"  (target {targets[name]:g})" if name in targets else ""
-        print(f"  {name} = {value:.6f}{target}")
+    if meta.get("stop_reason"):
+        print(f"  {meta['stop_reason']}")
+    for line in _eval_lines(run):
+        print(line)
+    params, targets = meta.get("params") or {}, meta.get("targets") or {}
+    for name, target in targets.items():
+        if isinstance(params.get(name), (int, float)):
+            print(f"  {name} = {params[name]:.6f}  (target {target:g})")
     if meta.get("error"):
         print(f"  {meta['error']}")
     print(f"logs: {', '.join(sorted(f for f in os.listdir(run.dir) if f.endswith('.csv')))}")
     plots = os.path.join(run.dir, schema.PLOTS_DIR)
     if os.path.isdir(plots):
         print(f"plots: {plots}")
+
+
+def _eval_lines(run):
+    from ..manage.show import eval_lines
+    try:
+        return eval_lines(run)
+    except Exception as exc:  # a damaged eval.csv: the summary still ends
+        logging.getLogger("mindexp").warning("no eval summary: %s", one_line(exc))
+        return []

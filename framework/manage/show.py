@@ -170,12 +170,16 @@ def _training(run):
 
 
 def _eval(run):
+    lines = eval_lines(run)
+    return [f"eval metrics ({len(run.eval)} evaluations)"] + lines if lines else []
+
+
+def eval_lines(run):
+    """One line per eval.csv metric: ``eval_<metric>``, its last and best
+    value, each with its epoch (the end of ``mindexp run`` prints them too)."""
     table = run.eval
-    metrics = [c for c in table.columns if c not in ("epoch", "step")]
-    if not metrics:
-        return []
-    lines = [f"eval metrics ({len(table)} evaluations)"]
-    for metric in metrics:
+    lines = []
+    for metric in [c for c in table.columns if c not in ("epoch", "step")]:
         values = table[metric].astype(float)
         if not values.notna().any():
             continue

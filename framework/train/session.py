@@ -122,11 +122,12 @@ class Session:
     def _model(self, cell):
         from mindspore import nn
         from mindspore.train import Model
-        from ..metrics import build_metrics
-        metrics = build_metrics(self.exp.metrics()) if self.plan.eval is not None else {}
+        from ..metrics import build_metrics, eval_network, with_eval_loss
+        spec = with_eval_loss(self.exp.metrics(), (self.cfg.early_stop, self.cfg.checkpoint_monitor))
+        metrics = build_metrics(spec) if self.plan.eval is not None else {}
         if not metrics:
             return Model(cell), {}
-        eval_net = nn.WithEvalCell(self.net, self.exp.loss_fn())
+        eval_net = eval_network(self.net, self.exp.loss_fn())
         return Model(cell, eval_network=eval_net, metrics=metrics, eval_indexes=[0, 1, 2]), metrics
 
     def _callbacks(self, metrics, resume):

@@ -51,12 +51,11 @@ def _split_arrays(exp, split):
 
 
 def _run_eval(model, arrays, spec):
-    from mindspore import nn
     from mindspore.train import Model
-    from ..metrics import build_metrics
+    from ..metrics import build_metrics, eval_network
     metrics = build_metrics(spec)
     # The eval network and indexes the runner evaluates with during training.
-    eval_net = nn.WithEvalCell(model.net, model.exp.loss_fn())
+    eval_net = eval_network(model.net, model.exp.loss_fn())
     ms_model = Model(model.net, eval_network=eval_net, metrics=metrics, eval_indexes=[0, 1, 2])
     # "eval" batches without shuffling or dropping: also right for the train split's arrays.
     dataset = model.exp.dataset("eval", arrays)
