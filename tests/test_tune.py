@@ -57,6 +57,8 @@ def main_cli(capsys):
      "unknown objective 'accuracy'"),
     ("linear", ["--param", "lr=loguniform:1e-3:1", "--sampler", "grid"], "grid needs choice or int"),
     ("linear", ["--param", "lr=loguniform:1e-3:1", "--set", "lr=0.1"], "both --param and --set"),
+    ("linear", ["--param", "lr=loguniform:1e-3:1", "--objective", "train_time_s"],
+     "cannot tell whether objective 'train_time_s' should be minimized or maximized"),
 ])
 def test_bad_space_is_one_line_and_creates_nothing(main_cli, tmp_path, experiment, args, named):
     result = main_cli("tune", experiment, *args, "--out", tmp_path / "out")
@@ -214,3 +216,115 @@ def test_sigint_marks_the_trial_interrupted_and_resume_runs_it_again(tmp_path):
     assert trial.state.name == "FAIL" and trial.user_attrs["interrupted"]
     assert _run_json(trial.user_attrs["run_dir"])["status"] == "interrupted"
     assert "INTERRUPTED" in out
+
+
+def test_the_objective_direction_follows_its_name_as_early_stopping_does():
+    from mindexp.config import direction_of_name, monitor_mode
+    for name in ("eval_accuracy", "best_eval_accuracy", "eval_auc", "eval_f1", "eval_precision",
+                 "eval_recall", "eval_r2", "eval_classification_accuracy"):
+        assert direction_of_name(name) == "max" and monitor_mode(name) == "max", name
+    for name in ("final_loss", "min_loss", "eval_loss", "eval_mse", "best_eval_mae",
+                 "dense.weight_error", "eval_regression_mse", "eval_top5_error"):
+        assert direction_of_name(name) == "min" and monitor_mode(name) == "min", name
+    for name in ("train_time_s", "steps_per_s", "dense.weight", "eval_custom"):
+        assert direction_of_name(name) is None, name
+
+
+def _tiny_study(tmp_path, experiment="linear", space=None, **kwargs):
+    """A real one-trial study trained in this process (MindSpore imported once)."""
+    from mindexp.tune import tune
+    config = {"epochs": 1, **kwargs.pop("config", {})}
+    return tune(experiment, space or {"lr": "loguniform:1e-3:1"}, trials=1, config=config,
+                pruner="none", out=str(tmp_path / "out"), **kwargs)
+
+
+@pytest.fixture(scope="module")
+def _linear_study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    _tiny_study(root)
+    return root / "out"
+
+
+@pytest.fixture
+def linear_study(_linear_study, tmp_path):
+    """``tmp_path/out``: a copy of one real one-trial study of linear over lr=loguniform:1e-3:1."""
+    import shutil
+    shutil.copytree(_linear_study, tmp_path / "out")
+    return tmp_path / "out"
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--param", "lr=uniform:0.5:0.9"], "searches lr=loguniform:0.001:1, but this command gives "
+                                        "--param lr=uniform:0.5:0.9"),
+    (["--param", "lr=loguniform:1e-3:1", "--param", "momentum=uniform:0.5:0.9"],
+     "does not search momentum, but this command gives --param momentum=uniform:0.5:0.9"),
+    (["--param", "optimizer=choice:sgd,adam"], "searches lr=loguniform:0.001:1, but this command "
+                                               "gives no --param lr"),
+])
+def test_another_space_on_an_existing_study_is_refused_before_anything_runs(main_cli, tmp_path,
+                                                                           linear_study, args,
+                                                                           named):
+    line = _one_error_line(main_cli("tune", "linear", *args, "--trials", 3,
+                                    "--out", tmp_path / "out"))
+    assert named in line and "--study NEW_NAME" in line
+    (trial,) = _trials(str(tmp_path / "out/studies/linear/journal.log"), "linear")
+    assert trial.state.name == "COMPLETE"  # nothing asked, nothing run
+
+
+def test_another_space_from_python_raises_the_same_line(tmp_path, linear_study):
+    from mindexp import ConfigError, MindexpError
+    from mindexp.tune import tune
+    with pytest.raises(ConfigError) as info:
+        tune("linear", {"lr": "uniform:0.5:0.9"}, trials=3, out=str(tmp_path / "out"))
+    assert isinstance(info.value, MindexpError) and len(str(info.value).splitlines()) == 1
+    assert "searches lr=loguniform:0.001:1, but this command gives --param lr=uniform:0.5:0.9" \
+        in str(info.value)
+    assert len(_trials(str(tmp_path / "out/studies/linear/journal.log"), "linear")) == 1
+
+
+def test_a_study_made_before_spaces_were_recorded_is_checked_by_its_trials(main_cli, tmp_path):
+    from mindexp.tune.study import open_storage
+    journal = tmp_path / "out/studies/linear/journal.log"
+    study = optuna.create_study(study_name="linear", storage=open_storage(str(journal)))
+    study.add_trial(optuna.trial.create_trial(
+        params={"lr": 0.1}, value=1.0,
+        distributions={"lr": optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)}))
+    line = _one_error_line(main_cli("tune", "linear", "--param", "lr=uniform:0.5:0.9",
+                                    "--out", tmp_path / "out"))
+    assert "searches lr=loguniform:0.001:1, but this command gives --param lr=uniform:0.5:0.9" \
+        in line
+
+
+def test_show_and_the_table_take_trials_without_a_run(main_cli, tmp_path, linear_study):
+    from mindexp.tune.study import open_storage
+    journal = str(tmp_path / "out/studies/linear/journal.log")
+    study = optuna.load_study(study_name="linear", storage=open_storage(journal))
+    study.ask()  # a trial still RUNNING: no run directory yet
+    failed = study.ask()
+    failed.set_user_attr("run_dir", None)
+    study.tell(failed, state=optuna.trial.TrialState.FAIL)  # a FAIL with no run
+    result = main_cli("tune", "--show", "--study", "linear", "--out", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    rows = [ln.split() for ln in result.stdout.splitlines() if ln.split()[:1] in (["1"], ["2"])]
+    assert [r[1] for r in rows] == ["RUNNING", "FAIL"]
+    from mindexp.tune import study_frame
+    import pandas as pd
+    assert pd.isna(study_frame("linear", out=str(tmp_path / "out"))["run_dir"][1:]).all()
+
+
+@pytest.mark.slow
+def test_an_inferred_direction_is_printed_and_made(main_cli, tmp_path):
+    fixed = {"epochs": 1, "samples": 64}
+    _tiny_study(tmp_path, "spirals", {"lr": "loguniform:1e-3:1"}, objective="eval_accuracy",
+                config=fixed)
+    from mindexp.tune.study import open_storage
+    study = optuna.load_study(study_name="spirals", storage=open_storage(
+        str(tmp_path / "out/studies/spirals/journal.log")))
+    assert study.direction == optuna.study.StudyDirection.MAXIMIZE
+    result = main_cli("tune", "spirals", "--param", "lr=loguniform:1e-3:1", "--trials", 1,
+                      "--objective", "eval_accuracy", *sum((["--set", f"{k}={v}"]
+                                                           for k, v in fixed.items()), []),
+                      "--out", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert "study spirals: eval_accuracy (maximize, from its name; --direction to choose)" \
+        in result.stdout
