@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -216,6 +217,12 @@ def test_sigint_marks_the_trial_interrupted_and_resume_runs_it_again(tmp_path):
     assert trial.state.name == "FAIL" and trial.user_attrs["interrupted"]
     assert _run_json(trial.user_attrs["run_dir"])["status"] == "interrupted"
     assert "INTERRUPTED" in out
+    again = subprocess.run([*cmd[:cmd.index("epochs=400")], "epochs=2",
+                            *cmd[cmd.index("epochs=400") + 1:]], env=cli_env(), cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "1 of 1 trials to run" in again.stdout  # the interrupted trial is not counted
+    assert [t.state.name for t in _trials(journal, "linear")] == ["FAIL", "COMPLETE"]
 
 
 def test_the_objective_direction_follows_its_name_as_early_stopping_does():
@@ -328,3 +335,122 @@ def test_an_inferred_direction_is_printed_and_made(main_cli, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "study spirals: eval_accuracy (maximize, from its name; --direction to choose)" \
         in result.stdout
+
+
+FRAGILE = '''
+from dataclasses import dataclass
+
+import numpy as np
+from mindspore import nn
+
+from mindexp import Experiment
+
+
+class Fragile(Experiment):
+    """A line fit whose network cannot be built with width 0."""
+    name = "fragile"
+
+    @dataclass
+    class Config(Experiment.Config):
+        width: int = 1
+        epochs: int = 1
+
+    columns = ("x", "y")
+
+    def source(self, split):
+        x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(-1, 1)
+        return (x, 2 * x) if split == "train" else None
+
+    def network(self):
+        if self.config.width == 0:
+            raise ValueError("width 0 leaves no units")
+        return nn.Dense(1, 1)
+'''
+
+
+@pytest.mark.slow
+def test_a_failed_trial_prints_its_reason_and_its_log_holds_the_traceback(cli, tmp_path):
+    (tmp_path / "fragile.py").write_text(FRAGILE)
+    result = cli("tune", "fragile.py:Fragile", "--param", "width=choice:0,1", "--sampler", "grid",
+                 "--trials", 2, "--out", "out")
+    assert result.returncode == 0, result.stderr
+    lines = [ln for ln in result.stdout.splitlines() if ln.startswith("trial ")]
+    assert len(lines) == 2, result.stdout  # the grid's last trial too (its stop() crashed it)
+    failed = [ln for ln in lines if "failed" in ln]
+    assert len(failed) == 1 and "(width=0): ValueError: width 0 leaves no units" in failed[0]
+    number = failed[0].split()[1].rstrip(":")
+    log = (tmp_path / f"out/studies/fragile/logs/trial-{number}.log").read_text()
+    assert "Traceback (most recent call last)" in log and 'raise ValueError("width 0' in log
+
+
+def _wait_for(condition, what, timeout=300):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def _has_rows(folder):
+    return any(len(p.read_text().splitlines()) > 2 for p in folder.glob("*/loss.csv")) \
+        if folder.exists() else False
+
+
+def _gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_driver_ends_its_worker_and_a_rerun_continues(cli, tmp_path):
+    space = ["--param", "lr=loguniform:1e-3:1", "--sampler", "random", "--seed", 7,
+             "--pruner", "none", "--out", "out"]
+    proc = subprocess.Popen([sys.executable, "-m", "mindexp", "tune", "linear", *map(str, space),
+                             "--set", "epochs=3000", "--trials", "2"], env=cli_env(),
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(lambda: _has_rows(tmp_path / "out/studies/linear/linear"), "a trial's first rows")
+    journal = str(tmp_path / "out/studies/linear/journal.log")
+    (first,) = _trials(journal, "linear")
+    worker = first.user_attrs["pid"]
+    assert worker != proc.pid and not _gone(worker)
+    proc.kill()
+    proc.wait(timeout=60)
+    _wait_for(lambda: _gone(worker), "the orphaned worker to exit", timeout=180)
+    (first,) = _trials(journal, "linear")
+    assert first.state.name == "FAIL" and first.user_attrs["interrupted"]
+    assert _run_json(first.user_attrs["run_dir"])["status"] == "interrupted"
+    again = cli("tune", "linear", *space, "--set", "epochs=2", "--trials", 2)
+    assert again.returncode == 0, again.stderr
+    assert "2 of 2 trials to run" in again.stdout  # the interrupted trial is not counted
+    trials = _trials(journal, "linear")
+    assert [t.state.name for t in trials] == ["FAIL", "COMPLETE", "COMPLETE"]
+    lrs = [t.params["lr"] for t in trials]
+    assert len(set(lrs)) == 3  # the seeded sampler went on instead of starting over
+    shown = cli("tune", "--show", "--study", "linear", "--out", "out")
+    assert shown.returncode == 0 and "INTERRUPTED" in shown.stdout, shown.stderr
+
+
+@pytest.mark.slow
+def test_a_trial_whose_worker_went_silent_is_failed_by_its_heartbeat(cli, tmp_path):
+    import sqlite3
+    from mindexp.tune.liveness import GRACE_S
+    from mindexp.tune.study import open_storage
+    database = tmp_path / "study.db"
+    url = f"sqlite:///{database}"
+    study = optuna.create_study(study_name="linear", storage=open_storage(url))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Optuna: heartbeats are meant for optimize()
+        lost = study.ask()
+    lost.set_user_attr("host", "another-machine")  # its worker's lock is out of reach
+    study._storage.record_heartbeat(lost._trial_id)
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE trial_heartbeats SET heartbeat = datetime('now', ?)",
+                   (f"-{GRACE_S + 60} seconds",))
+    result = cli("tune", "linear", "--param", "lr=loguniform:1e-3:1", "--storage", url,
+                 "--set", "epochs=2", "--pruner", "none", "--trials", 1, "--out", "out")
+    assert result.returncode == 0, result.stderr
+    assert "1 of 1 trials to run" in result.stdout
+    trials = _trials(url, "linear")
+    assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"]
