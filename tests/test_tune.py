@@ -454,3 +454,27 @@ def test_a_trial_whose_worker_went_silent_is_failed_by_its_heartbeat(cli, tmp_pa
     assert "1 of 1 trials to run" in result.stdout
     trials = _trials(url, "linear")
     assert [t.state.name for t in trials] == ["FAIL", "COMPLETE"]
+
+
+@pytest.mark.slow
+def test_a_trial_of_a_killed_process_is_failed_by_its_lock_and_not_counted(cli, tmp_path):
+    script = ("from mindexp.tune import tune\n"
+              "tune('linear', {'lr': 'loguniform:1e-3:1'}, trials=1, pruner='none',\n"
+              "     config={'epochs': 3000}, out='out')\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], env=cli_env(), cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(lambda: _has_rows(tmp_path / "out/studies/linear/linear"), "a trial's first rows")
+    proc.kill()  # trials ran in this process: nobody is left to tell the study
+    proc.wait(timeout=60)
+    journal = str(tmp_path / "out/studies/linear/journal.log")
+    assert [t.state.name for t in _trials(journal, "linear")] == ["RUNNING"]
+    again = cli("tune", "linear", "--param", "lr=loguniform:1e-3:1", "--set", "epochs=2",
+                "--pruner", "none", "--trials", 1, "--out", "out")
+    assert again.returncode == 0, again.stderr
+    assert "1 of 1 trials to run" in again.stdout
+    dead, done = _trials(journal, "linear")
+    assert (dead.state.name, done.state.name) == ("FAIL", "COMPLETE")
+    assert "worker died" in dead.user_attrs["error"]
+    shown = cli("tune", "--show", "--study", "linear", "--out", "out")
+    assert shown.returncode == 0, shown.stderr
+    assert f"best trial {done.number}:" in shown.stdout
