@@ -212,7 +212,8 @@ def _space_of_trials(study):
             elif isinstance(d, dist.IntDistribution):
                 space[name] = f"{'int-log' if d.log else 'int'}:{d.low!r}:{d.high!r}"
             elif isinstance(d, dist.FloatDistribution):
-                space[name] = f"{'loguniform' if d.log else 'uniform'}:{float(d.low)!r}:{float(d.high)!r}"
+                kind = "loguniform" if d.log else "uniform"
+                space[name] = f"{kind}:{float(d.low)!r}:{float(d.high)!r}"
     return space
 
 
