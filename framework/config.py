@@ -1,6 +1,7 @@
 """The common experiment config, and turning user values into it."""
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from dataclasses import dataclass, fields
@@ -22,9 +23,12 @@ _NONE_WORDS = ("none", "null", "")
 
 
 MONITOR_MODES = ("auto", "min", "max")
-# Direction of the values early_stop / checkpoint_monitor can watch ("auto").
-_LOWER_IS_BETTER = ("loss", "mae", "mse", "rmse", "max_error")
-_HIGHER_IS_BETTER = ("accuracy", "top5")
+# The direction of a value from the words of its name: early_stop and
+# checkpoint_monitor ("auto"), tune's --objective, gc --by, the best of a metric.
+LOWER_IS_BETTER = frozenset({"loss", "error", "err", "mae", "mse", "rmse", "mape", "nll", "l1",
+                             "l2", "perplexity", "distance", "hausdorff"})
+HIGHER_IS_BETTER = frozenset({"accuracy", "acc", "top1", "top5", "auc", "f1", "precision",
+                              "recall", "r2", "iou", "dice", "bleu", "rouge"})
 
 
 @dataclass
@@ -166,15 +170,20 @@ def monitor_mode(name, mode="auto", metrics=None):
     """
     if mode in ("min", "max"):
         return mode
-    if name == "loss":
-        return "min"
     metric = name[len("eval_"):] if name.startswith("eval_") else name
     renamed = metrics.get(metric) if isinstance(metrics, dict) else None
-    metric = renamed if isinstance(renamed, str) else metric
-    if metric in _LOWER_IS_BETTER:
-        return "min"
-    if metric in _HIGHER_IS_BETTER:
-        return "max"
+    return direction_of_name(renamed if isinstance(renamed, str) else metric)
+
+
+def direction_of_name(name):
+    """``"min"``, ``"max"`` or None from the words of ``name``: the last of its
+    words that says (``eval_accuracy``, ``final_loss``, ``dense.weight_error``,
+    ``top5_error``: the error of top5)."""
+    for word in reversed(re.split(r"[^a-z0-9]+", str(name).lower())):
+        if word in LOWER_IS_BETTER:
+            return "min"
+        if word in HIGHER_IS_BETTER:
+            return "max"
     return None
 
 

@@ -153,7 +153,9 @@ def _add_tune_command(sub):
                       help="trials in the study in total (default: 20)")
     tune.add_argument("--objective", default="final_loss", metavar="COLUMN",
                       help="a column of `mindexp compare` (default: final_loss)")
-    tune.add_argument("--direction", default="minimize", choices=("minimize", "maximize"))
+    tune.add_argument("--direction", choices=("minimize", "maximize"),
+                      help="default: from the objective's name (loss, error: minimize; "
+                           "accuracy, f1: maximize)")
     tune.add_argument("--pruner", default="median", choices=("median", "hyperband", "none"))
     tune.add_argument("--sampler", default="tpe", choices=("tpe", "random", "grid"))
     tune.add_argument("--workers", type=_positive_int, default=1, metavar="N",

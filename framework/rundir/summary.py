@@ -9,16 +9,13 @@ finished run is compared from run.json alone. A running run, a run killed
 before its end and a run made before this record have none: reports read
 their CSVs through the same function, so both ways give the same table.
 """
-import re
 
+from ..config import direction_of_name
 from ..experiment import LOSS_COLUMNS  # any other loss.csv column is a loss component
 
 SUMMARY_KEY = "summary"
 # Bump when the content changes: a record of another version is ignored.
 SUMMARY_VERSION = 2  # 2: the loss components' final values
-# Eval metrics where smaller is better; any other metric (accuracy, f1, ...) is maximized.
-LOWER_IS_BETTER = frozenset({"loss", "mae", "mse", "rmse", "error", "l1", "l2", "perplexity",
-                             "distance", "hausdorff"})
 
 
 def log_summary(run):
@@ -87,5 +84,7 @@ def eval_name(metric):
 
 
 def lower_is_better(metric):
-    """True for loss/error-like metric names (``mae``, ``val_loss``, ``rmse``)."""
-    return any(token in LOWER_IS_BETTER for token in re.split(r"[^a-z0-9]+", str(metric).lower()))
+    """True for loss/error-like metric names (``mae``, ``val_loss``, ``rmse``);
+    any other metric (accuracy, f1, ...) is maximized. The rule is the config's
+    (``early_stop_mode=auto``, ``tune --objective``)."""
+    return direction_of_name(metric) == "min"

@@ -16,7 +16,7 @@ from .study import StopFlag, run_trials
 __all__ = ["tune", "study_frame"]
 
 
-def tune(experiment, space, trials=20, objective="final_loss", direction="minimize",
+def tune(experiment, space, trials=20, objective="final_loss", direction=None,
          sampler="tpe", pruner="median", workers=1, timeout=None, study=None, storage=None,
          config=None, seed=None, out="outputs"):
     """Search ``space`` for ``experiment`` and return the best trial's :class:`mindexp.Run`
@@ -30,7 +30,10 @@ def tune(experiment, space, trials=20, objective="final_loss", direction="minimi
         trials: the study's total number of trials (a resumed study runs the rest).
         objective: a column ``compare()`` reports for a run (``final_loss``,
             ``min_loss``, ``dense.weight_error``, an eval metric's column).
-        direction: ``"minimize"`` or ``"maximize"``.
+        direction: ``"minimize"`` or ``"maximize"``; None infers it from the
+            objective's name as ``early_stop_mode=auto`` does (``loss``, ``mse``,
+            ``error``: minimize; ``accuracy``, ``f1``, ``auc``, ``r2``: maximize),
+            ConfigError when the name does not tell.
         sampler: ``"tpe"``, ``"random"`` or ``"grid"``; pruner: ``"median"``,
             ``"hyperband"`` or ``"none"``.
         workers: trials at once, each worker a process (needs an importable
@@ -38,9 +41,11 @@ def tune(experiment, space, trials=20, objective="final_loss", direction="minimi
         timeout: no new trial after this long (seconds or ``"10m"``).
         study, storage: the study's name (default: the experiment's) and an
             RDB URL or journal file (default: ``<out>/studies/<study>/journal.log``).
+            An existing study is continued; with another space, objective or
+            direction it is refused (ConfigError naming the difference).
         config: fixed config values of every trial.
         seed: the sampler's seed (same seed, sampler and ``workers=1``: same
-            sequence of parameters).
+            sequence of parameters; a continued study draws new ones).
     """
     from ..analysis.notebook import load_run  # renders in Jupyter
     from .driver import make_spec, run_workers, start

@@ -25,7 +25,9 @@ def run_tune(args):
                      args.storage, base, args.out)
     study = start(spec)
     left = _left(study, spec.trials)
-    print(f"study {spec.study}: {spec.objective} ({spec.direction}) of {spec.experiment}, "
+    how = f"{spec.direction}, from its name; --direction to choose" \
+        if spec.direction_inferred else spec.direction
+    print(f"study {spec.study}: {spec.objective} ({how}) of {spec.experiment}, "
           f"{left} of {spec.trials} trials to run, {args.workers} worker(s)\n"
           f"storage: {spec.storage}\nfolder: {spec.study_dir}", flush=True)
     signum = run_workers(spec, args.workers, on_line=_progress) if left else None
@@ -44,9 +46,11 @@ def _left(study, trials):
 
 
 def _progress(event):
+    """One line per finished trial; a failed one with its reason."""
     value = "" if event.get("value") is None else f"  value {event['value']:.6g}"
     params = ", ".join(f"{k}={_fmt(v)}" for k, v in (event.get("params") or {}).items())
-    print(f"trial {event['trial']}: {event['state']}{value}  ({params})", flush=True)
+    reason = f": {event['error']}" if event.get("state") == "failed" and event.get("error") else ""
+    print(f"trial {event['trial']}: {event['state']}{value}  ({params}){reason}", flush=True)
 
 
 def print_results(study):
@@ -63,7 +67,8 @@ def print_results(study):
         print(f"run directory: {found.user_attrs.get('run_dir')}")
     if len(table):
         shown = table.drop(columns=["run_dir", "error"])
-        shown["run_id"] = table["run_dir"].map(lambda d: os.path.basename(d) if d else None)
+        shown["run_id"] = [os.path.basename(d) if isinstance(d, str) else None
+                           for d in table["run_dir"]]  # pandas makes a missing one NaN
         print()
         print(format_table(shown))
     folder = _plots_folder(study)

@@ -15,6 +15,11 @@ their own sessions so a terminal's Ctrl-C reaches only the driver); each
 stops its run after the current step (status interrupted), tells the study
 the trial failed with ``interrupted`` set, and exits. A second signal is
 forwarded again (the runs stop at once), a third kills the workers.
+A driver killed outright (SIGKILL) cannot forward anything: the kernel
+sends each worker SIGTERM when its parent dies (``children.die_with_parent``),
+with the same outcome. A worker killed outright leaves its trial RUNNING
+until :func:`.liveness.fail_dead_trials` fails it (here once the workers
+are gone, and before every claim of a trial).
 """
 import json
 import logging
@@ -26,20 +31,22 @@ import sys
 import threading
 import time
 
+from ..children import die_with_parent
 from ..errors import ConfigError
 from .space import parse_duration, parse_space
-from .study import (TuneSpec, check_choices, default_storage, grid_space, import_optuna,
-                    load_study, spec_space, study_dir)
+from .study import (LOGS, TuneSpec, check_choices, default_storage, grid_space,
+                    import_optuna, load_study, spec_space, study_dir)
 
 logger = logging.getLogger(__name__)
 
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def make_spec(exp_cls, entry, space, objective, trials, direction="minimize", sampler="tpe",
+def make_spec(exp_cls, entry, space, objective, trials, direction=None, sampler="tpe",
               pruner="median", seed=None, timeout=None, study=None, storage=None, base=None,
               out="outputs"):
-    """Check every input (ConfigError, nothing created) and return the :class:`TuneSpec`."""
+    """Check every input (ConfigError, nothing created) and return the :class:`TuneSpec`
+    (``direction`` None: inferred from the objective's name)."""
     import_optuna()
     check_choices(sampler, pruner, trials)
     base = dict(base or {})
@@ -51,7 +58,7 @@ def make_spec(exp_cls, entry, space, objective, trials, direction="minimize", sa
                           f"one. Received: --param {both[0]}=..., --set {both[0]}=...",
                           field=both[0])
     from .objective import resolve_objective
-    resolve_objective(exp, objective, direction)
+    found = resolve_objective(exp, objective, direction)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ConfigError(f"--seed must be an integer >= 0. Received: --seed {seed!r}",
                           field="seed")
@@ -59,8 +66,9 @@ def make_spec(exp_cls, entry, space, objective, trials, direction="minimize", sa
     folder = study_dir(out, name)
     spec = TuneSpec(entry=entry, experiment=exp_cls.experiment_name(), study=name,
                     study_dir=folder, storage=_storage(storage, folder), space=spec_space(params),
-                    objective=objective, direction=direction, base=base, trials=trials,
-                    sampler=sampler, pruner=pruner, seed=seed, timeout_s=parse_duration(timeout))
+                    objective=objective, direction=found.direction, base=base, trials=trials,
+                    sampler=sampler, pruner=pruner, seed=seed, timeout_s=parse_duration(timeout),
+                    direction_inferred=found.inferred)
     if sampler == "grid":
         grid_space(spec.space)
     return spec
@@ -90,10 +98,13 @@ def _storage(storage, folder):
 
 def start(spec):
     """Create the study folder and the study (or load it to continue); returns the study."""
-    os.makedirs(os.path.join(spec.study_dir, "logs"), exist_ok=True)
+    from .liveness import fail_dead_trials
+    os.makedirs(os.path.join(spec.study_dir, LOGS), exist_ok=True)
     if spec.timeout_s:
         spec.deadline = time.time() + spec.timeout_s
-    return load_study(spec, create=True)
+    study = load_study(spec, create=True)
+    fail_dead_trials(study)  # so that they are not counted as run
+    return study
 
 
 def run_workers(spec, workers, on_line=None):
@@ -105,19 +116,21 @@ def run_workers(spec, workers, on_line=None):
         _relay(procs, on_line)
         for proc in procs:
             proc.wait()
-    _fail_orphans(spec, procs)
+    from .liveness import fail_dead_trials
+    fail_dead_trials(load_study(spec))  # a worker killed outright left its trial RUNNING
     return forward.signum
 
 
 def _spawn(spec, index):
-    log = os.path.join(spec.study_dir, "logs", f"worker-{platform.node()}-{os.getpid()}-{index}.log")
+    log = os.path.join(spec.study_dir, LOGS, f"worker-{platform.node()}-{os.getpid()}-{index}.log")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     env.setdefault("GLOG_v", "3")
     with open(log, "a", encoding="utf-8") as stderr:
         return subprocess.Popen([sys.executable, "-m", "mindexp", "_tune_worker", spec.to_json(),
                                  str(index)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=stderr, env=env, text=True, start_new_session=True)
+                                stderr=stderr, env=env, text=True, start_new_session=True,
+                                preexec_fn=die_with_parent())
 
 
 def _relay(procs, on_line):
@@ -138,18 +151,6 @@ def _read_lines(proc, on_line):
             continue
         if on_line:
             on_line(event)
-
-
-def _fail_orphans(spec, procs):
-    """Trials a worker left RUNNING when it died (killed): FAIL, interrupted."""
-    optuna = import_optuna()
-    pids = {p.pid for p in procs}
-    study = load_study(spec)
-    for trial in study.get_trials(deepcopy=False,
-                                  states=(optuna.trial.TrialState.RUNNING,)):
-        if trial.user_attrs.get("host") == platform.node() and trial.user_attrs.get("pid") in pids:
-            study._storage.set_trial_user_attr(trial._trial_id, "interrupted", True)
-            study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
 
 
 class _Forwarding:

@@ -23,6 +23,7 @@ class Objective:
 
     def __init__(self, column, direction, metric=None, best=False):
         self.column, self.direction, self.metric, self.best = column, direction, metric, best
+        self.inferred = False  # the direction came from the name (no --direction)
 
     def value_of(self, run_dir):
         """The objective of a finished run, or None when compare() has no number for it."""
@@ -36,24 +37,47 @@ class Objective:
         return value if math.isfinite(value) else None
 
 
-def resolve_objective(exp, column, direction):
+def resolve_objective(exp, column, direction=None):
     """Check ``column`` against the columns compare() reports for ``exp``'s runs
-    and return the :class:`Objective` (ConfigError listing the valid names)."""
-    if direction not in ("minimize", "maximize"):
+    and return the :class:`Objective` (ConfigError listing the valid names).
+
+    ``direction`` None: inferred from the name as ``early_stop_mode=auto``
+    does (:func:`mindexp.config.monitor_mode`); ConfigError when the name
+    does not tell. :attr:`Objective.inferred` says which it was."""
+    if direction not in ("minimize", "maximize", None):
         raise ConfigError(f"--direction must be minimize or maximize. Received: --direction "
                           f"{direction}", field="direction")
     metrics = _eval_metrics(exp)
     train_columns = _probe_columns(exp, [])
     eval_columns = [c for c in _probe_columns(exp, metrics) if c not in train_columns]
     if column in train_columns:
-        return Objective(column, direction)
-    if column in eval_columns:
+        found = Objective(column, direction)
+    elif column in eval_columns:
         metric = max((m for m in metrics if m in column), key=len)
-        return Objective(column, direction, metric=metric, best="best" in column)
-    valid = train_columns + eval_columns
-    raise ConfigError(f"unknown objective {column!r}; {exp.experiment_name()}'s runs have the "
-                      f"compare() columns: {', '.join(valid)}. Received: --objective {column}",
-                      field="objective")
+        found = Objective(column, direction, metric=metric, best="best" in column)
+    else:
+        valid = train_columns + eval_columns
+        raise ConfigError(f"unknown objective {column!r}; {exp.experiment_name()}'s runs have "
+                          f"the compare() columns: {', '.join(valid)}. Received: --objective "
+                          f"{column}", field="objective")
+    if direction is None:
+        found.direction, found.inferred = _infer_direction(exp, found), True
+    return found
+
+
+def _infer_direction(exp, objective):
+    """``minimize``/``maximize`` from the objective's name (an eval column by its metric)."""
+    from ..config import monitor_mode
+    name = f"eval_{objective.metric}" if objective.metric else objective.column
+    mode = monitor_mode(name, "auto", exp.metrics() if objective.metric else None)
+    if mode is None and objective.metric:
+        mode = monitor_mode(objective.column)
+    if mode is None:
+        raise ConfigError(f"cannot tell whether objective {objective.column!r} should be "
+                          "minimized or maximized from its name; add --direction minimize or "
+                          f"--direction maximize. Received: --objective {objective.column}",
+                          field="direction")
+    return {"min": "minimize", "max": "maximize"}[mode]
 
 
 def _eval_metrics(exp):

@@ -6,7 +6,8 @@ import warnings
 
 from ..callbacks import schema
 from ..errors import ConfigError
-from .study import import_optuna
+from .liveness import DEAD_WORKER
+from .study import counted, import_optuna
 
 logger = logging.getLogger(__name__)
 
@@ -15,7 +16,9 @@ PLOTS = ("optimization_history.png", "param_importances.png", "parallel_coordina
 
 def frame(study):
     """One row per trial: trial, state, value, the sampled parameters, the run's
-    status, steps and run directory (surplus trials of a shared RDB left out)."""
+    status, steps, run directory and error (surplus trials of a shared RDB left
+    out). A trial without a run (RUNNING, failed before training, its worker
+    killed) has None there."""
     import pandas as pd
     rows = []
     for t in study.get_trials(deepcopy=False):
@@ -24,12 +27,19 @@ def frame(study):
         state = "INTERRUPTED" if t.user_attrs.get("interrupted") else t.state.name
         # A pruned trial's stored value is its last intermediate report, not the objective.
         value = t.value if t.state.name == "COMPLETE" else None
+        run_dir = _text(t.user_attrs.get("run_dir"))
+        error = _text(t.user_attrs.get("error"))
+        if t.state.name == "FAIL" and not counted(t) and error is None:
+            error = DEAD_WORKER  # failed by its heartbeat: nobody could record why
         rows.append({"trial": t.number, "state": state, "value": value, **t.params,
-                     "status": t.user_attrs.get("status"),
-                     "steps": _steps(t.user_attrs.get("run_dir")),
-                     "run_dir": t.user_attrs.get("run_dir"),
-                     "error": t.user_attrs.get("error")})
+                     "status": t.user_attrs.get("status"), "steps": _steps(run_dir),
+                     "run_dir": run_dir, "error": error})
     return pd.DataFrame(rows)
+
+
+def _text(value):
+    """A string attribute, or None (a missing one, or one a storage mangled)."""
+    return value if isinstance(value, str) and value else None
 
 
 def _steps(run_dir):

@@ -15,8 +15,17 @@ The budget: a study holds at most ``trials`` counted trials. Trials are
 claimed one at a time: under a lock file beside a journal (exact across
 processes and machines sharing the file), and for an RDB by trial number
 (a trial asked beyond the budget is told FAIL with ``surplus`` and never
-run). Interrupted trials do not count, so running the command again runs
-them anew.
+run). Interrupted trials, and trials whose worker died (see :mod:`.liveness`),
+do not count, so running the command again runs them anew.
+
+The space: a study keeps the ``--param`` space it was made with; another
+space on an existing study is refused before anything runs (its trials
+would not be comparable, and Optuna's samplers assume one space).
+
+Seeds: with ``--seed``, trial ``n``'s sampler is seeded from the seed and
+``n``, so a study continued by a later command draws new points (a sampler
+seeded afresh would repeat the first ones) while the same commands in the
+same order still give the same sequence.
 """
 import contextlib
 import dataclasses
@@ -26,13 +35,16 @@ import os
 import platform
 import signal
 import time
+import traceback
 
+from ..callbacks import schema
 from ..errors import ConfigError, MindexpError
 
 logger = logging.getLogger(__name__)
 
 STUDIES = "studies"
 JOURNAL = "journal.log"
+LOGS = "logs"
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "hyperband", "none")
 EXTRA = "mindexp[tune]"
@@ -68,6 +80,7 @@ class TuneSpec:
     seed: int = None
     timeout_s: float = None
     deadline: float = None
+    direction_inferred: bool = False  # from the objective's name, not --direction
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self))
@@ -108,8 +121,10 @@ def open_storage(storage):
     """An Optuna storage for an RDB URL or a journal file path."""
     optuna = import_optuna()
     if is_url(storage):
+        from .liveness import quiet_heartbeat, rdb_heartbeat
         try:
-            return optuna.storages.RDBStorage(storage)
+            with quiet_heartbeat():
+                return optuna.storages.RDBStorage(storage, **rdb_heartbeat())
         except Exception as exc:  # a driver missing, a server not reachable, a bad URL
             raise MindexpError(f"cannot open the storage {storage}: {type(exc).__name__}: "
                                f"{' '.join(str(exc).split())[:300]}") from None
@@ -119,15 +134,15 @@ def open_storage(storage):
         JournalFileBackend(storage, lock_obj=JournalFileOpenLock(storage)))
 
 
-def load_study(spec, worker=0, create=False):
-    """The study of ``spec`` with this worker's sampler and pruner.
+def load_study(spec, create=False):
+    """The study of ``spec`` with its sampler and pruner.
 
     ``create``: make it when missing (and check an existing one was made for
-    the same experiment, objective and direction).
+    the same experiment, objective, direction and space: ConfigError).
     """
     optuna = import_optuna()
     storage = open_storage(spec.storage)
-    kwargs = dict(study_name=spec.study, storage=storage, sampler=make_sampler(spec, worker),
+    kwargs = dict(study_name=spec.study, storage=storage, sampler=make_sampler(spec),
                   pruner=make_pruner(spec))
     if not create:
         return optuna.load_study(**kwargs)
@@ -141,7 +156,9 @@ def _check_same_study(study, spec):
             "direction": spec.direction}
     saved = study.user_attrs.get("mindexp")
     if saved is None:
-        study.set_user_attr("mindexp", {**mine, "entry": spec.entry, "study_dir": spec.study_dir})
+        _check_same_space(spec, _space_of_trials(study))  # a study made by Optuna itself
+        study.set_user_attr("mindexp", {**mine, "entry": spec.entry, "study_dir": spec.study_dir,
+                                        "space": spec.space})
         return
     differ = [k for k in mine if saved.get(k) != mine[k]]
     if differ:
@@ -149,18 +166,93 @@ def _check_same_study(study, spec):
                           + ", ".join(f"{k}={saved.get(k)}" for k in differ)
                           + "; use another --study name, or the same values. Received: "
                           + ", ".join(f"{k}={mine[k]}" for k in differ), field="study")
+    # Studies made before the space was recorded: the space their trials used.
+    _check_same_space(spec, saved["space"] if "space" in saved else _space_of_trials(study))
 
 
-def make_sampler(spec, worker=0):
-    """TPE (default), random or grid; seeded with ``seed + worker`` when seeded."""
+def _check_same_space(spec, saved):
+    """ConfigError naming the first parameter whose distribution differs
+    (``saved`` empty: a study without trials yet, nothing to compare)."""
+    for name in (list(saved) + [n for n in spec.space if n not in saved]) if saved else ():
+        was, now = saved.get(name), spec.space.get(name)
+        if _same(was, now):
+            continue
+        study = (f"searches {name}={space_text(was)}" if was is not None
+                 else f"does not search {name}")
+        given = f"--param {name}={space_text(now)}" if now is not None else f"no --param {name}"
+        raise ConfigError(f"study {spec.study!r} {study}, but this command gives {given}; a "
+                          f"study keeps its search space: start a new one with --study NEW_NAME "
+                          f"(or give the study's own --param values). Received: {given}",
+                          field=name)
+
+
+def _same(was, now):
+    if isinstance(was, (list, tuple)) and isinstance(now, (list, tuple)):
+        return list(was) == list(now) and [type(v) for v in was] == [type(v) for v in now]
+    return was == now
+
+
+def space_text(item):
+    """``"loguniform:0.001:1"`` or ``"choice:sgd,adam"`` for a space entry of a TuneSpec."""
+    if isinstance(item, (list, tuple)):
+        return "choice:" + ",".join(map(str, item))
+    kind, low, high = item.split(":")
+    return f"{kind}:{float(low):g}:{float(high):g}"
+
+
+def _space_of_trials(study):
+    """The space (TuneSpec form) the trials of ``study`` were sampled from."""
     optuna = import_optuna()
-    seed = None if spec.seed is None else spec.seed + worker
+    dist = optuna.distributions
+    space = {}
+    for trial in study.get_trials(deepcopy=False):
+        for name, d in trial.distributions.items():
+            if isinstance(d, dist.CategoricalDistribution):
+                space[name] = list(d.choices)
+            elif isinstance(d, dist.IntDistribution):
+                space[name] = f"{'int-log' if d.log else 'int'}:{d.low!r}:{d.high!r}"
+            elif isinstance(d, dist.FloatDistribution):
+                kind = "loguniform" if d.log else "uniform"
+                space[name] = f"{kind}:{float(d.low)!r}:{float(d.high)!r}"
+    return space
+
+
+def make_sampler(spec, number=0):
+    """TPE (default), random or grid for trial ``number``; seeded from
+    ``spec.seed`` and ``number`` when seeded (see the module's docstring)."""
+    optuna = import_optuna()
+    seed = trial_seed(spec.seed, number)
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if spec.sampler == "grid":
-        return optuna.samplers.GridSampler(grid_space(spec.space), seed=seed)
+        return _grid_sampler_class()(grid_space(spec.space), seed=seed)
     # Optuna's 10 random start-up trials would leave a small budget almost no TPE trials.
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(10, max(2, spec.trials // 3)))
+
+
+def trial_seed(seed, number):
+    """The sampler seed of trial ``number`` of a study seeded with ``seed`` (None: unseeded)."""
+    if seed is None:
+        return None
+    import numpy as np
+    return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
+
+
+_GRID = []
+
+
+def _grid_sampler_class():
+    """Optuna's GridSampler without its ``study.stop()`` once the grid is done:
+    that works only inside ``Study.optimize`` (here it raised after the last
+    grid point's tell); our loop has its own budget."""
+    if not _GRID:
+        optuna = import_optuna()
+
+        class BudgetGridSampler(optuna.samplers.GridSampler):
+            def after_trial(self, study, trial, state, values):
+                pass
+        _GRID.append(BudgetGridSampler)
+    return _GRID[0]
 
 
 def grid_space(space):
@@ -199,8 +291,13 @@ def make_pruner(spec):
 # -- claiming trials ---------------------------------------------------------------
 
 def counted(trial):
-    """Trials that use up the budget: all but interrupted and surplus ones."""
-    return not (trial.user_attrs.get("interrupted") or trial.user_attrs.get("surplus"))
+    """Trials that use up the budget: all but interrupted and surplus ones, and
+    failed ones that no worker finished (``status`` is set only by the worker
+    that ran the trial: one failed without it had a dead worker)."""
+    attrs = trial.user_attrs
+    if attrs.get("interrupted") or attrs.get("surplus"):
+        return False
+    return not (trial.state.name == "FAIL" and "status" not in attrs)
 
 
 def remaining(study, trials):
@@ -221,21 +318,32 @@ def _claim_lock(storage):
         lock.release()
 
 
-def claim_trial(study, spec):
-    """A new trial within the budget, or None when the budget is used up."""
+def claim_trial(study, spec, lock=None):
+    """A new trial within the budget, or None when the budget is used up.
+
+    ``lock``: this worker's lock file, named in the trial (see :mod:`.liveness`)."""
     optuna = import_optuna()
+    from .liveness import fail_dead_trials, quiet_heartbeat
     with _claim_lock(spec.storage):
+        fail_dead_trials(study)
         if remaining(study, spec.trials) == 0:
             return None
-        trial = study.ask()
+        number = len(study.get_trials(deepcopy=False))  # exact under the journal's claim lock
+        study.sampler = make_sampler(spec, number)
+        with quiet_heartbeat():
+            trial = study.ask()
+        trial.set_user_attr("host", platform.node())
+        trial.set_user_attr("pid", os.getpid())
+        if lock:
+            trial.set_user_attr("lock", lock)
+    if trial.number != number:  # an RDB shared with another process took that number
+        study.sampler = make_sampler(spec, trial.number)
     earlier = [t for t in study.get_trials(deepcopy=False)
                if counted(t) and t.number <= trial.number]
     if len(earlier) > spec.trials:  # an RDB shared with another process: it asked first
         trial.set_user_attr("surplus", True)
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         return None
-    trial.set_user_attr("host", platform.node())
-    trial.set_user_attr("pid", os.getpid())
     return trial
 
 
@@ -252,27 +360,37 @@ class StopFlag:
             self.signum = signum
 
 
-def run_trials(spec, exp_cls, stop, worker=0, on_trial=None, log_for=None):
+def trial_log(spec, number):
+    """The log of trial ``number``: its output in a worker, its traceback when it failed."""
+    return os.path.join(spec.study_dir, LOGS, f"trial-{number}.log")
+
+
+def run_trials(spec, exp_cls, stop, on_trial=None, log_for=None):
     """Claim and run trials one after another until the budget, the deadline
     or a signal ends it; returns the trial numbers this call ran.
 
-    ``on_trial(number, state, value, params)`` is called after each; ``log_for(number)``
-    gives a context manager that sends the trial's output to its log.
+    ``on_trial(number, state, value, params, error)`` is called after each;
+    ``log_for(number)`` gives a context manager that sends the trial's output
+    to its log. While it runs, this process holds its worker lock and records
+    each trial's heartbeat (see :mod:`.liveness`).
     """
-    study = load_study(spec, worker)
+    from .liveness import heartbeat, worker_lock
+    study = load_study(spec)
     done = []
-    while stop.signum is None and (spec.deadline is None or time.time() < spec.deadline):
-        trial = claim_trial(study, spec)
-        if trial is None:
-            break
-        with log_for(trial.number) if log_for else contextlib.nullcontext():
-            state, value = run_one(study, trial, spec, exp_cls, stop)
-        done.append(trial.number)
-        if on_trial:
-            on_trial(trial.number, state, value, dict(trial.params))
-        if state == "interrupted":  # the run caught the signal itself
-            stop.signum = stop.signum or signal.SIGINT
-            break
+    with worker_lock(spec.study_dir) as lock:
+        while stop.signum is None and (spec.deadline is None or time.time() < spec.deadline):
+            trial = claim_trial(study, spec, lock)
+            if trial is None:
+                break
+            with heartbeat(study, trial._trial_id), \
+                    log_for(trial.number) if log_for else contextlib.nullcontext():
+                state, value, error = run_one(study, trial, spec, exp_cls, stop)
+            done.append(trial.number)
+            if on_trial:
+                on_trial(trial.number, state, value, dict(trial.params), error)
+            if state == "interrupted":  # the run caught the signal itself
+                stop.signum = stop.signum or signal.SIGINT
+                break
     return done
 
 
@@ -294,41 +412,70 @@ def sample(trial, space):
 
 def run_one(study, trial, spec, exp_cls, stop):
     """Train one trial as a normal run (label ``trial-<n>``) and tell the study;
-    returns ``(state, value)``, state one of complete, pruned, failed, interrupted.
+    returns ``(state, value, error)``, state one of complete, pruned, failed,
+    interrupted, error the one-line reason of a failed trial (its traceback
+    goes to the trial's log).
 
     A failed or diverged run is told FAIL (not a worst value: a made-up
     number would mislead the sampler and the importances); so is a run
     whose objective is not a finite number."""
     optuna = import_optuna()
-    run_dir, status, error = None, "failed", None
+    run_dir, status, error, details = None, "failed", None, None
     try:
         exp = _trial_experiment(trial, spec, exp_cls)
         if stop.signum is None:
-            run_dir, status, error = _train(exp, spec, trial.number)
+            run_dir, status, error, details = _train(exp, spec, trial.number)
         else:
             status, error = "interrupted", "stopped before training"
     except MindexpError as exc:  # this point of the space is not a valid run
-        error = " ".join(str(exc).split())
+        error, details = _one_line(exc), traceback.format_exc()
     except Exception as exc:  # noqa: BLE001  (the trial's log has the traceback)
-        logger.exception("trial %s failed", trial.number)
-        error = f"{type(exc).__name__}: {exc}"
-    for key, value in (("run_dir", run_dir), ("status", status), ("error", error)):
-        if value is not None:
-            trial.set_user_attr(key, value)
+        error, details = f"{type(exc).__name__}: {_one_line(exc)}", traceback.format_exc()
     value = _objective_value(spec, run_dir) if status == "completed" else None
+    if status == "completed" and value is None:
+        error = f"the run has no value of {spec.objective}"
+    attrs = {"run_dir": run_dir, "status": status, "error": error,
+             "interrupted": True if status == "interrupted" else None}
     TrialState = optuna.trial.TrialState
     if status == "completed" and value is not None:
-        study.tell(trial, value)
-        return "complete", value
+        _tell(study, trial, attrs, values=value)
+        return "complete", value, None
     if status == "pruned":
-        study.tell(trial, state=TrialState.PRUNED)
-        return "pruned", None
-    if status == "interrupted":
-        trial.set_user_attr("interrupted", True)
-    elif status == "completed":
-        trial.set_user_attr("error", f"the run has no value of {spec.objective}")
-    study.tell(trial, state=TrialState.FAIL)
-    return ("interrupted" if status == "interrupted" else "failed"), None
+        _tell(study, trial, attrs, state=TrialState.PRUNED)
+        return "pruned", None, None
+    if status != "interrupted":
+        _log_failure(spec, trial.number, error, details)
+    _tell(study, trial, attrs, state=TrialState.FAIL)
+    return ("interrupted" if status == "interrupted" else "failed"), None, error
+
+
+def _one_line(text):
+    return " ".join(str(text).split())
+
+
+def _tell(study, trial, attrs, **outcome):
+    """Record the trial's attributes and outcome; a trial that another process
+    failed meanwhile (taken for dead, see :mod:`.liveness`) keeps that."""
+    optuna = import_optuna()
+    try:
+        for key, value in attrs.items():
+            if value is not None:
+                trial.set_user_attr(key, value)
+        study.tell(trial, skip_if_finished=True, **outcome)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        logger.warning("trial %s was failed by another process meanwhile (taken for dead)",
+                       trial.number)
+
+
+def _log_failure(spec, number, error, details):
+    """Append the reason and the traceback of a failed trial to its log."""
+    try:
+        with open(trial_log(spec, number), "a", encoding="utf-8") as log:
+            log.write(f"trial {number} failed: {error}\n")
+            if details:
+                log.write(details if details.endswith("\n") else details + "\n")
+    except OSError as exc:
+        logger.warning("could not write the log of trial %s: %s", number, exc)
 
 
 def _trial_experiment(trial, spec, exp_cls):
@@ -349,16 +496,27 @@ def _trial_experiment(trial, spec, exp_cls):
 
 
 def _train(exp, spec, number):
+    """Run the trial; ``(run_dir, status, error, traceback)``."""
     from ..api import run_experiment
     from ..errors import TrainingError
     try:
         run = run_experiment(exp, out=spec.study_dir, label=f"trial-{number}", quiet=True,
                              entry=spec.entry)
-    except TrainingError as exc:
+    except TrainingError as exc:  # the run's own one line, as `mindexp run` prints it
+        error = _one_line(exc)
         if getattr(exc, "run", None) is None:
-            return None, "failed", str(exc)
-        run = exc.run
-    return run.dir, run.status, run.meta.get("error")
+            return None, "failed", error, traceback.format_exc()
+        return exc.run.dir, exc.run.status, error, _read_error_file(exc.run.dir)
+    return run.dir, run.status, run.meta.get("error"), _read_error_file(run.dir)
+
+
+def _read_error_file(run_dir):
+    path = os.path.join(run_dir, schema.ERROR_FILE)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def _objective_value(spec, run_dir):

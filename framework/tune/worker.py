@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 
-from .study import StopFlag, TuneSpec, run_trials
+from .study import StopFlag, TuneSpec, run_trials, trial_log
 
 
 def serve(spec_json, index):
@@ -27,13 +27,13 @@ def serve(spec_json, index):
         signal.signal(sig, stop.handler)
     exp_cls = load_experiment(spec.entry)
 
-    def report(number, state, value, params):
+    def report(number, state, value, params, error):
         answers.write(json.dumps({"trial": number, "state": state, "value": value,
-                                  "params": params}) + "\n")
+                                  "params": params, "error": error}) + "\n")
         answers.flush()
 
-    run_trials(spec, exp_cls, stop, worker=index, on_trial=report,
-               log_for=lambda n: _output_to(os.path.join(spec.study_dir, "logs", f"trial-{n}.log")))
+    run_trials(spec, exp_cls, stop, on_trial=report,
+               log_for=lambda n: _output_to(trial_log(spec, n)))
     return 0 if stop.signum is None else 128 + stop.signum
 
 
