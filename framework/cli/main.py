@@ -139,6 +139,9 @@ def _add_report_commands(sub):
     sweep.add_argument("--workers", type=_positive_int, metavar="N",
                        help="runs at the same time (default: the number of CPU cores)")
     sweep.add_argument("--name", help="label for the sweep id and its runs' ids")
+    sweep.add_argument("--resume", action="store_true",
+                       help="continue the unfinished sweep of this same command (which the "
+                            "command does by itself when there is one); refuse when there is none")
     _add_tag_args(sweep)
     _add_tune_command(sub)
 
@@ -491,10 +494,16 @@ def cmd_sweep(args):
     sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name, entry=entry)
     from ..manage.tags import check_tags
     sweep.tags, sweep.note = check_tags(args.tag), args.note
-    folder = sweep.start(cls.experiment_name())
-    print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
-          f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)
-    status = sweep.run(on_finish=_sweep_progress(len(sweep.runs)))
+    folder = sweep.start(cls.experiment_name(), resume=True if args.resume else "auto")
+    todo = len(sweep.todo())
+    if sweep.continued:
+        print(f"sweep {sweep.sweep_id}: continuing it, {todo} of {len(sweep.runs)} runs to "
+              f"train ({len(sweep.runs) - todo} done), {sweep.workers} at a time; sweep.json in "
+              f"{folder}", flush=True)
+    else:
+        print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
+              f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)
+    status = sweep.run(on_finish=_sweep_progress(todo))
     _sweep_summary(sweep)
     return _sweep_exit(sweep, status)
 

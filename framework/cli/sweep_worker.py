@@ -42,30 +42,32 @@ def serve():
                 answer = run_task(task)
             finally:
                 _point_output_at(devnull, own_stderr)
-        answers.write(json.dumps(answer) + "\n")
-        answers.flush()
+        try:
+            answers.write(json.dumps(answer) + "\n")
+            answers.flush()
+        except BrokenPipeError:   # the sweep is gone (killed): nobody to answer
+            return 0
     return 0
 
 
 def run_task(task):
     """Train one grid point in this process; returns the answer for the sweep.
 
-    Prints what ``mindexp run`` prints (the summary, or one ``mindexp:``
-    line for an error), so a run's log reads the same either way.
+    A task with ``resume`` (an interrupted run of a continued sweep) resumes
+    that run in its folder from its latest checkpoint; one without a
+    checkpoint is trained anew. Prints what ``mindexp run`` prints (the
+    summary, or one ``mindexp:`` line for an error), so a run's log reads
+    the same either way.
     """
-    from ..api import run_experiment
-    from ..entry import load_experiment
     from ..errors import MindexpError, TrainingError
     try:
-        exp = load_experiment(task["entry"])(task["config"])
-        exp.run_tags, exp.run_note = task.get("tags") or [], task.get("note")
-        run = run_experiment(exp, out=task["out"], label=task["label"], quiet=True,
-                             entry=task["entry"])
+        run = _train(task)
     except MindexpError as exc:
         return _failed(f"mindexp: error: {one_line(exc)}", EXIT_BAD_INPUT)
     except TrainingError as exc:
         print(f"mindexp: training failed: {one_line(exc)}", file=sys.stderr)
-        return _answer(exc.run_dir, "failed", one_line(exc), EXIT_FAILED)
+        meta = exc.run.meta if getattr(exc, "run", None) is not None else {}
+        return _answer(exc.run_dir, "failed", one_line(exc), EXIT_FAILED, meta)
     except KeyboardInterrupt:
         return _failed("mindexp: interrupted", 130, status="interrupted")
     except BaseException:  # noqa: BLE001  (the run's log says what it was)
@@ -73,7 +75,19 @@ def run_task(task):
         return _failed(traceback.format_exc().strip().splitlines()[-1], EXIT_FAILED)
     print_summary(run)
     code = EXIT_OK if run.status == "completed" else EXIT_FAILED
-    return _answer(run.dir, run.status, run.meta.get("error"), code)
+    return _answer(run.dir, run.status, run.meta.get("error"), code, run.meta)
+
+
+def _train(task):
+    from ..api import resume_run, run_experiment
+    from ..callbacks import list_checkpoints
+    from ..entry import load_experiment
+    if task.get("resume") and list_checkpoints(task["resume"], "all"):
+        return resume_run(task["resume"], quiet=True)
+    exp = load_experiment(task["entry"])(task["config"])
+    exp.run_tags, exp.run_note = task.get("tags") or [], task.get("note")
+    return run_experiment(exp, out=task["out"], label=task["label"], quiet=True,
+                          entry=task["entry"])
 
 
 def _failed(message, code, status="failed"):
@@ -81,8 +95,13 @@ def _failed(message, code, status="failed"):
     return _answer(None, status, message, code)
 
 
-def _answer(run_dir, status, error, returncode):
-    return {"run_dir": run_dir, "status": status, "error": error, "returncode": returncode}
+def _answer(run_dir, status, error, returncode, meta=None):
+    """The answer line; ``run_id`` and ``final_loss`` from the run's record
+    when there is one, so the sweep need not read the folder again."""
+    answer = {"run_dir": run_dir, "status": status, "error": error, "returncode": returncode}
+    if run_dir and meta:
+        answer.update(run_id=meta.get("run_id"), final_loss=meta.get("final_loss"))
+    return answer
 
 
 def _point_output_at(out_fd, err_fd):
