@@ -527,7 +527,11 @@ def _sweep_summary(sweep):
     from ..analysis.reports import compare, display_table, format_table, load_runs
     if not sweep.run_dirs():
         return
-    runs = load_runs(sweep.run_dirs())
+    try:
+        runs = load_runs(sweep.run_dirs())
+    except MindexpError as exc:  # every run removed meanwhile (mindexp gc): no table
+        print(f"mindexp: warning: no table of the sweep's runs: {exc}", file=sys.stderr)
+        return
     print()
     print(format_table(display_table(compare(runs))))
     try:

@@ -28,9 +28,10 @@ import threading
 
 from ..callbacks import schema
 from ..config import did_you_mean, load_toml
-from ..errors import ConfigError
+from ..errors import ConfigError, RunDirError
 from ..children import die_with_parent
-from ..rundir.io import check_label, create_run_dir, is_run_dir, now_iso, read_json, write_json
+from ..rundir.io import (check_label, create_run_dir, inside, is_run_dir, now_iso, read_json,
+                         write_json)
 from ..rundir.record import locked
 from ..rundir.run_lock import RunLockedError, run_locked
 
@@ -224,6 +225,7 @@ class Sweep:
                     not self._matches_points(record):
                 continue
             folder = os.path.dirname(path)
+            self._check_paths(record, path)
             try:
                 self._lock.enter_context(run_locked(folder, action="continue the sweep"))
             except RunLockedError:
@@ -231,6 +233,17 @@ class Sweep:
             self._adopt(folder, _read_record(path) or record)
             return folder
         return None
+
+    def _check_paths(self, record, path):
+        """Every run folder ``record`` names lies inside the output root (a
+        continued sweep writes into them); RunDirError otherwise."""
+        for entry in record["runs"]:
+            previous = entry.get("previous_runs")
+            for run_dir in [entry.get("run_dir"), *(previous if isinstance(previous, list) else [])]:
+                if run_dir is not None and not (isinstance(run_dir, str) and
+                                                inside(self.out, run_dir)):
+                    raise RunDirError(f"{path} names a run outside the output root {self.out}; "
+                                      f"refusing to continue that sweep. Received: {run_dir!r}")
 
     def _identity(self):
         return {"experiment": self.experiment, "spec": self.spec, "grid": self.grid,

@@ -73,7 +73,10 @@ def run_task(task):
     except BaseException:  # noqa: BLE001  (the run's log says what it was)
         traceback.print_exc()
         return _failed(traceback.format_exc().strip().splitlines()[-1], EXIT_FAILED)
-    print_summary(run)
+    try:
+        print_summary(run)
+    except OSError:   # the run folder was removed (mindexp gc) since it ended
+        print(f"run directory: {run.dir} (removed since)")
     code = EXIT_OK if run.status == "completed" else EXIT_FAILED
     return _answer(run.dir, run.status, run.meta.get("error"), code, run.meta)
 
