@@ -256,3 +256,31 @@ def test_rm_of_a_sweep_refuses_a_run_outside_the_output_root(cli, tmp_path, wher
     assert "names a run outside the output root" in done.stderr and repr(named) in done.stderr
     assert os.path.isfile(os.path.join(victim, "run.json"))     # nothing deleted
     assert os.path.isfile(os.path.join(inner, "run.json")) and sweep.is_dir()
+
+
+# -- a full disk ------------------------------------------------------------------------
+
+from test_resume_faults import DISK_ARGS, small_disk  # noqa: E402,F401  (the tmpfs fixture)
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_the_sweep_in_one_line_with_every_record_whole(cli, small_disk):
+    done = cli("sweep", "linear", "--grid", "lr=0.05,0.1,0.2", "--workers", "2",
+               "--out", small_disk, *[a for a in DISK_ARGS if a != "--quiet"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "No space left on device" in done.stderr
+    assert "free space and run the same command again to continue" in done.stderr
+    record = _sweep_json(small_disk)                       # whole, and final
+    assert record["status"] == "failed"
+    statuses = [r["status"] for r in record["runs"]]
+    assert "failed" in statuses and set(statuses) <= {"failed", "not started", "completed"}
+    named = sorted(r["run_dir"] for r in record["runs"] if r["run_dir"])
+    folders = sorted(glob.glob(str(small_disk / "linear" / "*")))
+    assert folders == named                               # no folder the record misses
+    for run_dir in folders:
+        meta = _read(os.path.join(run_dir, "run.json"))   # every folder has its record
+        assert meta["status"] in ("failed", "completed"), meta
+        loss = pd.read_csv(os.path.join(run_dir, "loss.csv"))
+        assert meta["steps"] == (int(loss["step"].iloc[-1]) if len(loss) else 0), meta
+    assert not glob.glob(str(small_disk / "sweeps" / "*" / ".space-reserve"))

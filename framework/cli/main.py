@@ -534,6 +534,8 @@ def _sweep_summary(sweep):
         return
     print()
     print(format_table(display_table(compare(runs))))
+    if sweep.disk_error:   # no room for plots
+        return
     try:
         from ..analysis.plots import save_overlay_plots
         plots = save_overlay_plots(runs, sweep.dir)
@@ -544,6 +546,15 @@ def _sweep_summary(sweep):
 
 def _sweep_exit(sweep, status):
     failures = sweep.failures()
+    if sweep.disk_error:   # one line: listing every run would only repeat the cause
+        where = f"sweep.json in {sweep.dir}" if sweep.record_error is None else \
+            "sweep.json is not current" if sweep.record_error == sweep.disk_error else \
+            f"sweep.json is not current: {sweep.record_error}"
+        not_started = sum(r.status == "not started" for r in failures)
+        print(f"mindexp: {sweep.disk_error}; {len(failures) - not_started} of "
+              f"{len(sweep.runs)} runs did not complete, {not_started} not started ({where}); "
+              "free space and run the same command again to continue", file=sys.stderr)
+        return EXIT_FAILED
     if not failures:
         return EXIT_OK
     what = "sweep interrupted; " if status == "interrupted" else ""

@@ -15,6 +15,7 @@ each run's output in ``logs/`` and the overlay plots.
 """
 import contextlib
 import dataclasses
+import errno
 import glob
 import itertools
 import json
@@ -28,7 +29,7 @@ import threading
 
 from ..callbacks import schema
 from ..config import did_you_mean, load_toml
-from ..errors import ConfigError, RunDirError
+from ..errors import ConfigError, MindexpError, RunDirError
 from ..children import die_with_parent
 from ..rundir.io import (check_label, create_run_dir, inside, is_run_dir, now_iso, read_json,
                          write_json)
@@ -42,6 +43,7 @@ POLL_S = 0.2
 SWEEP_JSON = "sweep.json"
 # Outcomes a continued sweep keeps; every other point is trained again.
 FINAL = ("completed", "diverged", "pruned")
+FULL_DISK = os.strerror(errno.ENOSPC)   # in a run's error: no further run can succeed
 # Run statuses a continued sweep resumes in the run's own folder (from its checkpoint).
 RESUMABLE = ("interrupted", "running")
 # What makes two sweeps the same command (a rerun continues the unfinished one).
@@ -176,6 +178,8 @@ class Sweep:
         self.status, self.started_at, self.ended_at = "pending", None, None
         self._signals = 0
         self.signum = None  # the first signal that stopped the sweep
+        self.disk_error = None  # why a write failed (a full disk): no further run starts
+        self.record_error = None  # why sweep.json could not be written (it is not current)
         self.continued = False  # True when start() took up an unfinished sweep
         self._lock = contextlib.ExitStack()  # held from start() to the end of run()
 
@@ -208,9 +212,13 @@ class Sweep:
     def _create(self):
         self.dir = create_run_dir(self.out, "sweeps", self.name)
         self.sweep_id = os.path.basename(self.dir)
-        self._lock.enter_context(run_locked(self.dir, action="continue the sweep"))
-        os.makedirs(os.path.join(self.dir, "logs"))
-        os.makedirs(os.path.join(self.dir, "workers"))   # each worker's own stderr
+        try:
+            self._lock.enter_context(run_locked(self.dir, action="continue the sweep"))
+            os.makedirs(os.path.join(self.dir, "logs"))
+            os.makedirs(os.path.join(self.dir, "workers"))   # each worker's own stderr
+            _reserve_space(self.dir, len(self.runs))
+        except OSError as exc:
+            raise MindexpError(f"cannot start the sweep in {self.dir}: {exc.strerror}") from None
         self.started_at = now_iso()
 
     def _take_up_unfinished(self):
@@ -231,6 +239,7 @@ class Sweep:
             except RunLockedError:
                 continue              # a sweep running now: leave it alone
             self._adopt(folder, _read_record(path) or record)
+            _reserve_space(folder, len(self.runs))
             return folder
         return None
 
@@ -301,6 +310,7 @@ class Sweep:
             self.ended_at = now_iso()
             self.save()
         finally:
+            _release_space(self.dir)
             try:
                 self._lock.close()
             except FileNotFoundError:   # the sweep folder was removed meanwhile
@@ -312,9 +322,10 @@ class Sweep:
         selector = selectors.DefaultSelector()
         try:
             while pending or any(w.run for w in self._workers):
-                if self._signals and pending:
+                if self._stopping() and pending:
+                    why = self.disk_error or "the sweep was stopped"
                     for run in pending:
-                        run.status, run.error = "not started", "the sweep was stopped"
+                        run.status, run.error = "not started", why
                     pending = []
                 self._hand_out(pending, selector)
                 for key, _ in selector.select(timeout=POLL_S):
@@ -339,17 +350,21 @@ class Sweep:
     def _hand_out(self, pending, selector):
         """Give each idle worker a run; start workers up to ``workers``."""
         for worker in [w for w in self._workers if w.run is None]:
-            if pending and not self._signals:
+            if pending and not self._stopping():
                 self._give(worker, pending.pop(0), selector)
             else:
                 self._retire(worker, selector)
-        while pending and not self._signals and len(self._workers) < self.workers:
+        while pending and not self._stopping() and len(self._workers) < self.workers:
             self._started += 1
             worker = _Worker(os.path.join(self.dir, "workers"), self._started,
                              runs=None if self.reuse_workers else 1)
             self._workers.append(worker)
             selector.register(worker.proc.stdout, selectors.EVENT_READ, worker)
             self._give(worker, pending.pop(0), selector)
+
+    def _stopping(self):
+        """A signal arrived, or the disk is full (each further run would fail)."""
+        return bool(self._signals or self.disk_error)
 
     def _give(self, worker, run, selector):
         """Send ``run`` to ``worker``; a worker already gone fails the run (never
@@ -368,6 +383,9 @@ class Sweep:
             if answer is not None:    # else answer() kept how the worker died
                 run.returncode = answer["returncode"]
             self._collect(run, answer or {})
+            if run.error and FULL_DISK in run.error:
+                self.disk_error = self.disk_error or \
+                    f"the disk is full: run {run.run_id or run.label} failed with {FULL_DISK}"
             self.save()
             if on_finish:
                 on_finish(run)
@@ -453,7 +471,31 @@ class Sweep:
 
     def save(self):
         """Write ``sweep.json`` atomically, under the lock ``mindexp rm`` takes
-        to drop a removed run from it."""
+        to drop a removed run from it.
+
+        When the write fails (a full disk), the space the sweep set aside is
+        given back and the write tried once more; a failure after that is
+        kept in ``disk_error`` (no further run starts; the command says it in
+        one line) and sweep.json keeps its last whole version.
+        """
+        try:
+            self._write_record()
+        except OSError as exc:
+            if not _release_space(self.dir):
+                self._write_failed(exc)
+                return
+            try:
+                self._write_record()
+            except OSError as again:
+                self._write_failed(again)
+                return
+        self.record_error = None
+
+    def _write_failed(self, exc):
+        self.record_error = f"cannot write {os.path.join(self.dir, SWEEP_JSON)}: {exc.strerror}"
+        self.disk_error = self.disk_error or self.record_error
+
+    def _write_record(self):
         with locked(self.dir):
             write_json(os.path.join(self.dir, SWEEP_JSON), {
                 "sweep_id": self.sweep_id, "experiment": self.experiment, "spec": self.spec,
@@ -589,6 +631,25 @@ def _read_text(path):
             return f.read()
     except OSError:
         return ""
+
+
+def _reserve_space(folder, points):
+    """Set space aside in the sweep folder, given back when the disk fills so
+    that sweep.json can still be written (about 1 KiB per point)."""
+    try:
+        with open(os.path.join(folder, schema.SPACE_RESERVE), "wb") as f:
+            f.write(b"\0" * (16384 + 1024 * points))
+    except OSError:
+        pass  # best effort: the disk may be full already
+
+
+def _release_space(folder):
+    """Give the reserved space back; False when there was none."""
+    try:
+        os.remove(os.path.join(folder, schema.SPACE_RESERVE))
+    except OSError:
+        return False
+    return True
 
 
 def _read_record(path):

@@ -17,9 +17,11 @@ process; the tests check it.
 """
 import json
 import os
+import shutil
 import sys
 import traceback
 
+from ..rundir.io import is_run_dir
 from ._console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, log_to_stderr, one_line, print_summary
 
 
@@ -60,41 +62,64 @@ def run_task(task):
     the same either way.
     """
     from ..errors import MindexpError, TrainingError
+    started = {}
     try:
-        run = _train(task)
+        run = _train(task, started)
     except MindexpError as exc:
+        _drop_unrecorded(started.get("exp"))
         return _failed(f"mindexp: error: {one_line(exc)}", EXIT_BAD_INPUT)
     except TrainingError as exc:
-        print(f"mindexp: training failed: {one_line(exc)}", file=sys.stderr)
+        _say(f"mindexp: training failed: {one_line(exc)}")
         meta = exc.run.meta if getattr(exc, "run", None) is not None else {}
         return _answer(exc.run_dir, "failed", one_line(exc), EXIT_FAILED, meta)
     except KeyboardInterrupt:
         return _failed("mindexp: interrupted", 130, status="interrupted")
     except BaseException:  # noqa: BLE001  (the run's log says what it was)
-        traceback.print_exc()
+        _say(traceback.format_exc())
+        _drop_unrecorded(started.get("exp"))
         return _failed(traceback.format_exc().strip().splitlines()[-1], EXIT_FAILED)
     try:
         print_summary(run)
-    except OSError:   # the run folder was removed (mindexp gc) since it ended
-        print(f"run directory: {run.dir} (removed since)")
+    except OSError:   # the run folder was removed (mindexp gc) since it ended, or a full disk
+        _say(f"run directory: {run.dir} (removed since, or the disk is full)")
     code = EXIT_OK if run.status == "completed" else EXIT_FAILED
     return _answer(run.dir, run.status, run.meta.get("error"), code, run.meta)
 
 
-def _train(task):
+def _train(task, started):
+    """Resume or train the task's run; ``started["exp"]``: the experiment, for
+    the folder it was given (``exp.run_dir``) when training fails."""
     from ..api import resume_run, run_experiment
     from ..callbacks import list_checkpoints
     from ..entry import load_experiment
     if task.get("resume") and list_checkpoints(task["resume"], "all"):
         return resume_run(task["resume"], quiet=True)
-    exp = load_experiment(task["entry"])(task["config"])
+    exp = started["exp"] = load_experiment(task["entry"])(task["config"])
     exp.run_tags, exp.run_note = task.get("tags") or [], task.get("note")
     return run_experiment(exp, out=task["out"], label=task["label"], quiet=True,
                           entry=task["entry"])
 
 
+def _drop_unrecorded(exp):
+    """Remove the new run folder a failure left without run.json (the disk
+    filled while its first files were written): no listing would ever show
+    it, and nothing of the run was trained."""
+    run_dir = getattr(exp, "run_dir", None)
+    if run_dir and os.path.isdir(run_dir) and not is_run_dir(run_dir):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        _say(f"mindexp: removed {run_dir}: the run failed before its run.json was written")
+
+
+def _say(text):
+    """Print on the run's log; a full disk must not turn the answer into a crash."""
+    try:
+        print(text.rstrip("\n"), file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
 def _failed(message, code, status="failed"):
-    print(message, file=sys.stderr)
+    _say(message)
     return _answer(None, status, message, code)
 
 
