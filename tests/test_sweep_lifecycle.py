@@ -265,7 +265,7 @@ from test_resume_faults import DISK_ARGS, small_disk  # noqa: E402,F401  (the tm
 
 @pytest.mark.slow
 def test_a_full_disk_stops_the_sweep_in_one_line_with_every_record_whole(cli, small_disk):
-    done = cli("sweep", "linear", "--grid", "lr=0.05,0.1,0.2", "--workers", "2",
+    done = cli("sweep", "linear", "--grid", "seed=0,1,2", "--workers", "2",
                "--out", small_disk, *[a for a in DISK_ARGS if a != "--quiet"])
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
