@@ -284,3 +284,19 @@ def test_a_full_disk_stops_the_sweep_in_one_line_with_every_record_whole(cli, sm
         loss = pd.read_csv(os.path.join(run_dir, "loss.csv"))
         assert meta["steps"] == (int(loss["step"].iloc[-1]) if len(loss) else 0), meta
     assert not glob.glob(str(small_disk / "sweeps" / "*" / ".space-reserve"))
+
+
+def test_a_sweep_record_naming_a_run_outside_the_root_is_never_continued(tmp_path, capsys):
+    out, victim = tmp_path / "out", _fake_run(tmp_path / "victim")
+    (out / "sweeps" / "evil").mkdir(parents=True)
+    (out / "sweeps" / "evil" / "sweep.json").write_text(json.dumps({
+        "experiment": "linear", "spec": "linear", "grid": {"lr": ["0.1", "0.2"]}, "set": {},
+        "config_file": None, "name": None, "status": "interrupted",
+        "runs": [{"values": {"lr": "0.1"}, "status": "interrupted", "run_dir": "../victim"},
+                 {"values": {"lr": "0.2"}, "status": "pending", "run_dir": None}]}))
+    code = main(["sweep", "linear", "--grid", "lr=0.1,0.2", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "names a run outside the output root" in err and "'../victim'" in err
+    assert os.listdir(victim) == ["run.json"] and os.listdir(out / "sweeps") == ["evil"]
+    assert not (out / "sweeps" / "evil" / ".lock").exists()     # released

@@ -224,39 +224,46 @@ class Sweep:
     def _take_up_unfinished(self):
         """The newest unfinished sweep of this command not held by a live
         sweep: its folder, locked, with this sweep's points restored; else None."""
-        mine = self._identity()
         for path in sorted(glob.glob(os.path.join(self.out, "sweeps", "*", SWEEP_JSON)),
                            reverse=True):     # sweep ids start with the time
-            record = _read_record(path)
-            if record is None or record.get("status") == "completed" or \
-                    {k: record.get(k) for k in IDENTITY} != mine or \
-                    not self._matches_points(record):
+            if not self._takes_up(_read_record(path)):
                 continue
             folder = os.path.dirname(path)
-            self._check_paths(record, path)
             try:
                 self._lock.enter_context(run_locked(folder, action="continue the sweep"))
             except RunLockedError:
                 continue              # a sweep running now: leave it alone
-            self._adopt(folder, _read_record(path) or record)
+            record = _read_record(path)   # again: as its last sweep left it
+            if not self._takes_up(record):
+                self._lock.close()
+                continue
+            try:
+                for entry in record["runs"]:
+                    self._relocate(entry, path)
+            except RunDirError:
+                self._lock.close()
+                raise
+            self._adopt(folder, record)
             _reserve_space(folder, len(self.runs))
             return folder
         return None
 
-    def _check_paths(self, record, path):
-        """Every run folder ``record`` names lies inside the output root (a
-        continued sweep writes into them); RunDirError otherwise."""
-        for entry in record["runs"]:
-            previous = entry.get("previous_runs")
-            for run_dir in [entry.get("run_dir"), *(previous if isinstance(previous, list) else [])]:
-                if run_dir is not None and not (isinstance(run_dir, str) and
-                                                inside(self.out, run_dir)):
-                    raise RunDirError(f"{path} names a run outside the output root {self.out}; "
-                                      f"refusing to continue that sweep. Received: {run_dir!r}")
+    def _relocate(self, entry, path):
+        """Point ``entry``'s run folders at their place under this output root
+        (an output folder moved or copied keeps working); RunDirError when
+        one resolves outside it, as a continued sweep writes into them."""
+        if entry.get("run_dir") is not None:
+            entry["run_dir"] = _under_root(self.out, entry["run_dir"], path)
+        previous = entry.get("previous_runs")
+        entry["previous_runs"] = [_under_root(self.out, p, path) for p in previous] \
+            if isinstance(previous, list) else []
 
-    def _identity(self):
-        return {"experiment": self.experiment, "spec": self.spec, "grid": self.grid,
+    def _takes_up(self, record):
+        """``record`` is an unfinished sweep of this same command."""
+        mine = {"experiment": self.experiment, "spec": self.spec, "grid": self.grid,
                 "set": self.sets, "config_file": self.config_file, "name": self.label}
+        return record is not None and record.get("status") != "completed" and \
+            {k: record.get(k) for k in IDENTITY} == mine and self._matches_points(record)
 
     def _matches_points(self, record):
         entries = record.get("runs")
@@ -631,6 +638,17 @@ def _read_text(path):
             return f.read()
     except OSError:
         return ""
+
+
+def _under_root(out, run_dir, record_path):
+    """``<out>/<experiment>/<run_id>`` for a run folder a sweep.json names;
+    RunDirError when that resolves outside ``out`` (``..``, a symlink)."""
+    key = os.path.normpath(run_dir) if isinstance(run_dir, str) and run_dir else ""
+    here = os.path.join(out, os.path.basename(os.path.dirname(key)), os.path.basename(key))
+    if not key or not inside(out, here):
+        raise RunDirError(f"{record_path} names a run outside the output root {out}; "
+                          f"refusing to continue that sweep. Received: {run_dir!r}")
+    return here
 
 
 def _reserve_space(folder, points):
