@@ -10,8 +10,14 @@ failed or diverged run does not stop the others; a worker that dies takes
 only its current run with it and is replaced. A grid over ``device`` gets
 a fresh worker per run (MindSpore selects the device once per process).
 ``<out>/sweeps/<sweep_id>/`` holds ``sweep.json`` (the grid, the fixed
-values, each run's id and status; rewritten atomically as runs finish),
-each run's output in ``logs/`` and the overlay plots.
+values, each run's folder, id and status; rewritten atomically as runs
+start and finish), each run's output in ``logs/`` and the overlay plots.
+
+Workers die with the sweep (a parent-death signal, so even ``kill -9``).
+The same command again continues the newest unfinished sweep of it
+(:meth:`Sweep.start`): completed points stay, interrupted runs resume in
+their folders, the other points are trained again. On a full disk no
+further run starts and sweep.json stays whole (space set aside for it).
 """
 import contextlib
 import dataclasses

@@ -4,12 +4,14 @@ Importing MindSpore takes seconds, often longer than a small run; a worker
 pays it once for all the runs it is given. :class:`mindexp.cli.sweep.Sweep`
 starts it as ``python -m mindexp.cli.sweep_worker`` and writes one task per
 line on its stdin, ``{"entry": "module:Class", "config": {...}, "out": dir,
-"label": text, "log": path}``. The worker points file descriptors 1 and 2
-at the log (so MindSpore's own C++ messages land there too), trains the
-experiment through the Python API (:func:`mindexp.api.run_experiment`) and
-answers ``{"run_dir": path or null, "status": ..., "error": ..., "returncode":
-N}`` on the stdout it started with (``returncode``: what ``mindexp run``
-would have exited with). End of input ends the worker.
+"label": text, "log": path, "resume": run_dir or null}``. The worker points
+file descriptors 1 and 2 at the log (so MindSpore's own C++ messages land
+there too), trains the experiment through the Python API
+(:func:`mindexp.api.run_experiment`, or :func:`mindexp.api.resume_run` for
+an interrupted run of a continued sweep) and answers ``{"run_dir": path or
+null, "status": ..., "error": ..., "returncode": N, "run_id": ...,
+"final_loss": ...}`` on the stdout it started with (``returncode``: what
+``mindexp run`` would have exited with). End of input ends the worker.
 
 Every run sets its context and seeds itself (see ``train.session._set_context``),
 so a run in a worker logs the same values as the same run in a fresh
