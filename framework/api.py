@@ -56,18 +56,31 @@ def resume_run(run_dir, overrides=None, quiet=True):
 
 
 def _finished(start):
-    """Run ``start()`` (which returns a run directory), draw its plots, wrap it."""
+    """Run ``start()`` (which returns a run directory), wrap it, draw its plots.
+
+    The run's record is read before the plots are drawn: once it is final,
+    ``mindexp gc`` may remove the folder while they are, and the returned
+    :class:`Run` must still say how the run ended (a sweep's worker answers
+    with it).
+    """
     try:
         run_dir = start()
     except TrainingError as exc:
         if exc.run_dir is not None:
+            exc.run = _read_now(exc.run_dir)
             _save_plots(exc.run_dir)
-            exc.run = Run(exc.run_dir)
         raise
     if run_dir is None:
         return None
+    run = _read_now(run_dir)
     _save_plots(run_dir)
-    return Run(run_dir)
+    return run
+
+
+def _read_now(run_dir):
+    run = Run(run_dir)
+    run.meta  # noqa: B018  (cached from now on)
+    return run
 
 
 def _save_plots(run_dir):

@@ -140,6 +140,9 @@ def _add_report_commands(sub):
     sweep.add_argument("--workers", type=_positive_int, metavar="N",
                        help="runs at the same time (default: the number of CPU cores)")
     sweep.add_argument("--name", help="label for the sweep id and its runs' ids")
+    sweep.add_argument("--resume", action="store_true",
+                       help="continue the unfinished sweep of this same command (which the "
+                            "command does by itself when there is one); refuse when there is none")
     _add_tag_args(sweep)
     _add_tune_command(sub)
 
@@ -494,10 +497,16 @@ def cmd_sweep(args):
     sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name, entry=entry)
     from ..manage.tags import check_tags
     sweep.tags, sweep.note = check_tags(args.tag), args.note
-    folder = sweep.start(cls.experiment_name())
-    print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
-          f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)
-    status = sweep.run(on_finish=_sweep_progress(len(sweep.runs)))
+    folder = sweep.start(cls.experiment_name(), resume=True if args.resume else "auto")
+    todo = len(sweep.todo())
+    if sweep.continued:
+        print(f"sweep {sweep.sweep_id}: continuing it, {todo} of {len(sweep.runs)} runs to "
+              f"train ({len(sweep.runs) - todo} done), {sweep.workers} at a time; sweep.json in "
+              f"{folder}", flush=True)
+    else:
+        print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
+              f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)
+    status = sweep.run(on_finish=_sweep_progress(todo))
     _sweep_summary(sweep)
     return _sweep_exit(sweep, status)
 
@@ -521,9 +530,15 @@ def _sweep_summary(sweep):
     from ..analysis.reports import compare, display_table, format_table, load_runs
     if not sweep.run_dirs():
         return
-    runs = load_runs(sweep.run_dirs())
+    try:
+        runs = load_runs(sweep.run_dirs())
+    except MindexpError as exc:  # every run removed meanwhile (mindexp gc): no table
+        print(f"mindexp: warning: no table of the sweep's runs: {exc}", file=sys.stderr)
+        return
     print()
     print(format_table(display_table(compare(runs))))
+    if sweep.disk_error:   # no room for plots
+        return
     try:
         from ..analysis.plots import save_overlay_plots
         plots = save_overlay_plots(runs, sweep.dir)
@@ -534,6 +549,15 @@ def _sweep_summary(sweep):
 
 def _sweep_exit(sweep, status):
     failures = sweep.failures()
+    if sweep.disk_error:   # one line: listing every run would only repeat the cause
+        where = f"sweep.json in {sweep.dir}" if sweep.record_error is None else \
+            "sweep.json is not current" if sweep.record_error == sweep.disk_error else \
+            f"sweep.json is not current: {sweep.record_error}"
+        not_started = sum(r.status == "not started" for r in failures)
+        print(f"mindexp: {sweep.disk_error}; {len(failures) - not_started} of "
+              f"{len(sweep.runs)} runs did not complete, {not_started} not started ({where}); "
+              "free space and run the same command again to continue", file=sys.stderr)
+        return EXIT_FAILED
     if not failures:
         return EXIT_OK
     what = "sweep interrupted; " if status == "interrupted" else ""

@@ -4,12 +4,14 @@ Importing MindSpore takes seconds, often longer than a small run; a worker
 pays it once for all the runs it is given. :class:`mindexp.cli.sweep.Sweep`
 starts it as ``python -m mindexp.cli.sweep_worker`` and writes one task per
 line on its stdin, ``{"entry": "module:Class", "config": {...}, "out": dir,
-"label": text, "log": path}``. The worker points file descriptors 1 and 2
-at the log (so MindSpore's own C++ messages land there too), trains the
-experiment through the Python API (:func:`mindexp.api.run_experiment`) and
-answers ``{"run_dir": path or null, "status": ..., "error": ..., "returncode":
-N}`` on the stdout it started with (``returncode``: what ``mindexp run``
-would have exited with). End of input ends the worker.
+"label": text, "log": path, "resume": run_dir or null}``. The worker points
+file descriptors 1 and 2 at the log (so MindSpore's own C++ messages land
+there too), trains the experiment through the Python API
+(:func:`mindexp.api.run_experiment`, or :func:`mindexp.api.resume_run` for
+an interrupted run of a continued sweep) and answers ``{"run_dir": path or
+null, "status": ..., "error": ..., "returncode": N, "run_id": ...,
+"final_loss": ...}`` on the stdout it started with (``returncode``: what
+``mindexp run`` would have exited with). End of input ends the worker.
 
 Every run sets its context and seeds itself (see ``train.session._set_context``),
 so a run in a worker logs the same values as the same run in a fresh
@@ -17,9 +19,11 @@ process; the tests check it.
 """
 import json
 import os
+import shutil
 import sys
 import traceback
 
+from ..rundir.io import is_run_dir
 from ._console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, log_to_stderr, one_line, print_summary
 
 
@@ -42,47 +46,92 @@ def serve():
                 answer = run_task(task)
             finally:
                 _point_output_at(devnull, own_stderr)
-        answers.write(json.dumps(answer) + "\n")
-        answers.flush()
+        try:
+            answers.write(json.dumps(answer) + "\n")
+            answers.flush()
+        except BrokenPipeError:   # the sweep is gone (killed): nobody to answer
+            return 0
     return 0
 
 
 def run_task(task):
     """Train one grid point in this process; returns the answer for the sweep.
 
-    Prints what ``mindexp run`` prints (the summary, or one ``mindexp:``
-    line for an error), so a run's log reads the same either way.
+    A task with ``resume`` (an interrupted run of a continued sweep) resumes
+    that run in its folder from its latest checkpoint; one without a
+    checkpoint is trained anew. Prints what ``mindexp run`` prints (the
+    summary, or one ``mindexp:`` line for an error), so a run's log reads
+    the same either way.
     """
-    from ..api import run_experiment
-    from ..entry import load_experiment
     from ..errors import MindexpError, TrainingError
+    started = {}
     try:
-        exp = load_experiment(task["entry"])(task["config"])
-        exp.run_tags, exp.run_note = task.get("tags") or [], task.get("note")
-        run = run_experiment(exp, out=task["out"], label=task["label"], quiet=True,
-                             entry=task["entry"])
+        run = _train(task, started)
     except MindexpError as exc:
+        _drop_unrecorded(started.get("exp"))
         return _failed(f"mindexp: error: {one_line(exc)}", EXIT_BAD_INPUT)
     except TrainingError as exc:
-        print(f"mindexp: training failed: {one_line(exc)}", file=sys.stderr)
-        return _answer(exc.run_dir, "failed", one_line(exc), EXIT_FAILED)
+        _say(f"mindexp: training failed: {one_line(exc)}")
+        meta = exc.run.meta if getattr(exc, "run", None) is not None else {}
+        return _answer(exc.run_dir, "failed", one_line(exc), EXIT_FAILED, meta)
     except KeyboardInterrupt:
         return _failed("mindexp: interrupted", 130, status="interrupted")
     except BaseException:  # noqa: BLE001  (the run's log says what it was)
-        traceback.print_exc()
+        _say(traceback.format_exc())
+        _drop_unrecorded(started.get("exp"))
         return _failed(traceback.format_exc().strip().splitlines()[-1], EXIT_FAILED)
-    print_summary(run)
+    try:
+        print_summary(run)
+    except OSError:   # the run folder was removed (mindexp gc) since it ended, or a full disk
+        _say(f"run directory: {run.dir} (removed since, or the disk is full)")
     code = EXIT_OK if run.status == "completed" else EXIT_FAILED
-    return _answer(run.dir, run.status, run.meta.get("error"), code)
+    return _answer(run.dir, run.status, run.meta.get("error"), code, run.meta)
+
+
+def _train(task, started):
+    """Resume or train the task's run; ``started["exp"]``: the experiment, for
+    the folder it was given (``exp.run_dir``) when training fails."""
+    from ..api import resume_run, run_experiment
+    from ..callbacks import list_checkpoints
+    from ..entry import load_experiment
+    if task.get("resume") and list_checkpoints(task["resume"], "all"):
+        return resume_run(task["resume"], quiet=True)
+    exp = started["exp"] = load_experiment(task["entry"])(task["config"])
+    exp.run_tags, exp.run_note = task.get("tags") or [], task.get("note")
+    return run_experiment(exp, out=task["out"], label=task["label"], quiet=True,
+                          entry=task["entry"])
+
+
+def _drop_unrecorded(exp):
+    """Remove the new run folder a failure left without run.json (the disk
+    filled while its first files were written): no listing would ever show
+    it, and nothing of the run was trained."""
+    run_dir = getattr(exp, "run_dir", None)
+    if run_dir and os.path.isdir(run_dir) and not is_run_dir(run_dir):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        _say(f"mindexp: removed {run_dir}: the run failed before its run.json was written")
+
+
+def _say(text):
+    """Print on the run's log; a full disk must not turn the answer into a crash."""
+    try:
+        print(text.rstrip("\n"), file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def _failed(message, code, status="failed"):
-    print(message, file=sys.stderr)
+    _say(message)
     return _answer(None, status, message, code)
 
 
-def _answer(run_dir, status, error, returncode):
-    return {"run_dir": run_dir, "status": status, "error": error, "returncode": returncode}
+def _answer(run_dir, status, error, returncode, meta=None):
+    """The answer line; ``run_id`` and ``final_loss`` from the run's record
+    when there is one, so the sweep need not read the folder again."""
+    answer = {"run_dir": run_dir, "status": status, "error": error, "returncode": returncode}
+    if run_dir and meta:
+        answer.update(run_id=meta.get("run_id"), final_loss=meta.get("final_loss"))
+    return answer
 
 
 def _point_output_at(out_fd, err_fd):

@@ -13,7 +13,7 @@ import shutil
 
 from ..errors import MindexpError, RunDirError
 from ..analysis.reports import lower_is_better
-from ..rundir.io import is_run_dir, read_json, write_json
+from ..rundir.io import inside, is_run_dir, read_json, write_json
 from ..rundir.meta import read_meta
 from .liveness import may_be_running
 from .runs import short_path
@@ -147,15 +147,26 @@ def index_runs(folder):
     index's own output root (``<out>/<experiment>/<run_id>`` beside
     ``<out>/sweeps/<id>/``), so an output folder copied or moved elsewhere never
     points a removal at the original runs.
+
+    A path that resolves outside the root (``../x``, a symlink) is refused:
+    RunDirError, and nothing is removed.
     """
-    data = read_json(os.path.join(folder, _index_name(folder)))
+    index = os.path.join(folder, _index_name(folder))
     root = os.path.dirname(os.path.dirname(os.path.abspath(folder)))
     found = []
-    for entry in _entries(data):
-        key = _layout_key(entry.get("run_dir"))
-        if key and is_run_dir(os.path.join(root, *key)):
-            found.append(os.path.join(root, *key))
+    for entry in _entries(read_json(index)):
+        for run_dir in [entry.get("run_dir"), *_list(entry.get("previous_runs"))]:
+            key = _layout_key(run_dir)
+            if key and not inside(root, os.path.join(root, *key)):
+                raise RunDirError(f"{index} names a run outside the output root {root}; "
+                                  f"refusing to remove anything. Received: {run_dir!r}")
+            if key and is_run_dir(os.path.join(root, *key)):
+                found.append(os.path.join(root, *key))
     return found
+
+
+def _list(value):
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def _layout_key(run_dir):

@@ -87,3 +87,14 @@ def _jsonable(value):
     if isinstance(value, (set, tuple)):
         return list(value)
     return str(value)
+
+
+def inside(root, path):
+    """True when ``path``, resolved (symlinks, ``..``), lies strictly inside
+    ``root`` (resolved too). Compares whole path components: a sibling
+    ``runs-private`` is not inside ``runs``."""
+    root, path = os.path.realpath(root), os.path.realpath(path)
+    try:
+        return path != root and os.path.commonpath([root, path]) == root
+    except ValueError:  # different drives (Windows)
+        return False
