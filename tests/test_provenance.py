@@ -264,3 +264,22 @@ def test_resume_appends_its_own_capture_and_keeps_the_original(cli, repo):
         assert f.read() == EDITED
     with open(os.path.join(original, "source", "mine.py"), encoding="utf-8") as f:
         assert f.read() == USER_FILE
+
+
+def test_diff_keeps_ints_names_different_experiments_and_marks_a_missing_outcome(cli, tmp_path):
+    from rundirs import make_run
+    run_a = make_run(tmp_path, "a", config={"epochs": 2},
+                     eval_rows=[{"epoch": 1, "step": 2, "mae": 0.5}])
+    run_b = make_run(tmp_path, "b", losses=(), status="failed", experiment="other",
+                     config={"epochs": 4}, meta={"epochs": None, "steps": None})
+    done = cli("diff", run_a, run_b, "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["config"] == [{"name": "epochs", "a": 2, "b": 4}]
+    outcomes = {row["name"]: (row["a"], row["b"]) for row in data["outcomes"]}
+    assert outcomes["best_step"] == (3, None) and isinstance(outcomes["best_step"][0], int)
+    assert outcomes["best_eval_mae"] == (0.5, "(absent)")
+    assert data["experiment"] == {"a": "toy", "b": "other", "same": False}
+    text = cli("diff", run_a, run_b).stdout
+    assert "different experiments: a is toy, b is other" in text
+    assert "different experiments" not in cli("diff", run_a, run_a).stdout
