@@ -42,7 +42,8 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     listing = sub.add_parser("list", help="shipped experiments; list NAME: its config fields")
-    listing.add_argument("name", nargs="?", help="an experiment: its fields, types, defaults")
+    listing.add_argument("name", nargs="?", help="an experiment (a shipped name, path/file.py:Class "
+                         "or module:Class, as run takes): its fields, types, defaults")
     run = sub.add_parser("run", help="train an experiment")
     run.add_argument("experiment", help="a shipped name (see `mindexp list`) or path/file.py:Class")
     _add_config_args(run)
