@@ -328,6 +328,9 @@ def cmd_rerun(args):
     from ..config import parse_assignments
     from ..manage.rerun import prepare_rerun, train_rerun
     exp, entry = prepare_rerun(args.run_dir, parse_assignments(args.set), args.current_code)
+    if args.current_code and exp.rerun_of["config_set_unknown"]:
+        print("mindexp: note: the run does not record which config fields were set (made "
+              "before mindexp recorded it): every field keeps its value", file=sys.stderr)
     changes = exp.rerun_of["environment_differs"]
     if changes:
         print(f"mindexp: note: the environment differs from the one captured: "
