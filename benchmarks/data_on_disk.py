@@ -126,7 +126,8 @@ def write_folder(folder, gigabytes, per_class=None):
     from mindexp.experiments.image_folder import write_shapes
     pad = MB if per_class is None else 0
     per_class = per_class or max(8, int(gigabytes * 1024 / 4))
-    write_shapes(folder, per_class=per_class, side=16, seed=0, pad_bytes=pad)
+    write_shapes(folder, per_class=per_class, side=16, seed=0, eval_per_class=0,
+                 pad_bytes=pad)
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)
     return size / (1 << 30)
 

@@ -8,6 +8,7 @@ pipeline with ``workers_io`` parallel workers; mindexp shuffles, shards and
 batches the samples. :func:`write_shapes` writes such a folder of synthetic
 shapes (nothing is downloaded).
 """
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Tuple
@@ -21,7 +22,9 @@ SHAPES = ("square", "disc", "cross", "bar")
 
 def write_shapes(folder, per_class=500, side=16, seed=0, eval_per_class=None, pad_bytes=0):
     """Write ``per_class`` grayscale PNGs of each of :data:`SHAPES` into
-    ``folder/train/<class>/`` (and ``eval_per_class`` into ``folder/eval/``).
+    ``folder/train/<class>/`` and ``eval_per_class`` (default: a fifth of
+    ``per_class``; 0: none) into ``folder/eval/<class>/``, so that
+    ``mindexp run image_folder --set data_dir=folder`` has its eval split.
 
     Each shape has a random size and position, on noise. ``pad_bytes`` adds
     an uncompressible text chunk to every file (on-disk size for benchmarks).
@@ -33,6 +36,8 @@ def write_shapes(folder, per_class=500, side=16, seed=0, eval_per_class=None, pa
     if pad_bytes:
         extra = PngImagePlugin.PngInfo()
         extra.add_text("pad", rng.bytes(pad_bytes).hex()[:pad_bytes])
+    if eval_per_class is None:
+        eval_per_class = max(1, per_class // 5)
     splits = [("train", per_class)] + ([("eval", eval_per_class)] if eval_per_class else [])
     for split, count in splits:
         for label, shape in enumerate(SHAPES):
@@ -127,6 +132,10 @@ class ImageFolder(Experiment):
         if cfg.side % 2:
             raise ConfigError(f"config field 'side' must be even. Received: side={cfg.side}",
                               field="side")
+        if "metrics" not in self.config_set and \
+                not os.path.isdir(os.path.join(cfg.data_dir, "eval")):
+            # eval/ is optional: without it, no eval metrics unless asked for
+            self.config = dataclasses.replace(cfg, metrics=())
 
 
 def _as_int32():

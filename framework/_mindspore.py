@@ -10,7 +10,9 @@ MindSpore (lazily, so that importing it does not import MindSpore), the
 standard library and the run directory's names (callbacks.schema).
 """
 import contextlib
+import logging
 import os
+import re
 
 from .callbacks import schema
 
@@ -123,3 +125,28 @@ def mixed_precision(net, level, folder):
     from mindspore import amp
     with contextlib.chdir(folder):
         return amp.auto_mixed_precision(net, level)
+
+
+# -- optimizer construction (checked on 2.10: mindspore/nn/optim/adam.py builds
+# P.FusedSparseAdam / FusedSparseLazyAdam, whose @deprecated (common/_decorator.py)
+# logs "'FusedSparseAdam' is deprecated ..." once per process on MindSpore's
+# logger (mindspore.log._get_logger), though mindexp never uses the sparse path)
+SPARSE_DEPRECATION = re.compile(r"'FusedSparse\w*' is deprecated")
+
+
+class _DropSparseDeprecation(logging.Filter):
+    def filter(self, record):
+        return not SPARSE_DEPRECATION.search(record.getMessage())
+
+
+@contextlib.contextmanager
+def quiet_sparse_deprecation():
+    """Drop only MindSpore's FusedSparse* deprecation message, only while an
+    optimizer is built; every other message of MindSpore's logger shows."""
+    from mindspore import log
+    logger, drop = log._get_logger(), _DropSparseDeprecation()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)

@@ -1,4 +1,5 @@
 """Build MindSpore pieces from config names (mindspore imported lazily)."""
+from ._mindspore import quiet_sparse_deprecation
 from .errors import ConfigError
 
 
@@ -34,7 +35,8 @@ def build_optimizer(config, params, learning_rate):
     if config.optimizer not in table:
         raise ConfigError(f"config field 'optimizer' must be one of {', '.join(table)}. "
                           f"Received: optimizer={config.optimizer!r}", field="optimizer")
-    return table[config.optimizer]()
+    with quiet_sparse_deprecation():  # nn.Adam builds an op MindSpore deprecates; unused here
+        return table[config.optimizer]()
 
 
 def build_learning_rate(config, steps_per_epoch):

@@ -71,15 +71,47 @@ def _fields(node):
 
 
 def resolve_spec(spec):
-    """``"linear"`` or ``"path/file.py:Class"`` -> ``(Experiment subclass, entry)``."""
-    if ":" in spec or spec.endswith(".py"):
+    """``"linear"``, ``"path/file.py:Class"`` or ``"package.module:Class"`` ->
+    ``(Experiment subclass, entry)``: what ``run``, ``list``, ``sweep`` and
+    ``tune`` accept."""
+    info = shipped_info(spec)
+    if info is not None:
+        return load_experiment(info.entry), info.entry
+    if spec.endswith(".py") or spec.rpartition(":")[0].endswith(".py"):
         return _from_file(spec)
-    for info in shipped():
+    return _from_module(spec)
+
+
+def shipped_info(spec):
+    """The :class:`ExperimentInfo` of a shipped name; None for a file or
+    module entry (``x.py:Class``, ``pkg.mod:Class``). Raises MindexpError for
+    an unknown bare name."""
+    if ":" in spec or spec.endswith(".py"):
+        return None
+    infos = shipped()
+    for info in infos:
         if info.name == spec:
-            return load_experiment(info.entry), info.entry
-    names = ", ".join(i.name for i in shipped())
-    raise MindexpError(f"unknown experiment {spec!r}; shipped experiments: {names}, "
-                       "or give path/to/file.py:ClassName")
+            return info
+    from .config import did_you_mean
+    names = [i.name for i in infos]
+    raise MindexpError(f"unknown experiment {spec!r}; shipped experiments: {', '.join(names)}, "
+                       f"or give path/to/file.py:ClassName or package.module:ClassName."
+                       f"{did_you_mean(spec, names)}")
+
+
+def _from_module(spec):
+    module, _, class_name = spec.rpartition(":")
+    expected = "expected path/to/file.py:ClassName or an importable package.module:ClassName"
+    if not (module and class_name and all(p.isidentifier() for p in module.split("."))):
+        raise MindexpError(f"{expected}. Received: {spec!r}")
+    try:
+        cls = load_experiment(spec)
+    except MindexpError:
+        raise
+    except Exception as exc:  # the user's module failed to import: one line, no traceback
+        raise MindexpError(f"{expected}; importing {module!r} failed ({type(exc).__name__}: "
+                           f"{exc}). Received: {spec!r}") from None
+    return cls, f"{cls.__module__}:{cls.__qualname__}"
 
 
 def _from_file(spec):

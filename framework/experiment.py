@@ -40,6 +40,10 @@ class BaseExperiment:
     def __init__(self, config=None, **overrides):
         base = _config.to_dict(config) if dataclasses.is_dataclass(config) else dict(config or {})
         self.config = _config.resolve(type(self).Config, base, overrides)
+        # the fields the caller gave; the others came from the defaults (provenance:
+        # `rerun --current-code` takes today's defaults for those)
+        given = {**base, **overrides}
+        self.config_set = [f.name for f in dataclasses.fields(self.config) if f.name in given]
         self.run_dir = None
         check_loss_components(type(self))
         self.validate()

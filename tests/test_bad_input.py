@@ -82,7 +82,8 @@ CASES = {
     "no such class": (["run", "exp.py:Nope"], "has no class 'Nope'; Experiment classes there: Good"),
     "not an Experiment": (["run", "exp.py:NotAnExperiment"], "is not a subclass of mindexp.Experiment"),
     "ambiguous file": (["run", "exp.py"], "name the class as file.py:ClassName"),
-    "not a .py": (["run", "exp.txt:Good"], "expected path/to/file.py:ClassName. Received: 'exp.txt:Good'"),
+    "not a .py": (["run", "exp.txt:Good"], "expected path/to/file.py:ClassName or an importable "
+                  "package.module:ClassName; importing 'exp.txt' failed"),
     "unknown field": (["run", "linear", "--set", "lrr=0.1"], "unknown config field 'lrr'. Did you mean lr"),
     "set without =": (["run", "linear", "--set", "lr"], "--set expects NAME=VALUE"),
     "set empty name": (["run", "linear", "--set", "=3"], "--set expects NAME=VALUE"),

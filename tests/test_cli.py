@@ -51,6 +51,26 @@ def test_list_shows_experiments_and_fields_without_importing_mindspore():
     assert "samples" in done.stdout and "optimizer" in done.stdout and "'sgd'" in done.stdout
 
 
+def test_list_takes_every_form_run_takes(cli, tmp_path):
+    (tmp_path / "mine.py").write_text(USER_FILE.replace(
+        "        lr: float = 0.1\n",
+        "        lr: float = 0.1\n        slope: float = 3.0\n        \"\"\"the slope to learn\"\"\"\n"))
+    done = cli("list", "mine.py:Doubler")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "doubler: Learns y = 3x from a user's own file."
+    assert lines[1] == f"entry: {tmp_path / 'mine.py'}:Doubler"
+    fields = {ln.split()[0]: ln.split(None, 3) for ln in lines[4:]}
+    assert fields["slope"] == ["slope", "float", "3.0", "the slope to learn"]
+    assert fields["epochs"][1:3] == ["int", "2"] and "passes over" in fields["epochs"][3]
+    module = cli("list", "mindexp.experiments.linear:Linear")
+    assert module.returncode == 0, module.stderr
+    assert module.stdout.splitlines()[1] == "entry: mindexp.experiments.linear:Linear"
+    assert "samples" in module.stdout
+    missing = cli("list", "nosuch.py:Doubler")
+    assert missing.returncode == 2 and "experiment file not found" in missing.stderr
+
+
 @pytest.mark.slow
 def test_run_with_set_config_name_and_out(cli, tmp_path):
     (tmp_path / "my.toml").write_text('lr = 0.05\noptimizer = "momentum"\nepochs = 9\n')

@@ -310,3 +310,22 @@ def test_bad_sources_exit_2_with_one_line_and_no_run(cli, tmp_path, case, messag
              and not ln.startswith("[")]
     assert len(lines) == 1 and message in lines[0], done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_the_readme_image_folder_recipe_has_an_eval_split_and_eval_is_optional(cli, tmp_path):
+    from mindexp.experiments.image_folder import write_shapes
+    write_shapes(str(tmp_path / "shapes"), per_class=16)  # as the README, smaller
+    assert sorted(os.listdir(tmp_path / "shapes")) == ["eval", "train"]
+    done = cli("run", "image_folder", "--set", "data_dir=shapes", "--set", "epochs=1",
+               "--set", "batch_size=8", "--quiet", "--out", "out", timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert os.path.isfile(os.path.join(only_run(tmp_path / "out"), "eval.csv"))
+    write_shapes(str(tmp_path / "no_eval"), per_class=16, eval_per_class=0)
+    done = cli("run", "image_folder", "--set", "data_dir=no_eval", "--set", "epochs=1",
+               "--set", "batch_size=8", "--quiet", "--out", "plain", timeout=900)
+    assert done.returncode == 0, done.stderr
+    run_dir = only_run(tmp_path / "plain")
+    assert not os.path.exists(os.path.join(run_dir, "eval.csv"))
+    with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as f:
+        assert json.load(f)["metrics"] == []

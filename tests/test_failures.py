@@ -182,11 +182,13 @@ class Classes(Linear):
             y[7] = 3
         elif self.bad == "negative":
             y[9] = -1
+        elif self.bad == "regression":  # float targets, one output: a regression
+            y = (2 * x[:, :1]).astype(np.float32)
         return x, y
 
     def network(self):
         from mindspore import nn
-        return nn.Dense(2, 3)
+        return nn.Dense(2, 1 if self.bad == "regression" else 3)
 
     def metrics(self):
         return ["accuracy"]
@@ -201,6 +203,8 @@ class Classes(Linear):
                 "outputs); first in row 7. Received: y[7]=3"),
     ("negative", "class ids outside [0, 3) (the network has 3 outputs); first in row 9. "
                  "Received: y[9]=-1"),
+    ("regression", "column 'y' of source('train') holds float32 values, but loss "
+                   "'cross_entropy' is a sparse cross-entropy that needs integer class ids"),
 ])
 def test_bad_labels_are_rejected_before_anything_is_created(tmp_path, bad, message):
     exp = type("Spoiled", (Classes,), {"bad": bad})(loss="cross_entropy", epochs=1,

@@ -325,3 +325,27 @@ def test_amp_o1_rewrites_the_network_source_into_the_working_directory(tmp_path,
     fw.mixed_precision(MLP(1, 1, hidden=4), "O1", tmp_path)
     assert os.getcwd() == here
     assert (tmp_path / fw.AMP_REWRITE_DIR).is_dir()
+
+
+def test_nn_adam_logs_a_fused_sparse_deprecation_that_the_builder_drops():
+    """nn.Adam builds P.FusedSparseAdam, deprecated in 2.8 and logged once per
+    process on MindSpore's logger; quiet_sparse_deprecation drops that one message."""
+    code = ("import sys, numpy as np, mindspore as ms\n"
+            "from mindspore import nn\n"
+            "from mindexp import _mindspore as fw\n"
+            "params = [ms.Parameter(ms.Tensor(np.ones(2, np.float32)), name='w')]\n"
+            "if sys.argv[1] == 'quiet':\n"
+            "    with fw.quiet_sparse_deprecation():\n"
+            "        nn.Adam(params)\n"
+            "from mindspore import log\n"
+            "log.warning('another message still shows')\n"
+            "nn.Adam(params)\n")
+    outputs = {}
+    for mode in ("loud", "quiet"):
+        done = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "GLOG_v": "2"})
+        assert done.returncode == 0, done.stderr
+        outputs[mode] = done.stdout + done.stderr
+    assert fw.SPARSE_DEPRECATION.search(outputs["loud"]), outputs["loud"]
+    assert not fw.SPARSE_DEPRECATION.search(outputs["quiet"]), outputs["quiet"]
+    assert "another message still shows" in outputs["quiet"]

@@ -58,6 +58,8 @@ def test_tour_is_stored_without_outputs():
     notebook = nbformat.read(TOUR, as_version=4)
     code = [c for c in notebook.cells if c.cell_type == "code"]
     assert code and all(not c.outputs and c.execution_count is None for c in code)
+    imports = [ln for c in code for ln in c.source.splitlines() if "import" in ln]
+    assert imports and not [ln for ln in imports if "._" in ln]  # public names only
 
 
 @pytest.mark.slow
@@ -71,6 +73,8 @@ def test_tour_notebook_executes_in_a_real_kernel(tmp_path):
     client.execute()  # raises CellExecutionError on any error cell
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
+    streams = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "FusedSparse" not in streams and "is deprecated" not in streams, streams[:2000]
     kinds = [k for o in outputs for k in o.get("data", {})]
     assert kinds.count("image/png") == 3  # run.plot(), plot(runs), pinn.plot()
     assert "application/vnd.jupyter.widget-view+json" in kinds  # tqdm's notebook bar

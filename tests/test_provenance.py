@@ -125,6 +125,40 @@ def test_rerun_trains_the_captured_code_byte_for_byte(cli, repo):
     assert meta_of(today)["rerun_of"]["code"] == "current"
 
 
+def lr_column(run_dir):
+    with open(os.path.join(run_dir, "loss.csv"), newline="", encoding="utf-8") as f:
+        return {float(row["lr"]) for row in csv.DictReader(f)}
+
+
+@pytest.mark.slow
+def test_rerun_current_code_takes_the_current_defaults_of_fields_not_set(cli, tmp_path):
+    (tmp_path / "mine.py").write_text(USER_FILE)
+    original = run_dir_of(cli("run", "mine.py:Tripler", "--set", "epochs=1", "--quiet"))
+    assert meta_of(original)["provenance"]["config_set"] == ["epochs"]
+    (tmp_path / "mine.py").write_text(USER_FILE.replace("lr: float = 0.1", "lr: float = 0.05")
+                                      .replace("epochs: int = 2", "epochs: int = 3"))
+    done = cli("rerun", original, "--current-code", "--quiet")
+    today = run_dir_of(done)
+    assert "does not record which config fields" not in done.stderr
+    with open(os.path.join(today, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    assert (config["lr"], config["epochs"]) == (0.05, 1)  # the new default; the user's value
+    assert lr_column(today) == {0.05} and lr_column(original) == {0.1}
+    assert meta_of(today)["provenance"]["config_set"] == ["epochs"]
+    from mindexp.manage.diff import diff
+    assert diff(original, today)["config"].values.tolist() == [["lr", 0.1, 0.05]]
+    # a run made before the user-set fields were recorded: every field stays as it was
+    meta = meta_of(original)
+    del meta["provenance"]["config_set"]
+    with open(os.path.join(original, "run.json"), "w", encoding="utf-8") as f:
+        json.dump(meta, f)
+    done = cli("rerun", original, "--current-code", "--quiet")
+    old = run_dir_of(done)
+    note = [ln for ln in done.stderr.splitlines() if "does not record which config fields" in ln]
+    assert len(note) == 1 and "every field keeps its value" in note[0]
+    assert lr_column(old) == {0.1}
+
+
 @pytest.mark.slow
 def test_rerun_of_a_shipped_experiment_uses_its_captured_module(cli, tmp_path):
     original = run_dir_of(cli("run", "linear", "--set", "epochs=2", "--quiet"))
@@ -264,3 +298,22 @@ def test_resume_appends_its_own_capture_and_keeps_the_original(cli, repo):
         assert f.read() == EDITED
     with open(os.path.join(original, "source", "mine.py"), encoding="utf-8") as f:
         assert f.read() == USER_FILE
+
+
+def test_diff_keeps_ints_names_different_experiments_and_marks_a_missing_outcome(cli, tmp_path):
+    from rundirs import make_run
+    run_a = make_run(tmp_path, "a", config={"epochs": 2},
+                     eval_rows=[{"epoch": 1, "step": 2, "mae": 0.5}])
+    run_b = make_run(tmp_path, "b", losses=(), status="failed", experiment="other",
+                     config={"epochs": 4}, meta={"epochs": None, "steps": None})
+    done = cli("diff", run_a, run_b, "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["config"] == [{"name": "epochs", "a": 2, "b": 4}]
+    outcomes = {row["name"]: (row["a"], row["b"]) for row in data["outcomes"]}
+    assert outcomes["best_step"] == (3, None) and isinstance(outcomes["best_step"][0], int)
+    assert outcomes["best_eval_mae"] == (0.5, "(absent)")
+    assert data["experiment"] == {"a": "toy", "b": "other", "same": False}
+    text = cli("diff", run_a, run_b).stdout
+    assert "different experiments: a is toy, b is other" in text
+    assert "different experiments" not in cli("diff", run_a, run_a).stdout

@@ -202,6 +202,23 @@ def test_final_and_best_eval_metrics_follow_the_metric_direction(tmp_path):
     assert history(tmp_path, "eval_accuracy")["eval_accuracy"].tolist() == [0.5, 0.9, 0.8]
 
 
+def test_config_fields_named_eval_are_config_not_metrics(tmp_path):
+    from mindexp.analysis.notebook import run_html
+    rows = [{"epoch": 1, "step": 2, "loss": 0.7, "accuracy": 0.5}]
+    run_dir = make_run(tmp_path, eval_rows=rows,
+                       config={"eval_fraction": 0.2, "eval_every": 1, "eval_loss": "sum"})
+    table = compare(tmp_path)
+    assert {"eval_fraction", "eval_every", "config.eval_loss"} <= set(table.attrs["config_columns"])
+    assert table.attrs["eval_columns"] == ["eval_loss", "best_eval_loss", "eval_accuracy",
+                                           "best_eval_accuracy"]
+    row = table.iloc[0]
+    assert (row["eval_loss"], row["config.eval_loss"], row["eval_fraction"]) == (0.7, "sum", 0.2)
+    card = run_html(load_run(run_dir)).split("<details>")[0]  # the values, not the config
+    assert "eval_accuracy" in card and "eval_fraction" not in card and "eval_every" not in card
+    with pytest.raises(ConfigError, match="'eval_fraction' is a config field, not a logged metric"):
+        history(tmp_path, "eval_fraction")
+
+
 def test_an_eval_metric_named_loss_never_becomes_the_training_loss(tmp_path):
     # spirals' metrics include "loss": eval.csv has a column "loss" (the eval loss)
     rows = [{"epoch": 1, "step": 3, "loss": 9.0}, {"epoch": 2, "step": 6, "loss": 0.01}]

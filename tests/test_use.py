@@ -331,6 +331,16 @@ def test_export_bad_arguments(cli, linear_run, tmp_path, args, message):
     assert not os.path.exists(os.path.join(linear_run.dir, "exported"))
 
 
+@pytest.mark.slow
+def test_export_python_takes_format_like_the_cli_and_file_format_still_works(linear_run, tmp_path):
+    from mindexp.use import export
+    path = export(linear_run.dir, format="onnx", output=str(tmp_path / "a"))
+    assert path.endswith(".onnx") and os.path.getsize(path) > 0
+    with pytest.warns(DeprecationWarning, match="use format="):
+        old = export(linear_run.dir, file_format="MINDIR", output=str(tmp_path / "b"))
+    assert old.endswith(".mindir") and os.path.getsize(old) > 0
+
+
 # -- the callbacks read the framework's eval_<metric> names ----------------------
 def test_early_stopping_reads_eval_names_and_skips_epochs_without_eval(run_context):
     from mindexp.callbacks import EarlyStopping

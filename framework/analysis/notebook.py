@@ -63,10 +63,13 @@ def load_runs(paths):
 
 def run_html(run):
     """A run as an HTML card: identity and status, final values, a loss curve, config."""
-    row = reports.compare([run]).iloc[0]
+    table = reports.compare([run])
+    row = table.iloc[0]
+    # eval values as compare() knows them: a config field named eval_* is not one
     finals = {k: row[k] for k in ["final_loss", "min_loss", "steps", "train_time_s"]
               + [f"final_{c}" for c in loss_components(run)]
-              + [c for c in row.index if str(c).startswith("eval_")] if k in row.index}
+              + [c for c in table.attrs["eval_columns"] if not c.startswith("best_")]
+              if k in row.index}
     config = ", ".join(f"{k}={format_value(v)}" for k, v in run.config.items())
     return (f"<div class='mindexp-run'><b>{_e(run.meta.get('experiment'))}</b> "
             f"<code>{_e(run.run_id)}</code> {_status(run.status)}<br>"

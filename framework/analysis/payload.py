@@ -109,7 +109,7 @@ def _table(runs):
     config_columns = set(full.attrs.get("config_columns", []))
     order = {run.run_id: i for i, run in enumerate(runs)}
     columns = [{"key": c, "kind": "config" if c in config_columns else _kind(shown[c]),
-                "extra": _is_extra(c, shown.columns)}
+                "extra": c not in config_columns and _is_extra(c, shown.columns)}
                for c in shown.columns if c not in ("run_id", "experiment")]
     columns.sort(key=lambda c: c["extra"])  # stable: the columns worth reading first
     rows = []

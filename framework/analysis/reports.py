@@ -172,17 +172,27 @@ def compare(runs_or_paths, sort="final_loss"):
     from eval.csv, so an eval metric named ``loss`` is ``eval_loss`` and
     never hides the training ``final_loss``; ``git_commit`` and ``dirty`` of
     the experiment file's repository (None outside git); ``run_dir``.
+    A config field named like an identity column or an eval column
+    (a field ``eval_loss`` beside the metric) is ``config.<name>``;
+    ``table.attrs["config_columns"]`` and ``attrs["eval_columns"]`` say
+    which columns are which (never guess from a name: ``eval_every`` is a
+    config field).
 
     ``sort`` names a column (prefix ``-`` for descending); missing values go
     last. An unknown column raises ConfigError listing the valid ones.
     """
     import pandas as pd
     runs = as_runs(runs_or_paths, _load_for_compare)
+    summaries = [_summary_of(run) for run in runs]
+    evals = list(dict.fromkeys(k for summary in summaries for k in summary["eval"]))
     config_names = _union(run.config for run in runs)
-    rows = [_row(run, config_names) for run in runs]
+    config = {n: _config_column(n, evals) for n in config_names}
+    rows = [_row(run, config, summary) for run, summary in zip(runs, summaries)]
     rows += unreadable_rows(getattr(runs, "errors", ()), tags="", note="")
-    table = pd.DataFrame(rows, columns=_column_order(rows, config_names))
-    table.attrs["config_columns"] = [_config_column(n) for n in config_names]
+    table = pd.DataFrame(rows, columns=_column_order(rows, config))
+    # what each column is, for readers that must not guess from names
+    table.attrs["config_columns"] = list(config.values())
+    table.attrs["eval_columns"] = evals
     return sort_table(table, sort)
 
 
@@ -209,16 +219,16 @@ TRIAL_STATES = {"completed": "COMPLETE", "pruned": "PRUNED", "interrupted": "INT
                 "running": "RUNNING"}
 
 
-def _row(run, config_names):
+def _row(run, config, summary):
+    """One run's row; ``config``: ``{field: its column}``."""
     row = {name: run.meta.get(name) for name in IDENTITY}
     row["run_id"] = run.run_id
     if run.meta.get("study") is not None:  # a trial: its number and state next to the status
         row.update(study=run.meta["study"], trial=run.meta.get("trial"),
                    trial_state=TRIAL_STATES.get(run.meta.get("status"), "FAIL"))
     row.update(tags=",".join(run.meta.get("tags") or []), note=run.meta.get("note") or "")
-    row.update({_config_column(n): _cell(run.config.get(n)) for n in config_names})
-    summary = _summary_of(run)
-    row.update({_outcome_column(k, config_names): v
+    row.update({column: _cell(run.config.get(n)) for n, column in config.items()})
+    row.update({_outcome_column(k, config): v
                 for k, v in _loss_outcomes(run, summary).items()})
     finals = _final_params(run, summary)
     # A parameter named like a config field (a bare Parameter "lr") must not hide it.
@@ -234,18 +244,19 @@ def _row(run, config_names):
     return row
 
 
-def _config_column(name):
-    # A config field never hides the identity columns.
-    return f"config.{name}" if name in IDENTITY + LABELS or name == "run_dir" else name
+def _config_column(name, metrics=()):
+    # A config field never hides the identity columns, nor a metric of that name.
+    return f"config.{name}" if name in IDENTITY + LABELS or name == "run_dir" \
+        or name in metrics else name
 
 
 def _outcome_column(name, config_names):
     return f"{name}_done" if name in config_names else name
 
 
-def _column_order(rows, config_names):
+def _column_order(rows, config):
     trial = [c for c in ("study", "trial", "trial_state") if any(c in row for row in rows)]
-    head = list(IDENTITY + LABELS) + trial + [_config_column(n) for n in config_names]
+    head = list(IDENTITY + LABELS) + trial + list(config.values())
     rest = list(dict.fromkeys(k for row in rows for k in row if k not in head and k != "run_dir"))
     return head + rest + ["run_dir"]
 
@@ -300,7 +311,9 @@ def history(runs, metric="loss"):
     params.csv parameter (``dense.weight``, ``w[0]``, ``w:norm``) or an
     eval.csv metric as ``eval_<metric>`` (``eval_loss``, ``eval_accuracy``;
     rows per evaluation). Raises ConfigError listing the available metrics when
-    no run logged it.
+    no run logged it, and saying so when ``metric`` is a config field
+    (``eval_every``): history is for logged values, config fields are
+    compare()'s columns.
     """
     runs = as_runs(runs, _load_records)
     varying = differing_config(runs)
@@ -308,6 +321,11 @@ def history(runs, metric="loss"):
              if (arrays := _readable_metric_arrays(run, metric)) is not None]
     if not found:
         available = sorted(set().union(*(available_metrics(run) for run in runs)))
+        if any(metric in run.config for run in runs):
+            raise ConfigError(f"{metric!r} is a config field, not a logged metric: history() "
+                              f"gives logged values (available: {', '.join(available)}); "
+                              f"compare() has one column per config field. "
+                              f"Received: metric={metric!r}", field="metric")
         raise ConfigError(f"no run logged the metric {metric!r}; available: "
                           f"{', '.join(available)}. Received: metric={metric!r}", field="metric")
     return _long_table(found, metric, varying)

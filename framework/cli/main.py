@@ -42,7 +42,8 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     listing = sub.add_parser("list", help="shipped experiments; list NAME: its config fields")
-    listing.add_argument("name", nargs="?", help="an experiment: its fields, types, defaults")
+    listing.add_argument("name", nargs="?", help="an experiment (a shipped name, path/file.py:Class "
+                         "or module:Class, as run takes): its fields, types, defaults")
     run = sub.add_parser("run", help="train an experiment")
     run.add_argument("experiment", help="a shipped name (see `mindexp list`) or path/file.py:Class")
     _add_config_args(run)
@@ -333,6 +334,9 @@ def cmd_rerun(args):
     from ..config import parse_assignments
     from ..manage.rerun import prepare_rerun, train_rerun
     exp, entry = prepare_rerun(args.run_dir, parse_assignments(args.set), args.current_code)
+    if args.current_code and exp.rerun_of["config_set_unknown"]:
+        print("mindexp: note: the run does not record which config fields were set (made "
+              "before mindexp recorded it): every field keeps its value", file=sys.stderr)
     changes = exp.rerun_of["environment_differs"]
     if changes:
         print(f"mindexp: note: the environment differs from the one captured: "

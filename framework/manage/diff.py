@@ -6,6 +6,7 @@ import os
 from ..errors import RunDirError
 from ..provenance import files as F
 
+MISSING = "(absent)"  # a field or outcome one run has and the other lacks
 SECTIONS = ("config", "source", "git", "packages", "env", "outcomes")
 GIT_FIELDS = ("commit", "branch", "dirty", "diff_bytes")
 
@@ -18,15 +19,19 @@ def diff(run_a, run_b):
     (commit, branch, dirty, diff size of both), ``packages`` (versions that
     differ), ``env`` (MindSpore environment variables that differ),
     ``outcomes`` (status, final/min loss, steps, steps/s, eval metrics of
-    both); and ``source``: the unified diff of the captured code ("" when
-    the same).
+    both; ``"(absent)"`` on the side that lacks one); ``source``: the
+    unified diff of the captured code ("" when the same); ``experiment``:
+    ``{"a": name, "b": name, "same": bool}``. Values keep their type (an int
+    stays an int).
     """
     from ..analysis.reports import as_runs, load_run
     runs = [load_run(r.dir if hasattr(r, "dir") else r) for r in (run_a, run_b)]
     blocks = [F.provenance_of(r.meta) for r in runs]
     git_a, git_b = ((b.get("git") or {}) for b in blocks)
+    names = [r.meta.get("experiment") for r in runs]
     return {
         "a": runs[0].dir, "b": runs[1].dir,
+        "experiment": {"a": names[0], "b": names[1], "same": names[0] == names[1]},
         "config": _table(_differing(runs[0].config, runs[1].config)),
         "source": _source_diff(runs, blocks),
         "git": _table((k, git_a.get(k), git_b.get(k)) for k in GIT_FIELDS),
@@ -42,10 +47,9 @@ def _table(rows):
 
 
 def _differing(first, second):
-    missing = "(absent)"
-    return [(k, first.get(k, missing), second.get(k, missing))
+    return [(k, first.get(k, MISSING), second.get(k, MISSING))
             for k in dict.fromkeys([*first, *second])
-            if json.dumps(first.get(k, missing)) != json.dumps(second.get(k, missing))]
+            if json.dumps(first.get(k, MISSING)) != json.dumps(second.get(k, MISSING))]
 
 
 def _environment(run, block):
@@ -75,14 +79,21 @@ def _source_diff(runs, blocks):
 
 
 def _outcomes(runs):
+    """Each run's outcomes from its own compare() row: one table of both
+    would turn an int into a float beside the other run's missing value."""
+    first, second = (_outcome_row(run) for run in runs)
+    names = dict.fromkeys([*first, *second])
+    return _table((n, first.get(n, MISSING), second.get(n, MISSING)) for n in names)
+
+
+def _outcome_row(run):
     from ..analysis.reports import OUTCOMES, compare
-    table = compare(runs, sort="run_id")
-    first, second = (table[table["run_dir"] == r.dir].iloc[0] for r in runs)
+    table = compare([run], sort="run_id")
     config = set(table.attrs.get("config_columns", ()))
     names = ["status"] + [c for c in table.columns if c not in config and (
                           c in OUTCOMES or c.startswith(("final_", "best_"))
                           or (c.endswith("_done") and c[:-len("_done")] in OUTCOMES))]
-    return _table((n, _plain(first[n]), _plain(second[n])) for n in names)
+    return {n: _plain(table[n].tolist()[0]) for n in names}
 
 
 def _plain(value):
@@ -102,6 +113,9 @@ def format_diff(result):
     """``diff()``'s result as text for the terminal."""
     from ..analysis.reports import format_table
     lines = [f"a: {result['a']}", f"b: {result['b']}"]
+    experiment = result["experiment"]
+    if not experiment["same"]:
+        lines.append(f"different experiments: a is {experiment['a']}, b is {experiment['b']}")
     for section in SECTIONS:
         value = result[section]
         if section == "source":

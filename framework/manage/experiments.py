@@ -6,14 +6,14 @@ A field's description is the string under it (an attribute docstring) or
 in :class:`mindexp.config.Config`, and an experiment's own description wins.
 """
 import ast
-import difflib
+import dataclasses
 import inspect
 import os
+import textwrap
 
 from .. import config as _config
-from ..catalog import shipped
+from ..catalog import resolve_spec, shipped, shipped_info
 from ..entry import EXPERIMENTS_DIR, SHIPPED_PREFIX
-from ..errors import MindexpError
 
 
 class FieldInfo:
@@ -32,8 +32,36 @@ def experiment_lines():
 
 
 def describe(name):
-    """The :class:`FieldInfo` of every config field of shipped experiment ``name``."""
-    info = _find(name)
+    """``(header lines, [FieldInfo])`` of experiment ``name``: any form ``mindexp
+    run`` accepts (a shipped name is read from source; a file or module entry
+    is imported, as ``run`` would)."""
+    info = shipped_info(name)
+    if info is None:
+        return _describe_class(*resolve_spec(name))
+    info, fields = _describe_shipped(info)
+    return [f"{info.name}: {info.doc}", f"entry: {info.entry}"], fields
+
+
+def _describe_class(cls, entry):
+    doc = (inspect.getdoc(cls) or "").strip().splitlines()
+    docs = {}
+    for klass in reversed(cls.Config.__mro__):  # a subclass's description wins
+        if dataclasses.is_dataclass(klass):
+            docs.update(_class_docs(klass))
+    fields = [FieldInfo(n, t, repr(d), _config.choices(n), docs.get(n, ""))
+              for n, t, d in _config.field_defaults(cls.Config)]
+    return [f"{cls.experiment_name()}: {doc[0] if doc else ''}", f"entry: {entry}"], fields
+
+
+def _class_docs(klass):
+    try:
+        node = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
+    except (OSError, TypeError, SyntaxError):  # no source to read: no descriptions
+        return {}
+    return field_docs(node) if isinstance(node, ast.ClassDef) else {}
+
+
+def _describe_shipped(info):
     with open(_module_file(info.module), encoding="utf-8") as f:
         tree = ast.parse(f.read())
     own = _config_node(tree, info.class_name)
@@ -84,26 +112,14 @@ def _config_node(tree, class_name):
     return None
 
 
-def _find(name):
-    infos = shipped()
-    for info in infos:
-        if info.name == name:
-            return info
-    names = [i.name for i in infos]
-    close = difflib.get_close_matches(name, names, n=1)
-    hint = f" Did you mean {close[0]}?" if close else ""
-    raise MindexpError(f"unknown experiment {name!r}.{hint} Shipped experiments: "
-                       f"{', '.join(names)}. Received: {name}")
-
-
 def _module_file(module):
     return os.path.join(EXPERIMENTS_DIR, module[len(SHIPPED_PREFIX):] + ".py")
 
 
 def field_lines(name):
     """The text of ``mindexp list NAME``: a header, then one line per field."""
-    info, fields = describe(name)
-    lines = [f"{info.name}: {info.doc}", f"entry: {info.entry}", ""]
+    header, fields = describe(name)
+    lines = header + [""]
     nw = max(len(f.name) for f in fields)
     tw = max(len(f.type) for f in fields)
     dw = min(14, max(len(f.default) for f in fields))

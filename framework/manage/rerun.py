@@ -13,6 +13,11 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     """Check ``run_dir`` can be rerun and build the experiment; returns
     ``(experiment, entry)``. Changes nothing on disk.
 
+    With ``current_code``, a config field the user did not set takes the
+    current code's default (an edited default shows); runs made before the
+    user-set fields were recorded keep every value
+    (``experiment.rerun_of["config_set_unknown"]``).
+
     Raises MindexpError (one line) when ``run_dir`` is not a run, or its
     captured source is missing or corrupt (unless ``current_code``).
     """
@@ -33,13 +38,27 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
                               "--current-code reruns with the experiment's file as it is now") \
                 from None
         entry = f"{F.entry_path(run_dir, block)}:{block['source']['class']}"
-    exp = load_experiment(entry)({**config, **(overrides or {})})
+    user_set = F.config_set(meta)  # None: a run made before they were recorded
+    exp = load_experiment(entry)({**_base_config(config, user_set, current_code),
+                                  **(overrides or {})})
+    exp.config_set = [n for n in vars(exp.config)
+                      if n in (overrides or {}) or user_set is None or n in user_set]
     exp.entry = entry
     exp.rerun_of = {"run_id": meta.get("run_id") or os.path.basename(run_dir),
                     "run_dir": run_dir, "code": "current" if current_code else "captured",
                     "overrides": dict(overrides or {}),
-                    "environment_differs": environment_changes(run_dir)}
+                    "environment_differs": environment_changes(run_dir),
+                    "config_set_unknown": user_set is None}
     return exp, entry
+
+
+def _base_config(config, user_set, current_code):
+    """The original's config values a rerun starts from: all of them from the
+    captured code; from the current code only the fields the user set (the
+    others take the current defaults), or all when the run does not say which."""
+    if not current_code or user_set is None:
+        return config
+    return {k: v for k, v in config.items() if k in user_set}
 
 
 def rerun(run_dir, overrides=None, out=None, current_code=False, name=None, quiet=True):

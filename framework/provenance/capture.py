@@ -23,7 +23,8 @@ _GIT_TIMEOUT_S = 10
 
 def capture(exp, run_dir, entry):
     """Write ``source/`` and ``environment.txt`` into ``run_dir``; return the
-    run.json fields to add: ``provenance`` and ``rerun_of``.
+    run.json fields to add: ``provenance`` (with ``config_set``, the config
+    fields the user set) and ``rerun_of``.
 
     When ``run_dir``'s run.json already holds a provenance block (written by
     the msrun launcher before its workers start), that block is kept.
@@ -32,8 +33,16 @@ def capture(exp, run_dir, entry):
     if F.provenance_of(existing):
         return {F.META_KEY: existing[F.META_KEY], F.RERUN_KEY: existing.get(F.RERUN_KEY)}
     rerun_of = getattr(exp, "rerun_of", None)
-    return {F.META_KEY: _capture_into(exp, run_dir, F.SOURCE_DIR, F.ENVIRONMENT_FILE, rerun_of),
-            F.RERUN_KEY: rerun_of}
+    block = _capture_into(exp, run_dir, F.SOURCE_DIR, F.ENVIRONMENT_FILE, rerun_of)
+    block[F.CONFIG_SET_KEY] = _config_set(exp)
+    return {F.META_KEY: block, F.RERUN_KEY: rerun_of}
+
+
+def _config_set(exp):
+    """The fields the user set; every field when the experiment does not say
+    (an object made without Experiment.__init__)."""
+    names = getattr(exp, "config_set", None)
+    return list(names) if names is not None else list(vars(exp.config))
 
 
 def capture_resume(exp, run_dir, number):

@@ -14,6 +14,7 @@ ENVIRONMENT_FILE = schema.ENVIRONMENT_FILE  # sorted `name==version`, one a line
 RESUME_DIR = "resume-{n}"                   # in SOURCE_DIR: what the n-th resume captured
 META_KEY = "provenance"                     # run.json: the captured block
 RERUN_KEY = "rerun_of"                      # run.json: which run this one reran
+CONFIG_SET_KEY = "config_set"               # in META_KEY: the config fields the user set
 DIFF_CAP_BYTES = 256 * 1024                 # larger uncommitted diffs are cut (and say so)
 # Environment variables that change MindSpore's behaviour (names, or prefixes ending in _).
 ENV_VARS = ("GLOG_v", "OMP_NUM_THREADS", "MS_")
@@ -29,6 +30,13 @@ def provenance_of(meta):
     """run.json's provenance block, or ``{}`` for a run made before provenance."""
     block = (meta or {}).get(META_KEY)
     return block if isinstance(block, dict) else {}
+
+
+def config_set(meta):
+    """The config field names the user set (the others came from the
+    experiment's defaults), or None for a run made before they were recorded."""
+    names = provenance_of(meta).get(CONFIG_SET_KEY)
+    return list(names) if isinstance(names, list) else None
 
 
 def source_files(run_dir, block):

@@ -25,6 +25,15 @@ def check_data(exp, splits, out_shape=None):
             _check_class_ids(exp, arrays[1], split, out_shape)
 
 
+def check_label_types(exp, splits):
+    """Reject float labels given to a sparse cross-entropy. Runs before the
+    network's output shape is probed: float regression targets with
+    ``loss=cross_entropy`` are a wrong loss, not a wrong network."""
+    for split, arrays in splits.items():
+        if arrays is not None and _sparse_labels(exp, arrays):
+            _check_label_dtype(exp, arrays[1], split)
+
+
 def _sparse_labels(exp, arrays):
     """True when the default loss network feeds the second column to a sparse
     cross-entropy (a custom loss cell or loss_fn decides for itself)."""
@@ -48,13 +57,18 @@ def _check_finite(array, name, split):
                         f"Received: {name}[{row}] holds {array[row].reshape(-1)[:4].tolist()}")
 
 
-def _check_class_ids(exp, labels, split, out_shape):
+def _check_label_dtype(exp, labels, split):
     name, loss = exp.columns[1], exp.config.loss
     if labels.dtype.kind not in "iub":
         raise DataError(f"column {name!r} of source({split!r}) holds {labels.dtype} values, but "
                         f"loss {loss!r} is a sparse cross-entropy that needs integer class ids "
-                        f"(labels.astype(np.int32); for one-hot labels take argmax). "
-                        f"Received: dtype={labels.dtype}")
+                        f"(labels.astype(np.int32); for one-hot labels take argmax; for "
+                        f"regression targets use loss=mse or mae). Received: dtype={labels.dtype}")
+
+
+def _check_class_ids(exp, labels, split, out_shape):
+    _check_label_dtype(exp, labels, split)
+    name = exp.columns[1]
     if out_shape is None or len(out_shape) != 2:
         return
     classes = int(out_shape[1])

@@ -5,7 +5,7 @@ from .. import sources
 from ..errors import ConfigError, DataError, MindexpError
 from ..metrics import check_metric_names
 from .failures import user_code_error
-from .labels import check_data
+from .labels import check_data, check_label_types
 
 
 class Plan:
@@ -36,13 +36,14 @@ def prepare(exp, workers=1, check_network=True):
     if cfg.warmup_steps > total:
         raise ConfigError(f"config field 'warmup_steps' must be at most the run's {total} steps. "
                           f"Received: warmup_steps={cfg.warmup_steps}", field="warmup_steps")
+    # NaN/Inf and class ids of in-memory arrays; lazy, memory-mapped and pipeline
+    # sources are read only while training (reading them here would defeat them)
+    in_memory = {k: v for k, v in (("train", train), ("eval", eval_)) if _in_memory(v)}
+    check_label_types(exp, in_memory)  # a wrong loss first, then the network's shape
     out_shape = check_output_shape(exp, train) if check_network else None
     if check_network:
         check_loss_components(exp, train)
-    # NaN/Inf and class ids of in-memory arrays; lazy, memory-mapped and pipeline
-    # sources are read only while training (reading them here would defeat them)
-    check_data(exp, {k: v for k, v in (("train", train), ("eval", eval_)) if _in_memory(v)},
-               out_shape)
+    check_data(exp, in_memory, out_shape)
     _check_eval(exp, eval_)
     from ..monitors import check_monitors
     check_monitors(exp, eval_, workers)

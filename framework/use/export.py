@@ -1,5 +1,6 @@
 """Export a run's network with ``mindspore.export`` (MINDIR, or ONNX)."""
 import os
+import warnings
 
 import numpy as np
 
@@ -10,16 +11,19 @@ from ._model import check_writable, load_model, open_run, resolve_batch_size, sa
 FORMATS = {"MINDIR": ".mindir", "ONNX": ".onnx"}
 
 
-def export(run_dir, file_format="MINDIR", checkpoint="last", output=None, batch_size=None):
-    """Write the network of checkpoint ``checkpoint`` as ``file_format``; returns the path.
+def export(run_dir, format=None, checkpoint="last", output=None, batch_size=None, *,  # noqa: A002
+           file_format=None):
+    """Write the network of checkpoint ``checkpoint`` as ``format`` (``"MINDIR"``,
+    the default, or ``"ONNX"``: the CLI's ``--format``); returns the path.
 
     The input is zeros of the experiment's sample shape (its first column)
     with ``batch_size`` rows (default: the run's batch_size). ``output``
     defaults to ``<run>/exported/<checkpoint name><ext>``; the file is
     written under a temporary name and renamed. Load a MINDIR back with
     ``nn.GraphCell(mindspore.load(path))``. AIR needs Ascend: refused here.
+    ``file_format=`` is the old name of ``format`` (deprecated).
     """
-    fmt = _check_format(file_format)
+    fmt = _check_format(_format_arg(format, file_format))
     run = open_run(run_dir)
     exp = run.experiment()
     batch_size = resolve_batch_size(batch_size, exp)
@@ -40,6 +44,18 @@ def export(run_dir, file_format="MINDIR", checkpoint="last", output=None, batch_
             os.rmdir(folder)  # nothing written: leave no empty exported/ behind
         raise
     return output
+
+
+def _format_arg(format, file_format):  # noqa: A002
+    """``format``, or the deprecated ``file_format`` keyword (one of them)."""
+    if file_format is None:
+        return "MINDIR" if format is None else format
+    warnings.warn("export(file_format=...) is deprecated: use format=... (the CLI's --format)",
+                  DeprecationWarning, stacklevel=3)
+    if format is not None and str(format).upper() != str(file_format).upper():
+        raise MindexpError(f"export got format={format!r} and file_format={file_format!r}: "
+                           "give only format=")
+    return file_format
 
 
 def _check_format(file_format):
