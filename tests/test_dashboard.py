@@ -246,6 +246,27 @@ def test_ctrl_c_stops_the_server_while_pages_poll(tmp_path):
     assert proc.returncode == 0 and "dashboard stopped" in out and "Traceback" not in err
 
 
+def test_the_server_process_ends_once_its_socket_is_closed_whatever_threads_remain(tmp_path):
+    """A thread that would never end (as pyarrow's CSV reader threads can hang an
+    interpreter's exit, apache/arrow#33975) does not keep the stopped server alive."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import threading\nthreading.Thread(target=threading.Event().wait, daemon=False,"
+        " name='never-ends').start()\n")
+    proc = subprocess.Popen([sys.executable, "-m", "mindexp", "serve", str(tmp_path), "--port",
+                             "0"], env=cli_env(PYTHONFAULTHANDLER="1",
+                                               PYTHONPATH=f"{hook}{os.pathsep}"
+                                               f"{cli_env()['PYTHONPATH']}"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert " at http://" in proc.stdout.readline()
+        out, err = _stop(proc, signal.SIGINT)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "dashboard stopped" in out and "Traceback" not in err
+
+
 def test_binding_beyond_this_machine_prints_a_warning(tmp_path):
     proc, port = _start_serving(tmp_path, "--host", "0.0.0.0")
     try:

@@ -426,7 +426,8 @@ def _folder_of(path):
 
 
 def cmd_serve(args):
-    """Serve until Ctrl-C or SIGTERM, then end the process at once (never returns)."""
+    """Serve until Ctrl-C or SIGTERM, then end the process at once: it never
+    returns (bad input raises MindexpError before serving)."""
     from ..analysis.dashboard import exposure_warning, make_server, serve_until_stopped, url_of
     server = make_server(args.paths, host=args.host, port=args.port)
     warning = exposure_warning(server)
