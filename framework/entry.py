@@ -2,6 +2,7 @@
 that names its class, stored in run.json so a run can be rebuilt (resume,
 msrun workers, sweep workers, ``Run.network``)."""
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -42,7 +43,7 @@ def import_file(path):
     name = "mindexp_user_" + os.path.splitext(os.path.basename(path))[0]
     if os.path.basename(os.path.dirname(path)) == SHIPPED_FOLDER:
         name = _captured_package(os.path.dirname(path)) + "." + name[len("mindexp_user_"):]
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=SourceOnlyLoader(name, path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look modules up here
     try:
@@ -66,8 +67,22 @@ def _captured_package(folder):
         spec = importlib.util.spec_from_loader(name, None, is_package=True)
         package = importlib.util.module_from_spec(spec)
         package.__path__ = [folder]
+        # its modules (``._nets``) from .py files only: no .pyc, .so or cache there is used
+        sys.path_importer_cache[folder] = importlib.machinery.FileFinder(
+            folder, (SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES))
         sys.modules[name] = package
     return name
+
+
+class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the .py file on every import: a bytecode cache beside it is never
+    read (a run's captured code could hold a planted ``__pycache__/*.pyc``, which
+    the standard loader would run instead of the checked source) nor written
+    (a run directory is a record)."""
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
 
 
 def experiment_class(module, class_name, where):

@@ -18,6 +18,7 @@ if CHROMIUM is None:
     pytest.skip("no chromium on PATH (Debian: apt-get install chromium)", allow_module_level=True)
 sync_api = require("playwright.sync_api",
                    reason="playwright is not installed (pip install playwright)")
+expect = sync_api.expect
 
 
 @pytest.fixture(scope="module")
@@ -145,17 +146,48 @@ def test_live_page_shows_a_new_run_and_a_running_one_advancing(tmp_path, page_of
         assert page.locator("td.progress").first.inner_text().startswith("2 / 10")
         with open(os.path.join(running, "loss.csv"), "a") as f:
             f.write("3,2,0.6,0.1,0.2\n4,2,0.5,0.1,0.3\n")
-        page.wait_for_function("document.querySelector('td.progress').textContent"
-                               ".startsWith('4 / 10')", timeout=10000)
+        # waits by locator: a string wait_for_function is an eval, which the CSP refuses
+        expect(page.locator("td.progress").first).to_contain_text("4 / 10", timeout=10000)
         make_run(tmp_path, "20260101-000001-new-bbbbbb", losses=[1.0, 0.5, 0.2])
-        page.wait_for_function("document.querySelectorAll('#runs tbody tr').length === 2",
-                               timeout=10000)
+        expect(page.locator("#runs tbody tr")).to_have_count(2, timeout=10000)
         page.wait_for_selector(".card .main-svg")
         page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
         page.locator("#runs tbody a", has_text="live-aaaaaa").click()
         page.wait_for_selector("table.kv")
         page.screenshot(path=str(tmp_path / "dashboard-run.png"), full_page=True)
         assert errors == []
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.slow
+def test_dashboard_pages_work_under_their_content_security_policy(tmp_path, page_of):
+    """The CSP is sent and nothing the pages need is refused by it (a refusal is
+    a console error), Plotly draws, and a planted SVG is shown as text."""
+    from mindexp.analysis.dashboard import make_server, url_of
+    run_dir = make_run(tmp_path, "20260101-000000-csp-aaaaaa", losses=[1.0, 0.5, 0.2])
+    with open(os.path.join(run_dir, "evil.svg"), "w") as f:
+        f.write("<svg xmlns='http://www.w3.org/2000/svg'><script>document.title='ran'"
+                "</script></svg>")
+    server = make_server([str(tmp_path)], port=0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    try:
+        for path in ("", "run/0/toy/20260101-000000-csp-aaaaaa"):
+            page, errors = page_of(url_of(server) + path, 1280)
+            csp = page.reload().headers["content-security-policy"]
+            assert csp.startswith("default-src 'none'; script-src 'self' 'sha256-")
+            expect(page.locator(".card .main-svg").first).to_be_visible(timeout=20000)
+            expect(page.locator("#runs tbody tr")).to_have_count(1)  # page.js ran
+            assert errors == [], errors
+        page.goto(url_of(server) + "files/0/toy/20260101-000000-csp-aaaaaa/")
+        page.locator("a", has_text="loss.csv").click()  # the listing's links still work
+        expect(page.locator("body")).to_contain_text("step,epoch,loss")
+        response = page.goto(url_of(server) + "files/0/toy/20260101-000000-csp-aaaaaa/evil.svg")
+        assert "default-src 'none'" in response.headers["content-security-policy"]
+        assert page.title() != "ran" and "<script>" in page.locator("body").inner_text()
+        assert errors == [], errors
     finally:
         server.shutdown()
         server.server_close()

@@ -1,12 +1,17 @@
 """mindexp serve: the JSON API, path safety, runs changing under it, the command."""
+import base64
+import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import tracemalloc
 
 import pytest
 
@@ -34,6 +39,7 @@ def served(tmp_path):
         body = response.read()
         conn.close()
         return response.status, body
+    get.address = (host, port)
     yield root, get
     server.shutdown()
     server.server_close()
@@ -133,36 +139,145 @@ def test_run_files_are_served_read_only_as_text(served):
     assert conn_status == 404
 
 
+def _start_serving(folder, *args):
+    """``mindexp serve FOLDER --port 0 ARGS`` in a subprocess; returns (proc, port).
+
+    PYTHONFAULTHANDLER: a server that does not stop is sent SIGABRT by
+    :func:`_stop`, which dumps every thread's stack to its stderr.
+    """
+    proc = subprocess.Popen([sys.executable, "-m", "mindexp", "serve", str(folder), "--port",
+                             "0", *args], env=cli_env(PYTHONFAULTHANDLER="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()  # printed once both signals are handled
+    if " at http://" not in line:
+        proc.kill()
+        pytest.fail(f"no URL printed: {line!r}; stderr: {proc.communicate()[1]}")
+    return proc, int(line.rsplit(":", 1)[1].split("/")[0])
+
+
+def _stop(proc, sig, timeout=30):
+    """Send ``sig`` and wait; a server still running is made to dump its threads
+    (SIGABRT under PYTHONFAULTHANDLER) and the test fails with its stderr."""
+    proc.send_signal(sig)
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            err = proc.communicate(timeout=30)[1]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            err = proc.communicate()[1]
+        pytest.fail(f"the server was still running {timeout} s after signal {sig}; its threads "
+                    f"and stderr:\n{err}")
+
+
 def test_serve_prints_the_url_of_port_0_and_ctrl_c_ends_it_cleanly(tmp_path):
     make_run(tmp_path, "r1")
-    proc = subprocess.Popen([sys.executable, "-m", "mindexp", "serve", str(tmp_path), "--port",
-                             "0"], env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc, port = _start_serving(tmp_path)
     try:
-        line = proc.stdout.readline()
-        assert line.startswith(f"mindexp dashboard of {tmp_path} at http://127.0.0.1:"), line
-        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         conn.request("GET", "/api/data")
         assert json.loads(conn.getresponse().read())["runs"][0]["id"] == "r1"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        out, err = _stop(proc, signal.SIGINT)
     finally:
         proc.kill()
     assert proc.returncode == 0 and "dashboard stopped" in out and "Traceback" not in err
 
 
 def test_serve_ends_cleanly_on_sigterm(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "mindexp", "serve", str(tmp_path), "--port",
-                             "0"], env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc, _ = _start_serving(tmp_path)
     try:
-        assert "http://127.0.0.1:" in proc.stdout.readline()  # printed once signals are handled
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        out, err = _stop(proc, signal.SIGTERM)
     finally:
         proc.kill()
     assert proc.returncode == 0 and "dashboard stopped" in out and err == ""
+
+
+def _sparse_file(path, size):
+    with open(path, "wb") as f:
+        f.truncate(size)  # no disk space used, read back as zeros
+
+
+def test_ctrl_c_stops_the_server_while_a_slow_client_reads_a_big_file(tmp_path):
+    run_dir = make_run(tmp_path, "r1")
+    _sparse_file(os.path.join(run_dir, "big.bin"), 256 * 2**20)
+    proc, port = _start_serving(tmp_path)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as slow:
+            slow.sendall(f"GET /files/0/toy/r1/big.bin HTTP/1.0\r\nHost: 127.0.0.1:{port}"
+                         "\r\n\r\n".encode())
+            head = b""
+            while b"\r\n\r\n" not in head:  # the server is sending the body now
+                head += slow.recv(4096)
+            assert head.startswith(b"HTTP/1.0 200")  # and the client reads no more
+            out, err = _stop(proc, signal.SIGINT)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "dashboard stopped" in out and "Traceback" not in err
+
+
+def test_ctrl_c_stops_the_server_while_pages_poll(tmp_path):
+    for i in range(8):
+        make_run(tmp_path, f"r{i}", losses=[1.0 / (k + 1) for k in range(200)])
+    proc, port = _start_serving(tmp_path)
+    answered, stop = [], threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                conn.request("GET", "/api/data")  # no ?since=: every poll loads the runs
+                answered.append(conn.getresponse().status)
+                conn.close()
+            except OSError:
+                return  # the server went away
+    pollers = [threading.Thread(target=poll, daemon=True) for _ in range(4)]
+    try:
+        for t in pollers:
+            t.start()
+        while len(answered) < 8 and proc.poll() is None:
+            threading.Event().wait(0.05)
+        out, err = _stop(proc, signal.SIGINT)
+    finally:
+        stop.set()
+        proc.kill()
+    assert set(answered) == {200}
+    assert proc.returncode == 0 and "dashboard stopped" in out and "Traceback" not in err
+
+
+def test_the_server_process_ends_once_its_socket_is_closed_whatever_threads_remain(tmp_path):
+    """A thread that would never end (as pyarrow's CSV reader threads can hang an
+    interpreter's exit, apache/arrow#33975) does not keep the stopped server alive."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import threading\nthreading.Thread(target=threading.Event().wait, daemon=False,"
+        " name='never-ends').start()\n")
+    proc = subprocess.Popen([sys.executable, "-m", "mindexp", "serve", str(tmp_path), "--port",
+                             "0"], env=cli_env(PYTHONFAULTHANDLER="1",
+                                               PYTHONPATH=f"{hook}{os.pathsep}"
+                                               f"{cli_env()['PYTHONPATH']}"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert " at http://" in proc.stdout.readline()
+        out, err = _stop(proc, signal.SIGINT)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "dashboard stopped" in out and "Traceback" not in err
+
+
+def test_binding_beyond_this_machine_prints_a_warning(tmp_path):
+    proc, port = _start_serving(tmp_path, "--host", "0.0.0.0")
+    try:
+        out, err = _stop(proc, signal.SIGTERM)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert err.strip() == (f"mindexp: warning: listening on 0.0.0.0:{port}, so every file of "
+                           "the served runs is readable by anyone on the network who can reach "
+                           "this machine (no password); --host 127.0.0.1 keeps them to this "
+                           "machine")
 
 
 def test_serve_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
@@ -181,3 +296,136 @@ def test_serve_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
             and "--port" in err and len(err.splitlines()) == 1
     finally:
         busy.server_close()
+
+
+def _request(address, path, host="default"):
+    """GET ``path`` with the Host header ``host`` (None: none sent); (status, headers, body)."""
+    conn = http.client.HTTPConnection(*address, timeout=30)
+    conn.putrequest("GET", path, skip_host=True)
+    if host is not None:
+        conn.putheader("Host", f"{address[0]}:{address[1]}" if host == "default" else host)
+    conn.endheaders()
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    return response.status, response.headers, body
+
+
+def test_paths_into_a_sibling_folder_with_the_same_prefix_are_refused(served):
+    root, get = served
+    run_dir = make_run(root, "r1")
+    sibling = root.parent / (root.name + "-private")  # runs-private beside runs
+    sibling.mkdir()
+    (sibling / "secret.txt").write_text("top secret")
+    os.symlink(sibling, os.path.join(run_dir, "sibling"))
+    for path in ("/files/0/../runs-private/secret.txt", "/files/0/toy/r1/sibling/secret.txt",
+                 "/files/0/toy/r1/sibling/", "/api/data?run=0/../runs-private"):
+        status, body = get(path)
+        assert status == 403 and b"secret" not in body, path
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("plot.svg", "text/plain; charset=utf-8"), ("page.xhtml", "text/plain; charset=utf-8"),
+    ("page.html", "text/plain; charset=utf-8"), ("code.js", "text/plain; charset=utf-8"),
+    ("loss.csv", "text/plain; charset=utf-8"), ("model.ckpt", "application/octet-stream"),
+    ("page.htm.bin", "application/octet-stream"), ("curve.png", "image/png"),
+    ("photo.jpeg", "image/jpeg"), ("anim.gif", "image/gif"), ("pic.webp", "image/webp"),
+])
+def test_run_files_are_served_inert(served, name, kind):
+    root, get = served
+    run_dir = make_run(root, "r1")
+    planted = b"<svg xmlns='http://www.w3.org/2000/svg'><script>fetch('/api/data')</script></svg>"
+    with open(os.path.join(run_dir, name), "wb") as f:
+        f.write(planted)
+    status, headers, body = _request(get.address, f"/files/0/toy/r1/{name}")
+    assert status == 200 and body == planted
+    assert headers["Content-Type"] == kind and headers["X-Content-Type-Options"] == "nosniff"
+    assert ("sandbox" in headers["Content-Security-Policy"]) and \
+        headers["Content-Security-Policy"].startswith("default-src 'none'")
+    if kind == "application/octet-stream":
+        assert headers["Content-Disposition"] == f"attachment; filename*=UTF-8''{name}"
+    else:
+        assert headers["Content-Disposition"] is None
+
+
+@pytest.mark.parametrize("path", ["/", "/run/0/toy/r1", "/api/data", "/files/0/toy/r1/",
+                                  "/files/0/toy/r1/loss.csv", "/static/plotly.min.js",
+                                  "/no/such/page", "/files/0/../x"])
+def test_every_response_carries_the_security_headers(served, path):
+    root, get = served
+    make_run(root, "r1")
+    status, headers, body = _request(get.address, path)
+    assert status in (200, 403, 404)
+    csp = headers["Content-Security-Policy"]
+    assert csp.startswith("default-src 'none'") and "frame-ancestors 'none'" in csp
+    assert headers["X-Frame-Options"] == "DENY" and headers["Referrer-Policy"] == "no-referrer"
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert "http:" not in csp and "https:" not in csp and "*" not in csp  # nothing from elsewhere
+
+
+def test_the_page_runs_only_its_own_script_by_hash(served):
+    root, get = served
+    make_run(root, "r1")
+    for path in ("/", "/run/0/toy/r1"):
+        status, headers, body = _request(get.address, path)
+        directives = dict(d.strip().split(" ", 1) for d in
+                          headers["Content-Security-Policy"].split(";") if " " in d.strip())
+        scripts = re.findall(r"<script>(.*?)</script>", body.decode(), flags=re.S)
+        assert len(scripts) == 1  # page.js inline; Plotly comes from /static, same origin
+        digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
+        assert directives["script-src"].split() == ["'self'", f"'sha256-{digest}'"]
+        assert b'<script src="/static/plotly.min.js">' in body
+
+
+@pytest.mark.parametrize("host", ["evil.example.com", "evil.example.com:{port}",
+                                  "127.0.0.1:{other}", "localhost.evil.example.com:{port}",
+                                  "127.0.0.1", "", None])
+def test_a_host_header_naming_another_server_is_refused(served, host):
+    root, get = served
+    make_run(root, "r1")
+    port = get.address[1]
+    host = host.format(port=port, other=port + 1) if host is not None else None
+    for path in ("/", "/api/data", "/files/0/toy/r1/loss.csv"):
+        status, _, body = _request(get.address, path, host=host)
+        assert status == 403 and b"r1" not in body and b"step" not in body, (host, path)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "LOCALHOST:{port}",
+                                  "[::1]:{port}"])
+def test_a_host_header_naming_this_server_is_answered(served, host):
+    root, get = served
+    make_run(root, "r1")
+    status, _, body = _request(get.address, "/api/data",
+                               host=host.format(port=get.address[1]))
+    assert status == 200 and json.loads(body)["runs"][0]["id"] == "r1"
+
+
+def test_a_fifo_in_a_run_folder_is_refused_without_hanging(served):
+    root, get = served
+    run_dir = make_run(root, "r1")
+    os.mkfifo(os.path.join(run_dir, "pipe.csv"))
+    status, body = get("/files/0/toy/r1/pipe.csv")  # 30 s client timeout: a hang fails
+    assert status == 403 and b"not a regular file" in body
+    assert get("/files/0/toy/r1/loss.csv")[0] == 200
+
+
+def test_big_files_are_streamed_not_read_into_memory(served):
+    root, get = served
+    run_dir = make_run(root, "r1")
+    size = 64 * 2**20
+    _sparse_file(os.path.join(run_dir, "big.bin"), size)
+    conn = http.client.HTTPConnection(*get.address, timeout=30)
+    tracemalloc.start()
+    try:
+        conn.request("GET", "/files/0/toy/r1/big.bin")
+        response = conn.getresponse()
+        received = 0
+        while chunk := response.read(2**20):
+            received += len(chunk)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        conn.close()
+    assert response.status == 200 and received == size
+    assert int(response.headers["Content-Length"]) == size
+    assert peak < size / 8, f"{peak} bytes held while serving {size}"

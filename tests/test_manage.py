@@ -326,6 +326,17 @@ def test_rm_of_a_plain_folder_is_refused(capsys, tmp_path):
     assert os.path.isdir(tmp_path / "toy" / "r1")
 
 
+def test_rm_of_a_symlinked_run_removes_the_link_and_never_its_target(capsys, tmp_path):
+    target = make_run(tmp_path / "elsewhere", "r1")
+    os.makedirs(tmp_path / "out" / "toy")
+    link = tmp_path / "out" / "toy" / "r1"
+    os.symlink(target, link)
+    code, out, err = mindexp(capsys, "rm", link, "--yes")
+    assert code == 0 and "removed 1 run(s)" in out, err
+    assert not os.path.lexists(link) and os.listdir(tmp_path / "out" / "toy") == []
+    assert sorted(os.listdir(target)) == ["config.json", "loss.csv", "run.json"]
+
+
 # -- gc ------------------------------------------------------------------------------
 
 def dirs_left(copy):

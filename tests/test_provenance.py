@@ -317,3 +317,60 @@ def test_diff_keeps_ints_names_different_experiments_and_marks_a_missing_outcome
     text = cli("diff", run_a, run_b).stdout
     assert "different experiments: a is toy, b is other" in text
     assert "different experiments" not in cli("diff", run_a, run_a).stdout
+
+
+def _plant_pyc(module_py, marker):
+    """A ``__pycache__`` entry for ``module_py`` whose code writes ``marker``,
+    unchecked-hash: the standard loader runs it without looking at the source."""
+    import importlib.util
+    import py_compile
+    evil = os.path.join(os.path.dirname(module_py), "evil_source.tmp")
+    with open(evil, "w", encoding="utf-8") as f:
+        f.write(f"open({str(marker)!r}, 'w').write('planted code ran')\nVALUE = 'planted'\n")
+    cache = importlib.util.cache_from_source(module_py)
+    py_compile.compile(evil, cfile=cache, doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    os.remove(evil)
+    return cache
+
+
+@pytest.mark.parametrize("folder", ["plain", "mindexp.experiments"])
+def test_captured_code_is_imported_from_source_never_from_a_planted_pyc(tmp_path, folder):
+    """Even past the manifest check, a planted .pyc never runs and none is written:
+    the entry file and a captured shipped module's sibling (``._helper``)."""
+    from mindexp.entry import import_file
+    code = tmp_path / f"run-{folder}" / "source" / folder
+    code.mkdir(parents=True)
+    relative = folder != "plain"
+    (code / "_helper.py").write_text("VALUE = 'checked source'\n")
+    (code / "entry_mod.py").write_text(
+        ("from ._helper import VALUE as HELPER\n" if relative else "HELPER = None\n")
+        + "VALUE = 'checked source'\n")
+    marker = tmp_path / "marker.txt"
+    planted = [_plant_pyc(str(code / "entry_mod.py"), marker),
+               _plant_pyc(str(code / "_helper.py"), marker)]
+    module = import_file(str(code / "entry_mod.py"))
+    assert module.VALUE == "checked source" and not marker.exists()
+    assert module.HELPER == ("checked source" if relative else None)
+    assert sorted(os.listdir(code / "__pycache__")) == sorted(map(os.path.basename, planted))
+
+
+@pytest.mark.slow
+def test_rerun_refuses_a_file_not_in_the_manifest_and_writes_no_bytecode(cli, tmp_path):
+    original = run_dir_of(cli("run", "linear", "--set", "epochs=1", "--quiet"))
+    source = os.path.join(original, "source", "mindexp.experiments")
+    env = {k: v for k, v in __import__("conftest").cli_env().items()
+           if k != "PYTHONDONTWRITEBYTECODE"}  # the default: Python writes caches
+    again = subprocess.run([__import__("sys").executable, "-m", "mindexp", "rerun", original,
+                            "--quiet"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300)
+    run_dir_of(again)
+    assert not os.path.exists(os.path.join(source, "__pycache__"))  # nothing written there
+    marker = tmp_path / "marker.txt"
+    cache = _plant_pyc(os.path.join(source, "_nets.py"), marker)
+    before = sorted(os.listdir(os.path.dirname(original)))
+    done = cli("rerun", original)
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert os.path.relpath(cache, original) in done.stderr and "not in the captured" in done.stderr
+    assert not marker.exists() and sorted(os.listdir(os.path.dirname(original))) == before

@@ -13,13 +13,26 @@ Paths: ``/`` (all runs), ``/run/<key>`` (one run), ``/files/<key>/...``
 A key is ``<root index>/<path below that root>``; anything that resolves
 outside the served folders (``..``, absolute paths, encoded or not,
 symlinks pointing out) is refused with 403.
+
+Safe to open: a run folder may hold files anyone planted (an SVG or HTML
+with script), and any web page the browser visits may try to reach the
+server (DNS rebinding). So run files are inert (text/plain or a download;
+raster images only with their type), every response carries a
+Content-Security-Policy (the page's own inline script by its hash, nothing
+from elsewhere) and refuses framing, and a request whose Host header does
+not name the bound address is refused with 403.
 """
+import base64
 import hashlib
 import html
+import ipaddress
 import json
 import logging
 import mimetypes
 import os
+import re
+import socket
+import stat
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,8 +48,37 @@ RUN_FILES = (schema.RUN_JSON, schema.CONFIG_JSON) + tuple(
     schema.LOGS[name].filename for name in ("loss", "params", "grad_norm", "eval"))
 
 
+# Sent on every response: never sniffed into another type, never framed, no referrer.
+COMMON_HEADERS = (("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY"),
+                  ("Referrer-Policy", "no-referrer"))
+# Anything but the page: nothing may load or run, even if a browser rendered it.
+CSP_INERT = "default-src 'none'; sandbox; frame-ancestors 'none'; base-uri 'none'; " \
+    "form-action 'none'"
+# The page: its inline script by hash, Plotly and data from this origin only. Styles
+# may be inline: Plotly and page.js set style attributes, and with every fetch limited
+# to 'self' a style cannot send anything elsewhere.
+CSP_PAGE = ("default-src 'none'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'none'")
+# Run files shown with their own type: raster images, which cannot carry script.
+RASTER_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
+                ".gif": "image/gif", ".webp": "image/webp"}
+# Shown as plain text (also when a browser would run them: svg, html, js); the rest
+# is a download.
+TEXT_TYPES = ("application/json", "application/xml", "image/svg+xml",
+              "application/xhtml+xml", "application/javascript")
+TEXT_SUFFIXES = (".csv", ".json", ".txt", ".log", ".diff", ".py", ".yaml", ".yml", ".toml",
+                 ".cfg", ".ini", ".md")
+CHUNK_BYTES = 64 * 1024
+IDLE_TIMEOUT_S = 60  # a client that neither sends nor reads for this long is dropped
+
+
 class Refused(Exception):
     """A request for a path outside the served folders."""
+
+
+class NotAFile(Exception):
+    """A request for something below the served folders that is not a regular file."""
 
 
 class RunIndex:
@@ -57,14 +99,14 @@ class RunIndex:
         if "\x00" in rel or os.path.isabs(rel) or rel.startswith("~"):
             raise Refused(key)
         path = os.path.realpath(os.path.join(root, rel))  # follows symlinks, folds ".."
-        if path != root and not path.startswith(root + os.sep):
+        if not is_within(path, root):
             raise Refused(key)
         return path
 
     def key_of(self, path):
         """The key of a path below one of the roots."""
         for index, root in enumerate(self.roots):
-            if path == root or path.startswith(root + os.sep):
+            if is_within(path, root):
                 rel = os.path.relpath(path, root)
                 return f"{index}/{'' if rel == '.' else rel.replace(os.sep, '/')}".rstrip("/")
         raise Refused(path)
@@ -142,30 +184,51 @@ class RunIndex:
         return data
 
 
+def is_within(path, root):
+    """Whether the absolute ``path`` is ``root`` or below it, compared by path
+    components (``/a/runs-private`` is not within ``/a/runs``)."""
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # one relative, one absolute
+        return False
+
+
 class Handler(BaseHTTPRequestHandler):
     """GET only; every answer is read from the served folders, nothing is written."""
 
     server_version = "mindexp"
     index = None  # the RunIndex, set on the server's handler class
+    timeout = IDLE_TIMEOUT_S  # a silent or stalled client never holds a thread for good
 
     def log_message(self, format, *args):  # noqa: A002 - the base class's name
         logger.debug("%s %s", self.address_string(), format % args)
 
     def do_GET(self):  # noqa: N802 - http.server's name
         try:
+            if not self._host_allowed():
+                return self._send_text(HTTPStatus.FORBIDDEN, "refused: the Host header does not "
+                                       "name this server's address")
             self._route(urlsplit(self.path))
         except Refused:
             self._send_text(HTTPStatus.FORBIDDEN, "refused: outside the served folders")
+        except NotAFile:
+            self._send_text(HTTPStatus.FORBIDDEN, "refused: not a regular file")
         except FileNotFoundError:
             self._send_text(HTTPStatus.NOT_FOUND, "not found")
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the browser went away
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            pass  # the browser went away, or stopped reading
         except Exception as exc:  # one bad request must not end the server
             logger.warning("dashboard request %s failed: %s", self.path, _one_line(exc))
             self._send_text(HTTPStatus.INTERNAL_SERVER_ERROR, f"error: {_one_line(exc)}")
 
     def do_HEAD(self):  # noqa: N802
         self.do_GET()
+
+    def _host_allowed(self):
+        """A DNS-rebinding page sends its own name as Host: answer only names of this server."""
+        host = (self.headers.get("Host") or "").strip().lower()
+        return host in allowed_hosts(self.server.server_address,
+                                     self.connection.getsockname()[0])
 
     def _route(self, url):
         path = unquote(url.path)  # decoded once: "%252e" stays the name "%2e"
@@ -194,17 +257,20 @@ class Handler(BaseHTTPRequestHandler):
         title = f"mindexp: {run_key}" if run_key else "mindexp dashboard"
         text = interactive.page(title, {"live": {"api": api, "every_ms": 1000}, "title": title},
                                 plotly_src="/static/plotly.min.js")
-        self._send(HTTPStatus.OK, text.encode(), "text/html; charset=utf-8")
+        self._send(HTTPStatus.OK, text.encode(), "text/html; charset=utf-8",
+                   csp=CSP_PAGE.format(hashes=" ".join(inline_script_hashes(text))))
 
     def _send_file(self, key):
         path = self.index.resolve(key.rstrip("/"))
         if os.path.isdir(path):
             return self._send_listing(key.rstrip("/"), path)
-        kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
-        if kind.startswith("text/") or path.endswith((".csv", ".json", ".txt", ".log")):
-            kind = "text/plain; charset=utf-8"  # shown, never run
-        with open(path, "rb") as f:
-            self._send(HTTPStatus.OK, f.read(), kind)
+        kind, disposition = file_type(path)
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            self._send_head(HTTPStatus.OK, size, kind,
+                            extra=[("Content-Disposition", disposition)] if disposition else [])
+            if self.command != "HEAD":
+                _copy_bytes(f, self.wfile, size)
 
     def _send_listing(self, key, path):
         names = sorted(os.listdir(path))
@@ -220,15 +286,99 @@ class Handler(BaseHTTPRequestHandler):
     def _send_text(self, status, text):
         self._send(status, (text + "\n").encode(), "text/plain; charset=utf-8")
 
-    def _send(self, status, body, kind, cache="no-store"):
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", cache)
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.end_headers()
+    def _send(self, status, body, kind, cache="no-store", csp=CSP_INERT):
+        self._send_head(status, len(body), kind, cache, csp)
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _send_head(self, status, length, kind, cache="no-store", csp=CSP_INERT, extra=()):
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(length))
+        self.send_header("Cache-Control", cache)
+        self.send_header("Content-Security-Policy", csp)
+        for name, value in (*COMMON_HEADERS, *extra):
+            self.send_header(name, value)
+        self.end_headers()
+
+
+def allowed_hosts(bound, local_ip):
+    """The Host values that name this server: loopback names and the bound
+    address (and ``local_ip``, the address the client reached) with the port;
+    without it too on port 80."""
+    port = bound[1]
+    names = {"127.0.0.1", "localhost", "[::1]", _bracketed(bound[0]), _bracketed(local_ip)}
+    return {f"{name}:{port}" for name in names} | (names if port == 80 else set())
+
+
+def _bracketed(address):
+    return f"[{address}]" if ":" in address else address
+
+
+def is_loopback(host):
+    """Whether the bound address ``host`` is reachable from this machine only."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def exposure_warning(server):
+    """The warning to print when ``server`` listens beyond this machine, else None."""
+    host, port = server.server_address[:2]
+    if is_loopback(host):
+        return None
+    return (f"warning: listening on {host}:{port}, so every file of the served runs is "
+            f"readable by anyone on the network who can reach this machine (no password); "
+            f"--host 127.0.0.1 keeps them to this machine")
+
+
+def inline_script_hashes(text):
+    """CSP sources (``'sha256-...'``) of the page's inline executable scripts
+    (a bare ``<script>``; the JSON data block is not run and needs none)."""
+    return [f"'sha256-{base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()}'"
+            for body in re.findall(r"<script>(.*?)</script>", text, flags=re.S)]
+
+
+def file_type(path):
+    """``(Content-Type, Content-Disposition or None)`` of a run file: raster images
+    with their type, text as text/plain, everything else a download."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix in RASTER_TYPES:
+        return RASTER_TYPES[suffix], None
+    guessed = mimetypes.guess_type(path)[0] or ""
+    if guessed.startswith("text/") or guessed in TEXT_TYPES or suffix in TEXT_SUFFIXES:
+        return "text/plain; charset=utf-8", None
+    name = quote(os.path.basename(path), safe="")
+    return "application/octet-stream", f"attachment; filename*=UTF-8''{name}"
+
+
+def open_regular(path):
+    """``path`` opened for reading if it is a regular file, else NotAFile.
+
+    Opened without blocking first: opening a FIFO for reading would wait for a
+    writer, holding the request's thread.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAFile(path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _copy_bytes(source, target, size):
+    """Copy ``size`` bytes in chunks (a file still growing sends what its length said)."""
+    left = size
+    while left > 0:
+        chunk = source.read(min(CHUNK_BYTES, left))
+        if not chunk:
+            break  # truncated meanwhile: the client sees a short body
+        target.write(chunk)
+        left -= len(chunk)
 
 
 _PLOTLY = []
@@ -253,14 +403,27 @@ def make_server(paths, host="127.0.0.1", port=0):
     except interactive.MissingExtraError as exc:
         raise MindexpError(str(exc).replace("interactive report", "dashboard")) from None
     handler = type("BoundHandler", (Handler,), {"index": RunIndex(paths)})
+    server_class = DashboardServer6 if ":" in host else DashboardServer
     try:
-        server = ThreadingHTTPServer((host, port), handler)
+        return server_class((host, port), handler)
     except OSError as exc:
         raise MindexpError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another "
                            f"--port (0 picks a free one). Received: --host {host} --port {port}"
                            ) from None
-    server.daemon_threads = True  # a hanging browser never blocks the exit
-    return server
+
+
+class DashboardServer(ThreadingHTTPServer):
+    """Request threads never hold up the stop: they are daemons and closing the
+    server does not wait for them (a client reading slowly, a poll still loading)."""
+
+    daemon_threads = True
+    block_on_close = False
+
+
+class DashboardServer6(DashboardServer):
+    """The same on an IPv6 address (``--host ::1``)."""
+
+    address_family = socket.AF_INET6
 
 
 def url_of(server):
@@ -270,7 +433,9 @@ def url_of(server):
 
 
 def serve_until_stopped(server, ready=None):
-    """Serve until Ctrl-C or SIGTERM, then close the socket; returns normally.
+    """Serve until Ctrl-C or SIGTERM, then close the socket; returns normally
+    and at once, whatever request threads are still doing (they are daemons:
+    a caller that wants the process gone ends it, see ``cmd_serve``).
 
     ``ready()`` is called once both signals are handled (announce the URL there).
     """
@@ -283,8 +448,14 @@ def serve_until_stopped(server, ready=None):
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        server.server_close()
+        # a second Ctrl-C must not interrupt the close: ignore both while closing
+        previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            server.server_close()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
 
 
 def _raise_interrupt(signum, frame):

@@ -436,13 +436,22 @@ def _folder_of(path):
 
 
 def cmd_serve(args):
-    from ..analysis.dashboard import make_server, serve_until_stopped, url_of
+    """Serve until Ctrl-C or SIGTERM, then end the process at once: it never
+    returns (bad input raises MindexpError before serving)."""
+    from ..analysis.dashboard import exposure_warning, make_server, serve_until_stopped, url_of
     server = make_server(args.paths, host=args.host, port=args.port)
+    warning = exposure_warning(server)
+    if warning:
+        print(f"mindexp: {warning}", file=sys.stderr, flush=True)
     serve_until_stopped(server, ready=lambda: print(
         f"mindexp dashboard of {', '.join(args.paths)} at {url_of(server)} (Ctrl-C to stop)",
         flush=True))
     print("mindexp: dashboard stopped", flush=True)
-    return EXIT_OK
+    # The socket is closed. Request threads may still be loading a poll or feeding a
+    # slow client, and pyarrow's CSV reader threads can hang the interpreter's exit
+    # (apache/arrow#33975): nothing is left to write, so end here.
+    sys.stderr.flush()
+    os._exit(EXIT_OK)
 
 
 def cmd_tensorboard(args):

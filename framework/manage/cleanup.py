@@ -126,9 +126,17 @@ def remove(targets):
         hidden = _hide(target.path)
         if not target.group:
             drop_from_indexes(target.path, target.meta.get("run_id"))
-        shutil.rmtree(hidden)
+        _delete(hidden)
         removed.append(target.path)
     return removed
+
+
+def _delete(path):
+    """Delete a hidden run or group folder; a symlink goes itself, never its target."""
+    if os.path.islink(path):
+        os.unlink(path)
+    else:
+        shutil.rmtree(path)
 
 
 def _hide(path):
@@ -230,6 +238,8 @@ def _index_name(folder):
 
 
 def _size(path):
+    if os.path.islink(path):
+        return 0  # removing a link frees nothing of its target
     if not os.path.isdir(path):
         return os.path.getsize(path) if os.path.exists(path) else 0
     total = 0

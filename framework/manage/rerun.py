@@ -33,6 +33,7 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
         block = F.provenance_of(meta)
         try:
             F.source_files(run_dir, block)
+            _refuse_unlisted(run_dir, meta)
         except RunDirError as exc:
             raise RunDirError(f"cannot rerun from the captured code: {exc}; "
                               "--current-code reruns with the experiment's file as it is now") \
@@ -59,6 +60,15 @@ def _base_config(config, user_set, current_code):
     if not current_code or user_set is None:
         return config
     return {k: v for k, v in config.items() if k in user_set}
+
+
+def _refuse_unlisted(run_dir, meta):
+    unlisted = F.unlisted_files(run_dir, meta)
+    if unlisted:
+        more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
+        raise RunDirError(f"{run_dir}: {unlisted[0]}{more} is not in the captured source's "
+                          "manifest (run.json); only the files captured with the run are "
+                          "accepted, remove it")
 
 
 def rerun(run_dir, overrides=None, out=None, current_code=False, name=None, quiet=True):

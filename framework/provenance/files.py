@@ -62,6 +62,38 @@ def source_files(run_dir, block):
     return texts
 
 
+def unlisted_files(run_dir, meta):
+    """Files below ``source/`` that no capture of the run wrote (relative paths,
+    sorted): a planted ``__pycache__/*.pyc`` or extra module would otherwise be
+    imported with the captured code. The captures' manifests list their source
+    files, their environment.txt and uncommitted.diff (the first capture's and
+    each resume's)."""
+    blocks = [provenance_of(meta)] + [provenance_of(r) for r in (meta or {}).get("resumes") or []
+                                      if isinstance(r, dict)]
+    listed = set()
+    for block in blocks:
+        listed.update(_recorded_paths(block))
+    found = []
+    for top, dirs, names in os.walk(os.path.join(run_dir, SOURCE_DIR)):
+        links = [d for d in dirs if os.path.islink(os.path.join(top, d))]  # never walked into
+        for name in names + links:
+            rel = os.path.relpath(os.path.join(top, name), run_dir)
+            if os.path.normpath(rel) not in listed:
+                found.append(rel)
+    return sorted(found)
+
+
+def _recorded_paths(block):
+    """Normalised run-relative paths a capture's block says it wrote."""
+    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    folder = source.get("dir") or SOURCE_DIR
+    paths = [os.path.join(folder, name) for name in (source.get("files") or {})
+             if isinstance(name, str)]
+    git = block.get("git") if isinstance(block.get("git"), dict) else {}
+    paths += [p for p in (block.get("environment"), git.get("diff")) if isinstance(p, str)]
+    return {os.path.normpath(p) for p in paths}
+
+
 def entry_path(run_dir, block):
     """Absolute path of the captured file that holds the experiment class."""
     source = block["source"]
