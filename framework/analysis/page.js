@@ -7,10 +7,10 @@
   var HEALTHY = ["completed", "running", "interrupted", "pruned"];
   // the faint raw curve behind a smoothed one doubles the drawing: only for a few runs
   var FAINT_RAW_MAX_RUNS = 12;
-  var LEGEND_CHARS = 56;       // a one-line legend label at most (the rest on hover)
+  var LEGEND_CHARS = 56;       // a legend line's length for many runs (the full label on hover)
   var COMMON_SHARE = 0.75;     // a value more runs share than this is left out of labels
   var MODEBAR_CLEARANCE = 32;  // top margin: Plotly's toolbar sits there, above the legend
-  var MAX_PLOT_HEIGHT = 640;
+  var MAX_PLOT_HEIGHT = 720;
   var boot = JSON.parse(document.getElementById("mindexp-data").textContent);
   var state = {data: null, hidden: {}, filter: "", sortKey: null, sortDir: 1, labels: [],
                smooth: 0.6, logy: {}, version: null, inflight: false, plots: {}};
@@ -99,19 +99,18 @@
     var v = (run.fields || {})[name];
     return v === null || v === undefined ? "" : String(v);
   }
-  // A run's legend entry: its label wrapped at commas for a few runs (three
-  // lines at most), one line each for many; the full label is its hover text.
+  // A run's legend entry: its label wrapped at commas (a few runs: short lines,
+  // three at most; many: long lines, two at most); the full label is its hover text.
   function legendName(run, index) {
-    var label = state.labels[index];
-    var tail = healthy(run) ? "" : " <b>[" + run.status + "]</b>";
-    if (state.data.runs.length > FAINT_RAW_MAX_RUNS) return esc(trunc(label, LEGEND_CHARS)) + tail;
-    var lines = [""];
-    label.split(", ").forEach(function (p) {
+    var many = state.data.runs.length > FAINT_RAW_MAX_RUNS;
+    var width = many ? LEGEND_CHARS : 30, most = many ? 2 : 3, lines = [""];
+    state.labels[index].split(", ").forEach(function (p) {
       var cur = lines[lines.length - 1];
-      if (cur && (cur + ", " + p).length > 30) lines.push(p); else lines[lines.length - 1] = cur ? cur + ", " + p : p;
+      if (cur && (cur + ", " + p).length > width) lines.push(p); else lines[lines.length - 1] = cur ? cur + ", " + p : p;
     });
-    if (lines.length > 3) lines = lines.slice(0, 2).concat([trunc(lines.slice(2).join(", "), 30)]);
-    return lines.map(function (l) { return esc(trunc(l, 34)); }).join("<br>") + tail;
+    if (lines.length > most) lines = lines.slice(0, most - 1).concat([trunc(lines.slice(most - 1).join(", "), width)]);
+    return lines.map(function (l) { return esc(trunc(l, width + 4)); }).join("<br>") +
+      (healthy(run) ? "" : " <b>[" + run.status + "]</b>");
   }
   function fullLabel(run) {
     return run.id + " (" + run.status + ")" + (run.label !== run.id ? "\n" + run.label : "");
@@ -428,8 +427,9 @@
     });
     var yaxis = {title: {text: fig.ytitle}, type: log ? "log" : "linear", exponentformat: "power"};
     if (built.range) { yaxis.range = built.range; yaxis.autorange = false; }
-    var entries = built.traces.filter(function (t) { return t.showlegend !== false; }).length;
-    var layout = {height: plotHeight(entries), margin: {l: 64, r: 8, t: MODEBAR_CLEARANCE, b: 40},
+    var lines = built.traces.filter(function (t) { return t.showlegend !== false; })
+      .map(function (t) { return t.name.split("<br>").length; });
+    var layout = {height: plotHeight(lines), margin: {l: 64, r: 8, t: MODEBAR_CLEARANCE, b: 40},
                   xaxis: {title: {text: "step"}},
                   yaxis: yaxis, shapes: shapes, annotations: notes, hovermode: "closest",
                   legend: {font: {size: 11}, itemclick: "toggle", itemdoubleclick: false,
@@ -439,10 +439,11 @@
       .then(function () { titleLegend(c.plot); });
   }
 
-  // Tall enough for a one-line legend of every run (it scrolls past MAX_PLOT_HEIGHT).
-  function plotHeight(entries) {
-    var perEntry = state.data.runs.length > FAINT_RAW_MAX_RUNS ? 19 : 44;
-    return Math.max(340, Math.min(MAX_PLOT_HEIGHT, MODEBAR_CLEARANCE + 48 + perEntry * entries));
+  // Tall enough for the whole legend (lines: the line count of each entry);
+  // past MAX_PLOT_HEIGHT the legend scrolls.
+  function plotHeight(lines) {
+    var need = lines.reduce(function (sum, n) { return sum + 6 + 15 * n; }, 0);
+    return Math.max(340, Math.min(MAX_PLOT_HEIGHT, MODEBAR_CLEARANCE + 48 + need));
   }
 
   function drawFinal(c, fig) {
