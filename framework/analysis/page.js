@@ -376,7 +376,8 @@
         traces.push(Object.assign({}, common, {y: t.y, mode: "lines", showlegend: false, hoverinfo: "skip",
                                                opacity: 0.25, line: {color: run.color, width: 1}}));
       }
-      var first = t.legend && !inLegend[run.id];
+      // a run the filter leaves out leaves the legend too (one hidden by a click stays, greyed)
+      var first = t.legend && !inLegend[run.id] && state.listed[t.run];
       if (first) inLegend[run.id] = true;
       traces.push(Object.assign({}, common, {
         y: y, mode: t.kind === "eval" ? "lines+markers" : "lines", name: legendName(run, t.run),
@@ -474,7 +475,8 @@
 
   function renderPlots() {
     var d = state.data, wanted = {};
-    state.labels = legendLabels(d.runs, listedRuns());
+    state.listed = listedRuns();
+    state.labels = legendLabels(d.runs, state.listed);
     d.figures.forEach(function (fig) {
       wanted[fig.id] = true;
       var c = card(fig);
