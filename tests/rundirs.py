@@ -156,3 +156,36 @@ def five_runs(root, cli_run):
             args += ["--set", item]
         cli_run(*args)
     return os.path.join(str(root), "demo")
+
+
+# Looking at many runs: 25 hand-written runs of one experiment, the defaults
+# that every run repeats (empty early_stop, keep_best none, ...), one run
+# with an odd epochs and one early-stopped at step 10 of 24.
+MANY_OPTIMIZERS = ("sgd", "momentum", "adam")
+EARLY_STOPPED = 7   # the index of the early-stopped run
+ODD_EPOCHS = 11     # the index of the run with epochs=6
+
+
+def many_runs(root, count=25):
+    """Write ``count`` runs into ``root/many/``; returns that folder."""
+    for i in range(count):
+        optimizer, lr = MANY_OPTIMIZERS[i % 3], round(0.01 * (1 + i), 2)
+        config = {"epochs": 12, "optimizer": optimizer, "lr": lr, "early_stop": "",
+                  "patience": 5, "checkpoint_monitor": "", "keep_best": None}
+        steps, meta = 24, {"total_steps": 24}
+        if i == EARLY_STOPPED:
+            steps = 10
+            config.update(early_stop="eval_loss", patience=2)
+            meta["stop_reason"] = "early stop at epoch 5: eval_loss did not improve on 0.1 for 2 epochs"
+        if i == ODD_EPOCHS:
+            config["epochs"], steps, meta["total_steps"] = 6, 12, 12
+        if i % 8 == 3:
+            config.update(checkpoint_monitor="eval_loss", keep_best=2)
+        rate = 0.8 + 0.15 * (i % 7) / 7
+        losses = [round(rate ** s * (1 + 0.01 * i), 6) for s in range(1, steps + 1)]
+        make_run(root, f"20260101-0000{i:02d}-{optimizer}-{i:06x}", experiment="many",
+                 config=config, losses=losses, meta=meta,
+                 params={"dense.weight": [2 - 1.5 * l for l in losses]},
+                 eval_rows=[{"epoch": e, "step": 2 * e, "loss": losses[2 * e - 1] * 1.1,
+                             "mae": losses[2 * e - 1] ** 0.5} for e in range(1, steps // 2 + 1)])
+    return os.path.join(str(root), "many")

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from conftest import cli_env, require
-from rundirs import five_runs, make_run
+from rundirs import EARLY_STOPPED, ODD_EPOCHS, five_runs, make_run, many_runs
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:
@@ -36,6 +36,7 @@ def page_of(browser):
 
     def open_page(url, width=1400):
         page = browser.new_page(viewport={"width": width, "height": 900})
+        page.set_default_timeout(120_000)  # a loaded machine parses 4.6 MB of Plotly slowly
         errors = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
@@ -188,6 +189,151 @@ def test_dashboard_pages_work_under_their_content_security_policy(tmp_path, page
         assert "default-src 'none'" in response.headers["content-security-policy"]
         assert page.title() != "ran" and "<script>" in page.locator("body").inner_text()
         assert errors == [], errors
+
+
+# -- looking at many runs ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    """25 hand-written runs (tests/rundirs.py: many_runs) and their report."""
+    root = tmp_path_factory.mktemp("many")
+    folder = many_runs(root)
+    done = subprocess.run([sys.executable, "-m", "mindexp", "report", folder, "--out",
+                           str(root / "report.html")], env=cli_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def _legend_clear_of_modebar(page):
+    """Per figure with a legend: its id, the modebar's and the legend's boxes, the
+    first legend entry's box, and the card's right edge (page coordinates)."""
+    return page.evaluate("""() => Array.from(document.querySelectorAll('.card')).map(c => {
+        const box = e => { const r = e.getBoundingClientRect();
+                           return [r.left, r.top, r.right, r.bottom]; };
+        const legend = c.querySelector('.legend rect.bg');
+        return legend && [c.dataset.figure, box(c.querySelector('.modebar')), box(legend),
+                          box(c.querySelector('.legend .traces')), box(c)[2]];
+    }).filter(Boolean)""")
+
+
+def _overlap(a, b):
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _legend_texts(page, figure="loss"):
+    """The legend's labels, lines joined by ", " (Plotly draws one tspan per line)."""
+    return page.evaluate(f"""() => Array.from(document.querySelectorAll(
+        '[data-figure="{figure}"] .legend .traces .legendtext')).map(t => {{
+            const lines = t.querySelectorAll('tspan.line');
+            return lines.length ? Array.from(lines).map(l => l.textContent).join(', ')
+                                : t.textContent; }})""")
+
+
+def _check_many_runs_page(page, width):
+    """What every page of the 25 runs must show, report or dashboard."""
+    page.wait_for_selector(".card .legend .traces")
+    boxes = _legend_clear_of_modebar(page)
+    assert len(boxes) >= 4, boxes  # loss, eval_loss, eval_mae, lr, dense.weight
+    for figure, modebar, legend, first, right in boxes:
+        assert modebar[3] > modebar[1] and first[3] > first[1]  # both laid out
+        assert not _overlap(modebar, legend), (figure, modebar, legend)
+        assert not _overlap(modebar, first), (figure, modebar, first)
+        assert legend[2] <= right + 1, (figure, legend, right)  # the legend fits the card
+    colours = page.evaluate("""() => [
+        document.querySelector('[data-figure="loss"] .plot').data
+            .filter(t => t.showlegend).map(t => t.line.color),
+        Array.from(document.querySelectorAll('#runs .swatch')).map(s => s.style.background)]""")
+    assert [len(c) for c in colours] == [25, 25]
+    assert len(set(colours[0])) == 25 and len(set(colours[1])) == 25
+    labels = _legend_texts(page)
+    assert len(labels) == 25
+    # only what differs, nothing empty: no defaults every run repeats
+    assert not any(bad in label for label in labels
+                   for bad in ("early_stop=,", "keep_best=none", "checkpoint_monitor=,", "seed=",
+                               "=,", "epochs=12", "patience=5"))
+    assert all("optimizer=" in label and ", lr=" in label for label in labels), labels
+    assert sum("epochs=6" in label for label in labels) == 1
+    assert sum("early_stop=eval_loss" in label for label in labels) == 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1280, 1400])
+def test_25_run_report_legend_clear_of_the_toolbar_distinct_colours_short_labels(
+        many, page_of, tmp_path, width):
+    page, errors = page_of((many / "report.html").as_uri(), width)
+    _check_many_runs_page(page, width)
+    page.screenshot(path=str(tmp_path / f"report-25-{width}.png"))
+    assert errors == []
+
+
+@pytest.mark.slow
+def test_25_run_labels_follow_the_filter_and_hover_shows_the_full_label(many, page_of):
+    page, errors = page_of((many / "report.html").as_uri(), 1280)
+    page.wait_for_selector(".card .legend .traces")
+    title = page.evaluate("""() => document.querySelector(
+        '[data-figure="loss"] .legend .traces title').textContent""")
+    assert title.startswith("20260101-000000-sgd-000000 (completed)")
+    assert "early_stop=" in title and "keep_best=none" in title  # the full label
+    page.fill("#filter", "adam")
+    page.wait_for_function("document.querySelectorAll('#runs tbody tr').length === 8")
+    page.wait_for_function("""() => !Array.from(document.querySelectorAll(
+        '[data-figure="loss"] .legend .traces .legendtext'))
+        .some(t => t.textContent.startsWith('optimizer='))""")
+    adam = _legend_texts(page)  # only adam runs listed: optimizer= left out
+    assert len(adam) == 8 and len(set(adam)) == 8
+    assert all("lr=" in text and "optimizer=" not in text for text in adam), adam
+    assert errors == []
+
+
+@pytest.mark.slow
+def test_legend_labels_function_keeps_differing_nonempty_uncommon_values(many, page_of):
+    page, errors = page_of((many / "report.html").as_uri(), 1280)
+    labels = page.evaluate("""() => {
+        const run = (short, fields, experiment) => ({short, fields, experiment: experiment || 'x'});
+        const f = window.mindexpPage.legendLabels;
+        const three = [run('a', {lr: '0.1', early_stop: null, opt: 'sgd'}),
+                       run('b', {lr: '0.2', early_stop: 'loss', opt: 'sgd'}),
+                       run('c', {lr: '0.2', early_stop: null, opt: 'adam'})];
+        const eight = [0, 1, 2, 3, 4, 5, 6, 7].map(i =>
+            run('r' + i, {epochs: i === 7 ? '6' : '12', lr: String(i)}));
+        const twins = [run('p', {lr: '1', note: null}), run('q', {lr: '1', note: ''}),
+                       run('s', {lr: '2', note: null}, 'y')];
+        return [f(three, [true, true, true]), f(three, [false, true, true]),
+                f(three, [true, false, false]), f(eight, eight.map(() => true)),
+                f(twins, [true, true, true])]; }""")
+    assert labels[0] == ["lr=0.1, opt=sgd", "lr=0.2, early_stop=loss, opt=sgd",
+                         "lr=0.2, opt=adam"]
+    assert labels[1][1:] == ["early_stop=loss, opt=sgd", "opt=adam"]  # a's lr is not listed
+    assert labels[2][0] == "a"  # alone: nothing differs, its short id
+    assert labels[3] == [f"lr={i}" for i in range(7)] + ["epochs=6, lr=7"]  # 12 is common
+    assert labels[4] == ["x, lr=1, p", "x, lr=1, q", "y, lr=2"]  # same label: the id added
+    assert errors == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1280, 1400])
+def test_25_run_dashboard_same_page_and_an_early_stopped_run_is_complete(
+        many, page_of, tmp_path, width):
+    from mindexp.analysis.dashboard import make_server, url_of
+    server = make_server([str(many)], port=0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    try:
+        page, errors = page_of(url_of(server), width)
+        page.wait_for_selector("#runs tbody tr")
+        _check_many_runs_page(page, width)
+        progress = page.evaluate("""() => Object.fromEntries(Array.from(
+            document.querySelectorAll('#runs tbody tr')).map(tr => [
+                tr.querySelector('td.run').innerText.trim(),
+                tr.querySelector('td.progress').textContent]))""")
+        assert EARLY_STOPPED == 7 and ODD_EPOCHS == 11  # the runs named below
+        assert progress["momentum-000007"] == "10 / 10 \u00b7 early stop"  # was 10 / 24
+        assert progress["adam-00000b"] == "12 / 12"
+        assert sum(text == "24 / 24" for text in progress.values()) == 23
+        page.screenshot(path=str(tmp_path / f"dashboard-25-{width}.png"))
+        assert errors == []
     finally:
         server.shutdown()
         server.server_close()

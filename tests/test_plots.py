@@ -198,3 +198,24 @@ def test_params_png_shows_elements_of_small_and_norms_of_large_tensors(tmp_path)
     assert by_panel == [["out.bias", "out.bias target 0.5"],
                         ["hidden.bias[0]", "hidden.bias[1]"], ["hidden.weight:norm"]]
     assert fig.axes[0].lines[1].get_linestyle() == "--"
+
+
+def test_run_plot_titles_fit_in_the_figure_with_a_long_run_id(tmp_path):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    run_dir = make_run(tmp_path, "20261201-101500-momentum-small-lr-with-warmup-1a2b3c",
+                       experiment="classification_mlp", status="interrupted",
+                       params={"dense.weight": [1, 2, 3], "dense.bias": [0, 1, 2]},
+                       eval_rows=[{"epoch": 1, "step": 2, "accuracy": 0.5}])
+    for draw in (plots.params_plot, plots.loss_plot, plots.eval_plot):
+        fig = draw(run_dir)
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        titles = [t for t in [fig._suptitle] + [ax.title for ax in fig.axes]
+                  if t is not None and t.get_text()]
+        text = "\n".join(t.get_text() for t in titles)
+        assert "(interrupted!)" in text and "momentum-small-lr-with-warmup-1a2b3c" in \
+            text.replace("\n", "")  # a word longer than a line is split, not lost
+        for title in titles:
+            box = title.get_window_extent(canvas.get_renderer())
+            assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (draw.__name__, title.get_text())
+            assert 0 <= box.y0 and box.y1 <= fig.bbox.height, (draw.__name__, title.get_text())

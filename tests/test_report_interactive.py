@@ -118,3 +118,54 @@ def test_fifty_runs_of_ten_thousand_steps_stay_under_20_mb(tmp_path):
     assert len(data["table"]["rows"]) == 50
     loss = data["figures"][0]["traces"][0]
     assert loss["x"][0] == 1 and loss["x"][-1] == steps and len(loss["x"]) <= payload.MAX_POINTS + 1
+
+
+# -- many runs: colours, labels' fields, progress of a stopped run -----------------
+
+def _oklab_distance(a, b):
+    from mindexp.analysis.colors import oklab
+    return sum((x - y) ** 2 for x, y in zip(oklab(a), oklab(b))) ** 0.5
+
+
+def test_run_colors_keep_plotlys_ten_then_stay_distinct_and_stable():
+    from itertools import combinations
+    from mindexp.analysis.colors import run_colors
+    plotly_ten = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                  "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+    assert run_colors(3) == plotly_ten[:3] and run_colors(10) == plotly_ten
+    colors = run_colors(25)
+    assert colors[:10] == plotly_ten and len(set(colors)) == 25
+    assert all(re.fullmatch(r"#[0-9a-f]{6}", c) for c in colors)
+    # as far apart as Plotly's own ten are (0.11 in OKLab), give or take
+    assert min(_oklab_distance(a, b) for a, b in combinations(colors, 2)) > 0.09
+    assert run_colors(60)[:25] == colors  # a run keeps its colour when others come
+    assert len(set(run_colors(1200))) == 1200  # past the grid's size: still distinct
+
+
+def test_report_gives_every_run_its_own_colour_and_only_nonempty_differing_fields(tmp_path):
+    from rundirs import many_runs
+    folder = many_runs(tmp_path)
+    data = payload.build(load_runs(folder), "t")
+    assert len({r["color"] for r in data["runs"]}) == 25
+    fields = {r["short"]: r["fields"] for r in data["runs"]}
+    first = fields["sgd-000000"]
+    assert "seed" not in first  # the same in every run
+    assert first["early_stop"] is None and first["keep_best"] is None  # empty: left out
+    assert first["optimizer"] == "sgd" and first["lr"] == "0.01"
+    assert fields["momentum-000001"]["checkpoint_monitor"] is None and \
+        fields["sgd-000003"]["keep_best"] == "2"
+
+
+def test_an_early_stopped_run_shows_complete_progress_and_the_stop(tmp_path):
+    stopped = make_run(tmp_path, "20260101-000000-stop-aaaaaa", losses=[0.5] * 99,
+                       meta={"total_steps": 880, "stop_reason": "early stop at epoch 9: ..."})
+    failed = make_run(tmp_path, "20260101-000001-fail-bbbbbb", status="failed",
+                      losses=[0.5] * 45, meta={"total_steps": 880})
+    progress = {r["short"]: r["progress"] for r in
+                payload.build(load_runs(tmp_path), "t", progress=True)["runs"]}
+    assert progress["stop-aaaaaa"]["step"] == progress["stop-aaaaaa"]["total"] == 99
+    assert progress["stop-aaaaaa"]["stop"] == "early stop"
+    assert progress["stop-aaaaaa"]["planned"] == 880
+    assert (progress["fail-bbbbbb"]["step"], progress["fail-bbbbbb"]["total"],
+            progress["fail-bbbbbb"]["stop"]) == (45, 880, None)  # a failure is no stop
+    assert os.path.isdir(stopped) and os.path.isdir(failed)

@@ -7,8 +7,12 @@
   var HEALTHY = ["completed", "running", "interrupted", "pruned"];
   // the faint raw curve behind a smoothed one doubles the drawing: only for a few runs
   var FAINT_RAW_MAX_RUNS = 12;
+  var LEGEND_CHARS = 56;       // a legend line's length for many runs (the full label on hover)
+  var COMMON_SHARE = 0.75;     // a value more runs share than this is left out of labels
+  var MODEBAR_CLEARANCE = 32;  // top margin: Plotly's toolbar sits there, above the legend
+  var MAX_PLOT_HEIGHT = 720;
   var boot = JSON.parse(document.getElementById("mindexp-data").textContent);
-  var state = {data: null, hidden: {}, filter: "", sortKey: null, sortDir: 1,
+  var state = {data: null, hidden: {}, filter: "", sortKey: null, sortDir: 1, labels: [],
                smooth: 0.6, logy: {}, version: null, inflight: false, plots: {}};
 
   // -- small helpers ---------------------------------------------------------------
@@ -53,20 +57,86 @@
     return rows.length ? rows[0].cells.map(fmt).join(" ") : "";
   }
   function shown(run, index) { return !state.hidden[run.id] && matches(run, rowTextOf(index)); }
-  // The config label wrapped at its commas (legends stay narrow), three lines at most.
-  function legendName(run) {
-    if (state.data.runs.length > FAINT_RAW_MAX_RUNS) {  // many runs: one line each (faster, shorter)
-      return esc(trunc(run.label === run.id ? run.short : run.label, 40)) +
-        (healthy(run) ? "" : " <b>[" + run.status + "]</b>");
-    }
-    var parts = (run.label === run.id ? run.short : run.label).split(", "), lines = [""];
-    parts.forEach(function (p) {
-      var cur = lines[lines.length - 1];
-      if (cur && (cur + ", " + p).length > 30) lines.push(p); else lines[lines.length - 1] = cur ? cur + ", " + p : p;
+  // Legend labels, one per run: the config fields whose values differ between
+  // the listed runs (those the filter lets through; a run hidden by a click
+  // stays in the legend, greyed, so it still counts and labels do not change
+  // under the pointer). Left out: empty values (none, ""), and a value that
+  // more than COMMON_SHARE of the listed runs share (epochs=12 in 24 runs of
+  // 25: only the odd one says epochs=6). The experiment's name leads when the
+  // runs come from several. A run with nothing left, or whose label another
+  // run has too, is (also) named by its short id.
+  function legendLabels(runs, listed) {
+    var names = [], experiments = {}, total = 0;
+    runs.forEach(function (r, i) {
+      if (!listed[i]) return;
+      total += 1;
+      experiments[r.experiment] = true;
+      Object.keys(r.fields || {}).forEach(function (k) { if (names.indexOf(k) < 0) names.push(k); });
     });
-    if (lines.length > 3) lines = lines.slice(0, 2).concat([trunc(lines.slice(2).join(", "), 30)]);
-    var name = lines.map(function (l) { return esc(trunc(l, 34)); }).join("<br>");
-    return name + (healthy(run) ? "" : " <b>[" + run.status + "]</b>");
+    var differing = [], common = {};
+    names.forEach(function (k) {
+      var counts = {};
+      runs.forEach(function (r, i) {
+        if (listed[i]) { var v = fieldOf(r, k); counts[v] = (counts[v] || 0) + 1; }
+      });
+      var values = Object.keys(counts);
+      if (values.length < 2) return;
+      differing.push(k);
+      values.forEach(function (v) { if (counts[v] > COMMON_SHARE * total) common[k] = v; });
+    });
+    var several = Object.keys(experiments).length > 1;
+    var labels = runs.map(function (r) {
+      var parts = differing.filter(function (k) { return fieldOf(r, k) !== "" && fieldOf(r, k) !== common[k]; })
+        .map(function (k) { return k + "=" + fieldOf(r, k); });
+      if (several) parts.unshift(String(r.experiment));
+      return parts.join(", ");
+    });
+    var count = {};
+    labels.forEach(function (l, i) { if (listed[i]) count[l] = (count[l] || 0) + 1; });
+    return labels.map(function (l, i) { return !l || count[l] > 1 ? (l ? l + ", " : "") + runs[i].short : l; });
+  }
+  function fieldOf(run, name) {  // "" for an empty or absent value
+    var v = (run.fields || {})[name];
+    return v === null || v === undefined ? "" : String(v);
+  }
+  // A run's legend entry: its label wrapped at commas (a few runs: short lines,
+  // three at most; many: long lines, two at most); the full label is its hover text.
+  function legendName(run, index) {
+    var many = state.data.runs.length > FAINT_RAW_MAX_RUNS;
+    var width = many ? LEGEND_CHARS : 30, most = many ? 2 : 3, lines = [""];
+    state.labels[index].split(", ").forEach(function (p) {
+      var cur = lines[lines.length - 1];
+      if (cur && (cur + ", " + p).length > width) lines.push(p); else lines[lines.length - 1] = cur ? cur + ", " + p : p;
+    });
+    if (lines.length > most) lines = lines.slice(0, most - 1).concat([trunc(lines.slice(most - 1).join(", "), width)]);
+    return lines.map(function (l) { return esc(trunc(l, width + 4)); }).join("<br>") +
+      (healthy(run) ? "" : " <b>[" + run.status + "]</b>");
+  }
+  function fullLabel(run) {
+    return run.id + " (" + run.status + ")" + (run.label !== run.id ? "\n" + run.label : "");
+  }
+  // Plotly draws no tooltip on legend entries: an SVG <title> per entry gives one.
+  function titleLegend(plot) {
+    Array.prototype.forEach.call(plot.querySelectorAll(".legend .traces"), function (g) {
+      var d = g.__data__, trace = d && d[0] && d[0].trace;
+      var run = trace && state.data.runs.filter(function (r) { return r.id === trace.meta; })[0];
+      if (!run) return;
+      var title = g.querySelector("title");
+      if (!title) title = g.insertBefore(document.createElementNS("http://www.w3.org/2000/svg", "title"), g.firstChild);
+      title.textContent = fullLabel(run);
+    });
+  }
+  // The full label in a curve's hover box, a few fields per line.
+  function hoverLabel(run) {
+    var lines = [""];
+    run.label.split(", ").forEach(function (p) {
+      var cur = lines[lines.length - 1];
+      if (cur && (cur + ", " + p).length > 60) lines.push(p); else lines[lines.length - 1] = cur ? cur + ", " + p : p;
+    });
+    return lines.map(esc).join("<br>");
+  }
+  function listedRuns() {
+    return state.data.runs.map(function (run, i) { return matches(run, rowTextOf(i)); });
   }
   // TensorBoard's smoothing: an exponential moving average, debiased so the
   // first points are not pulled towards zero.
@@ -213,8 +283,10 @@
     if (c.key === "#error") return el("td", {"class": "text ellip error", "title": v}, v);
     if (c.key === "#progress") {
       var p = run.progress || {};
-      td = el("td", {"class": "num progress", "title": p.total ? Math.round(100 * p.step / p.total) + "%" : ""},
-              p.step + " / " + (p.total || "?"));
+      var note = p.stop ? (run.stop_reason || p.stop) + (p.planned ? " (planned: " + p.planned + " steps)" : "")
+        : (p.total ? Math.round(100 * p.step / p.total) + "%" : "");
+      td = el("td", {"class": "num progress", "title": note},
+              p.step + " / " + (p.total || "?") + (p.stop ? " \u00b7 " + p.stop : ""));
       if (p.total) td.appendChild(el("div", {"class": "bar", "style": "width:" + Math.min(100, 100 * p.step / p.total) + "%"}));
       return td;
     }
@@ -304,14 +376,15 @@
         traces.push(Object.assign({}, common, {y: t.y, mode: "lines", showlegend: false, hoverinfo: "skip",
                                                opacity: 0.25, line: {color: run.color, width: 1}}));
       }
-      var first = t.legend && !inLegend[run.id];
+      // a run the filter leaves out leaves the legend too (one hidden by a click stays, greyed)
+      var first = t.legend && !inLegend[run.id] && state.listed[t.run];
       if (first) inLegend[run.id] = true;
       traces.push(Object.assign({}, common, {
-        y: y, mode: t.kind === "eval" ? "lines+markers" : "lines", name: legendName(run),
+        y: y, mode: t.kind === "eval" ? "lines+markers" : "lines", name: legendName(run, t.run),
         showlegend: first,
         line: {color: run.color, width: 1.6, dash: t.kind === "eval" ? "dot" : "solid"},
         marker: {size: 5},
-        hovertemplate: "<b>" + esc(run.short) + "</b> " + esc(trunc(run.label, 60)) + "<br>" + esc(t.name) +
+        hovertemplate: "<b>" + esc(run.short) + "</b> " + hoverLabel(run) + "<br>" + esc(t.name) +
           (smooth ? " (smoothed)" : "") + " = %{y:.5g}<br>step %{x}<extra></extra>"}));
       var stop = run.diverged_at || (run.status === "failed" && t.x.length ? t.x[t.x.length - 1] : null);
       if (stop !== null && stop !== undefined && t.legend && t.kind !== "eval" && t.x.length) {
@@ -355,11 +428,23 @@
     });
     var yaxis = {title: {text: fig.ytitle}, type: log ? "log" : "linear", exponentformat: "power"};
     if (built.range) { yaxis.range = built.range; yaxis.autorange = false; }
-    var layout = {height: 340, margin: {l: 64, r: 8, t: 8, b: 40}, xaxis: {title: {text: "step"}},
+    var lines = built.traces.filter(function (t) { return t.showlegend !== false; })
+      .map(function (t) { return t.name.split("<br>").length; });
+    var layout = {height: plotHeight(lines), margin: {l: 64, r: 8, t: MODEBAR_CLEARANCE, b: 40},
+                  xaxis: {title: {text: "step"}},
                   yaxis: yaxis, shapes: shapes, annotations: notes, hovermode: "closest",
-                  legend: {font: {size: 11}, itemclick: "toggle", itemdoubleclick: false},
+                  legend: {font: {size: 11}, itemclick: "toggle", itemdoubleclick: false,
+                           tracegroupgap: 2},
                   uirevision: fig.id + (log ? ":log" : ":lin") + ":" + state.smooth};
-    Plotly.react(c.plot, built.traces, layout, {displaylogo: false, responsive: true});
+    Plotly.react(c.plot, built.traces, layout, {displaylogo: false, responsive: true})
+      .then(function () { titleLegend(c.plot); });
+  }
+
+  // Tall enough for the whole legend (lines: the line count of each entry);
+  // past MAX_PLOT_HEIGHT the legend scrolls.
+  function plotHeight(lines) {
+    var need = lines.reduce(function (sum, n) { return sum + 6 + 15 * n; }, 0);
+    return Math.max(340, Math.min(MAX_PLOT_HEIGHT, MODEBAR_CLEARANCE + 48 + need));
   }
 
   function drawFinal(c, fig) {
@@ -367,16 +452,20 @@
     var log = fig.id in state.logy ? state.logy[fig.id] : fig.log;
     c.check.checked = log;
     var points = fig.points.slice().sort(function (a, b) { return a.value - b.value; });
-    var names = points.map(function (p) { var r = d.runs[p.run]; return r.short + "  " + trunc(r.label === r.id ? "" : r.label, 40); });
+    var names = points.map(function (p) {
+      var r = d.runs[p.run], label = state.labels[p.run];
+      return r.short + (label === r.short ? "" : "  " + trunc(label, LEGEND_CHARS));
+    });
     var traces = points.map(function (p, i) {
       var run = d.runs[p.run], vis = shown(run, p.run);
-      return {x: [p.value], y: [names[i]], type: "scatter", mode: "markers", name: legendName(run),
+      return {x: [p.value], y: [names[i]], type: "scatter", mode: "markers", name: legendName(run, p.run),
               legendgroup: run.id, meta: run.id, showlegend: false, visible: vis ? true : "legendonly",
               marker: {size: 11, color: run.color, symbol: healthy(run) ? "circle" : "x"},
-              hovertemplate: "<b>" + esc(run.short) + "</b> " + esc(run.label) + "<br>final loss %{x:.6g} (" +
+              hovertemplate: "<b>" + esc(run.short) + "</b> " + hoverLabel(run) + "<br>final loss %{x:.6g} (" +
                 run.status + ")<extra></extra>"};
     });
-    var layout = {height: Math.max(160, 60 + 24 * points.length), margin: {l: 8, r: 16, t: 8, b: 40},
+    var layout = {height: Math.max(160, 60 + 24 * points.length),
+                  margin: {l: 8, r: 16, t: MODEBAR_CLEARANCE, b: 40},
                   xaxis: {title: {text: "final loss"}, type: log ? "log" : "linear", exponentformat: "power"},
                   yaxis: {automargin: true, autorange: "reversed", type: "category",
                           categoryorder: "array", categoryarray: names},
@@ -386,6 +475,8 @@
 
   function renderPlots() {
     var d = state.data, wanted = {};
+    state.listed = listedRuns();
+    state.labels = legendLabels(d.runs, state.listed);
     d.figures.forEach(function (fig) {
       wanted[fig.id] = true;
       var c = card(fig);
@@ -394,6 +485,7 @@
         // one run hidden everywhere: a legend click toggles the run in every figure
         c.plot.on("plotly_legendclick", function (ev) { toggleRun(ev.data[ev.curveNumber].meta); return false; });
         c.plot.on("plotly_legenddoubleclick", function () { return false; });
+        c.plot.on("plotly_afterplot", function () { titleLegend(c.plot); });
         c.bound = true;
       }
     });
@@ -450,6 +542,9 @@
       document.getElementById("live").className = "live down";
     }).then(function () { state.inflight = false; });
   }
+
+  // the pure helpers, for the browser tests
+  window.mindexpPage = {legendLabels: legendLabels};
 
   bindControls();
   if (boot.live) {

@@ -9,14 +9,14 @@ import os
 import re
 
 from ..callbacks import schema
-from .reports import compare, config_labels, differing_config, display_table, loss_components
+from .colors import run_colors
+from .reports import (compare, config_labels, differing_config, display_table, format_value,
+                      loss_components)
 
 MAX_POINTS = 1000      # drawn points per curve at most (min and max of 500 buckets)
 MAX_ELEMENTS = 16      # elements of a small tensor drawn one by one
 MAX_PARAM_FIGURES = 12
 HEALTHY = ("completed", "running", "interrupted", "pruned")
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-           "#7f7f7f", "#bcbd22", "#17becf")
 _RUN_ID = re.compile(r"^\d{8}-\d{6}-(.+)$")
 
 
@@ -30,11 +30,13 @@ def build(runs, title, skipped=(), link=None, progress=False):
     """
     link = link or (lambda run: _file_uri(run.dir))
     labels = config_labels(runs) if runs else []
-    entries = [_run_entry(i, run, label, link, progress)
-               for i, (run, label) in enumerate(zip(runs, labels))]
+    differing = differing_config(runs) if runs else []
+    colors = run_colors(len(runs))
+    entries = [_run_entry(run, label, color, link, progress) | {"fields": _fields(run, differing)}
+               for run, label, color in zip(runs, labels, colors)]
     return {"title": title, "runs": entries,
             "skipped": [{"dir": s[0], "error": s[1], "status": s[2]} for s in skipped],
-            "differing": differing_config(runs) if runs else [],
+            "differing": differing,
             "table": _table(runs) if runs else {"columns": [], "rows": []},
             "figures": figures(runs)}
 
@@ -47,14 +49,22 @@ def short_id(run_id):
     return match.group(1) if match else str(run_id)
 
 
-def _run_entry(index, run, label, link, progress):
+def _run_entry(run, label, color, link, progress):
     entry = {"id": run.run_id, "short": short_id(run.run_id), "label": label,
-             "status": run.status or "unknown", "error": _first_line(run.meta.get("error")),
-             "dir": run.dir, "href": link(run), "color": PALETTE[index % len(PALETTE)],
-             "diverged_at": _diverged_at(run)}
+             "experiment": run.meta.get("experiment"), "status": run.status or "unknown",
+             "error": _first_line(run.meta.get("error")), "stop_reason": run.meta.get("stop_reason"),
+             "dir": run.dir, "href": link(run), "color": color, "diverged_at": _diverged_at(run)}
     if progress:
         entry["progress"] = run_progress(run)
     return entry
+
+
+def _fields(run, names):
+    """The run's values of the config fields ``names`` (those differing between the
+    runs), as typed on a command line; null where empty (``""``, None) or absent:
+    the page builds its legend labels from the ones that differ between the shown runs."""
+    return {n: None if run.config.get(n) in ("", None) else format_value(run.config[n])
+            for n in names}
 
 
 def _first_line(text):
@@ -72,14 +82,30 @@ def _diverged_at(run):
 
 
 def run_progress(run):
-    """``{step, total, steps_per_s, eta_s}`` from loss.csv (total: run.json or config)."""
+    """``{step, total, steps_per_s, eta_s, stop, planned}`` from loss.csv (total:
+    run.json or config). A run that ended on purpose before its planned steps
+    (early stop, pruning) is complete: ``total`` is its last step, ``stop`` says
+    why (``"early stop"``, ``"pruned"``) and ``planned`` keeps the plan."""
     loss = run.loss
     step = int(loss["step"].iloc[-1]) if len(loss) else 0
     total = run.meta.get("total_steps") or _planned_steps(run)
     rate = _recent_rate(loss) if run.status == "running" else run.meta.get("steps_per_s")
     eta = (total - step) / rate if run.status == "running" and rate and total else None
-    return {"step": step, "total": total, "steps_per_s": rate,
-            "eta_s": max(0.0, eta) if eta is not None else None}
+    progress = {"step": step, "total": total, "steps_per_s": rate,
+                "eta_s": max(0.0, eta) if eta is not None else None, "stop": None, "planned": total}
+    stop = _stopped_on_purpose(run)
+    if stop and step and (not total or step < total):
+        progress.update(total=step, stop=stop)
+    return progress
+
+
+def _stopped_on_purpose(run):
+    """``"early stop"`` or ``"pruned"`` when the run ended so; None otherwise."""
+    if run.status == "pruned":
+        return "pruned"
+    if run.status == "completed" and run.meta.get("stop_reason"):
+        return "early stop"
+    return None
 
 
 def _planned_steps(run):

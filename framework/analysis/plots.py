@@ -11,6 +11,7 @@ import math
 import os
 
 from ..callbacks import schema
+from .colors import run_colors
 from .reports import as_runs, compare, config_labels, load_run, loss_components
 from ..rundir.run import Run
 
@@ -21,6 +22,7 @@ RUN_PLOTS = ("loss.png", "params.png", "grad_norm.png", "eval.png")
 HEALTHY = ("completed", "running", "interrupted", "pruned")
 MAX_ELEMENTS = 16  # elements of a small tensor drawn one by one in params.png
 LABEL_WIDTH = 40   # characters per line of a bar label
+TITLE_CHARS = 52   # characters per title line that fit 6.4 inches at matplotlib's title size
 STATUS_COLORS = {"completed": "tab:blue", "diverged": "tab:orange", "failed": "tab:red",
                  "interrupted": "tab:gray", "running": "tab:green", "pruned": "tab:olive"}
 
@@ -84,8 +86,10 @@ def params_plot(run, ax=None):
             panel.set(ylabel=_param_kind(series), title=base)
         if len(series) <= 8 or ax is not None:
             _legend(panel)
-    axes[0].set_title(_title(run, "parameters") if ax is not None or len(groups) == 1
-                      else f"{_title(run, 'parameters')}\n{groups[0][0]}")
+    if ax is None and len(groups) > 1:  # the run above all panels, each panel its tensor
+        fig.suptitle(_title(run, "parameters"))
+    else:
+        axes[0].set_title(_title(run, "parameters"))
     axes[-1].set_xlabel("step")
     return fig
 
@@ -115,8 +119,7 @@ def loss_overlay(runs, ax=None):
         [run.loss["loss"] for run in runs]
     _log_if_wide(ax, *healthy)
     _fit_finite(ax, healthy)
-    for index, (run, label) in enumerate(zip(runs, config_labels(runs))):
-        color = f"C{index % 10}"
+    for run, label, color in zip(runs, config_labels(runs), run_colors(len(runs))):
         ax.plot(*_cut_outliers(ax, run, *_finite_xy(run.loss, "loss")), lw=1, color=color,
                 label=_short_label(run, label))
         if "loss" in run.eval.columns:
@@ -159,11 +162,11 @@ def _overlay_param(ax, runs, labels, name, prefix):
     healthy = [rows["value"] for run, rows in zip(runs, tables) if run.status in HEALTHY]
     _fit_finite(ax, healthy + [[run.targets[name]] for run in runs
                                if _is_number(run.targets.get(name))])
-    for index, (run, label, rows) in enumerate(zip(runs, labels, tables)):
+    for run, label, rows, color in zip(runs, labels, tables, run_colors(len(runs))):
         if len(rows):
             ax.plot(*_cut_outliers(ax, run, *_finite_xy(rows, "value")), lw=1,
-                    color=f"C{index % 10}", label=prefix + _short_label(run, label))
-            _mark_divergence(ax, run, rows, "value", f"C{index % 10}")
+                    color=color, label=prefix + _short_label(run, label))
+            _mark_divergence(ax, run, rows, "value", color)
     targets = {run.targets[name] for run in runs if _is_number(run.targets.get(name))}
     for target in sorted(targets):
         ax.axhline(target, ls="--", lw=1, color="black", label=f"{name} target {target:g}")
@@ -268,8 +271,16 @@ def _one(run):
 
 
 def _title(run, what):
+    """``<experiment> <run id>: <what> (<status>)``, on two or more lines when
+    longer than TITLE_CHARS (a centred title wider than the figure is cut on
+    both sides; constrained layout makes room for more lines, not more width)."""
+    import textwrap
     status = run.status if run.status == "completed" else f"{run.status}!"
-    return f"{run.meta.get('experiment')} {run.run_id}: {what} ({status})"
+    head, tail = f"{run.meta.get('experiment')} {run.run_id}", f"{what} ({status})"
+    if len(head) + len(tail) + 2 <= TITLE_CHARS:
+        return f"{head}: {tail}"
+    lines = textwrap.wrap(f"{head}:", TITLE_CHARS, break_on_hyphens=False)
+    return "\n".join(lines + textwrap.wrap(tail, TITLE_CHARS))
 
 
 def _legend(ax):
