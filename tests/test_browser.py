@@ -189,6 +189,9 @@ def test_dashboard_pages_work_under_their_content_security_policy(tmp_path, page
         assert "default-src 'none'" in response.headers["content-security-policy"]
         assert page.title() != "ran" and "<script>" in page.locator("body").inner_text()
         assert errors == [], errors
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # -- looking at many runs ---------------------------------------------------------
