@@ -167,7 +167,7 @@ class Sweep:
     def __init__(self, spec, grid, sets=None, config_file=None, out="outputs", workers=None,
                  name=None, entry=None):
         self.spec, self.grid, self.sets = spec, dict(grid), dict(sets or {})
-        self.entry, self.label = entry, name
+        self.entry = entry
         self.config_file = os.path.abspath(config_file) if config_file else None
         self.out = os.path.abspath(out)
         self.name = check_label(name)
@@ -267,7 +267,7 @@ class Sweep:
     def _takes_up(self, record):
         """``record`` is an unfinished sweep of this same command."""
         mine = {"experiment": self.experiment, "spec": self.spec, "grid": self.grid,
-                "set": self.sets, "config_file": self.config_file, "name": self.label}
+                "set": self.sets, "config_file": self.config_file, "name": self.name}
         return record is not None and record.get("status") != "completed" and \
             {k: record.get(k) for k in IDENTITY} == mine and self._matches_points(record)
 
@@ -512,7 +512,7 @@ class Sweep:
         with locked(self.dir):
             write_json(os.path.join(self.dir, SWEEP_JSON), {
                 "sweep_id": self.sweep_id, "experiment": self.experiment, "spec": self.spec,
-                "name": self.label, "grid": self.grid, "set": self.sets,
+                "name": self.name, "grid": self.grid, "set": self.sets,
                 "config_file": self.config_file, "workers": self.workers, "out": self.out,
                 "status": self.status, "started_at": self.started_at,
                 "ended_at": self.ended_at, "runs": [r.as_dict() for r in self.runs]})
