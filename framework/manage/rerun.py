@@ -19,6 +19,7 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not is_run_dir(run_dir):
         raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no run.json)")
+    _check_not_live(run_dir)
     meta = read_json(os.path.join(run_dir, schema.RUN_JSON))
     config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     if current_code:
@@ -39,6 +40,15 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
                     "overrides": dict(overrides or {}),
                     "environment_differs": environment_changes(run_dir)}
     return exp, entry
+
+
+def _check_not_live(run_dir):
+    """A live run (a process holds its lock) may still change: refuse, naming the holder."""
+    from ..rundir.run_lock import LOCK_FILE, RunLockedError, holder
+    live = holder(run_dir)
+    if live:
+        raise RunLockedError(f"cannot rerun {run_dir}: {live} holds it (lock file {LOCK_FILE}); "
+                             "wait for it to finish or stop it first")
 
 
 def rerun(run_dir, overrides=None, out=None, current_code=False, name=None, quiet=True):
