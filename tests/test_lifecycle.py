@@ -6,6 +6,7 @@ checkpoint and refuses fewer epochs than trained."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -130,6 +131,24 @@ def test_tag_waits_briefly_for_the_write_lock_then_says_so(capsys, tmp_path, mon
     assert meta_of(run_dir).get("note") is None
 
 
+# -- signals while a run starts and finishes ---------------------------------------------------
+
+def test_signals_outside_training_are_noted_and_the_callers_handler_hears_them_after():
+    from mindexp.train.signals import SignalStop
+    heard = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: heard.append(signum))
+    try:
+        with SignalStop() as stopper:
+            os.kill(os.getpid(), signal.SIGTERM)  # while the run finishes: noted, twice
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert stopper.signum == signal.SIGTERM and heard == []
+            with pytest.raises(KeyboardInterrupt), stopper.training():
+                os.kill(os.getpid(), signal.SIGTERM)  # a second one while training: at once
+        assert heard == [signal.SIGTERM]  # once run.json is final, the caller's own handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 # -- leftovers of dead writers ---------------------------------------------------------------
 
 def test_gc_removes_temporary_files_of_dead_writers_only(capsys, tmp_path, holder):
@@ -213,3 +232,170 @@ def test_resume_with_fewer_epochs_than_trained_is_refused(capsys, killed):
     line = one_line(err)
     assert code == 2 and "trained 2 epochs" in line and "epochs=1" in line
     assert meta_of(killed)["status"] == "running"  # untouched
+
+
+# -- rm and gc racing a resume -------------------------------------------------------------------
+
+def wait_for(condition, timeout=300, what="a condition"):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_rm_and_gc_at_20_moments_of_a_resume_are_refused_and_it_completes(capsys, trained,
+                                                                           tmp_path):
+    from mindexp.rundir.run_lock import holder
+    run_dir = str(tmp_path / "out" / "linear" / os.path.basename(trained))
+    shutil.copytree(trained, run_dir)
+    resume = subprocess.Popen([sys.executable, "-m", "mindexp", "resume", run_dir, "--set",
+                               "epochs=8", "--quiet"], cwd=tmp_path, env=cli_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: holder(run_dir) or resume.poll() is not None, what="the resume's lock")
+        start, refused = time.monotonic(), 0
+        for moment in range(20):  # spread over the first 3 s of the resume's hold
+            time.sleep(max(0.0, start + 3.0 * moment / 19 - time.monotonic()))
+            code, out, err = mindexp(capsys, "rm", run_dir, "--yes")
+            assert code == 2 and "(resume) holds it" in one_line(err), (moment, out, err)
+            code, out, err = mindexp(capsys, "gc", tmp_path / "out", "--status",
+                                     "completed,running", "--yes")
+            assert code == 0 and f"kept {run_dir}: it is live" in err, (moment, out, err)
+            assert os.path.isdir(run_dir)
+            refused += 2
+        assert holder(run_dir), "the resume ended before the 20 moments were over"
+        stdout, stderr = resume.communicate(timeout=600)
+    finally:
+        resume.kill()
+        resume.wait()
+    assert resume.returncode == 0 and refused == 40, stderr
+    meta = meta_of(run_dir)
+    assert meta["status"] == "completed" and meta["steps"] == 80
+    assert pd.read_csv(os.path.join(run_dir, "loss.csv"))["step"].tolist() == list(range(1, 81))
+    assert holder(run_dir) is None and not os.path.exists(os.path.join(run_dir, ".lock"))
+
+
+# -- SIGTERM at any moment of a run ---------------------------------------------------------------
+
+RUN = ["run", "linear", "--set", "epochs=1", "--set", "mode=pynative", "--set",
+       "checkpoint_interval_s=0", "--out", "out", "--quiet"]
+STEPS = 10  # linear: 100 samples in batches of 10
+PHASES = ("start", "folder", "record", "last_step", "exit")
+
+
+def _start_run(root):
+    os.makedirs(root, exist_ok=True)
+    return subprocess.Popen([sys.executable, "-m", "mindexp", *RUN], cwd=root, env=cli_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _phase(root):
+    """How far a run under ``root`` got: its folder exists, its record, its last step."""
+    found = [os.path.join(root, "out", "linear", d) for d in
+             (os.listdir(os.path.join(root, "out", "linear"))
+              if os.path.isdir(os.path.join(root, "out", "linear")) else ())]
+    if not found:
+        return "start"
+    try:
+        with open(os.path.join(found[0], "loss.csv")) as f:
+            if any(line.startswith(f"{STEPS},") for line in f):
+                return "last_step"
+    except OSError:
+        pass
+    return "record" if os.path.exists(os.path.join(found[0], "run.json")) else "folder"
+
+
+def _timeline(root):
+    """Run once uninterrupted: when (s after the start) each phase began."""
+    proc, start, seen = _start_run(root), time.monotonic(), {"start": 0.0}
+    while proc.poll() is None:
+        seen.setdefault(_phase(root), time.monotonic() - start)
+        time.sleep(0.02)
+    seen["exit"] = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr.read()
+    return seen
+
+
+def _moments(seen, count=30):
+    """``count`` (phase, delay) pairs: a third of them in each stretch of the run
+    (start -> record, record -> last step, last step -> exit), each stretch cut
+    evenly by its length in the uninterrupted run."""
+    stretches = [("start", "record"), ("record", "last_step"), ("last_step", "exit")]
+    per = count // len(stretches)
+    return [(a, (seen[b] - seen.get(a, seen["start"])) * i / per)
+            for a, b in stretches for i in range(per)]
+
+
+def _terminate_at(root, phase, delay):
+    """A run SIGTERMed ``delay`` s after it reached ``phase``; returns its exit status."""
+    proc = _start_run(root)
+    try:
+        order = PHASES.index(phase)
+        deadline = time.monotonic() + 600
+        while proc.poll() is None and PHASES.index(_phase(root)) < order:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        at = time.monotonic() + delay
+        while proc.poll() is None and time.monotonic() < at:
+            time.sleep(0.01)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+        proc.wait()
+    return proc.returncode
+
+
+def _final_files(run_dir):
+    """What a finished run holds: its logs and plots (checkpoints and provenance vary)."""
+    return sorted(os.path.relpath(os.path.join(d, f), run_dir) for d, _, names in os.walk(run_dir)
+                  for f in names if os.path.relpath(d, run_dir).split(os.sep)[0]
+                  not in ("checkpoints", "source") and not f.startswith("."))
+
+
+def _check_finished(run_dir, reference):
+    meta = meta_of(run_dir)
+    assert meta["status"] == "completed" and meta["steps"] == STEPS, meta
+    assert meta.get("summary") and meta["final_loss"] is not None, meta
+    assert pd.read_csv(os.path.join(run_dir, "loss.csv"))["step"].tolist() == \
+        list(range(1, STEPS + 1))
+    assert _final_files(run_dir) == reference
+
+
+@pytest.mark.slow
+def test_sigterm_at_30_moments_leaves_a_completed_or_resumable_run(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    seen = _timeline(tmp_path / "reference")
+    (ref_dir,) = (tmp_path / "reference" / "out" / "linear").iterdir()
+    reference = _final_files(str(ref_dir))
+    moments = _moments(seen)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        codes = list(pool.map(lambda i: _terminate_at(tmp_path / f"case{i}", *moments[i]),
+                              range(len(moments))))
+    outcomes, to_resume = {}, []
+    for i, code in enumerate(codes):
+        linear = tmp_path / f"case{i}" / "out" / "linear"
+        run_dirs = [str(p) for p in linear.iterdir()] if linear.is_dir() else []
+        if not run_dirs:  # stopped before its folder existed: nothing made, nothing lost
+            assert code == -signal.SIGTERM, (i, moments[i], code)
+            outcomes["nothing made"] = outcomes.get("nothing made", 0) + 1
+            continue
+        (run_dir,) = run_dirs
+        status = meta_of(run_dir)["status"]
+        assert status in ("completed", "interrupted"), (i, moments[i], code, status)
+        assert code == (0 if status == "completed" else 128 + signal.SIGTERM), (i, code)
+        outcomes[status] = outcomes.get(status, 0) + 1
+        (_check_finished(run_dir, reference) if status == "completed" else
+         to_resume.append(run_dir))
+
+    def resume(run_dir):
+        return subprocess.run([sys.executable, "-m", "mindexp", "resume", run_dir, "--quiet"],
+                              env=cli_env(), capture_output=True, text=True, timeout=600)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for run_dir, done in zip(to_resume, pool.map(resume, to_resume)):
+            assert done.returncode == 0, done.stderr
+            _check_finished(run_dir, reference)
+    print(f"SIGTERM at {len(moments)} moments: {outcomes}; phases {seen}")
+    assert outcomes.get("interrupted") and outcomes.get("completed"), outcomes

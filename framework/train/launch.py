@@ -35,7 +35,10 @@ def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None, f
         return _train_as_worker_of_own_msrun(exp, out, label, entry)
     workers = exp.config.workers
     plan = prepare(exp, workers=workers)
-    with SignalStop() as stopper, contextlib.ExitStack() as held:
+    with contextlib.ExitStack() as held:
+        # msrun's launcher forwards a signal to its workers (distributed.launch):
+        # only a run trained here keeps SIGINT/SIGTERM until run.json is final.
+        stopper = held.enter_context(SignalStop()) if workers <= 1 else None
         if resume is None:
             run_dir, lock = create_locked(out, exp.experiment_name(), label)
             held.callback(lock.release)  # last: after run.json is final

@@ -28,12 +28,15 @@ class SignalStop(QuietCallback):
         self.signum = None
         self._saved = {}
         self._training = False
+        self._late = None
 
     def handler(self, signum, frame):
         if self.signum is not None and self._training:
             raise KeyboardInterrupt
         if self.signum is None:
             self.signum = signum
+        if not self._training:
+            self._late = signum  # heard by the caller's own handler once we are done
         logger.warning("%s: %s", signal_name(signum),
                        "stopping after this step" if self._training else
                        "stopping once the run's record is written")
@@ -77,6 +80,10 @@ class SignalStop(QuietCallback):
     def _end_context(self):
         # The outermost exit only: Model enters it again (and Model.fit once per
         # evaluation); restoring there would let a later signal kill the run.
-        for sig, old in self._saved.items():  # None: a handler not set from Python
+        saved, self._saved = self._saved, {}
+        for sig, old in saved.items():  # None: a handler not set from Python
             signal.signal(sig, signal.SIG_DFL if old is None else old)
-        self._saved = {}
+        late, self._late = self._late, None
+        caller = saved.get(late)
+        if callable(caller) and caller is not signal.default_int_handler:
+            caller(late, None)  # a tuning worker's flag: it stops after this run
