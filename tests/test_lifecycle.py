@@ -365,6 +365,7 @@ def _check_finished(run_dir, reference):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~18 runs' time (3 min on an idle 2-core machine, 12 on a busy one)
 def test_sigterm_at_30_moments_leaves_a_completed_or_resumable_run(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
     seen = _timeline(tmp_path / "reference")

@@ -446,7 +446,8 @@ def _listing_row(run):
         steps = int(loss["step"].iloc[-1]) if len(loss) else 0
         final = float(loss["loss"].iloc[-1]) if len(loss) else None
     return {"run_id": run.run_id, "experiment": meta.get("experiment"),
-            "status": shown_status(run.dir, meta.get("status")), "started_at": meta.get("started_at"),
+            "status": shown_status(run.dir, meta.get("status")),
+            "started_at": meta.get("started_at"),
             "age_s": _age_s(meta.get("started_at")), "steps": steps, "final_loss": final,
             "run_dir": run.dir}
 

@@ -1,6 +1,6 @@
 """``mindexp rm`` and ``mindexp gc``: remove runs (never a live one: a process
-holds its lock, see ``rundir.run_lock``), sweep and study folders with their runs, and the runs' entries in
-the sweep and study indexes that name them.
+holds its lock, see ``rundir.run_lock``), sweep and study folders with their
+runs, and the runs' entries in the sweep and study indexes that name them.
 
 A removal takes the run's lock (refused when held) and keeps it while it
 first renames the run directory to a hidden name beside it (one

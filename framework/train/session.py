@@ -77,11 +77,14 @@ class Session:
             initial_epoch, first_batch = resume.position(self.plan.steps_per_epoch)
         model, metrics = self._model(cell)
         cbs = self._callbacks(metrics, resume)
+        trained = False
         if first_batch:  # finish the interrupted epoch first, in the original order
             # (the callbacks count its steps from steps_per_epoch, given to them)
             self._fit(model, metrics, initial_epoch + 1, initial_epoch, cbs, first_batch)
-            initial_epoch += 1
-        if initial_epoch < self.cfg.epochs and not self._stopped():
+            initial_epoch, trained = initial_epoch + 1, True
+        # A signal before the first step still trains one, so the run stops with a
+        # checkpoint to resume from (SignalStop asks for the stop at its end).
+        if initial_epoch < self.cfg.epochs and not (trained and self._stopped()):
             self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
 
     def _fit(self, model, metrics, epochs, initial_epoch, cbs, first_batch=0):
