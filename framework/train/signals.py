@@ -67,11 +67,8 @@ class SignalStop(QuietCallback):
             # step (a cheap syscall each).
             self._take_back()
 
-    def installed(self):
-        """Context manager installing the handlers (main thread only)."""
-        return self
-
     def __enter__(self):
+        """Install the handlers (main thread only; the outermost enter)."""
         if not self._context_depth and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._saved[sig] = signal.signal(sig, self.handler)
