@@ -36,45 +36,44 @@ def run_experiment(exp, out="outputs", label=None, quiet=True, entry=None):
     (``.run`` set, run.json says failed) when training itself fails.
     """
     from .train.launch import train
-    return _finished(lambda: train(exp, out=out, label=label, quiet=quiet, entry=entry))
+    return _finished(lambda: train(exp, out=out, label=label, quiet=quiet, entry=entry,
+                                   finish=_save_plots))
 
 
 def resume_run(run_dir, overrides=None, quiet=True):
     """Continue a run in its own directory from its latest good checkpoint;
     returns its :class:`Run`. ``overrides`` change config fields (``epochs``).
 
-    Holds the run directory's lock throughout: a second resume of the same
-    run is refused (RunLockedError, one line) instead of writing the same
-    steps twice.
+    Holds the run directory's lock from before it reads the run until its
+    record is final: a second resume, ``rm`` or ``gc`` of the run meanwhile
+    is refused (RunLockedError, one line).
     """
+    from .rundir.leftovers import remove_dead_temp_files
     from .rundir.run_lock import run_locked
     from .train.launch import train
     from .train.resume import check_run_dir, prepare_resume
-    with run_locked(check_run_dir(run_dir)):
+    with run_locked(check_run_dir(run_dir), "resume"):
+        remove_dead_temp_files(run_dir)  # a killed checkpoint write's, a killed plot's
         exp, point = prepare_resume(run_dir, overrides)
-        return _finished(lambda: train(exp, quiet=quiet, resume=point))
+        return _finished(lambda: train(exp, quiet=quiet, resume=point, finish=_save_plots))
 
 
 def _finished(start):
-    """Run ``start()`` (which returns a run directory), wrap it, draw its plots.
+    """Run ``start()`` (which returns a run directory, its plots drawn), wrap it.
 
-    The run's record is read before the plots are drawn: once it is final,
-    ``mindexp gc`` may remove the folder while they are, and the returned
-    :class:`Run` must still say how the run ended (a sweep's worker answers
-    with it).
+    The run's record is read at once: once it is final, ``mindexp gc`` may
+    remove the folder, and the returned :class:`Run` must still say how the
+    run ended (a sweep's worker answers with it).
     """
     try:
         run_dir = start()
     except TrainingError as exc:
         if exc.run_dir is not None:
             exc.run = _read_now(exc.run_dir)
-            _save_plots(exc.run_dir)
         raise
     if run_dir is None:
         return None
-    run = _read_now(run_dir)
-    _save_plots(run_dir)
-    return run
+    return _read_now(run_dir)
 
 
 def _read_now(run_dir):
@@ -84,7 +83,8 @@ def _read_now(run_dir):
 
 
 def _save_plots(run_dir):
-    """Draw plots/ of the run; plots are a convenience, so a failure only warns.
+    """Draw plots/ of the run (the runner calls it before the run's final
+    record); plots are a convenience, so a failure only warns.
 
     Not in an msrun worker: ranks must leave the cluster together, and a
     rank 0 still plotting after the others exit is declared timed out (the

@@ -86,17 +86,31 @@ def in_copy(copy, path, runs):
 
 
 @pytest.fixture
-def live_process():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    yield proc
-    proc.kill()
-    proc.wait()
+def holder():
+    """``holder(run_dir)``: a process holding the run's lock (as a run or a resume
+    does) until the test ends; returns its Popen."""
+    procs = []
+
+    def hold(run_dir):
+        code = ("import sys, time; from mindexp.rundir.run_lock import run_locked\n"
+                "with run_locked(sys.argv[1], 'resume'):\n"
+                "    print('held', flush=True); time.sleep(120)\n")
+        proc = subprocess.Popen([sys.executable, "-c", code, run_dir], env=cli_env(),
+                                stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        assert proc.stdout.readline() == "held\n"
+        return proc
+    yield hold
+    for proc in procs:
+        proc.kill()
+        proc.wait()
 
 
-def mark_running(run_dir, pid):
+def mark_running(run_dir, pid=None):
+    """run.json says running (with a pid that says nothing about liveness)."""
     path = os.path.join(run_dir, "run.json")
     meta = json.load(open(path))
-    meta.update(status="running", pid=pid, host=platform.node(), ended_at=None)
+    meta.update(status="running", pid=pid or os.getpid(), host=platform.node(), ended_at=None)
     json.dump(meta, open(path, "w"))
 
 
@@ -307,14 +321,16 @@ def test_rm_asks_and_refuses_without_a_terminal_and_dry_run_removes_nothing(runs
 
 
 @pytest.mark.slow
-def test_rm_never_removes_a_run_whose_process_is_alive(capsys, runs, copy, live_process):
+def test_rm_never_removes_a_run_whose_lock_is_held(capsys, runs, copy, holder):
     target = in_copy(copy, runs.adam, runs)
-    mark_running(target, live_process.pid)
+    mark_running(target)  # the pid of this live test process: says nothing
+    proc = holder(target)
     code, out, err = mindexp(capsys, "rm", target, "--yes")
-    one_line_error(code, err, "process is alive", str(live_process.pid))
+    one_line_error(code, err, "refusing to remove 1 live run(s)", f"pid {proc.pid} on",
+                   "(resume) holds it")
     assert os.path.isdir(target)
-    live_process.kill()
-    live_process.wait()
+    proc.kill()
+    proc.wait()
     code, out, err = mindexp(capsys, "rm", target, "--yes")
     assert code == 0 and not os.path.exists(target)
 
@@ -345,13 +361,14 @@ def dirs_left(copy):
 
 
 @pytest.mark.slow
-def test_gc_removes_the_failed_and_never_a_live_one(capsys, runs, copy, live_process):
+def test_gc_removes_the_failed_and_never_a_live_one(capsys, runs, copy, holder):
     running = in_copy(copy, runs.adam, runs)
-    mark_running(running, live_process.pid)
+    mark_running(running)
+    proc = holder(running)
     code, out, err = mindexp(capsys, "gc", copy, "--yes")   # default: the unfinished ones
     assert code == 0, err
     assert not os.path.exists(in_copy(copy, runs.failed, runs))
-    assert os.path.isdir(running) and "its process is alive" in err
+    assert os.path.isdir(running) and f"it is live (pid {proc.pid} on" in err
     assert len(dirs_left(copy)) == 5
 
 

@@ -125,11 +125,14 @@ def test_two_resumes_at_once_one_is_refused_and_no_row_is_written_twice(cli, tmp
     results = sorted((p.wait(timeout=300), p.communicate()[1]) for p in procs)
     (ok, _), (refused, message) = results
     assert (ok, refused) == (0, 2), results
-    assert message.count("\n") == 1 and "is resuming or running it (lock file .lock)" in message
+    assert message.count("\n") == 1 and "(resume) holds it (lock file .lock)" in message
     assert f"cannot resume {run_dir}: pid " in message
-    for name in ("loss.csv", "params.csv", "grad_norm.csv"):
+    for name in ("loss.csv", "grad_norm.csv"):  # one row per step: a row written twice shows
         steps = pd.read_csv(os.path.join(run_dir, name))["step"]
-        assert steps.drop_duplicates().tolist() == list(range(1, 3001)), name
+        assert steps.tolist() == list(range(1, 3001)), name
+    params = pd.read_csv(os.path.join(run_dir, "params.csv"))  # one row per parameter and step
+    assert not params.duplicated(["step", "param"]).any()
+    assert sorted(params["step"].unique()) == list(range(1, 3001))
     assert not os.path.exists(os.path.join(run_dir, ".lock"))  # released on exit
 
 
@@ -137,7 +140,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     from mindexp.rundir.run_lock import run_locked
     (tmp_path / ".lock").write_text("pid 999999 on elsewhere\n")  # no process holds it
     with run_locked(tmp_path) as path:
-        assert open(path).read() == f"pid {os.getpid()} on {os.uname().nodename}\n"
+        assert open(path).read() == f"pid {os.getpid()} on {os.uname().nodename} (resume)\n"
     assert not os.path.exists(path)
 
 
@@ -149,8 +152,7 @@ def test_a_held_lock_refuses_a_second_holder_with_one_line(tmp_path):
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
-        with pytest.raises(RunLockedError, match=rf"pid {holder.pid} on .* is resuming or "
-                                                 rf"running it"):
+        with pytest.raises(RunLockedError, match=rf"pid {holder.pid} on .* \(resume\) holds it"):
             with run_locked(tmp_path):
                 pass
     finally:

@@ -8,7 +8,6 @@ import datetime as _dt
 import logging
 import math
 import os
-import platform
 
 from ..callbacks import schema
 from ..errors import ConfigError, RunDirError
@@ -17,7 +16,7 @@ from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
 from ..rundir.meta import UNREADABLE, UnreadableRun
-from ..rundir.record import process_alive
+from ..rundir.run_lock import shown_status
 from ..rundir.summary import eval_name, log_summary, lower_is_better, stored_summary  # noqa: F401
 
 logger = logging.getLogger(__name__)
@@ -466,8 +465,8 @@ def list_runs(paths):
     """Runs below ``paths`` from their run.json alone, newest first: run_id,
     experiment, status, started_at, age_s, steps, final_loss, run_dir.
 
-    A run still marked running whose process is gone from this host shows
-    as ``running (process gone)``.
+    A run still marked running whose lock no process holds shows as
+    ``running (process gone)``.
     """
     import pandas as pd
     rows, errors = _read_each(paths, lambda run_dir: _listing_row(Run(run_dir)))
@@ -486,17 +485,10 @@ def _listing_row(run):
         steps = int(loss["step"].iloc[-1]) if len(loss) else 0
         final = float(loss["loss"].iloc[-1]) if len(loss) else None
     return {"run_id": run.run_id, "experiment": meta.get("experiment"),
-            "status": _live_status(meta), "started_at": meta.get("started_at"),
+            "status": shown_status(run.dir, meta.get("status")),
+            "started_at": meta.get("started_at"),
             "age_s": _age_s(meta.get("started_at")), "steps": steps, "final_loss": final,
             "run_dir": run.dir}
-
-
-def _live_status(meta):
-    status = meta.get("status")
-    if status != "running" or meta.get("host") != platform.node() or \
-            not isinstance(meta.get("pid"), int):
-        return status
-    return status if process_alive(meta["pid"]) else "running (process gone)"
 
 
 def _age_s(started_at):

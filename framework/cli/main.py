@@ -646,16 +646,21 @@ def cmd_rm(args):
 
 def cmd_gc(args):
     from ..manage import runs as r
-    from ..manage.cleanup import plan_gc
+    from ..manage.cleanup import plan_gc, remove_leftovers
     filters = r.Filters(args.experiment, args.status, args.tag, args.since, args.older,
                         args.where)
     table = r.select(r.runs_table(args.paths or ["outputs"]), filters)
     if args.keep_best and args.by not in table.columns:
         table = r.with_log_columns(table)
     targets, kept = plan_gc(table, args.keep_best, args.by)
-    for target in kept:
-        print(f"kept {target.path}: its process is alive", file=sys.stderr)
-    return _remove(targets, args)
+    for target, holder in kept:
+        print(f"kept {target.path}: it is live ({holder} holds it)", file=sys.stderr)
+    code = _remove(targets, args)
+    left = remove_leftovers(args.paths or ["outputs"], dry_run=args.dry_run)
+    if left:
+        print(f"{'would remove' if args.dry_run else 'removed'} {len(left)} temporary "
+              f"file(s) left by a killed writer")
+    return code
 
 
 def _remove(targets, args):

@@ -1,8 +1,9 @@
-"""``mindexp rm`` and ``mindexp gc``: remove runs (never one whose process is
-alive), sweep and study folders with their runs, and the runs' entries in
-the sweep and study indexes that name them.
+"""``mindexp rm`` and ``mindexp gc``: remove runs (never a live one: a process
+holds its lock, see ``rundir.run_lock``), sweep and study folders with their
+runs, and the runs' entries in the sweep and study indexes that name them.
 
-A removal first renames the run directory to a hidden name beside it (one
+A removal takes the run's lock (refused when held) and keeps it while it
+first renames the run directory to a hidden name beside it (one
 atomic step: listings stop seeing it at once), then drops it from every
 index (rewritten atomically under the index folder's lock), then deletes
 the files. An interrupted removal leaves a hidden folder, never a half run.
@@ -15,10 +16,10 @@ from ..errors import MindexpError, RunDirError
 from ..analysis.reports import lower_is_better
 from ..rundir.io import inside, is_run_dir, read_json, write_json
 from ..rundir.meta import read_meta
-from .liveness import may_be_running
 from .runs import short_path
 from .show import find_run, human_size
 from ..rundir.record import locked
+from ..rundir.run_lock import acquire, holder
 
 # The index files of a group of runs: a sweep's, and a tune study's.
 INDEX_FILES = ("sweep.json", "study.json")
@@ -45,7 +46,7 @@ def plan_rm(specs, root="outputs"):
     sweep or study folders (with every run their index names).
 
     Raises MindexpError naming what is not a run or a group folder, and the
-    runs whose process may still be alive; then nothing is removed.
+    live runs (a process holds their lock); then nothing is removed.
     """
     targets = {}
     for spec in specs:
@@ -65,27 +66,45 @@ def plan_rm(specs, root="outputs"):
 
 
 def refuse_running(targets):
-    """MindexpError naming the runs whose process may be alive (checked by pid and host)."""
-    alive = [t for t in targets if not t.group and may_be_running(t.meta)]
+    """MindexpError naming the live runs (a process holds their lock) and their holders."""
+    alive = [(t, holder(t.path)) for t in targets if not t.group]
+    alive = [(t, name) for t, name in alive if name]
     if alive:
-        names = ", ".join(f"{t.path} (pid {t.meta.get('pid')} on {t.meta.get('host')})"
-                          for t in alive)
-        raise MindexpError(f"refusing to remove {len(alive)} run(s) whose process is alive: "
-                           f"{names}; stop it first (Ctrl-C or kill PID). Nothing was removed.")
+        names = ", ".join(f"{t.path} ({name} holds it)" for t, name in alive)
+        raise MindexpError(f"refusing to remove {len(alive)} live run(s): {names}; wait for it "
+                           f"to finish or stop it first. Nothing was removed.")
 
 
 def plan_gc(table, keep_best=None, by="final_loss"):
-    """Targets from the selected rows of a runs table (see :mod:`.runs`): those
-    whose process may be alive are left out, and with ``keep_best`` the K best
-    of each experiment by ``by`` are kept. Returns ``(targets, kept_alive)``."""
+    """Targets from the selected rows of a runs table (see :mod:`.runs`): live
+    runs are left out (each with its lock's holder), and with ``keep_best`` the
+    K best of each experiment by ``by`` are kept. Returns ``(targets, kept_live)``,
+    ``kept_live`` a list of ``(Target, holder)``."""
     rows = table
     if keep_best:
         rows = _drop_best(rows, keep_best, by)
     targets, kept = [], []
     for run_dir in rows["run_dir"]:
-        meta = read_meta(run_dir)
-        (kept if may_be_running(meta) else targets).append(Target(run_dir, meta))
+        target = Target(run_dir, read_meta(run_dir))
+        live = holder(run_dir)
+        if live:
+            kept.append((target, live))
+        else:
+            targets.append(target)
     return targets, kept
+
+
+def remove_leftovers(paths, dry_run=False):
+    """The temporary files below ``paths`` whose writer is dead (a killed
+    checkpoint write, a killed ``report``), outside live runs; removed unless
+    ``dry_run``. Returns their paths."""
+    from ..rundir.leftovers import remove_dead_temp_files
+    found = []
+    for path in paths:
+        if os.path.isdir(path):
+            found += remove_dead_temp_files(path, lambda d: is_run_dir(d) and bool(holder(d)),
+                                            dry_run)
+    return found
 
 
 def _drop_best(table, keep, by):
@@ -116,17 +135,16 @@ def _inside_group(target, targets):
 
 
 def remove(targets):
-    """Remove runs first (each checked alive once more), then the group folders."""
+    """Remove runs first (each under its lock: RunLockedError when a process
+    took it since the plan), then the group folders."""
     removed = []
     for target in sorted(targets, key=lambda t: t.group):
         if not os.path.exists(target.path):
             continue  # inside a group folder removed already, or removed meanwhile
-        if not target.group:
-            refuse_running([Target(target.path, read_meta(target.path))])
-        hidden = _hide(target.path)
-        if not target.group:
-            drop_from_indexes(target.path, target.meta.get("run_id"))
-        _delete(hidden)
+        if target.group:
+            _delete(_hide(target.path))
+        else:
+            _remove_run(target)
         removed.append(target.path)
     return removed
 
@@ -137,6 +155,16 @@ def _delete(path):
         os.unlink(path)
     else:
         shutil.rmtree(path)
+
+
+def _remove_run(target):
+    lock = acquire(target.path, "remove")
+    try:  # held until the files are gone: no resume can start in it meanwhile
+        hidden = _hide(target.path)
+        drop_from_indexes(target.path, target.meta.get("run_id"))
+        _delete(hidden)
+    finally:
+        lock.release()
 
 
 def _hide(path):

@@ -25,6 +25,7 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not is_run_dir(run_dir):
         raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no {schema.RUN_JSON})")
+    _check_not_live(run_dir)
     meta = read_meta(run_dir, require=("entry",))
     config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     if current_code:
@@ -69,6 +70,15 @@ def _refuse_unlisted(run_dir, meta):
         raise RunDirError(f"{run_dir}: {unlisted[0]}{more} is not in the captured source's "
                           "manifest (run.json); only the files captured with the run are "
                           "accepted, remove it")
+
+
+def _check_not_live(run_dir):
+    """A live run (a process holds its lock) may still change: refuse, naming the holder."""
+    from ..rundir.run_lock import LOCK_FILE, RunLockedError, holder
+    live = holder(run_dir)
+    if live:
+        raise RunLockedError(f"cannot rerun {run_dir}: {live} holds it (lock file {LOCK_FILE}); "
+                             "wait for it to finish or stop it first")
 
 
 def rerun(run_dir, overrides=None, out=None, current_code=False, name=None, quiet=True):

@@ -15,7 +15,7 @@ from ..errors import ConfigError
 from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, format_age,
                        format_value, sort_table, unreadable_rows)
 from ..rundir.run import Run
-from .liveness import GONE, process_state
+from ..rundir.run_lock import GONE, shown_status
 
 STATUSES = ("running", "completed", "failed", "interrupted", "diverged", "pruned")
 OUTCOMES = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
@@ -67,7 +67,7 @@ def runs_table(paths):
     """One row per run below ``paths`` (newest first), from run.json and config.json.
 
     Columns: run_id, experiment, status (``running (process gone)`` for a
-    run whose process left this host), tags (comma-separated), note,
+    run marked running whose lock no process holds), tags (comma-separated), note,
     started_at, ended_at, age_s, the config fields, steps, epochs_done,
     final_loss, train_time_s, steps_per_s, the final scalar parameters,
     run_dir. A run whose run.json does not validate has the status
@@ -87,9 +87,8 @@ def runs_table(paths):
 
 def _row(run):
     meta, config = run.meta, run.config
-    state = process_state(meta)
     row = {"run_id": run.run_id, "experiment": meta.get("experiment"),
-           "status": "running (process gone)" if state == GONE else meta.get("status"),
+           "status": shown_status(run.dir, meta.get("status")),
            "tags": ",".join(meta.get("tags") or []), "note": meta.get("note") or "",
            "started_at": meta.get("started_at"), "ended_at": meta.get("ended_at"),
            "age_s": _age_s(meta.get("started_at"))}
@@ -121,7 +120,7 @@ def _plain_mask(table, filters):
     if filters.experiments:
         keep &= table["experiment"].isin(filters.experiments)
     if filters.statuses:
-        raw = table["status"].str.replace(" (process gone)", "", regex=False)
+        raw = table["status"].replace({GONE: "running"})
         keep &= raw.isin(filters.statuses)
     for tag in filters.tags:
         keep &= table["tags"].map(lambda text: tag in text.split(","))

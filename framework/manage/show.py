@@ -7,7 +7,7 @@ from ..callbacks import schema
 from ..errors import RunDirError
 from ..analysis.reports import find_run_dirs, format_value, lower_is_better
 from ..rundir.run import Run
-from .liveness import ELSEWHERE, GONE, process_state
+from ..rundir.run_lock import holder
 
 
 def find_run(spec, root="outputs"):
@@ -47,13 +47,10 @@ def show_text(run):
 def _head(run):
     meta = run.meta
     status = meta.get("status")
-    state = process_state(meta)
-    if state == GONE:
-        status += f" (process {meta.get('pid')} is gone: the run stopped without ending)"
-    elif state == ELSEWHERE:
-        status += f" (on host {meta.get('host')})"
-    elif state:
-        status += f" (pid {meta.get('pid')})"
+    if status == "running":  # live while a process holds its lock (rundir.run_lock)
+        live = holder(run.dir)
+        status += f" ({live})" if live else \
+            " (process gone: no process holds its lock; the run stopped without ending)"
     why = meta.get("stop_reason") or (meta.get("error") if meta.get("status") != "completed"
                                       else None)
     lines = [f"run        {run.run_id}", f"directory  {run.dir}", f"status     {status}"]

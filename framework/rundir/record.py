@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import os
 import platform
+import time
 
 from ..callbacks import schema
 from ..errors import RunDirError
@@ -58,7 +59,7 @@ class RunRecord:
             "device": config.device,
             "mode": config.mode,
             "workers": config.workers,
-            "pid": os.getpid(),
+            "pid": os.getpid(),  # shown only: liveness is the run lock (run_lock)
             "host": platform.node(),
             "versions": {"mindspore": _mindspore_version(), "numpy": numpy.__version__,
                          "python": platform.python_version()},
@@ -121,15 +122,41 @@ class RunRecord:
         self.meta.update(status=status, ended_at=now_iso(), **fields)
 
 
+# How long ``tag``/``note`` wait for the write lock: each holder keeps it for
+# one read-change-write of run.json (milliseconds).
+WRITE_LOCK_WAIT_S = 10.0
+
+
 @contextlib.contextmanager
-def locked(run_dir):
-    """Hold the run's exclusive lock (a ``flock`` on ``<run_dir>/.run.lock``)."""
+def locked(run_dir, wait_s=None):
+    """Hold the run's short write lock (a ``flock`` on ``<run_dir>/.run.lock``),
+    waiting for it without end, or ``wait_s`` seconds (then RunDirError).
+
+    Not the run's liveness lock (``run_lock``): this one is held only for
+    each read-change-write of run.json."""
     fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _wait_for_lock(fd, run_dir, wait_s)
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def _wait_for_lock(fd, run_dir, wait_s):
+    if wait_s is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise RunDirError(f"cannot update {os.path.join(run_dir, RUN_JSON)}: another "
+                                  f"process kept its write lock ({LOCK_FILE}) for {wait_s:g} s; "
+                                  "try again") from None
+            time.sleep(0.02)
 
 
 def update_meta(run_dir, change):
@@ -139,7 +166,7 @@ def update_meta(run_dir, change):
         raise RunDirError(f"{run_dir} is not a run directory (it has no {RUN_JSON}). "
                           f"Received: {run_dir!r}")
     try:
-        with locked(run_dir):
+        with locked(run_dir, WRITE_LOCK_WAIT_S):
             meta = read_meta(run_dir)
             change(meta)
             write_json(path, meta)
@@ -166,16 +193,3 @@ def _mindspore_version():
         return metadata.version("mindspore")
     except metadata.PackageNotFoundError:
         return None
-
-
-def process_alive(pid):
-    """True while the process ``pid`` of this host exists (a run.json's ``pid``)."""
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except PermissionError:  # alive, owned by someone else
-        return True
-    except OSError:
-        return False
-    return True

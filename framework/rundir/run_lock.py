@@ -1,63 +1,125 @@
-"""One process at a time in a run directory: an advisory lock file.
+"""The one rule for "this run is live": a process holds the run's lock.
 
-Two ``mindexp resume`` of one run would both cut the CSVs back and append
-the same steps twice. ``fcntl.flock`` on ``<run_dir>/.lock`` lets only one
-hold the directory; the kernel drops the lock when its process exits in any
-way (even SIGKILL), so a lock left by a dead process is simply taken over.
-The file keeps the holder's pid and host only to name it in the message.
+``fcntl.flock`` on ``<run_dir>/.lock`` (``schema.RESUME_LOCK``) is taken by
+``run`` the moment the folder exists and by ``resume`` before it reads the
+run for writing, and released only once run.json is final. ``rm``, ``gc``,
+``resume`` and ``rerun`` try to take it and refuse (one line naming the
+holder) when it is held; listings only probe it (:func:`holder`). The kernel
+drops the lock when its process exits in any way (even SIGKILL), so a lock
+left by a dead process is simply taken over: a pid in run.json never decides
+liveness. The file keeps the holder's pid, host and command only to name it.
 
 It is not ``record.LOCK_FILE`` (``.run.lock``), the short lock held for each
-write of run.json: the resume holds this one for the whole run and takes
-that one many times meanwhile; one flock taken twice in a process (two
-descriptors) would wait for itself.
+write of run.json: the holder of this one takes that one many times
+meanwhile; one flock taken twice in a process (two descriptors) would wait
+for itself.
 """
 import contextlib
 import fcntl
 import os
 import platform
+import time
 
 from ..callbacks import schema
-from ..errors import MindexpError
+from ..errors import MindexpError, RunDirError
+from .io import create_run_dir
 
 LOCK_FILE = schema.RESUME_LOCK
+# A listing's probe holds the lock (shared) for microseconds; an acquirer
+# retries this long before calling the lock held, so a probe never refuses it.
+PROBE_PATIENCE_S = 0.5
 
 
 class RunLockedError(MindexpError):
     """Another live process holds the run directory."""
 
 
+class RunLock:
+    """A held run lock; :meth:`release` (or the end of :func:`run_locked`) lets it go."""
+
+    def __init__(self, path, fd):
+        self.path, self.fd = path, fd
+
+    def release(self):
+        """Remove the lock file (while still holding it: a waiter sees the inode
+        change) when it is still ours, and close it, which releases the lock."""
+        if self.fd is None:
+            return
+        if _same_file(self.fd, self.path):
+            os.unlink(self.path)
+        os.close(self.fd)
+        self.fd = None
+
+
 @contextlib.contextmanager
 def run_locked(run_dir, action="resume"):
     """Hold ``run_dir``'s lock for the block; RunLockedError (one line) when
-    another process holds it. The lock file is removed on a clean exit, so a
-    refused or finished command leaves the directory as it found it."""
-    path = os.path.join(os.fspath(run_dir), LOCK_FILE)
-    fd = _acquire(path, run_dir, action)
+    another process holds it. The lock file is removed on exit, so a refused
+    or finished command leaves the directory as it found it."""
+    lock = acquire(run_dir, action)
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {platform.node()}\n".encode())
-        yield path
+        yield lock.path
     finally:
-        os.unlink(path)  # while still holding it: a waiter sees the inode change
-        os.close(fd)     # closing the descriptor releases the lock
+        lock.release()
 
 
-def _acquire(path, run_dir, action):
-    """Open and lock ``path``; retried when the holder removed the file between
-    our open and our lock (we would hold a lock on a deleted inode)."""
+def acquire(run_dir, action):
+    """Take ``run_dir``'s lock without waiting for a holder; returns a :class:`RunLock`.
+
+    RunLockedError naming the holder when a live process holds it;
+    RunDirError when the folder no longer exists (removed meanwhile)."""
+    path = os.path.join(os.fspath(run_dir), LOCK_FILE)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # non-inheritable: msrun children
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        try:  # non-inheritable: msrun children do not keep it
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            raise RunDirError(f"cannot {action} {run_dir}: it no longer exists") from None
+        if not _lock(fd, fcntl.LOCK_EX, PROBE_PATIENCE_S):
+            name = _holder_name(fd)
             os.close(fd)
-            raise RunLockedError(f"cannot {action} {run_dir}: {holder} is resuming or running "
-                                 f"it (lock file {LOCK_FILE}); wait for it to finish or stop "
-                                 f"it first") from None
-        if _same_file(fd, path):
-            return fd
+            raise RunLockedError(f"cannot {action} {run_dir}: {name} holds it (lock file "
+                                 f"{LOCK_FILE}); wait for it to finish or stop it first")
+        if _same_file(fd, path):  # not a file its last holder removed meanwhile
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} on {platform.node()} ({action})\n".encode())
+            return RunLock(path, fd)
         os.close(fd)
+
+
+def holder(run_dir):
+    """Who holds ``run_dir``'s lock (``"pid 12 on host (resume)"``), or None when
+    no live process does. Creates nothing and never keeps the lock."""
+    try:
+        fd = os.open(os.path.join(os.fspath(run_dir), LOCK_FILE), os.O_RDONLY)
+    except OSError:  # no lock file: nobody ever held it, or its holder ended cleanly
+        return None
+    try:
+        if _lock(fd, fcntl.LOCK_SH, 0):
+            return None
+        return _holder_name(fd)
+    finally:
+        os.close(fd)  # releases the probe's shared lock
+
+
+def is_live(run_dir):
+    """True while a process holds ``run_dir``'s lock (the one liveness rule)."""
+    return holder(run_dir) is not None
+
+
+def _lock(fd, kind, patience):
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+
+def _holder_name(fd):
+    return os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
 
 
 def _same_file(fd, path):
@@ -66,3 +128,24 @@ def _same_file(fd, path):
     except FileNotFoundError:
         return False
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def create_locked(root, experiment, label=None):
+    """A new run folder (``io.create_run_dir``: ``os.mkdir`` of a fresh id,
+    retried on a clash) with its lock taken before anything is written in
+    it; returns ``(run_dir, RunLock)``. Until run.json exists no command
+    treats the folder as a run, and from then on the lock says it is live."""
+    run_dir = create_run_dir(root, experiment, label)
+    return run_dir, acquire(run_dir, "run")
+
+
+GONE = "running (process gone)"  # a run marked running whose lock no process holds
+
+
+def shown_status(run_dir, status):
+    """The status a listing shows: ``status``, except :data:`GONE` for a run
+    marked ``running`` whose lock is free (it stopped without ending; resume
+    continues it)."""
+    if status == "running" and not is_live(run_dir):
+        return GONE
+    return status

@@ -1,27 +1,33 @@
 """Start a run: in this process, under msrun (the launcher and each worker),
 or as a rank of the user's own msrun. A resume is the ``resume`` argument
 of :func:`train`, not another path."""
+import contextlib
 import os
 
 from .. import config as _config
 from ..entry import entry_of, load_experiment
 from ..errors import TrainingError
-from ..rundir.io import create_run_dir
 from ..rundir.record import RunRecord
+from ..rundir.run_lock import create_locked
 from . import failures
 from .preflight import prepare
 from .session import Session
+from .signals import SignalStop
 
 
-def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None):
+def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None, finish=None):
     """Train ``exp`` and return its run directory (None on a rank other than 0
     under the user's own msrun).
 
-    A new run goes to a new directory under ``out``; with ``resume`` (a
-    :class:`~mindexp.train.resume.Resume` from ``prepare_resume``) the run
-    continues in its own directory. Raises ConfigError/DataError before
-    anything is created, TrainingError (after run.json says failed) when
-    training itself fails.
+    A new run goes to a new directory under ``out``, locked from its
+    creation to its final record; with ``resume`` (a
+    :class:`~mindexp.train.resume.Resume` from ``prepare_resume``, whose
+    caller holds the run's lock) the run continues in its own directory.
+    ``finish(run_dir)`` (the plots) runs before run.json is final. From
+    before the folder exists until run.json is final, SIGINT/SIGTERM only
+    stop the run cleanly (:class:`~mindexp.train.signals.SignalStop`).
+    Raises ConfigError/DataError before anything is created, TrainingError
+    (after run.json says failed) when training itself fails.
     """
     from . import distributed
     entry = entry or (resume.entry if resume else entry_of(exp))
@@ -29,20 +35,29 @@ def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None):
         return _train_as_worker_of_own_msrun(exp, out, label, entry)
     workers = exp.config.workers
     plan = prepare(exp, workers=workers)
-    if resume is None:
-        run_dir, previous = create_run_dir(out, exp.experiment_name(), label), None
-    else:
-        run_dir, previous = resume.run_dir, resume.meta
-        from .resume import truncate_logs
-        truncate_logs(run_dir, resume.step)
-    if workers > 1:
-        return launch_workers(exp, run_dir, entry, resume=resume is not None, previous=previous)
-    return _train_in(exp, plan, run_dir, quiet, entry, resume=resume, previous=previous)
+    with contextlib.ExitStack() as held:
+        # msrun's launcher forwards a signal to its workers (distributed.launch):
+        # only a run trained here keeps SIGINT/SIGTERM until run.json is final.
+        stopper = held.enter_context(SignalStop()) if workers <= 1 else None
+        if resume is None:
+            run_dir, lock = create_locked(out, exp.experiment_name(), label)
+            held.callback(lock.release)  # last: after run.json is final
+            previous = None
+        else:
+            run_dir, previous = resume.run_dir, resume.meta
+            from .resume import truncate_logs
+            truncate_logs(run_dir, resume.step)
+        if workers > 1:
+            return launch_workers(exp, run_dir, entry, resume=resume is not None,
+                                  previous=previous, finish=finish)
+        return _train_in(exp, plan, run_dir, quiet, entry, resume=resume, previous=previous,
+                         stopper=stopper, finish=finish)
 
 
-def launch_workers(exp, run_dir, entry, resume=False, previous=None):
+def launch_workers(exp, run_dir, entry, resume=False, previous=None, finish=None):
     """Train with ``config.workers`` msrun workers; the launcher keeps run.json true
-    when a worker dies (status failed with that worker's last log lines)."""
+    when a worker dies (status failed with that worker's last log lines), and
+    runs ``finish(run_dir)`` after them."""
     from . import distributed
     record = RunRecord(run_dir, previous) if previous else _new_record(exp, run_dir, entry)
     record.write_config(_config.to_dict(exp.config))
@@ -55,6 +70,8 @@ def launch_workers(exp, run_dir, entry, resume=False, previous=None):
         log, tail = distributed.worker_failure(run_dir)
         record.failed(f"msrun exited with status {code}; last lines of msrun/{log}:\n{tail}")
         record.write()
+    if finish is not None:
+        finish(run_dir)
     if record.status == "failed":
         raise TrainingError(record.meta["error"].splitlines()[0], run_dir=run_dir)
     return run_dir
@@ -81,16 +98,20 @@ def _train_as_worker_of_own_msrun(exp, out, label, entry):
     from . import distributed
     rank, size = distributed.init_data_parallel()
     plan = prepare(exp, workers=size)
-    if rank == 0:
-        run_dir = create_run_dir(out, exp.experiment_name(), label)
-    else:  # other ranks write nothing; this path is never created
-        run_dir = os.path.join(os.fspath(out), exp.experiment_name(), f".rank{rank}")
-    return _train_in(exp, plan, run_dir, True, entry, shard=(size, rank))
+    with contextlib.ExitStack() as held:
+        if rank == 0:  # rank 0 writes the run, so it holds its lock
+            run_dir, lock = create_locked(out, exp.experiment_name(), label)
+            held.callback(lock.release)
+        else:  # other ranks write nothing; this path is never created
+            run_dir = os.path.join(os.fspath(out), exp.experiment_name(), f".rank{rank}")
+        return _train_in(exp, plan, run_dir, True, entry, shard=(size, rank))
 
 
-def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shard=(1, 0)):
+def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shard=(1, 0),
+              stopper=None, finish=None):
     """Train in this process (one rank of ``shard``); returns ``run_dir`` (None
-    on a rank that does not write)."""
+    on a rank that does not write). ``finish(run_dir)`` runs on rank 0 once
+    training ended, before the final write of run.json."""
     exp.run_dir = run_dir
     writer = shard[1] == 0  # rank 0 alone writes the run directory
     record = _new_record(exp, run_dir, entry, writer)
@@ -104,7 +125,9 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
     record.write()
     if writer:
         failures.reserve_space(run_dir)  # so run.json can still say why on a full disk
-    Session(exp, plan, run_dir, quiet, shard).execute(record, resume)
+    Session(exp, plan, run_dir, quiet, shard, stopper).execute(record, resume)
+    if writer and finish is not None:
+        finish(run_dir)  # before the final record: a completed run has all its files
     if writer:
         failures.release_space(run_dir)
     record.write()

@@ -1,7 +1,6 @@
 """Resume a run exactly from its latest good checkpoint."""
 import logging
 import os
-import platform
 
 from .. import config as _config
 from ..callbacks import schema
@@ -9,7 +8,6 @@ from ..entry import load_experiment
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import read_json
 from ..rundir.meta import read_meta
-from ..rundir.record import process_alive
 from . import resume_checks
 
 logger = logging.getLogger(__name__)
@@ -82,9 +80,11 @@ def check_run_dir(run_dir):
 
 
 def _check_not_done(meta, exp, resume, run_dir):
-    if meta.get("status") == "running" and meta.get("host") == platform.node() and \
-            process_alive(_as_int(meta.get("pid"))):
-        raise MindexpError(f"cannot resume {run_dir}: it is still running (pid {meta['pid']})")
+    # Whether it still runs is the caller's lock's business (rundir.run_lock).
+    if exp.config.epochs < resume.epoch:
+        raise MindexpError(f"cannot resume {run_dir}: it trained {resume.epoch} epochs already "
+                           f"(its latest checkpoint), more than epochs={exp.config.epochs}; "
+                           f"pass --set epochs=N with N >= {resume.epoch}")
     if meta.get("status") == "completed" and resume.epoch >= exp.config.epochs:
         raise MindexpError(f"cannot resume {run_dir}: it is completed ({resume.epoch} of "
                            f"{exp.config.epochs} epochs); to train longer pass "
@@ -147,13 +147,6 @@ def _last_time(run_dir, step):
         if (row.get("step") or "").isdigit() and int(row["step"]) <= step and row.get("time_s"):
             last = float(row["time_s"])
     return last
-
-
-def _as_int(pid):
-    try:
-        return int(pid)
-    except (TypeError, ValueError):
-        return None
 
 
 def load_resume_point(run_dir):

@@ -25,12 +25,12 @@ class Session:
     ``shard``: ``(number of ranks, this rank)`` under data parallelism.
     """
 
-    def __init__(self, exp, plan, run_dir, quiet, shard=(1, 0)):
+    def __init__(self, exp, plan, run_dir, quiet, shard=(1, 0), stopper=None):
         self.exp, self.plan, self.run_dir, self.quiet = exp, plan, run_dir, quiet
         self.num_shards, self.shard_id = shard
         self.cfg = exp.config
         from .signals import SignalStop
-        self.stopper = SignalStop()
+        self.stopper = stopper or SignalStop()  # the runner's, held until run.json is final
         self.loss_cb = None
         self.early_stop_cb = None
         self.cbs = []
@@ -43,7 +43,7 @@ class Session:
         meta = record.meta
         start = time.monotonic()
         try:
-            with self.stopper.installed(), compile_dumps.kept_in(self.run_dir):
+            with self.stopper, self.stopper.training(), compile_dumps.kept_in(self.run_dir):
                 self._train(resume)
         except KeyboardInterrupt:
             meta.update(status="interrupted", error="interrupted (second signal)")
@@ -55,7 +55,7 @@ class Session:
             logger.debug("training failed", exc_info=True)
         else:
             meta["status"] = self._status(meta)
-        self._summarize(meta, time.monotonic() - start)
+        self._summarize(meta, time.monotonic() - start, resume)
         if record.writer:
             _record_log_summary(record)
 
@@ -77,11 +77,14 @@ class Session:
             initial_epoch, first_batch = resume.position(self.plan.steps_per_epoch)
         model, metrics = self._model(cell)
         cbs = self._callbacks(metrics, resume)
+        trained = False
         if first_batch:  # finish the interrupted epoch first, in the original order
             # (the callbacks count its steps from steps_per_epoch, given to them)
             self._fit(model, metrics, initial_epoch + 1, initial_epoch, cbs, first_batch)
-            initial_epoch += 1
-        if initial_epoch < self.cfg.epochs and not self._stopped():
+            initial_epoch, trained = initial_epoch + 1, True
+        # A signal before the first step still trains one, so the run stops with a
+        # checkpoint to resume from (SignalStop asks for the stop at its end).
+        if initial_epoch < self.cfg.epochs and not (trained and self._stopped()):
             self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
 
     def _fit(self, model, metrics, epochs, initial_epoch, cbs, first_batch=0):
@@ -184,14 +187,17 @@ class Session:
                 return cb.stop_status
         return "completed"
 
-    def _summarize(self, meta, elapsed):
+    def _summarize(self, meta, elapsed, resume=None):
         loss_cb, timer = self.loss_cb, getattr(self, "timer", None)
         steps = loss_cb.last_step if loss_cb else 0
+        final_loss = loss_cb.last_loss if loss_cb else None
+        if not steps and resume is not None:  # resumed with nothing left to train
+            steps, final_loss = resume.step, _logged_loss(self.run_dir, resume.step)
         train_time = timer.train_time_s if timer and timer.train_time_s else elapsed
         rate = timer.steps_per_s if timer else None
         meta.update(ended_at=now_iso(), steps=steps,
                     epochs=-(-steps // self.plan.steps_per_epoch) if steps else 0,
-                    final_loss=loss_cb.last_loss if loss_cb else None,
+                    final_loss=final_loss,
                     train_time_s=round((meta.get("train_time_s") or 0) + train_time, 4),
                     steps_per_s=round(rate, 2) if rate else None,
                     params=_scalar_params(self.net))
@@ -304,6 +310,16 @@ def _record_log_summary(record):
         record.meta[SUMMARY_KEY] = log_summary(Run(record.run_dir))
     except Exception:  # a report reads the CSVs instead; never fail the run for it
         logger.debug("no log summary for %s", record.run_dir, exc_info=True)
+
+
+def _logged_loss(run_dir, step):
+    """The loss logged at ``step`` (the last row up to it), or None."""
+    from ..callbacks import schema
+    loss = None
+    for row in schema.read_rows(schema.path_of(run_dir, "loss")):
+        if (row.get("step") or "").isdigit() and int(row["step"]) <= step and row.get("loss"):
+            loss = float(row["loss"])
+    return loss
 
 
 def _scalar_params(net):

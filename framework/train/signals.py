@@ -1,4 +1,5 @@
 """Stop training cleanly on SIGINT/SIGTERM."""
+import contextlib
 import logging
 import signal
 import threading
@@ -14,19 +15,46 @@ class SignalStop(QuietCallback):
 
     The first signal requests a stop, so the step finishes, the final
     checkpoint matches the logs and the status becomes ``interrupted``; a
-    second signal raises KeyboardInterrupt at once.
+    second signal during training raises KeyboardInterrupt at once.
+
+    The runner holds it from before the run's folder exists until run.json
+    is final (``with stopper:``); outside :meth:`training` a signal is only
+    noted, so the run's creation and its final bookkeeping (summary, plots,
+    run.json) always finish and the record never stays ``running``.
     """
 
     def __init__(self):
         super().__init__()
         self.signum = None
         self._saved = {}
+        self._training = False
+        self._late = None
 
     def handler(self, signum, frame):
-        if self.signum is not None:
+        if self.signum is not None and self._training:
             raise KeyboardInterrupt
-        self.signum = signum
-        logger.warning("%s: stopping after this step", signal_name(signum))
+        if self.signum is None:
+            self.signum = signum
+        if not self._training:
+            self._late = signum  # heard by the caller's own handler once we are done
+        logger.warning("%s: %s", signal_name(signum),
+                       "stopping after this step" if self._training else
+                       "stopping once the run's record is written")
+
+    @contextlib.contextmanager
+    def training(self):
+        """The block trains: a second signal in it stops at once. Our handlers
+        are taken back on the way out (MindSpore may have replaced them)."""
+        self._training = True
+        try:
+            yield
+        finally:
+            self._training = False
+            self._take_back()
+
+    def _take_back(self):
+        for sig in self._saved:
+            signal.signal(sig, self.handler)
 
     def on_train_step_end(self, run_context):
         if self.signum is not None:
@@ -37,14 +65,10 @@ class SignalStop(QuietCallback):
             # SIGTERM; its dataset pipeline (parallel workers) installs SIGINT and
             # SIGTERM handlers when its iterator starts: take them back after every
             # step (a cheap syscall each).
-            for sig in self._saved:
-                signal.signal(sig, self.handler)
-
-    def installed(self):
-        """Context manager installing the handlers (main thread only)."""
-        return self
+            self._take_back()
 
     def __enter__(self):
+        """Install the handlers (main thread only; the outermost enter)."""
         if not self._context_depth and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._saved[sig] = signal.signal(sig, self.handler)
@@ -53,6 +77,10 @@ class SignalStop(QuietCallback):
     def _end_context(self):
         # The outermost exit only: Model enters it again (and Model.fit once per
         # evaluation); restoring there would let a later signal kill the run.
-        for sig, old in self._saved.items():
-            signal.signal(sig, old)
-        self._saved = {}
+        saved, self._saved = self._saved, {}
+        for sig, old in saved.items():  # None: a handler not set from Python
+            signal.signal(sig, signal.SIG_DFL if old is None else old)
+        late, self._late = self._late, None
+        caller = saved.get(late)
+        if callable(caller) and caller is not signal.default_int_handler:
+            caller(late, None)  # a tuning worker's flag: it stops after this run
