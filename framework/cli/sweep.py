@@ -37,6 +37,7 @@ from ..callbacks import schema
 from ..config import did_you_mean, load_toml
 from ..errors import ConfigError, MindexpError, RunDirError
 from ..children import die_with_parent
+from ..rundir.meta import read_meta
 from ..rundir.io import (check_label, create_run_dir, inside, is_run_dir, now_iso, read_json,
                          write_json)
 from ..rundir.record import locked
@@ -689,8 +690,8 @@ def _read_meta(run_dir):
     if not run_dir:
         return None
     try:
-        return read_json(os.path.join(run_dir, schema.RUN_JSON))
-    except Exception:  # a child killed mid-start may leave no readable run.json
+        return read_meta(run_dir)
+    except Exception:  # a child killed mid-start may leave no readable (or valid) run.json
         return None
 
 
