@@ -140,7 +140,7 @@ def test_parameter_tracker_ignores_optimizer_state(tmp_path, run_context, networ
 
 def test_grad_norm_monitor_without_trainstep_says_how_to_fix(tmp_path, run_context, network):
     with pytest.raises(TypeError, match=r"TrainStep.model\(net, loss_fn, optimizer, metrics=.*"
-                                        r"eval_network=nn.WithEvalCell\(net, loss_fn\), "
+                                        r"eval_network=EvalCell\(net, loss_fn\), "
                                         r"eval_indexes=\[0, 1, 2\]"):
         GradNormMonitor(tmp_path).on_train_begin(run_context(train_network=network))
 
