@@ -19,6 +19,7 @@ CONFIG_JSON = "config.json"            # the full resolved config
 RUN_JSON = "run.json"                  # the run record (status, totals, provenance)
 RUN_LOCK = ".run.lock"                 # held for each read-change-write of run.json
 RESUME_LOCK = ".lock"                  # held by a resume for its whole run (pid, host inside)
+WORKER_LOCK = "worker-{host}-{pid}.lock"  # a search worker's, in <study>/logs/, held while it lives
 SPACE_RESERVE = ".space-reserve"       # freed when the disk fills, so run.json can still say why
 ERROR_FILE = "error.txt"               # the full traceback of a failed run
 EVALUATIONS_CSV = "evaluations.csv"    # one row per `mindexp evaluate`

@@ -23,6 +23,7 @@ import shutil
 import sys
 import traceback
 
+from ..callbacks import schema
 from ..rundir.io import is_run_dir
 from ._console import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, log_to_stderr, one_line, print_summary
 
@@ -109,7 +110,7 @@ def _drop_unrecorded(exp):
     run_dir = getattr(exp, "run_dir", None)
     if run_dir and os.path.isdir(run_dir) and not is_run_dir(run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
-        _say(f"mindexp: removed {run_dir}: the run failed before its run.json was written")
+        _say(f"mindexp: removed {run_dir}: the run failed before its {schema.RUN_JSON} was written")
 
 
 def _say(text):

@@ -158,6 +158,10 @@ def _delete(path):
 
 
 def _remove_run(target):
+    if os.path.islink(target.path):  # only the link goes: its target's run is not touched
+        drop_from_indexes(target.path, target.meta.get("run_id"))
+        _delete(_hide(target.path))
+        return
     lock = acquire(target.path, "remove")
     try:  # held until the files are gone: no resume can start in it meanwhile
         hidden = _hide(target.path)

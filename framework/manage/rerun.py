@@ -68,7 +68,7 @@ def _refuse_unlisted(run_dir, meta):
     if unlisted:
         more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
         raise RunDirError(f"{run_dir}: {unlisted[0]}{more} is not in the captured source's "
-                          "manifest (run.json); only the files captured with the run are "
+                          f"manifest ({schema.RUN_JSON}); only the files captured with the run are "
                           "accepted, remove it")
 
 

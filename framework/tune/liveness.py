@@ -27,6 +27,8 @@ import platform
 import threading
 import warnings
 
+from ..callbacks import schema
+
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_S = 10  # how often a worker records that its trial is alive
@@ -52,7 +54,8 @@ def quiet_heartbeat():
 @contextlib.contextmanager
 def worker_lock(study_dir):
     """Hold this process's worker lock for the block; yields the lock file's path."""
-    path = os.path.join(study_dir, "logs", f"worker-{platform.node()}-{os.getpid()}.lock")
+    name = schema.WORKER_LOCK.format(host=platform.node(), pid=os.getpid())
+    path = os.path.join(study_dir, "logs", name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
