@@ -107,9 +107,9 @@ class Harness:
             if target is not None:
                 self.removable.add(target)
             return None if target is None else ("rm", target, "--yes")
-        if name == "gc":
+        if name == "gc":  # interrupted runs stay, for the resumes to come
             self.removable.update(d for d in self.run_dirs() if not self.held(d))
-            return ("gc", self.root, "--yes")
+            return ("gc", self.root, "--yes", "--status", "failed,running")
         raise AssertionError(name)
 
     def racer(self, live_target):
@@ -130,6 +130,8 @@ class Harness:
 
     # -- the root ---------------------------------------------------------------------------
     def run_dirs(self):
+        """Every run folder: <root>/<experiment>/<run>, and the trials' runs of
+        <root>/studies/<study>/<experiment>/<run> (only folders with a run.json there)."""
         found = set()
         if not self.root.is_dir():
             return found
@@ -139,6 +141,9 @@ class Harness:
                 continue
             found.update(str(folder / r) for r in os.listdir(folder)
                          if not r.startswith(".") and (folder / r).is_dir())
+        for dirpath, _, files in os.walk(self.root / "studies"):
+            if "run.json" in files:
+                found.add(dirpath)
         return found
 
     def status(self, run_dir):
@@ -263,8 +268,8 @@ class Harness:
     def check_listing(self, where):
         """`mindexp runs --json` works and lists nothing as running (no process is left)."""
         self.checks += 1
-        if not self.root.is_dir():
-            return
+        if not self.run_dirs():
+            return  # an empty root is refused by `runs` (exit 2), as documented
         code, out, err = self.call("runs", self.root, "--json")
         if code != 0:
             self.fail(where, f"mindexp runs: exit {code}: {err[-300:]}")
@@ -289,6 +294,9 @@ class Harness:
             with open(os.path.join(run_dir, "config.json")) as f:
                 if json.load(f).get("seed") != 3:
                     continue
+            if not os.path.isdir(os.path.join(run_dir, "checkpoints")) or not os.listdir(
+                    os.path.join(run_dir, "checkpoints")):
+                continue  # stopped before its first checkpoint: resume says so (exit 2)
             if self.status(run_dir) != "completed":
                 code, _, err = self.call("resume", run_dir, "--quiet")
                 self.expect(code == 0, "final resume", f"{run_dir}: exit {code}: {err[-300:]}")

@@ -386,7 +386,10 @@ def test_sigterm_at_30_moments_leaves_a_completed_or_resumable_run(tmp_path):
         (run_dir,) = run_dirs
         status = meta_of(run_dir)["status"]
         assert status in ("completed", "interrupted"), (i, moments[i], code, status)
-        assert code == (0 if status == "completed" else 128 + signal.SIGTERM), (i, code)
+        # completed: 0, or -SIGTERM when the signal came once the record was final
+        # (the handlers are gone then; nothing is left to record)
+        wanted = (0, -signal.SIGTERM) if status == "completed" else (128 + signal.SIGTERM,)
+        assert code in wanted, (i, code)
         outcomes[status] = outcomes.get(status, 0) + 1
         (_check_finished(run_dir, reference) if status == "completed" else
          to_resume.append(run_dir))
