@@ -287,6 +287,25 @@ class Harness:
         self.failures.append(f"{where}: {message}")
 
     # -- the end ----------------------------------------------------------------------------
+    def kill_after_a_checkpoint(self, sig):
+        """A run of the reference config killed with ``sig`` once its first
+        checkpoint is indexed: random kills often land before one exists."""
+        proc = self.start("run", "fi.py:Tiny", "--out", self.root, "--quiet", *REFERENCE)
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline:
+            if any(os.path.getsize(index) > 40 for index in self.checkpoint_indexes()):
+                os.kill(proc.pid, sig)
+                self.kills["run"] += 1
+                break
+            time.sleep(0.05)
+        proc.communicate(timeout=120)
+        self.quiet()
+
+    def checkpoint_indexes(self):
+        return [os.path.join(d, "checkpoints.csv") for d in self.run_dirs()
+                if self.status(d) == "running" and self.held(d)
+                and os.path.exists(os.path.join(d, "checkpoints.csv"))]
+
     def finish_and_compare(self, reference):
         """Resume every unfinished run of the reference config; its rows equal the reference's."""
         compared = 0
@@ -333,6 +352,8 @@ def test_a_hundred_kills_lose_nothing_and_every_run_resumes_to_the_same_files(tm
             misses[done] += 1
             horizon[done] = 0.7 * horizon.get(done, 1.5)
             queue.append(done)
+    for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGKILL):
+        h.kill_after_a_checkpoint(sig)
     compared = h.finish_and_compare(reference)
     total = sum(h.kills.values())
     print(f"\nfault injection (seed {SEED}): {total} kills {h.kills}, "

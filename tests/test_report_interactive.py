@@ -169,3 +169,16 @@ def test_an_early_stopped_run_shows_complete_progress_and_the_stop(tmp_path):
     assert (progress["fail-bbbbbb"]["step"], progress["fail-bbbbbb"]["total"],
             progress["fail-bbbbbb"]["stop"]) == (45, 880, None)  # a failure is no stop
     assert os.path.isdir(stopped) and os.path.isdir(failed)
+
+
+@pytest.mark.parametrize("log", ["loss.csv", "grad_norm.csv", "eval.csv", "params.csv"])
+def test_a_log_created_but_never_written_leaves_the_report_whole(cli, tmp_path, log):
+    """A run killed the moment it made a log leaves an empty file (found by the
+    fault-injection suite: `report` died with KeyError 'step')."""
+    from rundirs import make_run
+    make_run(tmp_path, "a", eval_rows=[{"epoch": 1, "step": 2, "mae": 0.5}], params={"w": [1, 2, 3]})
+    killed = make_run(tmp_path, "b")
+    open(os.path.join(killed, log), "w").close()
+    done = cli("report", tmp_path, "--out", tmp_path / "r.html")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert os.path.getsize(tmp_path / "r.html") > 0

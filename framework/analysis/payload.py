@@ -277,7 +277,10 @@ def _figure(fig_id, title, ytitle, traces, targets=()):
 
 
 def _trace(run_index, table, column, kind="train", name=None, smooth=False, legend=True):
-    x, y = downsample(table["step"].to_numpy(), table[column].to_numpy(dtype=float))
+    if "step" not in table or column not in table:  # a log made but not yet written
+        x, y = [], []
+    else:
+        x, y = downsample(table["step"].to_numpy(), table[column].to_numpy(dtype=float))
     return {"run": run_index, "name": name or column, "kind": kind, "smooth": smooth,
             "legend": legend, "x": x, "y": y}
 
