@@ -329,6 +329,7 @@ class Harness:
         return compared
 
 
+@pytest.mark.timeout(2400)  # ~10 min on an idle 2-core machine; the default 600 s is too tight
 def test_a_hundred_kills_lose_nothing_and_every_run_resumes_to_the_same_files(tmp_path):
     (tmp_path / "fi.py").write_text(EXPERIMENT)
     h = Harness(tmp_path)
