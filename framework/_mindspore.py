@@ -14,7 +14,6 @@ import logging
 import os
 import re
 
-from .callbacks import schema
 
 CHECKED_ON = "2.10"  # the MindSpore version every reliance below was checked on
 
@@ -109,7 +108,6 @@ def device_selected(device):
 
 
 # -- automatic mixed precision -----------------------------------------------------
-AMP_REWRITE_DIR = schema.REWRITTEN_NETWORK_DIR
 
 
 def mixed_precision(net, level, folder):

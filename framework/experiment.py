@@ -12,7 +12,6 @@ from .config import Config as _CommonConfig
 from .errors import DataError
 
 # loss.csv's own columns: a loss component cannot take one of these names.
-LOSS_COLUMNS = schema.LOSS.columns
 
 
 class BaseExperiment:
@@ -172,11 +171,12 @@ class BaseExperiment:
 
 def check_loss_components(cls):
     """``cls.loss_components``: distinct identifiers, none a loss.csv column (DataError)."""
-    names = cls.loss_components
+    names, taken = cls.loss_components, schema.LOSS.columns
     what = (f"{cls.__name__}.loss_components must be a tuple of distinct identifiers other than "
-            f"{schema.LOSS.filename}'s columns ({', '.join(LOSS_COLUMNS)}). Received: loss_components={names!r}")
+            f"{schema.LOSS.filename}'s columns ({', '.join(taken)}). "
+            f"Received: loss_components={names!r}")
     if isinstance(names, str) or not isinstance(names, (tuple, list)):
         raise DataError(what)
-    if not all(isinstance(n, str) and n.isidentifier() and n not in LOSS_COLUMNS for n in names) \
+    if not all(isinstance(n, str) and n.isidentifier() and n not in taken for n in names) \
             or len(set(names)) < len(names):
         raise DataError(what)

@@ -17,6 +17,7 @@ from mindspore import Tensor, nn
 from mindspore.train import MAE, Callback, Model
 
 from mindexp import _mindspore as fw
+from mindexp.callbacks import schema
 from mindexp.callbacks import _mindspore as cbms
 from mindexp.callbacks._common import step_info
 
@@ -324,7 +325,7 @@ def test_amp_o1_rewrites_the_network_source_into_the_working_directory(tmp_path,
     here = os.getcwd()
     fw.mixed_precision(MLP(1, 1, hidden=4), "O1", tmp_path)
     assert os.getcwd() == here
-    assert (tmp_path / fw.AMP_REWRITE_DIR).is_dir()
+    assert (tmp_path / schema.REWRITTEN_NETWORK_DIR).is_dir()
 
 
 def test_nn_adam_logs_a_fused_sparse_deprecation_that_the_builder_drops():

@@ -11,7 +11,6 @@ import os
 
 from ..callbacks import schema
 from ..errors import ConfigError, RunDirError
-from ..experiment import LOSS_COLUMNS
 from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
@@ -277,7 +276,7 @@ def _loss_outcomes(run, summary):
 
 def loss_components(run):
     """Names of the loss components a run logged (loss.csv's extra columns)."""
-    return [c for c in run.loss.columns if c not in LOSS_COLUMNS]
+    return [c for c in run.loss.columns if c not in schema.LOSS.columns]
 
 
 def _final_params(run, summary):

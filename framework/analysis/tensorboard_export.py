@@ -16,7 +16,6 @@ from ..callbacks import schema
 from ..callbacks._tensorboard import EventWriter, check_available
 from ..errors import MindexpError
 
-FOLDER = schema.TENSORBOARD_DIR
 
 
 def export(runs, out=None):
@@ -32,7 +31,7 @@ def export(runs, out=None):
         raise MindexpError(str(exc)) from None
     for run in runs:
         folder = os.path.join(out, str(run.meta.get("experiment") or "runs"), run.run_id) \
-            if out else os.path.join(run.dir, FOLDER)
+            if out else os.path.join(run.dir, schema.TENSORBOARD_DIR)
         _write_swapped(run, os.path.abspath(folder))
         yield run, folder
 

@@ -376,8 +376,7 @@ def _report(start, verbose=False):
 def _print_failure(exc, verbose):
     """One line and the run directory; the traceback file's path (its text
     too with ``--verbose``)."""
-    from ..train.failures import ERROR_FILE
-    error_file = os.path.join(exc.run.dir, ERROR_FILE) if exc.run is not None else None
+    error_file = os.path.join(exc.run.dir, schema.ERROR_FILE) if exc.run is not None else None
     if not (error_file and os.path.isfile(error_file)):
         error_file = None
     if verbose and error_file:

@@ -74,10 +74,11 @@ def _refuse_unlisted(run_dir, meta):
 
 def _check_not_live(run_dir):
     """A live run (a process holds its lock) may still change: refuse, naming the holder."""
-    from ..rundir.run_lock import LOCK_FILE, RunLockedError, holder
+    from ..rundir.run_lock import RunLockedError, holder
     live = holder(run_dir)
     if live:
-        raise RunLockedError(f"cannot rerun {run_dir}: {live} holds it (lock file {LOCK_FILE}); "
+        raise RunLockedError(f"cannot rerun {run_dir}: {live} holds it "
+                             f"(lock file {schema.RESUME_LOCK}); "
                              "wait for it to finish or stop it first")
 
 

@@ -33,7 +33,7 @@ def capture(exp, run_dir, entry):
     if F.provenance_of(existing):
         return {F.META_KEY: existing[F.META_KEY], F.RERUN_KEY: existing.get(F.RERUN_KEY)}
     rerun_of = getattr(exp, "rerun_of", None)
-    block = _capture_into(exp, run_dir, F.SOURCE_DIR, F.ENVIRONMENT_FILE, rerun_of)
+    block = _capture_into(exp, run_dir, schema.SOURCE_DIR, schema.ENVIRONMENT_FILE, rerun_of)
     block[F.CONFIG_SET_KEY] = _config_set(exp)
     return {F.META_KEY: block, F.RERUN_KEY: rerun_of}
 
@@ -48,8 +48,8 @@ def _config_set(exp):
 def capture_resume(exp, run_dir, number):
     """What the ``number``-th resume ran with, in ``source/resume-<number>/``;
     returns the block to append to that resume's run.json entry."""
-    folder = os.path.join(F.SOURCE_DIR, F.RESUME_DIR.format(n=number))
-    return _capture_into(exp, run_dir, folder, os.path.join(folder, F.ENVIRONMENT_FILE), None)
+    folder = os.path.join(schema.SOURCE_DIR, F.RESUME_DIR.format(n=number))
+    return _capture_into(exp, run_dir, folder, os.path.join(folder, schema.ENVIRONMENT_FILE), None)
 
 
 def _capture_into(exp, run_dir, folder, environment_file, rerun_of):

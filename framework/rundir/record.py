@@ -18,9 +18,6 @@ from ..errors import RunDirError
 from .io import now_iso, write_json
 from .meta import read_meta
 
-RUN_JSON = schema.RUN_JSON
-CONFIG_JSON = schema.CONFIG_JSON
-LOCK_FILE = schema.RUN_LOCK  # held for each read-change-write of run.json
 USER_FIELDS = ("tags", "note")  # changed by mindexp tag / note, also while a run trains
 # Fields a resumed run carries over (a tuning trial stays one).
 RESUME_KEEPS = ("study", "trial", "tuned")
@@ -90,7 +87,7 @@ class RunRecord:
     def write_config(self, config_dict):
         """Write config.json (the full resolved config) atomically."""
         if self.writer:
-            write_json(os.path.join(self.run_dir, CONFIG_JSON), config_dict)
+            write_json(os.path.join(self.run_dir, schema.CONFIG_JSON), config_dict)
 
     def resumed_from(self, previous, step, checkpoint):
         """Continue ``previous`` (the old run.json): its start, its time, one more resume."""
@@ -134,7 +131,7 @@ def locked(run_dir, wait_s=None):
 
     Not the run's liveness lock (``run_lock``): this one is held only for
     each read-change-write of run.json."""
-    fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(os.path.join(run_dir, schema.RUN_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         _wait_for_lock(fd, run_dir, wait_s)
         yield
@@ -153,17 +150,18 @@ def _wait_for_lock(fd, run_dir, wait_s):
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                raise RunDirError(f"cannot update {os.path.join(run_dir, RUN_JSON)}: another "
-                                  f"process kept its write lock ({LOCK_FILE}) for {wait_s:g} s; "
+                raise RunDirError(f"cannot update {os.path.join(run_dir, schema.RUN_JSON)}: "
+                                  f"another process kept its write lock ({schema.RUN_LOCK}) "
+                                  f"for {wait_s:g} s; "
                                   "try again") from None
             time.sleep(0.02)
 
 
 def update_meta(run_dir, change):
     """Apply ``change(meta)`` to run.json under the run's lock; returns the new meta."""
-    path = os.path.join(run_dir, RUN_JSON)
+    path = os.path.join(run_dir, schema.RUN_JSON)
     if not os.path.isfile(path):
-        raise RunDirError(f"{run_dir} is not a run directory (it has no {RUN_JSON}). "
+        raise RunDirError(f"{run_dir} is not a run directory (it has no {schema.RUN_JSON}). "
                           f"Received: {run_dir!r}")
     try:
         with locked(run_dir, WRITE_LOCK_WAIT_S):
@@ -177,7 +175,7 @@ def update_meta(run_dir, change):
 
 def write_keeping_user_fields(run_dir, meta):
     """The runner's write of run.json: tags and notes changed meanwhile on disk win."""
-    path = os.path.join(run_dir, RUN_JSON)
+    path = os.path.join(run_dir, schema.RUN_JSON)
     with locked(run_dir):
         try:
             current = read_meta(run_dir)

@@ -11,8 +11,6 @@ LOGS = {name: log.filename for name, log in schema.LOGS.items()}
 # Columns each log must have; reports rely on them. Every other column but
 # the text ones holds numbers, and step/epoch hold integers.
 REQUIRED = {name: log.required for name, log in schema.LOGS.items()}
-TEXT_COLUMNS = schema.TEXT_COLUMNS
-INTEGER_COLUMNS = schema.INTEGER_COLUMNS
 
 
 class Run:
@@ -156,8 +154,8 @@ def _check_columns(path, table, required):
         raise RunDirError(f"{path} is malformed: it lacks the column(s) {', '.join(missing)}. "
                           f"Received columns: {', '.join(map(str, table.columns))}")
     for column in table.columns:
-        if column not in TEXT_COLUMNS:
-            _check_numbers(path, table[column], integer=column in INTEGER_COLUMNS)
+        if column not in schema.TEXT_COLUMNS:
+            _check_numbers(path, table[column], integer=column in schema.INTEGER_COLUMNS)
 
 
 def _check_numbers(path, values, integer):

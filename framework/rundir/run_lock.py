@@ -9,7 +9,7 @@ drops the lock when its process exits in any way (even SIGKILL), so a lock
 left by a dead process is simply taken over: a pid in run.json never decides
 liveness. The file keeps the holder's pid, host and command only to name it.
 
-It is not ``record.LOCK_FILE`` (``.run.lock``), the short lock held for each
+It is not ``schema.RUN_LOCK`` (``.run.lock``), the short lock held for each
 write of run.json: the holder of this one takes that one many times
 meanwhile; one flock taken twice in a process (two descriptors) would wait
 for itself.
@@ -24,7 +24,6 @@ from ..callbacks import schema
 from ..errors import MindexpError, RunDirError
 from .io import create_run_dir
 
-LOCK_FILE = schema.RESUME_LOCK
 # A listing's probe holds the lock (shared) for microseconds; an acquirer
 # retries this long before calling the lock held, so a probe never refuses it.
 PROBE_PATIENCE_S = 0.5
@@ -68,7 +67,7 @@ def acquire(run_dir, action):
 
     RunLockedError naming the holder when a live process holds it;
     RunDirError when the folder no longer exists (removed meanwhile)."""
-    path = os.path.join(os.fspath(run_dir), LOCK_FILE)
+    path = os.path.join(os.fspath(run_dir), schema.RESUME_LOCK)
     while True:
         try:  # non-inheritable: msrun children do not keep it
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -78,7 +77,7 @@ def acquire(run_dir, action):
             name = _holder_name(fd)
             os.close(fd)
             raise RunLockedError(f"cannot {action} {run_dir}: {name} holds it (lock file "
-                                 f"{LOCK_FILE}); wait for it to finish or stop it first")
+                                 f"{schema.RESUME_LOCK}); wait for it to finish or stop it first")
         if _same_file(fd, path):  # not a file its last holder removed meanwhile
             os.ftruncate(fd, 0)
             os.write(fd, f"pid {os.getpid()} on {platform.node()} ({action})\n".encode())
@@ -90,7 +89,7 @@ def holder(run_dir):
     """Who holds ``run_dir``'s lock (``"pid 12 on host (resume)"``), or None when
     no live process does. Creates nothing and never keeps the lock."""
     try:
-        fd = os.open(os.path.join(os.fspath(run_dir), LOCK_FILE), os.O_RDONLY)
+        fd = os.open(os.path.join(os.fspath(run_dir), schema.RESUME_LOCK), os.O_RDONLY)
     except OSError:  # no lock file: nobody ever held it, or its holder ended cleanly
         return None
     try:

@@ -10,8 +10,8 @@ before its end and a run made before this record have none: reports read
 their CSVs through the same function, so both ways give the same table.
 """
 
+from ..callbacks import schema
 from ..config import direction_of_name
-from ..experiment import LOSS_COLUMNS  # any other loss.csv column is a loss component
 
 SUMMARY_KEY = "summary"
 # Bump when the content changes: a record of another version is ignored.
@@ -49,7 +49,7 @@ def _loss_summary(loss):
             "last_step": int(loss["step"].iloc[-1]) if len(values) else None,
             "last_epoch": int(loss["epoch"].iloc[-1]) if len(values) else None,
             "components": {str(c): float(loss[c].iloc[-1]) if len(values) else None
-                           for c in loss.columns if c not in LOSS_COLUMNS}}
+                           for c in loss.columns if c not in schema.LOSS.columns}}
 
 
 def _final_scalar_params(params):

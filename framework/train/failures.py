@@ -13,10 +13,8 @@ import traceback
 
 from ..callbacks import schema
 
-ERROR_FILE = schema.ERROR_FILE
 # A little disk space set aside when a run starts and given back when it
 # fails, so run.json and error.txt can still say why on a full disk.
-RESERVE_FILE = schema.SPACE_RESERVE
 RESERVE_BYTES = 256 * 1024
 
 # mindexp's own files: the package (framework/ in a checkout) and its callbacks
@@ -90,7 +88,7 @@ def save_traceback(run_dir, exc):
     (None when even that cannot be written: the one-line error in run.json
     is then all there is)."""
     release_space(run_dir)
-    path = os.path.join(run_dir, ERROR_FILE)
+    path = os.path.join(run_dir, schema.ERROR_FILE)
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(format_traceback(exc))
@@ -102,7 +100,7 @@ def save_traceback(run_dir, exc):
 def reserve_space(run_dir):
     """Set ``RESERVE_BYTES`` aside in the run directory (best effort)."""
     try:
-        with open(os.path.join(run_dir, RESERVE_FILE), "wb") as f:
+        with open(os.path.join(run_dir, schema.SPACE_RESERVE), "wb") as f:
             f.write(b"\0" * RESERVE_BYTES)
     except OSError:
         pass
@@ -111,7 +109,7 @@ def reserve_space(run_dir):
 def release_space(run_dir):
     """Give the reserved bytes back (before writing run.json at the end)."""
     try:
-        os.remove(os.path.join(run_dir, RESERVE_FILE))
+        os.remove(os.path.join(run_dir, schema.SPACE_RESERVE))
     except OSError:
         pass
 

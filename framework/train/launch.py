@@ -5,6 +5,7 @@ import contextlib
 import os
 
 from .. import config as _config
+from ..callbacks import schema
 from ..entry import entry_of, load_experiment
 from ..errors import TrainingError
 from ..rundir.record import RunRecord
@@ -81,10 +82,9 @@ def run_worker(run_dir, resume=False):
     """One msrun worker of a launched run: join the cluster and train; rank 0 writes."""
     from . import distributed
     from ..rundir.io import read_json
-    from ..rundir.record import CONFIG_JSON
     rank, size = distributed.init_data_parallel()
     meta = RunRecord.read(run_dir).meta
-    exp = load_experiment(meta["entry"])(read_json(os.path.join(run_dir, CONFIG_JSON)))
+    exp = load_experiment(meta["entry"])(read_json(os.path.join(run_dir, schema.CONFIG_JSON)))
     plan = prepare(exp, workers=size, check_network=False)  # the launcher checked it
     point = None
     if resume:

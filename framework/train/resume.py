@@ -13,7 +13,6 @@ from . import resume_checks
 logger = logging.getLogger(__name__)
 
 # Logs whose rows carry a global step; each is cut back to the checkpoint.
-STEP_LOGS = schema.STEP_LOGS
 
 
 class Resume:
@@ -55,7 +54,7 @@ def prepare_resume(run_dir, overrides=None):
     run, a run without a usable checkpoint, or a path that is not a run.
     """
     run_dir = check_run_dir(run_dir)
-    resume_checks.check_logs_readable(run_dir, STEP_LOGS)
+    resume_checks.check_logs_readable(run_dir, schema.STEP_LOGS)
     meta = read_meta(run_dir, require=("entry",))
     config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     cls = load_experiment(meta["entry"])
@@ -134,7 +133,7 @@ def _latest_good_checkpoint(run_dir):
 def truncate_logs(run_dir, step):
     """Cut every step log back to ``step`` so the resumed run writes each step once."""
     from ..callbacks.csv_log import CsvLog, read_header
-    for name in STEP_LOGS:
+    for name in schema.STEP_LOGS:
         path = os.path.join(run_dir, name)
         header = read_header(path)
         if header and "step" in header:

@@ -8,7 +8,6 @@ from ..errors import MindexpError, RunDirError
 from ._model import load_model, open_run
 
 SPLITS = ("eval", "train")
-FILENAME = schema.EVALUATIONS_CSV
 COLUMNS = ("evaluated_at", "checkpoint", "step", "epoch", "split")
 
 
@@ -35,7 +34,7 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
     row = {"evaluated_at": now_iso(), "checkpoint": model.checkpoint_file, "step": model.step,
            "epoch": model.epoch, "split": split, **results}
     if record:
-        append_row(os.path.join(run.dir, FILENAME), row)
+        append_row(os.path.join(run.dir, schema.EVALUATIONS_CSV), row)
     return row
 
 
