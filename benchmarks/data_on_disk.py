@@ -92,7 +92,7 @@ def child_bare(folder, epochs):
 def child_memory(kind, out):
     import numpy as np
     from mindexp.experiments.linear import Linear
-    from mindexp.sources import Lazy
+    from mindexp.define.sources import Lazy
 
     class Rows:
         def __init__(self, x, y):

@@ -152,7 +152,7 @@ def measure(w, pkg_by_name, out, train_step_pkg=None):
 
     from mindexp import callbacks
     from benchmarks import ms_side
-    from mindexp.data import as_arrays
+    from mindexp.define.data import as_arrays
     exp = ms_side.experiment(w)
     arrays = as_arrays(exp.source("train"), exp.columns, "train")
     ms.set_seed(0)

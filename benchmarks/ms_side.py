@@ -11,7 +11,7 @@ to the end of the last step (synced again), over ``steps - 1`` steps.
   ``GeneratorDataset(shuffle=True).batch(b)``: what a user writes first.
 - ``model_batch``: bare ``Model.train`` over a plain GeneratorDataset of
   mindexp's batch-level source, through MindSpore's pipeline.
-- ``model_fast`` (profiling only): the same over ``mindexp.data.make_dataset``.
+- ``model_fast`` (profiling only): the same over ``mindexp.define.data.make_dataset``.
 - ``mindexp_off``: mindexp's own pieces (experiment network/loss/optimizer,
   ``callbacks.TrainStep`` returning the grad norm, ``exp.dataset``) in
   ``Model.train`` with no callbacks.
@@ -29,7 +29,7 @@ from mindspore import Tensor, nn
 from mindspore.train import Callback, Model
 
 from mindexp import Experiment
-from mindexp.data import BatchSource, as_arrays, make_dataset
+from mindexp.define.data import BatchSource, as_arrays, make_dataset
 
 from .workloads import steps_per_s
 

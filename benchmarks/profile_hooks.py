@@ -53,7 +53,7 @@ def train(w, package, prof, out):
 
     from benchmarks import interleave, ms_side
     from mindexp import callbacks
-    from mindexp.data import as_arrays
+    from mindexp.define.data import as_arrays
     from mindexp.train.session import startup_objects_frozen
     exp = ms_side.experiment(w)
     arrays = as_arrays(exp.source("train"), exp.columns, "train")

@@ -7,13 +7,18 @@ MindSpore script loads nothing of the experiment runtime, and importing
 """
 import importlib
 
+# The one place the version is written (setup.cfg reads it; `mindexp --version` prints it).
+# Bump it whenever a contract of DESIGN.md changes, with a CHANGELOG.md entry.
+__version__ = "0.3.0"
+
 _EXPORTS = {
-    "Config": "config", "ConfigError": "errors", "DataError": "errors",
+    "Config": "define.config", "Lazy": "define.sources", "ConfigError": "errors", "DataError": "errors",
     "MindexpError": "errors", "RunDirError": "errors", "Experiment": "api",
     "compare": "analysis.notebook", "history": "analysis.reports",
     "load_run": "analysis.notebook", "load_runs": "analysis.notebook", "Run": "analysis.notebook",
     "Runs": "analysis.notebook", "plot": "analysis.notebook",
     "TrainingError": "errors", "diff": "manage.diff",
+    "tune": "search", "study_frame": "search",
 }
 __all__ = sorted(_EXPORTS)
 

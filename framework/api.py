@@ -7,7 +7,7 @@ this layer draws the run's plots after it and wraps the directory in a
 import logging
 
 from .errors import TrainingError
-from .experiment import BaseExperiment
+from .define.experiment import BaseExperiment
 from .analysis.notebook import Run
 
 logger = logging.getLogger(__name__)

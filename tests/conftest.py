@@ -82,3 +82,22 @@ def ms_graph():
     if ms.get_context("device_target") != "CPU":  # refused once the runtime has started
         ms.set_device("CPU")
     return ms
+
+
+# -- a full disk (train/test_resume_faults.py, search/test_sweep_lifecycle.py) --------
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 512 KiB tmpfs at tmp_path/small (root only); skipped where mounting is not allowed."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        skip_unless_ci(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+DISK_ARGS = ["--set", "epochs=400", "--set", "checkpoint_interval_s=0", "--set",
+             "optimizer=adam", "--set", "lr=0.05", "--quiet"]

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import ROOT  # noqa: E402  (the repository)
 sys.path.insert(0, ROOT)
 
 from benchmarks import run as bench  # noqa: E402

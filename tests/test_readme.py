@@ -38,20 +38,20 @@ CONSOLE = (SWEEP, SPIRALS)
 # Shell lines (by their start) that cannot run in a test, and why.
 SKIP = {
     "mindexp run path/to/file.py:MyExperiment": "a placeholder for the reader's own file "
-                                                "(tests/test_cli.py runs a user's file)",
-    "mindexp serve": "serves until stopped (tests/test_dashboard.py starts and stops it)",
+                                                "(tests/framework/cli/test_cli.py runs a user's file)",
+    "mindexp serve": "serves until stopped (tests/framework/analysis/test_dashboard.py starts and stops it)",
     "mindexp tune EXPERIMENT": "a synopsis with placeholders",
     "mindexp tune --show --study NAME": "a synopsis with placeholders",
     "hostA$": "needs two machines sharing a file system, or a PostgreSQL server",
     "hostB$": "needs two machines sharing a file system",
-    "msrun": "needs two machines (tests/test_distributed.py runs two launchers on loopback)",
+    "msrun": "needs two machines (tests/framework/train/test_distributed.py runs two launchers on loopback)",
     "mindexp show 49b912": "a run id from the sample output above it",
     "mindexp rm outputs/linear/20261130-125415-df8017": "a run of the sample output above it",
     "mindexp resume outputs/linear/<run_id> #": "needs an interrupted run "
-                                               "(tests/test_resume.py interrupts and resumes)",
+                                               "(tests/framework/train/test_resume.py interrupts and resumes)",
     "mindexp rerun outputs/tripler/": "tripler is the Provenance section's example file, "
-                                      "not in the README (tests/test_provenance.py)",
-    "mindexp diff RUN_A RUN_B": "placeholders (tests/test_provenance.py diffs real runs)",
+                                      "not in the README (tests/framework/provenance/test_provenance.py)",
+    "mindexp diff RUN_A RUN_B": "placeholders (tests/framework/provenance/test_provenance.py diffs real runs)",
 }
 # Lines whose one-line error the README shows: they must exit 2.
 EXIT_2 = ("mindexp predict outputs/spirals/<run_id> --input bad.npy",

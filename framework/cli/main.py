@@ -313,8 +313,8 @@ def cmd_worker(args):
 
 
 def _build_experiment(spec, toml_path, sets):
-    from ..catalog import resolve_spec
-    from ..config import load_toml, parse_assignments
+    from ..define.catalog import resolve_spec
+    from ..define.config import load_toml, parse_assignments
     overrides = parse_assignments(sets)
     file_values = load_toml(toml_path) if toml_path else {}
     cls, entry = resolve_spec(spec)
@@ -325,13 +325,13 @@ def _build_experiment(spec, toml_path, sets):
 
 def cmd_resume(args):
     from ..api import resume_run
-    from ..config import parse_assignments
+    from ..define.config import parse_assignments
     overrides = parse_assignments(args.set)
     return _report(lambda: resume_run(args.run_dir, overrides, quiet=args.quiet), args.verbose)
 
 
 def cmd_rerun(args):
-    from ..config import parse_assignments
+    from ..define.config import parse_assignments
     from ..manage.rerun import prepare_rerun, train_rerun
     exp, entry = prepare_rerun(args.run_dir, parse_assignments(args.set), args.current_code)
     if args.current_code and exp.rerun_of["config_set_unknown"]:
@@ -499,8 +499,8 @@ def cmd_plot(args):
 
 
 def cmd_sweep(args):
-    from ..catalog import resolve_spec
-    from ..config import load_toml, parse_assignments
+    from ..define.catalog import resolve_spec
+    from ..define.config import load_toml, parse_assignments
     from .sweep import Sweep, check_points, parse_grid
     cls, entry = resolve_spec(args.experiment)
     grid, sets = parse_grid(args.grid, cls), parse_assignments(args.set)
@@ -586,12 +586,12 @@ def _sweep_exit(sweep, status):
 
 
 def cmd_tune(args):
-    from ..tune.cli import run_tune
+    from ..search.cli import run_tune
     return run_tune(args)
 
 
 def cmd_tune_worker(args):
-    from ..tune.worker import serve
+    from ..search.worker import serve
     return serve(args.task[0], int(args.task[1]))
 
 
@@ -723,7 +723,7 @@ def cmd_export(args):
 
 
 def _checkpoint_arg(args):
-    from ..checkpoints import parse_checkpoint
+    from ..rundir.checkpoints import parse_checkpoint
     return parse_checkpoint(args.checkpoint)
 
 

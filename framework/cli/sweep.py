@@ -34,9 +34,9 @@ import sys
 import threading
 
 from ..callbacks import schema
-from ..config import did_you_mean, load_toml
+from ..define.config import did_you_mean, load_toml
 from ..errors import ConfigError, MindexpError, RunDirError
-from ..children import die_with_parent
+from ..search.children import die_with_parent
 from ..rundir.meta import read_meta
 from ..rundir.io import (check_label, create_run_dir, inside, is_run_dir, now_iso, read_json,
                          write_json)
@@ -425,7 +425,7 @@ class Sweep:
         (file values, then ``--set``, then the grid point), where and under
         which label to write, and the log for its output."""
         if self.entry is None:
-            from ..catalog import resolve_spec
+            from ..define.catalog import resolve_spec
             self.entry = resolve_spec(self.spec)[1]
         file_values = load_toml(self.config_file) if self.config_file else {}
         return {"entry": self.entry, "config": {**file_values, **self.sets, **run.values},

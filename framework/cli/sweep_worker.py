@@ -94,7 +94,7 @@ def _train(task, started):
     the folder it was given (``exp.run_dir``) when training fails."""
     from ..api import resume_run, run_experiment
     from ..callbacks import list_checkpoints
-    from ..entry import load_experiment
+    from ..define.entry import load_experiment
     if task.get("resume") and list_checkpoints(task["resume"], "all"):
         return resume_run(task["resume"], quiet=True)
     exp = started["exp"] = load_experiment(task["entry"])(task["config"])

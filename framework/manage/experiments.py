@@ -3,7 +3,7 @@ read from source with ``ast`` (no MindSpore import).
 
 A field's description is the string under it (an attribute docstring) or
 ``field(..., metadata={"help": ...})``; the common fields are described once,
-in :class:`mindexp.config.Config`, and an experiment's own description wins.
+in :class:`mindexp.define.config.Config`, and an experiment's own description wins.
 """
 import ast
 import dataclasses
@@ -11,9 +11,9 @@ import inspect
 import os
 import textwrap
 
-from .. import config as _config
-from ..catalog import resolve_spec, shipped, shipped_info
-from ..entry import EXPERIMENTS_DIR, SHIPPED_PREFIX
+from ..define import config as _config
+from ..define.catalog import resolve_spec, shipped, shipped_info
+from ..define.entry import EXPERIMENTS_DIR, SHIPPED_PREFIX
 
 
 class FieldInfo:

@@ -21,7 +21,7 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     Raises MindexpError (one line) when ``run_dir`` is not a run, or its
     captured source is missing or corrupt (unless ``current_code``).
     """
-    from ..entry import load_experiment
+    from ..define.entry import load_experiment
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not is_run_dir(run_dir):
         raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no {schema.RUN_JSON})")

@@ -95,7 +95,7 @@ def _same(default, value):
 def experiment_defaults(entry):
     """``{field: default}`` of the experiment behind ``entry``, read from its source
     without importing it (no MindSpore); None when the source cannot be found."""
-    from ..config import Config, field_defaults
+    from ..define.config import Config, field_defaults
     defaults = {name: default for name, _, default in field_defaults(Config)}
     module, _, class_name = (entry or "").rpartition(":")
     source = _source_file(module)
@@ -111,7 +111,7 @@ def experiment_defaults(entry):
 
 
 def _source_file(module):
-    from ..entry import EXPERIMENTS_DIR, SHIPPED_PREFIX
+    from ..define.entry import EXPERIMENTS_DIR, SHIPPED_PREFIX
     if module.endswith(".py"):
         return module if os.path.isfile(module) else None
     for prefix in (SHIPPED_PREFIX, "experiments."):

@@ -4,7 +4,7 @@ import hashlib
 import os
 
 from ..callbacks import schema
-from ..entry import SHIPPED_FOLDER  # noqa: F401  (in source/: a shipped experiment's module)
+from ..define.entry import SHIPPED_FOLDER  # noqa: F401  (in source/: a shipped experiment's module)
 from ..errors import RunDirError
 
 # -- names ---------------------------------------------------------------------

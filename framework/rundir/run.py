@@ -94,7 +94,7 @@ class Run:
 
         Raises RunDirError (one line, naming what exists) when there is none.
         """
-        from ..checkpoints import find_checkpoint
+        from .checkpoints import find_checkpoint
         return find_checkpoint(self, checkpoint)
 
     def network(self, checkpoint="last", best=False):
@@ -109,7 +109,7 @@ class Run:
 
     def experiment(self):
         """The run's experiment, built from its entry and config.json."""
-        from ..entry import load_experiment
+        from ..define.entry import load_experiment
         return load_experiment(read_meta(self.dir, require=("entry",))["entry"])(self.config)
 
 

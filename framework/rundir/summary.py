@@ -11,7 +11,7 @@ their CSVs through the same function, so both ways give the same table.
 """
 
 from ..callbacks import schema
-from ..config import direction_of_name
+from ..define.config import direction_of_name
 
 SUMMARY_KEY = "summary"
 # Bump when the content changes: a record of another version is ignored.

@@ -22,7 +22,8 @@ logger = logging.getLogger(__name__)
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = "msrun"  # MindSpore's launcher executable (not the run folder's MSRUN_DIR)
-ENTRY_SCRIPT = os.path.join(PACKAGE_DIR, "_msrun_entry.py")
+# a file of cli/ (the top floor): msrun runs the command line in each worker
+ENTRY_SCRIPT = os.path.join(PACKAGE_DIR, "cli", "_msrun_entry.py")
 REPO_ROOT = os.path.dirname(PACKAGE_DIR)
 
 

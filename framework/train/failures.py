@@ -58,7 +58,7 @@ def one_line(exc, limit=2000):
     """``KeyError: 'x' (at /path/exp.py:12 in network)``: the exception's first
     meaningful line and, when there is one, the user's own frame."""
     text = str(exc).strip()
-    from ..sources import describe_pipeline_error
+    from ..define.sources import describe_pipeline_error
     pipeline = describe_pipeline_error(text)  # names the map operation and the data file
     lines = [pipeline] if pipeline else \
         [ln for ln in text.splitlines() if ln.strip() and not set(ln.strip()) <= set("-=")]

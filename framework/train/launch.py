@@ -4,9 +4,9 @@ of :func:`train`, not another path."""
 import contextlib
 import os
 
-from .. import config as _config
+from ..define import config as _config
 from ..callbacks import schema
-from ..entry import entry_of, load_experiment
+from ..define.entry import entry_of, load_experiment
 from ..errors import TrainingError
 from ..rundir.record import RunRecord
 from ..rundir.run_lock import create_locked

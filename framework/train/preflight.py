@@ -1,9 +1,9 @@
 """Before a run directory exists: load and check the data, the data-dependent
 config limits, the network's output shape, the labels' values, the eval
 metrics, the device."""
-from .. import sources
+from ..define import sources
 from ..errors import ConfigError, DataError, MindexpError
-from ..metrics import check_metric_names
+from ..define.metrics import check_metric_names
 from .failures import user_code_error
 from .labels import check_data, check_label_types
 
@@ -45,7 +45,7 @@ def prepare(exp, workers=1, check_network=True):
         check_loss_components(exp, train)
     check_data(exp, in_memory, out_shape)
     _check_eval(exp, eval_)
-    from ..monitors import check_monitors
+    from .monitors import check_monitors
     check_monitors(exp, eval_, workers)
     return Plan(train, eval_, steps_per_epoch)
 
@@ -138,7 +138,7 @@ def _check_eval(exp, eval_):
 
 
 def _split(exp, split):
-    """A split's data as the session takes it (see :mod:`mindexp.sources`)."""
+    """A split's data as the session takes it (see :mod:`mindexp.define.sources`)."""
     if sources.takes_only_split(exp):
         first = _user_call(exp.dataset, exp, "dataset", split)
         return sources.Finished(exp, split, first) if first is not None else None

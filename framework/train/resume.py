@@ -2,9 +2,9 @@
 import logging
 import os
 
-from .. import config as _config
+from ..define import config as _config
 from ..callbacks import schema
-from ..entry import load_experiment
+from ..define.entry import load_experiment
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import read_json
 from ..rundir.meta import read_meta

@@ -102,7 +102,7 @@ class Session:
 
     def _dataset(self, split, start_epoch=0, first_batch=0):
         """The dataset of a split from where this fit starts (sharded when training)."""
-        from ..sources import Finished
+        from ..define.sources import Finished
         data = self.plan.train if split == "train" else self.plan.eval
         if isinstance(data, Finished):
             return data.dataset(start_epoch, first_batch, self.num_shards) if split == "train" \
@@ -125,7 +125,7 @@ class Session:
     def _model(self, cell):
         from mindspore import nn
         from mindspore.train import Model
-        from ..metrics import build_metrics, eval_network, with_eval_loss
+        from ..define.metrics import build_metrics, eval_network, with_eval_loss
         spec = with_eval_loss(self.exp.metrics(), (self.cfg.early_stop, self.cfg.checkpoint_monitor))
         metrics = build_metrics(spec) if self.plan.eval is not None else {}
         if not metrics:
@@ -156,7 +156,7 @@ class Session:
         if wanted(self.quiet):
             cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
         cbs.extend(self.exp.callbacks() or [])
-        from ..monitors import best_checkpoint_args, early_stopping
+        from .monitors import best_checkpoint_args, early_stopping
         self.early_stop_cb = early_stopping(self.exp, d, resume, self.plan.steps_per_epoch)
         if self.early_stop_cb is not None:
             cbs.append(self.early_stop_cb)
@@ -229,7 +229,7 @@ def _lr_to_log(exp, lr):
     """The learning rate LossMonitor logs as is: the one the framework computed,
     when the experiment's optimizer is the framework's (which uses it) and it
     is a number or a per-step list; else None (LossMonitor reads the optimizer)."""
-    from ..experiment import BaseExperiment
+    from ..define.experiment import BaseExperiment
     if getattr(type(exp), "optimizer", None) is not BaseExperiment.optimizer:
         return None
     if isinstance(lr, bool) or not isinstance(lr, (int, float, list, tuple)):

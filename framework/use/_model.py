@@ -12,7 +12,7 @@ class LoadedModel:
 
     def __init__(self, run, exp, net, path):
         self.run, self.exp, self.net, self.path = run, exp, net, path
-        from ..checkpoints import checkpoint_position
+        from ..rundir.checkpoints import checkpoint_position
         self.step, self.epoch = checkpoint_position(path)
 
     @property

@@ -39,7 +39,7 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
 
 
 def _split_arrays(exp, split):
-    from ..data import as_arrays
+    from ..define.data import as_arrays
     source = exp.source(split)
     if source is None:
         other = [s for s in SPLITS if s != split]
@@ -51,7 +51,7 @@ def _split_arrays(exp, split):
 
 def _run_eval(model, arrays, spec):
     from mindspore.train import Model
-    from ..metrics import build_metrics, eval_network
+    from ..define.metrics import build_metrics, eval_network
     metrics = build_metrics(spec)
     # The eval network and indexes the runner evaluates with during training.
     eval_net = eval_network(model.net, model.exp.loss_fn())

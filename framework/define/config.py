@@ -1,0 +1,435 @@
+"""The common experiment config, and turning user values into it."""
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from dataclasses import dataclass, fields
+from typing import Optional, Tuple
+
+from ..errors import ConfigError
+from .metrics import METRIC_NAMES
+
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad")
+LOSSES = ("mse", "mae", "l1", "huber", "cross_entropy", "bce")
+MODES = ("graph", "pynative")
+DEVICES = ("CPU", "GPU", "Ascend")
+AMP_LEVELS = ("O0", "O1", "O2", "O3")
+MEMORY_LEVELS = ("O0", "O1")
+LR_SCHEDULES = ("constant", "step", "cosine", "exponential")
+# Optional[X], Union[X, Y] and the PEP 604 spelling X | None, X | Y
+_UNIONS = (typing.Union, types.UnionType)
+_NONE_WORDS = ("none", "null", "")
+
+
+MONITOR_MODES = ("auto", "min", "max")
+# The direction of a value from the words of its name: early_stop and
+# checkpoint_monitor ("auto"), tune's --objective, gc --by, the best of a metric.
+LOWER_IS_BETTER = frozenset({"loss", "error", "err", "mae", "mse", "rmse", "mape", "nll", "l1",
+                             "l2", "perplexity", "distance", "hausdorff"})
+HIGHER_IS_BETTER = frozenset({"accuracy", "acc", "top1", "top5", "auc", "f1", "precision",
+                              "recall", "r2", "iou", "dice", "bleu", "rouge"})
+
+
+@dataclass
+class Config:
+    """Fields every experiment has; subclass it to add your own.
+
+    The string under each field is its one-line description (``mindexp list
+    NAME`` shows it); describe your own fields the same way, or with
+    ``field(default=..., metadata={"help": "..."})``.
+    """
+
+    seed: int = 0
+    """seed of MindSpore, NumPy and the data shuffle"""
+    epochs: int = 10
+    """passes over the training set"""
+    batch_size: int = 32
+    """samples per step (per worker)"""
+    optimizer: str = "sgd"
+    """mindspore.nn optimizer"""
+    lr: float = 0.01
+    """learning rate (the peak of a schedule)"""
+    momentum: float = 0.9
+    """momentum of the momentum optimizer"""
+    weight_decay: float = 0.0
+    """L2 penalty passed to the optimizer"""
+    loss: str = "mse"
+    """loss function (cross_entropy: sparse labels)"""
+    mode: str = "graph"
+    """MindSpore graph (compiled) or PyNative (eager) mode"""
+    device: str = "CPU"
+    """MindSpore device target"""
+    amp_level: str = "O0"
+    """mixed precision level of mindspore.amp (O0: float32)"""
+    memory_optimize_level: str = "O0"
+    """MindSpore memory optimisation: O0 speed first, O1 memory first (SOMAS reuse, less peak)"""
+    loss_scale: float = 1.0
+    """fixed loss scale; gradients are unscaled before the update"""
+    lr_schedule: str = "constant"
+    """learning-rate schedule over the run's steps"""
+    warmup_steps: int = 0
+    """steps of linear warmup at the start"""
+    lr_decay_rate: float = 0.1
+    """factor of the step/exponential schedules"""
+    lr_decay_epochs: int = 1
+    """epochs per decay of the step/exponential schedules"""
+    clip_grad_norm: Optional[float] = None
+    """clip the global gradient norm to this value (none: off)"""
+    grad_accumulation: int = 1
+    """batches whose gradients add up to one update"""
+    sink: bool = False
+    """MindSpore dataset sink mode (on CPU it trains per step anyway)"""
+    graph_kernel: bool = False
+    """MindSpore graph-kernel fusion (GPU/Ascend, graph mode)"""
+    log_every: int = 1
+    """log loss, parameters and gradient norm every N steps"""
+    track_params: bool = True
+    """write params.csv"""
+    track_names: Tuple[str, ...] = ()
+    """parameters to track, names or globs (empty: all)"""
+    max_param_values: int = 16
+    """largest parameter tracked element by element (else its stats)"""
+    checkpoint_every: int = 1
+    """save a checkpoint every N epochs (0: only at the end)"""
+    checkpoint_interval_s: float = 10.0
+    """skip a periodic checkpoint younger than this"""
+    keep_checkpoints: int = 3
+    """newest regular checkpoints kept"""
+    eval_every: int = 1
+    """evaluate every N epochs (and after the last)"""
+    metrics: Tuple[str, ...] = ()
+    """eval metrics (empty: the experiment's choice, or loss)"""
+    workers: int = 1
+    """data-parallel workers launched with msrun"""
+    log_all_ranks: bool = False
+    """every rank writes its own logs, not rank 0 alone"""
+    early_stop: str = ""
+    """value watched to stop early: loss or eval_<metric>; empty = never"""
+    patience: int = 5
+    """epochs without improvement before an early stop"""
+    min_delta: float = 0.0
+    """smallest change that counts as an improvement"""
+    early_stop_mode: str = "auto"
+    """min, max, or auto (from the watched name)"""
+    checkpoint_monitor: str = ""
+    """value that ranks the best checkpoints (loss or eval_<metric>); empty = none"""
+    keep_best: Optional[int] = None
+    """how many best checkpoints to keep (1 when checkpoint_monitor is set)"""
+
+
+# field -> (check, what is accepted); checked after type coercion
+_RULES = {
+    "epochs": (lambda v: v >= 1, "an integer >= 1"),
+    "batch_size": (lambda v: v >= 1, "an integer >= 1"),
+    "lr": (lambda v: v > 0, "a number > 0"),
+    "momentum": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "weight_decay": (lambda v: v >= 0, "a number >= 0"),
+    "loss_scale": (lambda v: v > 0, "a number > 0"),
+    "warmup_steps": (lambda v: v >= 0, "an integer >= 0"),
+    "lr_decay_rate": (lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    "lr_decay_epochs": (lambda v: v >= 1, "an integer >= 1"),
+    "clip_grad_norm": (lambda v: v is None or v > 0, "a number > 0, or none"),
+    "grad_accumulation": (lambda v: v >= 1, "an integer >= 1"),
+    "log_every": (lambda v: v >= 1, "an integer >= 1"),
+    "max_param_values": (lambda v: v >= 1, "an integer >= 1"),
+    "checkpoint_every": (lambda v: v >= 0, "an integer >= 0 (0: only at the end)"),
+    "checkpoint_interval_s": (lambda v: v >= 0, "a number >= 0"),
+    "keep_checkpoints": (lambda v: v >= 1, "an integer >= 1"),
+    "eval_every": (lambda v: v >= 1, "an integer >= 1"),
+    "metrics": (lambda v: set(v) <= set(METRIC_NAMES),
+                f"a comma-separated list of {', '.join(METRIC_NAMES)} (empty: the experiment's "
+                "choice, or loss)"),
+    "workers": (lambda v: v >= 1, "an integer >= 1"),
+    "seed": (lambda v: 0 <= v < 2 ** 32, "an integer in [0, 2**32)"),
+    "early_stop": (lambda v: _is_monitor(v, empty_ok=True),
+                   "empty (off), loss or eval_<metric> (e.g. eval_accuracy)"),
+    "patience": (lambda v: v >= 1, "an integer >= 1"),
+    "min_delta": (lambda v: v >= 0, "a number >= 0"),
+    "checkpoint_monitor": (lambda v: _is_monitor(v, empty_ok=True),
+                           "empty (off), loss or eval_<metric> (e.g. eval_accuracy)"),
+    "keep_best": (lambda v: v is None or v >= 1, "an integer >= 1, or none"),
+}
+_CHOICES = {"optimizer": OPTIMIZERS, "loss": LOSSES, "mode": MODES, "device": DEVICES,
+            "amp_level": AMP_LEVELS, "memory_optimize_level": MEMORY_LEVELS,
+            "lr_schedule": LR_SCHEDULES,
+            "early_stop_mode": MONITOR_MODES}
+
+
+def _is_monitor(value, empty_ok=False):
+    return (empty_ok and value == "") or value == "loss" or (
+        value.startswith("eval_") and len(value) > len("eval_"))
+
+
+def monitor_mode(name, mode="auto", metrics=None):
+    """``"min"`` or ``"max"`` for a monitored value, or None when unknown.
+
+    ``mode`` other than auto wins; otherwise the direction follows the name
+    (``loss``, ``eval_mae``: min; ``eval_accuracy``: max). ``metrics`` is the
+    experiment's ``metrics()``: a dict there maps an eval column to its metric.
+    """
+    if mode in ("min", "max"):
+        return mode
+    metric = name[len("eval_"):] if name.startswith("eval_") else name
+    renamed = metrics.get(metric) if isinstance(metrics, dict) else None
+    return direction_of_name(renamed if isinstance(renamed, str) else metric)
+
+
+def direction_of_name(name):
+    """``"min"``, ``"max"`` or None from the words of ``name``: the last of its
+    words that says (``eval_accuracy``, ``final_loss``, ``dense.weight_error``,
+    ``top5_error``: the error of top5)."""
+    for word in reversed(re.split(r"[^a-z0-9]+", str(name).lower())):
+        if word in LOWER_IS_BETTER:
+            return "min"
+        if word in HIGHER_IS_BETTER:
+            return "max"
+    return None
+
+
+def resolve(config_cls, *sources):
+    """Build ``config_cls`` from mappings applied in order (later wins).
+
+    Values may be strings (from ``--set`` or the command line) or Python
+    values (from TOML or keyword arguments). Raises ConfigError naming the
+    field for an unknown name, a wrong type or an out-of-range value.
+    """
+    known = {f.name: f for f in fields(config_cls)}
+    hints = typing.get_type_hints(config_cls)
+    values = {}
+    for source in sources:
+        for name, raw in (source or {}).items():
+            if name not in known:
+                raise ConfigError(_unknown_message(name, known), field=name)
+            values[name] = coerce(name, raw, hints[name])
+    config = config_cls(**values)
+    check(config)
+    return config
+
+
+def check(config):
+    """Range and choice checks of the common fields (ConfigError)."""
+    hints = typing.get_type_hints(type(config))
+    for f in fields(config):
+        value = getattr(config, f.name)
+        _check_type(f.name, value, hints[f.name])
+        if f.name in _RULES:
+            ok, accepted = _RULES[f.name]
+            if not ok(value):
+                raise ConfigError(f"config field {f.name!r} must be {accepted}. "
+                                  f"Received: {f.name}={value!r}", field=f.name)
+        if f.name in _CHOICES and value not in _CHOICES[f.name]:
+            raise ConfigError(f"config field {f.name!r} must be one of "
+                              f"{', '.join(_CHOICES[f.name])}. Received: {f.name}={value!r}",
+                              field=f.name)
+    _check_keep_best(config)
+
+
+def _check_keep_best(config):
+    if getattr(config, "keep_best", None) is not None and not getattr(config, "checkpoint_monitor", ""):
+        raise ConfigError("config field 'keep_best' needs checkpoint_monitor (the value the best "
+                          "checkpoints are ranked by, e.g. eval_accuracy or loss). "
+                          f"Received: keep_best={config.keep_best!r}, checkpoint_monitor=''",
+                          field="keep_best")
+
+
+def coerce(name, raw, hint):
+    """Turn ``raw`` into a value of type ``hint`` or raise ConfigError."""
+    try:
+        return _coerce(raw, hint)
+    except (TypeError, ValueError):
+        raise ConfigError(f"config field {name!r} expects {_type_name(hint)}. "
+                          f"Received: {name}={raw!r}", field=name) from None
+
+
+def _coerce(raw, hint):
+    """``raw`` as a value of ``hint``; TypeError/ValueError when it is not one.
+
+    Every annotation ``mindexp list`` can show is handled the same way:
+    ``X | None``/``Optional[X]`` and other unions (first member that takes
+    the value), ``Literal[...]``, ``list[X]``, ``tuple[X, ...]``, fixed
+    ``tuple[X, Y]``, bool/int/float/str, and any other class (the value
+    itself when an instance, else ``cls(raw)``, e.g. an Enum or a Path).
+    """
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in _UNIONS:
+        return _coerce_union(raw, args)
+    if origin is typing.Literal:
+        return _coerce_literal(raw, args)
+    if origin in (tuple, list) or hint in (tuple, list):
+        return _coerce_sequence(raw, origin or hint, args)
+    if hint is bool:
+        return _to_bool(raw)
+    if hint is int:
+        return _to_int(raw)
+    if hint is float:
+        return _to_float(raw)
+    if hint is str:
+        if not isinstance(raw, str):
+            raise TypeError("")
+        return raw
+    if hint is typing.Any or not isinstance(hint, type):
+        return raw
+    return raw if isinstance(raw, hint) else hint(raw)
+
+
+def _coerce_union(raw, args):
+    members = [a for a in args if a is not type(None)]
+    if len(members) < len(args) and (
+            raw is None or (isinstance(raw, str) and raw.strip().lower() in _NONE_WORDS)):
+        return None
+    for member in members:
+        try:
+            return _coerce(raw, member)
+        except (TypeError, ValueError):
+            continue
+    raise ValueError("")
+
+
+def _coerce_literal(raw, choices):
+    for choice in choices:
+        try:
+            if _coerce(raw, type(choice)) == choice:
+                return choice
+        except (TypeError, ValueError):
+            continue
+    raise ValueError("")
+
+
+def _coerce_sequence(raw, kind, args):
+    items = [s.strip() for s in raw.split(",") if s.strip()] if isinstance(raw, str) else raw
+    if not isinstance(items, (list, tuple)):
+        raise TypeError("")
+    if kind is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+        if len(items) != len(args):  # tuple[int, float]: exactly these items
+            raise ValueError("")
+        return tuple(_coerce(item, h) for item, h in zip(items, args))
+    item_hint = args[0] if args else str
+    coerced = [_coerce(item, item_hint) for item in items]
+    return tuple(coerced) if kind is tuple else coerced
+
+
+def _to_bool(raw):
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "1", "yes", "on"):
+        return True
+    if isinstance(raw, str) and raw.strip().lower() in ("false", "0", "no", "off"):
+        return False
+    raise ValueError("")
+
+
+def _to_int(raw):
+    if isinstance(raw, bool):
+        raise TypeError("")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
+    if isinstance(raw, str):
+        return int(raw.strip())
+    raise TypeError("")
+
+
+def _to_float(raw):
+    if isinstance(raw, bool):
+        raise TypeError("")
+    if isinstance(raw, (int, float)):
+        value = float(raw)
+    elif isinstance(raw, str):
+        value = float(raw.strip())
+    else:
+        raise TypeError("")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError("not a finite number")
+    return value
+
+
+def _check_type(name, value, hint):
+    try:
+        _coerce(value, hint)
+    except (TypeError, ValueError):
+        raise ConfigError(f"config field {name!r} expects {_type_name(hint)}. "
+                          f"Received: {name}={value!r}", field=name) from None
+
+
+def _type_name(hint):
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in _UNIONS:
+        members = [_type_name(a) for a in args if a is not type(None)]
+        none = " or none" if len(members) < len(args) else ""
+        return " or ".join(members) + none
+    if origin is typing.Literal:
+        return f"one of {', '.join(map(str, args))}"
+    if origin in (tuple, list) or hint in (tuple, list):
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            return f"a comma-separated list of {len(args)} items ({', '.join(map(_type_name, args))})"
+        return f"a comma-separated list of {_type_name(args[0]) if args else 'a string'}"
+    return {int: "an integer", float: "a number", bool: "true or false",
+            str: "a string"}.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def did_you_mean(name, known):
+    """`` Did you mean a, b?`` naming the closest of ``known``, or "" when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    return f" Did you mean {', '.join(close)}?" if close else ""
+
+
+def _unknown_message(name, known):
+    return (f"unknown config field {name!r}.{did_you_mean(name, known)} Valid fields: "
+            f"{', '.join(known)}. Received: {name}")
+
+
+def parse_assignments(pairs):
+    """``["lr=0.1", "optimizer=adam"]`` -> dict of strings (ConfigError if malformed)."""
+    out = {}
+    for pair in pairs or ():
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--set expects NAME=VALUE. Received: {pair!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def load_toml(path):
+    """Read a TOML config file into a dict (ConfigError if unreadable/malformed)."""
+    import tomllib
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    # A [config] table is accepted too, so one file can hold other sections.
+    return data.get("config", data) if isinstance(data.get("config"), dict) else data
+
+
+def to_dict(config):
+    """The config as a JSON-ready dict (tuples become lists)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+
+
+def field_defaults(config_cls):
+    """``[(name, short type, default)]`` for listing."""
+    hints = typing.get_type_hints(config_cls)
+    return [(f.name, short_type(hints[f.name]), f.default if f.default is not dataclasses.MISSING
+             else f.default_factory()) for f in fields(config_cls)]
+
+
+def short_type(hint):
+    """``int``, ``float | None``, ``tuple[str, ...]``: as a user would write it."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in _UNIONS:
+        return " | ".join(short_type(a) for a in args).replace("NoneType", "None")
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(map(repr, args))}]"
+    if origin in (tuple, list):
+        inner = ", ".join("..." if a is Ellipsis else short_type(a) for a in args)
+        return f"{origin.__name__}[{inner}]"
+    return getattr(hint, "__name__", str(hint))
+
+
+def choices(name):
+    """The accepted values of a common field with a fixed set, else ()."""
+    return _CHOICES.get(name, ())

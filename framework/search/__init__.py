@@ -1,0 +1,101 @@
+"""Hyper-parameter search on Optuna: ``mindexp tune`` and :func:`tune`.
+
+Optuna is the optional extra ``mindexp[tune]``; it is imported only when a
+study is made or read. Every trial is a normal run directory (label
+``trial-<n>``, run.json naming ``study`` and ``trial``) under
+``<out>/studies/<study>/``, beside the study's journal file, its logs and
+its plots.
+"""
+import inspect
+import os
+
+from ..errors import ConfigError
+from .results import best, save_plots, study_frame
+from .study import StopFlag, run_trials
+
+__all__ = ["tune", "study_frame"]
+
+
+def tune(experiment, space, trials=20, objective="final_loss", direction=None,
+         sampler="tpe", pruner="median", workers=1, timeout=None, study=None, storage=None,
+         config=None, seed=None, out="outputs"):
+    """Search ``space`` for ``experiment`` and return the best trial's :class:`mindexp.Run`
+    (None when no trial completed).
+
+    Args:
+        experiment: an Experiment subclass, or what ``mindexp run`` accepts
+            (``"linear"``, ``"path/file.py:Class"``).
+        space: ``{field: "loguniform:1e-4:1" | "uniform:A:B" | "int:A:B" |
+            "int-log:A:B" | "choice:a,b" | [a, b]}``.
+        trials: the study's total number of trials (a resumed study runs the rest).
+        objective: a column ``compare()`` reports for a run (``final_loss``,
+            ``min_loss``, ``dense.weight_error``, an eval metric's column).
+        direction: ``"minimize"`` or ``"maximize"``; None infers it from the
+            objective's name as ``early_stop_mode=auto`` does (``loss``, ``mse``,
+            ``error``: minimize; ``accuracy``, ``f1``, ``auc``, ``r2``: maximize),
+            ConfigError when the name does not tell.
+        sampler: ``"tpe"``, ``"random"`` or ``"grid"``; pruner: ``"median"``,
+            ``"hyperband"`` or ``"none"``.
+        workers: trials at once, each worker a process (needs an importable
+            experiment class); 1 runs the trials in this process.
+        timeout: no new trial after this long (seconds or ``"10m"``).
+        study, storage: the study's name (default: the experiment's) and an
+            RDB URL or journal file (default: ``<out>/studies/<study>/journal.log``).
+            An existing study is continued; with another space, objective or
+            direction it is refused (ConfigError naming the difference).
+        config: fixed config values of every trial.
+        seed: the sampler's seed (same seed, sampler and ``workers=1``: same
+            sequence of parameters; a continued study draws new ones).
+    """
+    from ..analysis.notebook import load_run  # renders in Jupyter
+    from .driver import make_spec, run_workers, start
+    cls, entry = _experiment(experiment)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be an integer >= 1. Received: workers={workers!r}",
+                          field="workers")
+    if workers > 1 and entry.split(":")[0] == "__main__":
+        raise ConfigError(f"workers > 1 runs trials in other processes, which cannot import "
+                          f"{cls.__name__} from __main__; move it into a module. "
+                          f"Received: workers={workers}", field="workers")
+    spec = make_spec(cls, entry, space, objective, trials, direction, sampler, pruner, seed,
+                     timeout, study, storage, config, out)
+    study_obj = start(spec)
+    if workers == 1:
+        signum = _in_process(spec, cls)
+    else:
+        signum = run_workers(spec, workers)
+    save_plots(study_obj, spec.study_dir)
+    if signum is not None:
+        raise KeyboardInterrupt(f"study {spec.study} stopped by signal {signum}")
+    found = best(study_obj)
+    return load_run(found.user_attrs["run_dir"]) if found else None
+
+
+def _experiment(experiment):
+    if isinstance(experiment, str):
+        from ..define.catalog import resolve_spec
+        return resolve_spec(experiment)
+    from ..define.experiment import BaseExperiment
+    if not (inspect.isclass(experiment) and issubclass(experiment, BaseExperiment)):
+        raise ConfigError(f"experiment must be an Experiment subclass or a name. "
+                          f"Received: experiment={experiment!r}", field="experiment")
+    module = experiment.__module__
+    if module != "__main__" and module.startswith("mindexp_user_"):
+        module = os.path.abspath(inspect.getfile(experiment))  # a file loaded by path
+    return experiment, f"{module}:{experiment.__qualname__}"
+
+
+def _in_process(spec, cls):
+    import signal
+    import threading
+    stop = StopFlag()
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            saved[sig] = signal.signal(sig, stop.handler)
+    try:
+        run_trials(spec, cls, stop)
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+    return stop.signum

@@ -1,0 +1,173 @@
+"""callbacks/schema.py is the one owner of the run directory's names, and its
+atomic write leaves the old file or the new one, never a part."""
+import ast
+import os
+import re
+
+import pytest
+
+from mindexp.callbacks import schema
+
+from conftest import ROOT  # noqa: E402  (the repository)
+SOURCE_FOLDERS = ("framework", "callbacks", "experiments")
+# Every name the schema gives a file or folder of a run directory, and every column of its logs.
+FILE_NAMES = {value for name, value in vars(schema).items()
+              if name.isupper() and isinstance(value, str)} | {
+    log.filename for log in schema.LOGS.values()}
+COLUMNS = {column for log in schema.LOGS.values() for column in log.columns}
+# The column groups the schema defines (a log's columns, its required ones, the text
+# columns): spelled again as a list or a CSV header, they are a second definition.
+# Two-name groups ("epoch", "step") are left out: they are sort keys as often.
+COLUMN_GROUPS = {frozenset(group) for group in [schema.TEXT_COLUMNS] + [
+    cols for log in schema.LOGS.values() for cols in (log.columns, log.required)]
+    if len(group) >= 3}
+# Folder names are ordinary words too ("source", "tensorboard" the command): spelled as a
+# path (an os.path.join argument, "x/plots", "plots/x") they count, as words they do not.
+FOLDER_NAMES = {name for name in FILE_NAMES if "." not in name}
+_PATH_CALLS = {"join", "path_of", "glob", "isdir", "isfile", "exists", "listdir", "makedirs",
+               "mkdir"}
+
+
+def _docstrings(tree):
+    """Strings standing alone as statements: docstrings, a field's documentation."""
+    return {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+
+
+def _text_of(node):
+    """The literal text of a string constant, an f-string (``{}`` for each formatted
+    part) or a ``+`` of those; None for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _text_of(node.left), _text_of(node.right)
+        if left is not None or right is not None:
+            return (left if left is not None else "{}") + (right if right is not None else "{}")
+    return None
+
+
+def _file_names_in(text, as_path):
+    """Schema file names ``text`` spells: a dotted name anywhere as a whole word
+    (``{d}/loss.csv``, ``no run.json``), a folder name as the whole text in a path
+    call or as a path part (``checkpoints/{name}``)."""
+    found = []
+    for name in FILE_NAMES:
+        pattern = (rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)" if name not in FOLDER_NAMES
+                   else rf"(?:^|/){re.escape(name)}/|/{re.escape(name)}$")
+        if re.search(pattern, text) or (text == name and (as_path or name not in FOLDER_NAMES)):
+            found.append(name)
+    return found
+
+
+def _column_lists_in(node):
+    """A literal list/tuple/set, or a CSV header, that spells a column group of the schema."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        words = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+        if len(words) == len(node.elts) and frozenset(words) in COLUMN_GROUPS:
+            return [",".join(words)]
+    text = _text_of(node)
+    if text is not None:
+        return [m for m in re.findall(r"\w+(?:,\w+)+", text)
+                if frozenset(m.split(",")) in COLUMN_GROUPS]
+    return []
+
+
+def _spellings(path):
+    """(line, text) of each schema name a module spells (docstrings left out)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    skip = _docstrings(tree)
+    path_args = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                 and getattr(node.func, "attr", getattr(node.func, "id", None)) in _PATH_CALLS
+                 for arg in node.args}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.JoinedStr):
+            skip.update(id(v) for v in node.values)  # read whole, not part by part
+        text = _text_of(node)
+        if text is not None:
+            found += [(node.lineno, name) for name in _file_names_in(text, id(node) in path_args)]
+        found += [(node.lineno, cols) for cols in _column_lists_in(node)]
+    return sorted(set(found))
+
+
+def _modules():
+    for folder in SOURCE_FOLDERS:
+        for dirpath, dirs, files in os.walk(os.path.join(ROOT, folder)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            yield from (os.path.join(dirpath, name) for name in sorted(files)
+                        if name.endswith(".py"))
+
+
+def test_no_module_but_the_schema_spells_a_run_directory_name():
+    found, scanned = [], 0
+    for path in _modules():
+        if path != schema.__file__:
+            scanned += 1
+            found += [(os.path.relpath(path, ROOT), line, text) for line, text in _spellings(path)]
+    assert scanned >= 100, f"only {scanned} modules scanned below {ROOT}"
+    assert found == []
+
+
+@pytest.mark.parametrize("source, spelled", [
+    ('p = os.path.join(d, "checkpoints", name)', "checkpoints"),
+    ('p = f"{run_dir}/loss.csv"', "loss.csv"),
+    ('p = run_dir + "/" + "eval" + ".csv"', "eval.csv"),
+    ('raise E(f"{d} has no run.json")', "run.json"),
+    ('p = f"checkpoints/{name}"', "checkpoints"),
+    ('header = "step,epoch,loss,lr,time_s"', "step,epoch,loss,lr,time_s"),
+    ('probe = "step,epoch,loss\\n1,1,0.5\\n"', "step,epoch,loss"),
+    ('COLUMNS = ("step", "epoch", "param", "value")', "step,epoch,param,value"),
+])
+def test_the_scan_sees_each_way_of_spelling_a_name(tmp_path, source, spelled):
+    module = tmp_path / "m.py"
+    module.write_text(f'"""A module: its docstring may name run.json."""\n{source}\n')
+    assert [text for _, text in _spellings(module)] == [spelled]
+
+
+def test_the_scan_leaves_ordinary_words_alone(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('cmd = "tensorboard"\nblock.get("source")\nprint("plots: x")\n'
+                      's = ("epoch", "step")\nt = ("step", "epoch", "value")\n'
+                      'class C:\n    x: int = 1\n    """written to params.csv"""\n')
+    assert _spellings(module) == []
+
+
+def test_every_log_names_its_file_and_columns():
+    assert schema.LOSS.columns == ("step", "epoch", "loss", "lr", "time_s")
+    assert schema.path_of("/r", "loss") == os.path.join("/r", "loss.csv")
+    assert schema.path_of("/r", schema.RUN_JSON) == os.path.join("/r", "run.json")
+    for log in schema.LOGS.values():
+        assert set(log.required) <= set(log.columns), log
+
+
+def test_atomic_write_replaces_the_file_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text("old")
+    schema.atomic_write(path, "new")
+    schema.atomic_write(tmp_path / "bytes.bin", b"\x00\x01")
+    assert path.read_text() == "new" and (tmp_path / "bytes.bin").read_bytes() == b"\x00\x01"
+    assert sorted(os.listdir(tmp_path)) == ["bytes.bin", "run.json"]
+
+
+def test_a_failed_atomic_write_keeps_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "run.json"
+    path.write_text("old")
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OSError, match="No space left"):
+        schema.atomic_write(path, "new")
+    assert path.read_text() == "old" and os.listdir(tmp_path) == ["run.json"]
+
+
+def test_read_rows_reads_a_log_as_dicts_and_a_missing_one_as_nothing(tmp_path):
+    (tmp_path / "loss.csv").write_text("step,epoch,loss\n1,1,0.5\n2,1,0.25\n")
+    assert schema.read_rows(schema.path_of(tmp_path, "loss")) == [
+        {"step": "1", "epoch": "1", "loss": "0.5"}, {"step": "2", "epoch": "1", "loss": "0.25"}]
+    assert schema.read_rows(schema.path_of(tmp_path, "eval")) == []

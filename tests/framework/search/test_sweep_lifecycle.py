@@ -1,0 +1,302 @@
+"""mindexp sweep against a dead parent, racing commands and hostile records:
+workers die with the sweep, sweep.json names each run as it starts, the same
+command continues an unfinished sweep, a completed point stays completed,
+and ``rm`` of a sweep never leaves the output root."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from conftest import DISK_ARGS, cli_env
+from mindexp.callbacks import schema
+from mindexp.cli.main import main
+
+HELD = '''
+import os, time
+from dataclasses import dataclass
+from mindspore.train import Callback
+from mindexp.experiments.linear import Linear
+
+
+class Held(Linear):
+    """Linear; each step waits a little while the file `hold` exists, and the
+    network refuses to build while the file `boom` exists."""
+    name = "held"
+
+    @dataclass
+    class Config(Linear.Config):
+        hold: str = ""
+        boom: str = ""
+
+    def network(self):
+        if self.config.boom and os.path.exists(self.config.boom):
+            raise RuntimeError("the boom file is there")
+        return super().network()
+
+    def callbacks(self):
+        hold = self.config.hold
+
+        class Hold(Callback):
+            def on_train_step_end(self, run_context):
+                if hold and os.path.exists(hold):
+                    time.sleep(0.2)
+        return [Hold()]
+'''
+SMALL = ("--set", "epochs=20", "--set", "samples=40", "--set", "batch_size=4",
+         "--set", "checkpoint_interval_s=0")   # 200 steps; 40 s while held
+WAIT_S = 240
+
+
+def _read(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _sweep_json(out):
+    (path,) = glob.glob(os.path.join(str(out), "sweeps", "*", "sweep.json"))
+    return _read(path)
+
+
+def _wait(condition, what, timeout=WAIT_S):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {timeout} s")
+
+
+def _status(run_dir):
+    try:
+        return _read(os.path.join(run_dir, "run.json")).get("status")
+    except (OSError, ValueError):
+        return None
+
+
+def _logging(run_dir):
+    path = os.path.join(run_dir, "loss.csv")
+    return os.path.exists(path) and os.path.getsize(path) > 40   # header and rows
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _start(tmp_path, *args):
+    cmd = [sys.executable, "-m", "mindexp", "sweep", *args]
+    return subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_sweep_takes_its_workers_and_the_same_command_continues_it(cli, tmp_path):
+    (tmp_path / "held.py").write_text(HELD)
+    (tmp_path / "hold").touch()
+    args = ("held.py:Held", "--grid", "lr=0.05,0.1", *SMALL, "--set", "hold=hold",
+            "--workers", "2", "--out", "out")
+    proc = _start(tmp_path, *args)
+    try:
+        def named_and_logging():   # sweep.json names both runs while they train
+            try:
+                dirs = [r["run_dir"] for r in _sweep_json(tmp_path / "out")["runs"]]
+            except (AssertionError, OSError, ValueError, KeyError):
+                return None
+            return dirs if all(d and _logging(d) for d in dirs) else None
+        run_dirs = _wait(named_and_logging, "both runs named in sweep.json and logging")
+        proc.kill()                                        # SIGKILL: no handler sees it
+        proc.communicate(timeout=60)
+        # The workers got SIGTERM from the kernel: each run ends interrupted.
+        _wait(lambda: all(_status(d) == "interrupted" for d in run_dirs),
+              "both runs interrupted after the sweep was killed")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for run_dir in run_dirs:
+        meta = _read(os.path.join(run_dir, "run.json"))
+        assert meta["signal"] == "SIGTERM", meta
+        _wait(lambda: not _alive(meta["pid"]), f"worker {meta['pid']} exited", timeout=60)
+    record = _sweep_json(tmp_path / "out")
+    assert record["status"] == "running"
+    assert [r["status"] for r in record["runs"]] == ["running", "running"]
+
+    os.remove(tmp_path / "hold")
+    done = cli("sweep", *args)                            # the same command again
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "continuing it, 2 of 2 runs to train (0 done)" in done.stdout
+    assert len(os.listdir(tmp_path / "out" / "sweeps")) == 1
+    record = _sweep_json(tmp_path / "out")
+    assert record["status"] == "completed"
+    assert [r["run_dir"] for r in record["runs"]] == run_dirs   # resumed in place
+    for run_dir in run_dirs:
+        meta = _read(os.path.join(run_dir, "run.json"))
+        assert meta["status"] == "completed" and len(meta["resumes"]) == 1, meta
+        steps = pd.read_csv(os.path.join(run_dir, "loss.csv"))["step"].tolist()
+        assert steps == list(range(1, 201))              # each step once
+    assert len(glob.glob(str(tmp_path / "out" / "held" / "*"))) == 2
+
+    removed = cli("rm", tmp_path / "out" / "sweeps" / record["sweep_id"], "--yes")
+    assert removed.returncode == 0, removed.stderr
+    assert "removed 2 run(s)" in removed.stdout
+    assert not any(os.path.exists(d) for d in run_dirs)
+    assert os.listdir(tmp_path / "out" / "sweeps") == []
+
+
+@pytest.mark.slow
+def test_the_same_command_retrains_a_failed_point_only_and_rm_takes_every_attempt(cli, tmp_path):
+    (tmp_path / "held.py").write_text(HELD)
+    (tmp_path / "boom").touch()
+    args = ("held.py:Held", "--grid", "boom=none,boom", "--set", "epochs=1", "--set",
+            "samples=20", "--set", "batch_size=10", "--workers", "1", "--out", "out")
+    first = cli("sweep", *args)
+    assert first.returncode == 1, first.stdout + first.stderr
+    kept, failed = _sweep_json(tmp_path / "out")["runs"]
+    assert (kept["status"], failed["status"]) == ("completed", "failed")
+    kept_json = (tmp_path / "out" / "held" / kept["run_id"] / "run.json").read_text()
+
+    os.remove(tmp_path / "boom")
+    again = cli("sweep", *args)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "continuing it, 1 of 2 runs to train (1 done)" in again.stdout
+    record = _sweep_json(tmp_path / "out")
+    assert [r["status"] for r in record["runs"]] == ["completed", "completed"]
+    assert record["runs"][0]["run_dir"] == kept["run_dir"]
+    assert (tmp_path / "out" / "held" / kept["run_id"] / "run.json").read_text() == kept_json
+    assert record["runs"][1]["previous_runs"] == [failed["run_dir"]]
+    assert record["runs"][1]["run_dir"] != failed["run_dir"]
+
+    removed = cli("rm", tmp_path / "out" / "sweeps" / record["sweep_id"], "--yes")
+    assert removed.returncode == 0, removed.stderr
+    assert "removed 3 run(s)" in removed.stdout           # the failed attempt too
+    assert os.listdir(tmp_path / "out" / "held") == []
+
+
+@pytest.mark.slow
+def test_gc_of_a_completed_run_during_a_sweep_leaves_it_completed(cli, tmp_path):
+    (tmp_path / "held.py").write_text(HELD)
+    (tmp_path / "hold").touch()
+    proc = _start(tmp_path, "held.py:Held", "--grid", "hold=none,hold", *SMALL,
+                  "--workers", "2", "--out", "out")
+    try:
+        def finished_first():
+            found = glob.glob(str(tmp_path / "out" / "held" / "*-sweep-1-*"))
+            return found[0] if found and _status(found[0]) == "completed" else None
+        first = _wait(finished_first, "the first run completed")
+        worker = _read(os.path.join(first, "run.json"))["pid"]
+        # Hold its worker while it draws the plots and answers: gc removes the
+        # run right after its record said completed.
+        os.kill(worker, signal.SIGSTOP)
+        try:
+            gone = cli("gc", "out", "--status", "completed", "--yes")
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        assert gone.returncode == 0 and not os.path.exists(first), gone.stdout + gone.stderr
+        second = _wait(lambda: glob.glob(str(tmp_path / "out" / "held" / "*-sweep-2-*")),
+                       "the second run started")[0]
+        _wait(lambda: _logging(second), "the second run logging")
+        os.remove(tmp_path / "hold")
+        stdout, stderr = proc.communicate(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stdout + stderr
+    record = _sweep_json(tmp_path / "out")
+    assert [r["status"] for r in record["runs"]] == ["completed", "completed"]
+    assert record["runs"][0]["run_dir"] == first and record["runs"][0]["final_loss"] > 0
+    assert "did not complete" not in stderr and "Traceback" not in stderr
+
+
+def test_resume_without_an_unfinished_sweep_is_one_line_and_starts_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["sweep", "linear", "--grid", "lr=0.1,0.2", "--resume", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("mindexp: error: --resume: no unfinished sweep of this command")
+    assert not (out / "sweeps").exists()
+
+
+# -- rm of a sweep stays inside the output root -----------------------------------------
+
+def _fake_run(path):
+    os.makedirs(path)
+    with open(os.path.join(path, "run.json"), "w") as f:
+        json.dump({"run_id": os.path.basename(path), "status": "completed",
+                   "experiment": "linear"}, f)
+    return str(path)
+
+
+@pytest.mark.parametrize("where", ["beside", "sibling", "symlink"])
+def test_rm_of_a_sweep_refuses_a_run_outside_the_output_root(cli, tmp_path, where):
+    root = tmp_path / "runs"
+    inner = _fake_run(root / "linear" / "20260101-000000-aaaaaa")
+    if where == "beside":       # ROOT/../victim
+        victim, named = _fake_run(tmp_path / "victim"), "../victim"
+    elif where == "sibling":    # ROOT-private beside ROOT: a prefix check would let it in
+        victim, named = _fake_run(tmp_path / "runs-private"), "../runs-private"
+    else:                       # ROOT/elsewhere is a link out of the root
+        victim = _fake_run(tmp_path / "outside" / "victim")
+        os.symlink(tmp_path / "outside", root / "elsewhere")
+        named = str(root / "elsewhere" / "victim")
+    sweep = root / "sweeps" / "evil"
+    sweep.mkdir(parents=True)
+    (sweep / "sweep.json").write_text(json.dumps(
+        {"runs": [{"run_dir": inner}, {"run_dir": named}]}))
+    done = cli("rm", sweep, "--yes")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "names a run outside the output root" in done.stderr and repr(named) in done.stderr
+    assert os.path.isfile(os.path.join(victim, "run.json"))     # nothing deleted
+    assert os.path.isfile(os.path.join(inner, "run.json")) and sweep.is_dir()
+
+
+# -- a full disk ------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_full_disk_stops_the_sweep_in_one_line_with_every_record_whole(cli, small_disk):
+    done = cli("sweep", "linear", "--grid", "seed=0,1,2", "--workers", "2",
+               "--out", small_disk, *[a for a in DISK_ARGS if a != "--quiet"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "No space left on device" in done.stderr
+    assert "free space and run the same command again to continue" in done.stderr
+    record = _sweep_json(small_disk)                       # whole, and final
+    assert record["status"] == "failed"
+    statuses = [r["status"] for r in record["runs"]]
+    assert "failed" in statuses and set(statuses) <= {"failed", "not started", "completed"}
+    named = sorted(r["run_dir"] for r in record["runs"] if r["run_dir"])
+    folders = sorted(glob.glob(str(small_disk / "linear" / "*")))
+    assert folders == named                               # no folder the record misses
+    for run_dir in folders:
+        meta = _read(os.path.join(run_dir, "run.json"))   # every folder has its record
+        assert meta["status"] in ("failed", "completed"), meta
+        # a full disk may stop a run before its first row, even before the header:
+        # read as users' tools do (an empty log is zero rows)
+        loss = schema.read_log(run_dir, "loss")
+        assert meta["steps"] == (int(loss["step"].iloc[-1]) if len(loss) else 0), meta
+    assert not glob.glob(str(small_disk / "sweeps" / "*" / ".space-reserve"))
+
+
+def test_a_sweep_record_naming_a_run_outside_the_root_is_never_continued(tmp_path, capsys):
+    out, victim = tmp_path / "out", _fake_run(tmp_path / "victim")
+    (out / "sweeps" / "evil").mkdir(parents=True)
+    (out / "sweeps" / "evil" / "sweep.json").write_text(json.dumps({
+        "experiment": "linear", "spec": "linear", "grid": {"lr": ["0.1", "0.2"]}, "set": {},
+        "config_file": None, "name": None, "status": "interrupted",
+        "runs": [{"values": {"lr": "0.1"}, "status": "interrupted", "run_dir": "../victim"},
+                 {"values": {"lr": "0.2"}, "status": "pending", "run_dir": None}]}))
+    code = main(["sweep", "linear", "--grid", "lr=0.1,0.2", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "names a run outside the output root" in err and "'../victim'" in err
+    assert os.listdir(victim) == ["run.json"] and os.listdir(out / "sweeps") == ["evil"]
+    assert not (out / "sweeps" / "evil" / ".lock").exists()     # released
