@@ -1,6 +1,9 @@
 """Helpers shared by the callbacks: global step, loss, rank, parameters."""
+from __future__ import annotations
+
 import math
 import os
+from typing import Any, Callable, Collection, Mapping
 
 import numpy as np
 
@@ -14,7 +17,7 @@ from ._mindspore import (calling_model_eval_network, calling_model_metrics,  # n
 MODES = ("min", "max")
 
 
-def step_info(cb_params, steps_per_epoch=None):
+def step_info(cb_params: Any, steps_per_epoch: int | None = None) -> tuple[int, int, bool]:
     """``(global step, epoch, is the epoch's last step)`` in one read.
 
     The step counts from 1 across epochs, also after ``initial_epoch``:
@@ -32,7 +35,7 @@ def step_info(cb_params, steps_per_epoch=None):
     return (epoch - 1) * epoch_steps + done_before + in_epoch, epoch, in_epoch == batch_num
 
 
-def first_output(outputs):
+def first_output(outputs: Any) -> Any:
     """The loss: the output itself or the first item of a tuple/list."""
     while isinstance(outputs, (tuple, list)):
         if not outputs:
@@ -41,7 +44,7 @@ def first_output(outputs):
     return outputs
 
 
-def to_float(value):
+def to_float(value: Any) -> float | None:
     """A Python float from a Tensor, numpy value or number (None stays None).
 
     A one-element Tensor is read with ``item()`` (~1 us); ``asnumpy()``
@@ -59,7 +62,7 @@ def to_float(value):
     return float(np.asarray(value).reshape(-1)[0])
 
 
-def float_reader(sample):
+def float_reader(sample: Any) -> Callable[[Any], float | None]:
     """A function reading values like ``sample`` (a step's output) as Python
     floats, chosen once: a one-element Tensor is read with ``item()`` and
     no checks, anything else through :func:`to_float`. The outputs of a
@@ -70,11 +73,11 @@ def float_reader(sample):
     return to_float
 
 
-def _read_item(tensor):
+def _read_item(tensor: Any) -> float | None:
     return float(tensor.item())
 
 
-def tensor_values(tensor):
+def tensor_values(tensor: Any) -> list[Any]:
     """The elements of a small Tensor as a flat list of Python numbers.
 
     ``tolist()`` is ~6x cheaper than ``asnumpy()`` for a few elements; used
@@ -90,11 +93,11 @@ def tensor_values(tensor):
     return values if isinstance(values, list) else [values]
 
 
-def is_finite(value):
+def is_finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
 
-def log_path(directory, filename, all_ranks):
+def log_path(directory: str, filename: str, all_ranks: bool) -> str | None:
     """Where this rank writes ``filename``, or None when it writes nothing.
 
     Rank 0 writes ``filename``; other ranks write ``name.rankN.csv`` only
@@ -109,7 +112,7 @@ def log_path(directory, filename, all_ranks):
     return os.path.join(directory, f"{stem}.rank{rank}{ext}")
 
 
-def trained_parameters(cb_params):
+def trained_parameters(cb_params: Any) -> list[Any]:
     """Parameters the optimizer updates (not its moments or step counter)."""
     opt = optimizer_of(cb_params)
     params = getattr(opt, "parameters", None) if opt is not None else None
@@ -119,26 +122,26 @@ def trained_parameters(cb_params):
     return list(network.trainable_params())
 
 
-def check_every(name, value):
+def check_every(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"`{name}` must be an integer >= 1. Received: {name}={value!r}")
     return value
 
 
-def check_steps_per_epoch(value):
+def check_steps_per_epoch(value: Any) -> int | None:
     """None, or a whole epoch's number of steps (see :func:`step_info`)."""
     if value is None:
         return None
     return check_every("steps_per_epoch", value)
 
 
-def check_directory(directory):
+def check_directory(directory: Any) -> str:
     if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
         raise ValueError(f"`directory` must be a path. Received: directory={directory!r}")
     return os.fspath(directory)
 
 
-def monitored_value(cb_params, monitor):
+def monitored_value(cb_params: Any, monitor: str) -> float | None:
     """The value a callback watches at an epoch's end, or None when absent.
 
     ``"loss"`` is the epoch's last training loss. Any other name is read
@@ -150,7 +153,7 @@ def monitored_value(cb_params, monitor):
     return eval_value(eval_results(cb_params) or {}, monitor)
 
 
-def eval_key(name, names):
+def eval_key(name: str, names: Collection[str]) -> str | None:
     """The key of the eval results that holds ``name``, or None: ``name`` as
     given (``"accuracy"``), else without an ``eval_`` prefix (``"eval_accuracy"``
     finds ``"accuracy"``, ``"eval_loss"`` the Model's ``"loss"`` metric), the
@@ -163,7 +166,7 @@ def eval_key(name, names):
     return None
 
 
-def eval_value(results, name):
+def eval_value(results: Mapping[str, Any], name: str) -> float | None:
     """``name``'s value in one evaluation's results (see :func:`eval_key`), or None."""
     key = eval_key(name, results)
     return None if key is None else to_float(results[key])

@@ -1,9 +1,11 @@
 """The one atomic write of mindexp (re-exported by :mod:`schema`, which
 every writer of a run directory uses)."""
+from __future__ import annotations
+
 import os
 
 
-def atomic_write(path, data, encoding="utf-8"):
+def atomic_write(path: str | os.PathLike[str], data: str | bytes, encoding: str = "utf-8") -> str:
     """Replace ``path`` with ``data`` (text or bytes) so that a crash leaves
     either the old file or the new one, never a part.
 
@@ -26,7 +28,8 @@ def atomic_write(path, data, encoding="utf-8"):
     return path
 
 
-def atomic_replace(tmp, path):
+def atomic_replace(tmp: str | os.PathLike[str],
+                   path: str | os.PathLike[str]) -> str | os.PathLike[str]:
     """Rename a finished temporary file or folder ``tmp`` over ``path`` and
     fsync the folder (for writers that produce the file themselves, e.g.
     ``mindspore.save_checkpoint``)."""
@@ -35,7 +38,7 @@ def atomic_replace(tmp, path):
     return path
 
 
-def temp_name(path, prefix=False):
+def temp_name(path: str | os.PathLike[str], prefix: bool = False) -> str:
     """A temporary name beside ``path``, unique to this process: ``path.tmp-PID``,
     or ``.tmp-PID-name`` in the same folder with ``prefix`` (hidden, and kept
     out of patterns that match the name's ending)."""
@@ -46,7 +49,7 @@ def temp_name(path, prefix=False):
     return os.path.join(folder, f".tmp-{os.getpid()}-{name}")
 
 
-def fsync_folder(folder):
+def fsync_folder(folder: str) -> None:
     """fsync a folder, so the renames in it are on disk (best effort: some
     file systems refuse to open a folder)."""
     try:

@@ -1,5 +1,14 @@
 """The lifecycle every CSV-writing callback shares."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
 from ._quiet_callback import QuietCallback
+
+if TYPE_CHECKING:
+    from mindspore.train import RunContext
+
+    from .csv_log import CsvLog
 
 
 class LogCallback(QuietCallback):
@@ -10,27 +19,28 @@ class LogCallback(QuietCallback):
     training raises; not when an evaluation of ``Model.fit`` ends).
     Subclasses list their logs in ``_logs()``."""
 
-    def _logs(self):
+    def _logs(self) -> Sequence[CsvLog | None]:
         return (getattr(self, "_log", None),)
 
-    def on_train_epoch_end(self, run_context):
+    def on_train_epoch_end(self, run_context: RunContext) -> None:
         for log in self._logs():
             if log is not None:
                 log.flush_if_due()
 
-    def on_train_end(self, run_context):
+    def on_train_end(self, run_context: RunContext) -> None:
         self.close()
 
-    def _end_context(self):
+    def _end_context(self) -> None:
         self.close()
 
-    def flush(self):
+    def flush(self) -> None:
         """Write buffered rows to disk (Checkpoint calls it before saving)."""
         for log in self._logs():
             if log is not None:
                 log.flush()
 
-    def close(self):
+    def close(self) -> None:
+        """Flush and close every log; safe to call twice."""
         for log in self._logs():
             if log is not None:
                 log.close()

@@ -1,6 +1,10 @@
 """A Callback whose hooks it does not use cost nothing, and whose context
 ends with training, not with Model.fit's evaluations."""
-from mindspore.train import Callback
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from mindspore.train import Callback, RunContext
 
 from ._common import step_info
 
@@ -19,41 +23,41 @@ class QuietCallback(Callback):
     """
 
     _context_depth = 0
-    every = 1               # a logging callback writes every N-th step ...
-    steps_per_epoch = None  # ... of epochs this long (None: the dataset's size)
+    every: int = 1               # a logging callback writes every N-th step ...
+    steps_per_epoch: int | None = None  # ... of epochs this long (None: the dataset's size)
 
-    def _step_info(self, cb_params):
+    def _step_info(self, cb_params: Any) -> tuple[int, int, bool]:
         """``(global step, epoch, is the epoch's last step)``, see :func:`step_info`."""
         return step_info(cb_params, self.steps_per_epoch)
 
-    def _logged_step(self, cb_params):
+    def _logged_step(self, cb_params: Any) -> tuple[int, int, bool] | None:
         """:meth:`_step_info` on a step to log (every ``every``-th global step
         and each epoch's last), else None: the one "log every N steps" gate."""
         info = step_info(cb_params, self.steps_per_epoch)
         return None if info[0] % self.every and not info[2] else info
 
-    def on_train_step_begin(self, run_context):
+    def on_train_step_begin(self, run_context: RunContext) -> None:
         pass
 
-    def on_train_step_end(self, run_context):
+    def on_train_step_end(self, run_context: RunContext) -> None:
         pass
 
-    def on_train_epoch_begin(self, run_context):
+    def on_train_epoch_begin(self, run_context: RunContext) -> None:
         pass
 
-    def on_train_epoch_end(self, run_context):
+    def on_train_epoch_end(self, run_context: RunContext) -> None:
         pass
 
-    def __enter__(self):
+    def __enter__(self) -> QuietCallback:
         self._context_depth += 1
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         # An exit without an enter (a caller closing by hand) also ends the context.
         self._context_depth = max(0, self._context_depth - 1)
         if not self._context_depth:
             self._end_context()
         return False
 
-    def _end_context(self):
+    def _end_context(self) -> None:
         """Training's context ended (normally or by an exception)."""

@@ -1,14 +1,20 @@
 """Statistics of large tracked parameters (numpy only)."""
+from __future__ import annotations
+
 import math
 
 import numpy as np
+import numpy.typing as npt
+
+# five float64 arrays (or floats): L2 norm, mean, std, min, max
+Array = npt.NDArray[np.float64]
 
 STATS = ("norm", "mean", "std", "min", "max")
 # largest float32 parameter whose statistics are summed in float32 (see block_statistics)
 FLOAT32_SUM_MAX = 1 << 20
 
 
-def block_statistics(block):
+def block_statistics(block: np.ndarray) -> tuple[Array, Array, Array, Array, Array]:
     """L2 norm, mean, standard deviation, min and max of each row of a 2-D
     array (one row per logged step), as five float64 arrays.
 
@@ -29,7 +35,7 @@ def block_statistics(block):
         return _statistics_of(block)
 
 
-def _statistics_of(block):
+def _statistics_of(block: np.ndarray) -> tuple[Array, Array, Array, Array, Array]:
     n = block.shape[1]
     sq = np.einsum("ij,ij->i", block, block).astype(np.float64)
     mean = block.sum(axis=1).astype(np.float64) / n
@@ -41,7 +47,7 @@ def _statistics_of(block):
             block.max(axis=1).astype(np.float64))
 
 
-def statistics(flat):
+def statistics(flat: np.ndarray) -> tuple[float, float, float, float, float]:
     """:func:`block_statistics` of one flat array, as five Python floats, in
     as few numpy calls as possible: for a parameter large enough that its
     statistics are computed at the step, from the parameter's own memory."""

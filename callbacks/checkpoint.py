@@ -1,10 +1,14 @@
 """Checkpoint: atomic, resumable MindSpore checkpoints with retention."""
+from __future__ import annotations
+
 import logging
 import os
 import re
 import time
+from typing import Any, Iterable
 
 import mindspore as ms
+from mindspore.train import RunContext
 import numpy as np
 
 from ._common import (MODES, check_directory, check_steps_per_epoch, first_output, is_finite,
@@ -64,9 +68,11 @@ class Checkpoint(QuietCallback):
     INDEX = schema.CHECKPOINTS.filename
     COLUMNS = schema.CHECKPOINTS.columns
 
-    def __init__(self, directory, every_epochs=1, every_steps=None, keep_last=3,
-                 monitor=None, mode=None, keep_best=1, min_interval_s=0.0, all_ranks=False,
-                 flush=(), steps_per_epoch=None):
+    def __init__(self, directory: str | os.PathLike[str], every_epochs: int | None = 1,
+                 every_steps: int | None = None, keep_last: int | None = 3,
+                 monitor: str | None = None, mode: str | None = None, keep_best: int = 1,
+                 min_interval_s: float = 0.0, all_ranks: bool = False,
+                 flush: Iterable[Any] = (), steps_per_epoch: int | None = None) -> None:
         super().__init__()
         self.flush_callbacks = _check_flush(flush)
         self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
@@ -80,17 +86,17 @@ class Checkpoint(QuietCallback):
             raise ValueError(f"`min_interval_s` must be >= 0. Received: min_interval_s={min_interval_s!r}")
         self.min_interval_s = float(min_interval_s)
         self.all_ranks = bool(all_ranks)
-        self.ckpt_dir = None
-        self.last_saved_step = None
-        self.best = []   # [(score, step, path)] best first
-        self._last = []  # regular checkpoints, oldest first
-        self._index = None
-        self._cb_params = None
-        self._last_save_time = None
-        self.skipped_reason = None  # why saving stopped (divergence), or None
+        self.ckpt_dir: str | None = None
+        self.last_saved_step: int | None = None
+        self.best: list[tuple[float, int, str]] = []   # [(score, step, path)] best first
+        self._last: list[str] = []  # regular checkpoints, oldest first
+        self._index: CsvLog | None = None
+        self._cb_params: Any = None
+        self._last_save_time = time.monotonic()
+        self.skipped_reason: str | None = None  # why saving stopped (divergence), or None
 
     # -- hooks ---------------------------------------------------------------
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: RunContext) -> None:
         if self.monitor == EVAL_LOSS:
             check_loss_metric(f"Checkpoint(monitor={EVAL_LOSS!r})")
         index_path = log_path(self.directory, self.INDEX, self.all_ranks)
@@ -107,13 +113,13 @@ class Checkpoint(QuietCallback):
         self._last_save_time = time.monotonic()
         self.skipped_reason = None
 
-    def on_train_step_end(self, run_context):
+    def on_train_step_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         self._cb_params = cb_params
         if self.every_steps and self._step(cb_params) % self.every_steps == 0:
             self._save_if_due(cb_params, run_context)
 
-    def on_train_epoch_end(self, run_context):
+    def on_train_epoch_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         self._cb_params = cb_params
         if self.every_epochs and int(cb_params.cur_epoch_num) % self.every_epochs == 0:
@@ -121,42 +127,45 @@ class Checkpoint(QuietCallback):
         if self.monitor is not None:
             self._save_if_best(cb_params, run_context)
 
-    def on_train_end(self, run_context):
+    def on_train_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         if self.ckpt_dir and "net_outputs" in cb_params and \
                 self.last_saved_step != self._step(cb_params):
             self._save(cb_params, run_context, kind="last")
         self.close()
 
-    def _end_context(self):
+    def _end_context(self) -> None:
         self.close()
 
-    def close(self):
+    def close(self) -> None:
+        """Close the index (checkpoints.csv); safe to call twice."""
         if self._index is not None:
             self._index.close()
 
     # -- saving --------------------------------------------------------------
-    def _save_if_due(self, cb_params, run_context):
+    def _save_if_due(self, cb_params: Any, run_context: RunContext) -> None:
         if self.ckpt_dir is None or self.last_saved_step == self._step(cb_params):
             return
         if time.monotonic() - self._last_save_time < self.min_interval_s:
             return
         self._save(cb_params, run_context, kind="last")
 
-    def _save_if_best(self, cb_params, run_context):
+    def _save_if_best(self, cb_params: Any, run_context: RunContext) -> None:
         if self.ckpt_dir is None:
             return
         score = self._score(cb_params)
-        if not is_finite(score):
+        if score is None or not is_finite(score):
             return
         worst_kept = self.best[-1][0] if len(self.best) >= self.keep_best else None
         if worst_kept is None or self._better(score, worst_kept):
             self._save(cb_params, run_context, kind="best", score=score)
 
-    def _save(self, cb_params, run_context, kind, score=None):
+    def _save(self, cb_params: Any, run_context: RunContext, kind: str,
+              score: float | None = None) -> None:
         step, epoch, _ = self._step_info(cb_params)
         if not self._finite(cb_params, step):
             return
+        assert self.ckpt_dir is not None and self._index is not None  # set at train begin
         for cb in self.flush_callbacks:
             cb.flush()
         os.makedirs(self.ckpt_dir, exist_ok=True)
@@ -174,7 +183,7 @@ class Checkpoint(QuietCallback):
             self.last_saved_step = step
             self._last_save_time = time.monotonic()
 
-    def _finite(self, cb_params, step):
+    def _finite(self, cb_params: Any, step: int) -> bool:
         """False (and no save) once the loss or a weight is NaN/Inf: a diverged
         run keeps its last finite checkpoint as the newest one."""
         if self.skipped_reason is not None:
@@ -192,32 +201,34 @@ class Checkpoint(QuietCallback):
         logger.warning("Checkpoint: no more checkpoints: %s", self.skipped_reason)
         return False
 
-    def _retain(self, kind, path, step, score):
+    def _retain(self, kind: str, path: str, step: int, score: float | None) -> None:
         if kind == "last":
             self._last = [p for p in self._last if p != path] + [path]
             while self.keep_last and len(self._last) > self.keep_last:
                 _remove(self._last.pop(0))
             return
-        self.best.append((score, step, path))
+        self.best.append((float("nan") if score is None else score, step, path))
         self.best.sort(key=lambda b: b[0], reverse=self.mode == "max")
         while len(self.best) > self.keep_best:
             _remove(self.best.pop()[2])
 
-    def _step(self, cb_params):
+    def _step(self, cb_params: Any) -> int:
         return self._step_info(cb_params)[0]
 
-    def _score(self, cb_params):
+    def _score(self, cb_params: Any) -> float | None:
+        assert self.monitor is not None
         return monitored_value(cb_params, self.monitor)
 
-    def _better(self, a, b):
+    def _better(self, a: float, b: float) -> bool:
         return a < b if self.mode == "min" else a > b
 
-    def _scan(self, index_path):
+    def _scan(self, index_path: str) -> tuple[list[str], list[tuple[float, int, str]]]:
         """Rebuild retention state from the files on disk (after a restart)."""
         scores = _scores_from_index(index_path)
-        last, best = [], []
-        if not os.path.isdir(self.ckpt_dir):
-            return last, best
+        last: list[tuple[int, str]] = []
+        best: list[tuple[float, int, str]] = []
+        if self.ckpt_dir is None or not os.path.isdir(self.ckpt_dir):
+            return [], best
         for name in os.listdir(self.ckpt_dir):
             match = _NAME.match(name)
             if not match:
@@ -231,7 +242,8 @@ class Checkpoint(QuietCallback):
         return [p for _, p in sorted(last)], best
 
 
-def list_checkpoints(directory, kind="last"):
+def list_checkpoints(directory: str | os.PathLike[str],
+                     kind: str = "last") -> list[tuple[int, int, str]]:
     """Checkpoints this callback wrote under ``directory``, oldest first,
     as ``(step, epoch, path)``; ``kind`` is ``"last"``, ``"best"`` or ``"all"``."""
     ckpt_dir = os.path.join(os.fspath(directory), schema.CHECKPOINT_DIR)
@@ -245,13 +257,13 @@ def list_checkpoints(directory, kind="last"):
     return sorted(found)
 
 
-def latest_checkpoint(directory):
+def latest_checkpoint(directory: str | os.PathLike[str]) -> tuple[int, int, str] | None:
     """The ``(step, epoch, path)`` of the newest regular checkpoint, or None."""
     found = list_checkpoints(directory, "last")
     return found[-1] if found else None
 
 
-def _check_flush(flush):
+def _check_flush(flush: Iterable[Any]) -> list[Any]:
     flush = list(flush or ())
     bad = [cb for cb in flush if not callable(getattr(cb, "flush", None))]
     if bad:
@@ -260,20 +272,20 @@ def _check_flush(flush):
     return flush
 
 
-def _scores_from_index(index_path):
+def _scores_from_index(index_path: str) -> dict[str, float]:
     rows = read_rows(index_path)
     return {os.path.basename(r["file"]): float(r["score"]) for r in rows
             if r.get("kind") == "best" and r.get("score")}
 
 
-def _remove(path):
+def _remove(path: str) -> None:
     try:
         os.remove(path)
     except FileNotFoundError:
         pass
 
 
-def _check_optional_count(name, value):
+def _check_optional_count(name: str, value: int | None) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -281,7 +293,7 @@ def _check_optional_count(name, value):
     return value or None
 
 
-def _check_monitor(monitor, mode):
+def _check_monitor(monitor: str | None, mode: str | None) -> tuple[str | None, str | None]:
     if monitor is None:
         if mode is not None and mode not in MODES:
             raise ValueError(f"`mode` must be one of {MODES}. Received: mode={mode!r}")

@@ -1,19 +1,28 @@
 """The one CSV writer every mindexp callback shares, and its reader."""
+from __future__ import annotations
+
 import csv
 import io
 import os
 import time
+from typing import IO, TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
 from ._files import atomic_write
 
 __all__ = ["CsvLog", "CsvFormatError", "read_csv", "read_header", "read_rows"]
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# one row: values in column order, or a dict keyed by column name
+Row = Sequence[Any] | Mapping[str, Any]
 
 
 class CsvFormatError(ValueError):
     """A CSV log damaged inside (not only a cut last row): names the file and
     line, e.g. ``loss.csv line 57: expected 5 fields, got 2``."""
 
-    def __init__(self, path, line, problem):
+    def __init__(self, path: str, line: int, problem: str) -> None:
         super().__init__(f"{path} line {line}: {problem}")
         self.path, self.line, self.problem = path, line, problem
 
@@ -35,7 +44,8 @@ class CsvLog:
         flush_seconds: longest time a row stays buffered (checked on write).
     """
 
-    def __init__(self, path, fieldnames, flush_rows=256, flush_seconds=2.0):
+    def __init__(self, path: str | os.PathLike[str], fieldnames: Sequence[str], flush_rows: int = 256,
+                 flush_seconds: float = 2.0) -> None:
         if not fieldnames:
             raise ValueError(f"CsvLog needs at least one column. Received: fieldnames={fieldnames!r}")
         if flush_rows < 1:
@@ -44,15 +54,15 @@ class CsvLog:
         self.fieldnames = list(fieldnames)
         self.flush_rows = int(flush_rows)
         self.flush_seconds = float(flush_seconds)
-        self._rows = []
-        self._text = []         # rows already formatted (write_text), before self._rows
+        self._rows: list[Sequence[Any]] = []
+        self._text: list[str] = []  # rows already formatted (write_text), before self._rows
         self._text_rows = 0
-        self._file = None
-        self._writer = None
+        self._file: IO[str] | None = None
+        self._writer: Any = None
         self._last_flush = time.monotonic()
 
     # -- writing -----------------------------------------------------------
-    def check(self):
+    def check(self) -> CsvLog:
         """Check an existing file's header, creating nothing; returns self.
 
         Callbacks call this at train begin and let the first :meth:`flush`
@@ -66,34 +76,34 @@ class CsvLog:
                 "write to another directory or remove the file")
         return self
 
-    def open(self):
+    def open(self) -> CsvLog:
         """Open for appending, checking or writing the header. Idempotent."""
         if self._file is not None:
             return self
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         header = self.check()._read_header()
         self._cut_partial_row()
-        self._file = open(self.path, "a", newline="", encoding="utf-8")
-        self._writer = csv.writer(self._file)
+        self._file = file = open(self.path, "a", newline="", encoding="utf-8")
+        self._writer = csv.writer(file)
         if header is None:
             self._writer.writerow(self.fieldnames)
-            self._file.flush()
+            file.flush()
         self._last_flush = time.monotonic()
         return self
 
-    def write(self, row):
+    def write(self, row: Row) -> None:
         """Buffer one row (a sequence in column order or a dict)."""
-        if isinstance(row, dict):
+        if isinstance(row, Mapping):
             row = [row.get(name, "") for name in self.fieldnames]
         self._rows.append(row)
         self._flush_when_full_or_due()
 
-    def write_rows(self, rows):
+    def write_rows(self, rows: Iterable[Sequence[Any]]) -> None:
         """Buffer several rows (sequences in column order) with one check."""
         self._rows.extend(rows)
         self._flush_when_full_or_due()
 
-    def write_text(self, text, rows):
+    def write_text(self, text: str, rows: int) -> None:
         """Buffer ``rows`` rows already formatted as CSV text (each ending in
         ``\\r\\n``, as csv.writer ends them): a writer that formats many rows
         at once (ParameterTracker) hands them over here, in order with the rest."""
@@ -105,30 +115,30 @@ class CsvLog:
         self._text_rows += rows
         self._flush_when_full_or_due()
 
-    def _flush_when_full_or_due(self):
+    def _flush_when_full_or_due(self) -> None:
         if len(self._rows) + self._text_rows >= self.flush_rows:
             self.flush()
         else:
             self.flush_if_due()
 
-    def flush_if_due(self):
+    def flush_if_due(self) -> None:
         """Flush when the oldest buffered row has waited ``flush_seconds``."""
         if (self._rows or self._text) and time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()
 
-    def flush(self):
+    def flush(self) -> None:
         """Write the buffered rows whole and hand them to the OS."""
         if not self._rows and not self._text:
             return
-        if self._file is None:
-            self.open()
+        file = self._file if self._file is not None else self.open()._file
+        assert file is not None  # open() opened it
         # One write() call for the whole buffer: a kill can only cut at a
         # row boundary or leave a partial tail, which open() repairs.
         data = "".join(self._text) + _format_rows(self._rows)
-        size = os.fstat(self._file.fileno()).st_size
+        size = os.fstat(file.fileno()).st_size
         try:
-            self._file.write(data)
-            self._file.flush()
+            file.write(data)
+            file.flush()
         except OSError:
             self._cut_back_to(size)
             raise  # the rows stay buffered: a later flush writes them once
@@ -137,12 +147,13 @@ class CsvLog:
         self._text_rows = 0
         self._last_flush = time.monotonic()
 
-    def _cut_back_to(self, size):
+    def _cut_back_to(self, size: int) -> None:
         """After a failed write (a full disk): drop whatever part of it reached
         the file or still sits in Python's buffer, so the file ends with a whole
         row and nothing is written twice when the write is retried."""
         try:
-            self._file.close()  # its flush may fail again; the file is closed anyway
+            if self._file is not None:
+                self._file.close()  # its flush may fail again; the file is closed anyway
         except OSError:
             pass
         self._file = None
@@ -150,7 +161,7 @@ class CsvLog:
         with open(self.path, "r+b") as f:  # shrinking needs no free space
             f.truncate(size)
 
-    def close(self):
+    def close(self) -> None:
         """Flush and close; safe to call twice."""
         self.flush()
         if self._file is None:
@@ -159,15 +170,15 @@ class CsvLog:
         self._file = None
         self._writer = None
 
-    def __enter__(self):
+    def __enter__(self) -> CsvLog:
         return self.open()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
     # -- resume ------------------------------------------------------------
-    def truncate_after(self, step, column="step"):
+    def truncate_after(self, step: int, column: str = "step") -> int:
         """Drop every row whose ``column`` is greater than ``step``.
 
         Rewrites the file atomically (:func:`schema.atomic_write`) so a crash
@@ -178,7 +189,7 @@ class CsvLog:
             return 0
         kept, dropped = _rows_up_to(self.path, column, step)
         was_open = self._file is not None
-        if was_open:
+        if self._file is not None:
             self._file.close()
             self._file = None
         _atomic_write_rows(self.path, kept)
@@ -187,10 +198,10 @@ class CsvLog:
         return dropped
 
     # -- helpers -------------------------------------------------------------
-    def _read_header(self):
+    def _read_header(self) -> list[str] | None:
         return read_header(self.path)
 
-    def _cut_partial_row(self):
+    def _cut_partial_row(self) -> None:
         """Cut a trailing row that has no newline (left by a killed writer)."""
         if not os.path.exists(self.path):
             return
@@ -207,7 +218,7 @@ class CsvLog:
             f.truncate(data.rfind(b"\n") + 1)
 
 
-def _format_rows(rows):
+def _format_rows(rows: Sequence[Sequence[Any]]) -> str:
     if not rows:
         return ""
     buf = io.StringIO()
@@ -215,7 +226,7 @@ def _format_rows(rows):
     return buf.getvalue()
 
 
-def read_header(path):
+def read_header(path: str | os.PathLike[str]) -> list[str] | None:
     """The column names of a CSV log, or None when it is missing or empty."""
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return None
@@ -224,7 +235,7 @@ def read_header(path):
     return next(csv.reader([first]), None) or None
 
 
-def _rows_up_to(path, column, step):
+def _rows_up_to(path: str, column: str, step: int) -> tuple[list[list[str]], int]:
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     if not rows:
@@ -237,13 +248,13 @@ def _rows_up_to(path, column, step):
     return kept, len(rows) - len(kept)
 
 
-def _atomic_write_rows(path, rows):
+def _atomic_write_rows(path: str, rows: Sequence[Sequence[str]]) -> None:
     buf = io.StringIO(newline="")
     csv.writer(buf).writerows(rows)
     atomic_write(path, buf.getvalue())
 
 
-def read_rows(path):
+def read_rows(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """The rows of a CSV log as dicts keyed by its header, without pandas
     (``[]`` when the file is missing). The one reader for code that needs a
     few values of a log while training or resuming."""
@@ -253,7 +264,7 @@ def read_rows(path):
         return list(csv.DictReader(f))
 
 
-def read_csv(path, name=None):
+def read_csv(path: str | os.PathLike[str], name: str | None = None) -> pd.DataFrame:
     """Read a log the way :class:`CsvLog` wrote it, as a pandas DataFrame.
 
     ``path`` is the file, or a directory together with ``name`` (the file
@@ -266,27 +277,28 @@ def read_csv(path, name=None):
     """
     import pandas as pd  # lazy: callbacks/ must not need pandas to train
 
-    path = os.path.join(os.fspath(path), name) if name else os.fspath(path)
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
+    file = os.path.join(os.fspath(path), name) if name else os.fspath(path)
+    if not os.path.exists(file) or os.path.getsize(file) == 0:
         return pd.DataFrame()
-    with open(path, "rb") as f:
+    with open(file, "rb") as f:
         data = f.read()
-    check_fields(path, data)
+    check_fields(file, data)
     # pyarrow refuses a short last row (a writer killed mid-row): pandas' own parser reads it
     engine = _fastest_engine() if data.endswith(b"\n") else "c"
     return pd.read_csv(io.BytesIO(data), engine=engine)
 
 
-def check_fields(path, data):
+def check_fields(path: str, data: bytes) -> None:
     """Raise :class:`CsvFormatError` at the first complete line of ``data``
     (a CSV file's bytes) whose field count differs from the header's."""
     if b'"' in data:  # quoted fields may hold commas or line ends: parse them
-        return _check_fields_parsed(path, data)
+        _check_fields_parsed(path, data)
+        return
     import numpy as np  # one vectorized pass: logs reach millions of rows
     buf = np.frombuffer(data, dtype=np.uint8)
     ends = np.flatnonzero(buf == ord("\n"))
     commas_per_line = np.diff(np.searchsorted(np.flatnonzero(buf == ord(",")), ends), prepend=0)
-    bad = np.flatnonzero(commas_per_line != commas_per_line[0]) if len(ends) else ()
+    bad = np.flatnonzero(commas_per_line != commas_per_line[0]) if len(ends) else np.empty(0, int)
     if len(bad):
         i = int(bad[0])
         start = int(ends[i - 1]) + 1 if i else 0
@@ -295,11 +307,11 @@ def check_fields(path, data):
                                                           None if empty else int(commas_per_line[i]) + 1))
 
 
-def _check_fields_parsed(path, data):
+def _check_fields_parsed(path: str, data: bytes) -> None:
     text = data.decode("utf-8", errors="replace")
     complete = text[:text.rfind("\n") + 1]
     reader = csv.reader(io.StringIO(complete, newline=""))
-    expected = None
+    expected: int | None = None
     for row in reader:
         if expected is None:
             expected = len(row)
@@ -307,11 +319,11 @@ def _check_fields_parsed(path, data):
             raise CsvFormatError(path, reader.line_num, _fields_problem(expected, len(row) or None))
 
 
-def _fields_problem(expected, got):
+def _fields_problem(expected: int, got: int | None) -> str:
     return f"expected {expected} fields, got " + ("an empty line" if got is None else str(got))
 
 
-def _fastest_engine():
+def _fastest_engine() -> str:
     try:
         import pyarrow  # noqa: F401  (optional extra)
         return "pyarrow"

@@ -1,7 +1,10 @@
 """EarlyStopping: stop when a monitored value stops improving."""
-import math
+from __future__ import annotations
 
-from mindspore.train import Callback
+import math
+from typing import Any, Mapping
+
+from mindspore.train import Callback, RunContext
 
 from ._common import MODES, monitored_value
 from .eval_loss import EVAL_LOSS, check_loss_metric
@@ -29,7 +32,8 @@ class EarlyStopping(Callback):
         mode: ``"min"`` or ``"max"``.
     """
 
-    def __init__(self, monitor="loss", patience=5, min_delta=0.0, mode=None):
+    def __init__(self, monitor: str = "loss", patience: int = 5, min_delta: float = 0.0,
+                 mode: str | None = None) -> None:
         super().__init__()
         if mode is None and monitor == "loss":
             mode = "min"
@@ -41,16 +45,16 @@ class EarlyStopping(Callback):
         if not isinstance(min_delta, (int, float)) or min_delta < 0:
             raise ValueError(f"`min_delta` must be a number >= 0. Received: min_delta={min_delta!r}")
         self.monitor, self.patience, self.min_delta, self.mode = monitor, patience, float(min_delta), mode
-        self.best = None
+        self.best: float | None = None
         self.wait = 0
-        self.stopped_epoch = None
-        self.stop_reason = None
+        self.stopped_epoch: int | None = None
+        self.stop_reason: str | None = None
 
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: RunContext) -> None:
         if self.monitor == EVAL_LOSS:
             check_loss_metric(f"EarlyStopping(monitor={EVAL_LOSS!r})")
 
-    def on_train_epoch_end(self, run_context):
+    def on_train_epoch_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         if self.update(self._value(cb_params)):
             self.stopped_epoch = int(cb_params.cur_epoch_num)
@@ -58,7 +62,7 @@ class EarlyStopping(Callback):
                                 f"{self.patience} epochs")
             run_context.request_stop()
 
-    def update(self, value):
+    def update(self, value: float | None) -> bool:
         """Take one epoch's value (None or NaN: skipped); True when patience ran out.
 
         Also replays logged values into a fresh instance (exact resume).
@@ -71,17 +75,19 @@ class EarlyStopping(Callback):
         self.wait += 1
         return self.wait >= self.patience
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Resumable state (Lightning style)."""
         return {"best": self.best, "wait": self.wait}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
         self.best, self.wait = state.get("best"), int(state.get("wait", 0))
 
-    def _improved(self, value):
+    def _improved(self, value: float) -> bool:
+        assert self.best is not None  # update() sets it first
         if self.mode == "min":
             return value < self.best - self.min_delta
         return value > self.best + self.min_delta
 
-    def _value(self, cb_params):
+    def _value(self, cb_params: Any) -> float | None:
         return monitored_value(cb_params, self.monitor)

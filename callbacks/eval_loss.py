@@ -13,8 +13,12 @@ The callbacks read the eval loss from the Model's ``"loss"`` metric only
 :func:`check_loss_metric` refuses a Model without it, or with MindSpore's
 ``Loss`` there, in one line naming what to add.
 """
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
-from mindspore import nn, ops
+from mindspore import Tensor, nn, ops
 from mindspore import dtype as mstype
 from mindspore.train import Loss
 
@@ -41,7 +45,7 @@ class EvalCell(nn.WithEvalCell):
     a loss of more than one value (``reduction="none"``) is averaged first.
     """
 
-    def construct(self, data, label):
+    def construct(self, data: Tensor, label: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         outputs = self._network(data)
         if self.add_cast_fp32:
             label = ops.mixed_precision_cast(mstype.float32, label)
@@ -68,11 +72,11 @@ class EvalLoss(Loss):
     (``reduction="mean"``, MindSpore's default).
     """
 
-    def clear(self):
+    def clear(self) -> None:
         """Forget the batches seen (Model calls it before each evaluation)."""
         self._total, self._samples = 0.0, 0
 
-    def update(self, *inputs):
+    def update(self, *inputs: Any) -> None:
         """Add one batch: its loss per sample (``EvalCell``'s first output)."""
         if len(inputs) != 1:
             raise ValueError(f"EvalLoss.update takes the eval network's loss output alone. "
@@ -86,19 +90,19 @@ class EvalLoss(Loss):
         self._total += float(per_sample.sum())
         self._samples += per_sample.size
 
-    def eval(self):
+    def eval(self) -> float:
         """The sample-weighted mean loss of the batches since :meth:`clear`."""
         if not self._samples:
             raise RuntimeError("EvalLoss.eval: no batch was evaluated (an empty eval dataset?)")
-        return self._total / self._samples
+        return float(self._total / self._samples)
 
 
-def reads_eval_loss(name):
+def reads_eval_loss(name: str) -> bool:
     """True when a callback asked for ``name`` reads the eval loss."""
     return name in (LOSS_METRIC, EVAL_LOSS)
 
 
-def check_loss_metric(who):
+def check_loss_metric(who: str) -> None:
     """ValueError (one line, naming what to add) unless the calling Model's
     ``"loss"`` metric is one mindexp can read as the eval set's loss; called
     from a callback's ``on_train_begin``.

@@ -1,4 +1,8 @@
 """EvalMonitor: eval metrics after each evaluation to eval.csv."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ._common import (calling_model_metrics, check_directory, check_steps_per_epoch, eval_key,
                       eval_results, first_output, is_finite, log_path, to_float)
@@ -8,6 +12,9 @@ from . import schema
 from .csv_log import CsvLog
 
 __all__ = ["EvalMonitor"]
+
+if TYPE_CHECKING:
+    from mindspore.train import RunContext
 
 
 class EvalMonitor(LogCallback):
@@ -40,7 +47,8 @@ class EvalMonitor(LogCallback):
 
     FILENAME = schema.EVAL.filename
 
-    def __init__(self, directory, metrics, all_ranks=False, steps_per_epoch=None):
+    def __init__(self, directory: str | os.PathLike[str], metrics: str | Sequence[str],
+                 all_ranks: bool = False, steps_per_epoch: int | None = None) -> None:
         super().__init__()
         self.directory = check_directory(directory)
         if isinstance(metrics, str):
@@ -50,12 +58,12 @@ class EvalMonitor(LogCallback):
             raise ValueError(f"`metrics` must name at least one metric. Received: metrics={metrics!r}")
         self.all_ranks = bool(all_ranks)
         self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
-        self.last = {}
-        self.skipped = []  # (epoch, why) of evaluations not written
-        self._log = None
+        self.last: dict[str, float | None] = {}
+        self.skipped: list[tuple[int, str]] = []  # (epoch, why) of evaluations not written
+        self._log: CsvLog | None = None
         self._names_checked = False
 
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: RunContext) -> None:
         metric_fns = calling_model_metrics()
         if metric_fns is not None:
             if any(reads_eval_loss(m) for m in self.metrics):
@@ -65,7 +73,7 @@ class EvalMonitor(LogCallback):
         self._log = CsvLog(path, list(schema.EVAL.columns) + self.metrics, flush_rows=1).check() \
             if path else None
 
-    def on_train_epoch_end(self, run_context):
+    def on_train_epoch_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         results = eval_results(cb_params)
         if not results:
@@ -81,7 +89,7 @@ class EvalMonitor(LogCallback):
         if self._log is not None:
             self._log.write([epoch, step] + [values[k] for k in self.metrics])
 
-    def _check_names(self, names):
+    def _check_names(self, names: Sequence[str]) -> None:
         if self._names_checked:
             return
         unknown = [m for m in self.metrics if eval_key(m, names) is None]
@@ -96,7 +104,8 @@ class EvalMonitor(LogCallback):
         self._names_checked = True
 
     @staticmethod
-    def _reason_to_skip(cb_params, complete, values):
+    def _reason_to_skip(cb_params: Any, complete: bool,
+                        values: Mapping[str, float | None]) -> str | None:
         if not complete:
             return "the epoch was cut short"
         loss = to_float(first_output(cb_params.get("net_outputs")))

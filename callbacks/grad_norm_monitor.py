@@ -1,4 +1,8 @@
 """GradNormMonitor: the global gradient norm of every step to grad_norm.csv."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ._common import (check_directory, check_every, check_steps_per_epoch, float_reader,
                       log_path, net_outputs, to_float)
@@ -7,6 +11,9 @@ from . import schema
 from .csv_log import CsvLog
 
 __all__ = ["GradNormMonitor"]
+
+if TYPE_CHECKING:
+    from mindspore.train import RunContext
 
 
 class GradNormMonitor(LogCallback):
@@ -37,21 +44,21 @@ class GradNormMonitor(LogCallback):
     COLUMNS = schema.GRAD_NORM.columns
     PARAMS_COLUMNS = schema.GRAD_NORM_PARAMS.columns
 
-    def __init__(self, directory, every=1, per_param=False, all_ranks=False,
-                 steps_per_epoch=None):
+    def __init__(self, directory: str | os.PathLike[str], every: int = 1, per_param: bool = False,
+                 all_ranks: bool = False, steps_per_epoch: int | None = None) -> None:
         super().__init__()
         self.directory = check_directory(directory)
         self.every = check_every("every", every)
         self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self.per_param = bool(per_param)
         self.all_ranks = bool(all_ranks)
-        self.last_grad_norm = None
-        self._log = None
-        self._params_log = None
-        self._names = ()
-        self._read = None
+        self.last_grad_norm: float | None = None
+        self._log: CsvLog | None = None
+        self._params_log: CsvLog | None = None
+        self._names: tuple[str, ...] = ()
+        self._read: Callable[[Any], float | None] | None = None
 
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: RunContext) -> None:
         network = run_context.original_args().train_network
         self._check_network(network)
         self._names = tuple(getattr(network, "param_names", ()))
@@ -62,7 +69,7 @@ class GradNormMonitor(LogCallback):
         if self.per_param and ppath:
             self._params_log = CsvLog(ppath, self.PARAMS_COLUMNS).check()
 
-    def on_train_step_end(self, run_context):
+    def on_train_step_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         logged = self._logged_step(cb_params)
         if logged is None:
@@ -76,13 +83,13 @@ class GradNormMonitor(LogCallback):
         if self._log is not None:
             self._log.write((step, epoch, self.last_grad_norm))
         if self._params_log is not None:
-            for name, norm in zip(self._names, outputs[2]):
-                self._params_log.write((step, epoch, name, to_float(norm)))
+            for name, param_norm in zip(self._names, outputs[2]):
+                self._params_log.write((step, epoch, name, to_float(param_norm)))
 
-    def _logs(self):
+    def _logs(self) -> Sequence[CsvLog | None]:
         return (self._log, self._params_log)
 
-    def _check_network(self, network):
+    def _check_network(self, network: Any) -> None:
         kind = type(network).__name__
         if not getattr(network, "returns_grad_norm", False):
             raise TypeError(

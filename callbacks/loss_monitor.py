@@ -1,5 +1,9 @@
 """LossMonitor: the training loss (and learning rate) of every step to loss.csv."""
+from __future__ import annotations
+
+import os
 import time
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ._common import (check_directory, check_every, check_steps_per_epoch, first_output,
                       float_reader, is_finite, item_readable, log_path, net_outputs, optimizer_of,
@@ -10,6 +14,9 @@ from . import schema
 from .csv_log import CsvLog
 
 __all__ = ["LossMonitor"]
+
+if TYPE_CHECKING:
+    from mindspore.train import RunContext
 
 
 class LossMonitor(LogCallback):
@@ -55,8 +62,10 @@ class LossMonitor(LogCallback):
 
     ON_NAN = ("raise", "stop")
 
-    def __init__(self, directory, every=1, all_ranks=False, time_offset=0.0, on_nan="raise",
-                 steps_per_epoch=None, lr=None):
+    def __init__(self, directory: str | os.PathLike[str], every: int = 1, all_ranks: bool = False,
+                 time_offset: float = 0.0, on_nan: str = "raise",
+                 steps_per_epoch: int | None = None,
+                 lr: float | Sequence[float] | None = None) -> None:
         super().__init__()
         if on_nan not in self.ON_NAN:
             raise ValueError(f"`on_nan` must be one of {', '.join(map(repr, self.ON_NAN))}. "
@@ -68,18 +77,18 @@ class LossMonitor(LogCallback):
         self.lr = _check_lr(lr)
         self.all_ranks = bool(all_ranks)
         self.time_offset = float(time_offset)
-        self.stop_reason = None
-        self._non_finite = None
-        self.last_loss = None
+        self.stop_reason: str | None = None
+        self._non_finite: tuple[int, float | None] | None = None
+        self.last_loss: float | None = None
         self.last_step = 0
-        self._log = None
-        self._lr = None
-        self._t0 = None
-        self._parts = ((), None)
-        self._read = None
-        self.last_components = {}
+        self._log: CsvLog | None = None
+        self._lr: _LearningRate | None = None
+        self._t0: float | None = None
+        self._parts: tuple[tuple[str, ...], int | None] = ((), None)
+        self._read: Callable[[Any], float | None] | None = None
+        self.last_components: dict[str, Any] = {}
 
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         self._parts = _components_of(getattr(cb_params, "train_network", None))
@@ -91,7 +100,7 @@ class LossMonitor(LogCallback):
             self._t0 = time.monotonic()
         self.stop_reason = None
 
-    def on_train_step_end(self, run_context):
+    def on_train_step_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         logged = self._logged_step(cb_params)
         if logged is None:
@@ -108,6 +117,7 @@ class LossMonitor(LogCallback):
         if names:
             self.last_components = dict(zip(names, parts))
         if self._log is not None:
+            assert self._t0 is not None and self._lr is not None  # set at train begin
             elapsed = time.monotonic() - self._t0 + self.time_offset
             self._log.write((step, epoch, loss, self._lr(step), round(elapsed, 6)) + parts)
         if not is_finite(loss):
@@ -115,9 +125,9 @@ class LossMonitor(LogCallback):
             self._non_finite = (step, loss)
             run_context.request_stop()
 
-    def on_train_end(self, run_context):
+    def on_train_end(self, run_context: RunContext) -> None:
         self.close()
-        if self.stop_reason and self.on_nan == "raise":
+        if self.stop_reason and self.on_nan == "raise" and self._non_finite is not None:
             step, loss = self._non_finite
             raise FloatingPointError(
                 f"LossMonitor: the loss is not finite at step {step}; training stopped there "
@@ -125,13 +135,13 @@ class LossMonitor(LogCallback):
                 "or clip gradients; LossMonitor(..., on_nan='stop') stops without raising. "
                 f"Received: loss={loss} at step {step}")
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """What a resumed run needs to continue this log."""
         return {"last_step": self.last_step, "last_loss": self.last_loss,
                 "stop_reason": self.stop_reason}
 
 
-def _components_of(network):
+def _components_of(network: Any) -> tuple[tuple[str, ...], int | None]:
     """``(names, output index)`` of the loss components the train network returns."""
     names = tuple(getattr(network, "component_names", None) or ())
     clash = sorted(set(names) & set(LossMonitor.COLUMNS))
@@ -150,13 +160,14 @@ class _LearningRate:
     evaluated on the step.
     """
 
-    def __init__(self, optimizer, given=None):
-        self._table = None
-        self._read = None
-        self._schedule = None
+    def __init__(self, optimizer: Any, given: float | Sequence[float] | None = None) -> None:
+        self._table: Any = None
+        self._read: Callable[[], float | None] | None = None
+        self._schedule: Any = None
         if given is not None:   # the caller's own value: nothing to read back
             if isinstance(given, float):
-                self._read = lambda: given
+                value = given
+                self._read = lambda: value
             else:
                 self._table = given
             return
@@ -168,7 +179,7 @@ class _LearningRate:
         elif kind == "schedule":
             self._schedule = lr
 
-    def __call__(self, step):
+    def __call__(self, step: int) -> float | None | str:
         if self._table is not None:
             return float(self._table[min(step - 1, len(self._table) - 1)])
         if self._read is not None:
@@ -178,7 +189,7 @@ class _LearningRate:
         return ""
 
 
-def _check_lr(lr):
+def _check_lr(lr: Any) -> float | list[float] | None:
     if lr is None:
         return None
     if isinstance(lr, (int, float)) and not isinstance(lr, bool):
@@ -193,7 +204,7 @@ def _check_lr(lr):
     return values
 
 
-def _scalar_reader(param):
+def _scalar_reader(param: Any) -> Callable[[], float | None]:
     """A function returning the value of a one-element Parameter as a float."""
     if item_readable(param):
         item = param.item

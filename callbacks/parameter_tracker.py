@@ -1,8 +1,12 @@
 """ParameterTracker: trajectories of network parameters to params.csv (tidy)."""
+from __future__ import annotations
+
 import csv
 import fnmatch
 import io
+import os
 import time
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from mindspore import dtype as mstype
@@ -16,6 +20,9 @@ from . import schema
 from .csv_log import CsvLog
 
 __all__ = ["ParameterTracker"]
+
+if TYPE_CHECKING:
+    from mindspore.train import RunContext
 
 # Steps a tracker keeps between writes, at most, and the bytes of raw values
 # they may take; parameters up to RAW_MAX elements are kept raw, larger ones
@@ -54,8 +61,9 @@ class ParameterTracker(LogCallback):
     FILENAME = schema.PARAMS.filename
     COLUMNS = schema.PARAMS.columns
 
-    def __init__(self, directory, names=None, every=1, max_values=16, all_ranks=False,
-                 steps_per_epoch=None):
+    def __init__(self, directory: str | os.PathLike[str], names: str | Sequence[str] | None = None,
+                 every: int = 1, max_values: int = 16, all_ranks: bool = False,
+                 steps_per_epoch: int | None = None) -> None:
         super().__init__()
         self.directory = check_directory(directory)
         self.names = _check_names(names)
@@ -63,12 +71,12 @@ class ParameterTracker(LogCallback):
         self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self.max_values = check_every("max_values", max_values)
         self.all_ranks = bool(all_ranks)
-        self._params = []
-        self._log = None
-        self._host = None
-        self._block = None
+        self._params: list[Any] = []
+        self._log: CsvLog | None = None
+        self._host: HostViews | None = None
+        self._block: _Block | None = None
 
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         self._params = self._select(trained_parameters(cb_params))
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
@@ -77,36 +85,38 @@ class ParameterTracker(LogCallback):
         self._block = _Block([(int(p.size), self._labels(p.name, p.size), p.dtype == mstype.float32)
                               for p in self._params], self.max_values)
 
-    def on_train_step_end(self, run_context):
+    def on_train_step_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         logged = self._logged_step(cb_params)
         if self._log is None or logged is None:
             return
         block = self._block
+        assert block is not None and self._host is not None  # made with the log
         block.add(logged[0], logged[1], self._host.arrays(net_outputs(cb_params)))
         if block.full() or block.waited() >= self._log.flush_seconds:
             self._write_block()
 
-    def on_train_epoch_end(self, run_context):
-        if self._log is not None and self._block.waited() >= self._log.flush_seconds:
+    def on_train_epoch_end(self, run_context: RunContext) -> None:
+        if self._log is not None and self._block is not None and self._block.waited() >= self._log.flush_seconds:
             self._write_block()
         super().on_train_epoch_end(run_context)
 
-    def flush(self):
+    def flush(self) -> None:
         """Write the kept steps and buffered rows to disk (Checkpoint calls it before saving)."""
         self._write_block()
         super().flush()
 
-    def close(self):
+    def close(self) -> None:
+        """Write the kept steps, then flush and close the log; safe to call twice."""
         self._write_block()
         super().close()
 
-    def _write_block(self):
+    def _write_block(self) -> None:
         """Statistics and rows of the steps kept so far, handed to the log."""
         if self._block is not None and self._log is not None and self._block.n:
             self._log.write_text(*self._block.take_text())
 
-    def _labels(self, name, size):
+    def _labels(self, name: str, size: Any) -> tuple[str, ...]:
         """The ``param`` column of a parameter's rows, in the order of its values."""
         size = int(size)
         if size == 1:
@@ -115,7 +125,7 @@ class ParameterTracker(LogCallback):
             return tuple(f"{name}[{i}]" for i in range(size))
         return tuple(f"{name}:{stat}" for stat in STATS)
 
-    def _select(self, params):
+    def _select(self, params: list[Any]) -> list[Any]:
         if self.names is None:
             return params
         chosen = [p for p in params if any(fnmatch.fnmatchcase(p.name, pat) for pat in self.names)]
@@ -127,7 +137,7 @@ class ParameterTracker(LogCallback):
         return chosen
 
 
-def _check_names(names):
+def _check_names(names: str | Sequence[str] | None) -> list[str] | None:
     if names is None:
         return None
     if isinstance(names, str):
@@ -160,7 +170,8 @@ class _Block:
             values would pass ``BLOCK_BYTES``).
     """
 
-    def __init__(self, specs, max_values, max_steps=BLOCK_STEPS):
+    def __init__(self, specs: Sequence[tuple[int, tuple[str, ...], bool]], max_values: int,
+                 max_steps: int = BLOCK_STEPS) -> None:
         self.large = [size > max_values for size, _, _ in specs]
         keep = [size <= RAW_MAX for size, _, _ in specs]
         kept = [spec for spec, k in zip(specs, keep) if k]
@@ -175,21 +186,22 @@ class _Block:
         self.raw_columns = [slice(*next(spans)) if k else None for k in keep]
         width = sum(len(labels) for _, labels, _ in specs)
         self.values = np.empty((self.capacity, width), np.float64)
-        self.steps = [None] * self.capacity
+        self.steps: list[str] = [""] * self.capacity
         self.cells = [_csv_cell(label) + "," for _, labels, _ in specs for label in labels]
         self.n = 0
-        self.since = None
+        self.since = 0.0
 
     @staticmethod
-    def _columns(specs):
+    def _columns(specs: Sequence[tuple[int, tuple[str, ...], bool]]) -> list[slice]:
         """The slice of the value columns each parameter fills, in order."""
-        out, col = [], 0
+        out: list[slice] = []
+        col = 0
         for _, labels, _ in specs:
             out.append(slice(col, col + len(labels)))
             col += len(labels)
         return out
 
-    def add(self, step, epoch, arrays):
+    def add(self, step: int, epoch: int, arrays: Sequence[np.ndarray]) -> None:
         """Keep one step's values (``arrays``: each parameter's flat values)."""
         k = self.n
         row, values = self.raw[k], self.values[k]
@@ -203,14 +215,14 @@ class _Block:
         if k == 0:
             self.since = time.monotonic()
 
-    def full(self):
+    def full(self) -> bool:
         return self.n >= self.capacity
 
-    def waited(self):
+    def waited(self) -> float:
         """Seconds since the block's oldest step (0 when empty)."""
         return time.monotonic() - self.since if self.n else 0.0
 
-    def take_text(self):
+    def take_text(self) -> tuple[str, int]:
         """``(text, rows)``: the CSV rows of every kept step; empties the block."""
         k = self.n
         self._fill_kept(k)
@@ -222,7 +234,7 @@ class _Block:
         self.n = 0
         return text, k * width
 
-    def _fill_kept(self, k):
+    def _fill_kept(self, k: int) -> None:
         """The value columns of the kept (small) parameters, for the first ``k`` steps."""
         for raw_cols, large, cols in zip(self.raw_columns, self.large, self.columns):
             if raw_cols is None:
@@ -238,7 +250,7 @@ class _Block:
 _LINE_END = csv.excel.lineterminator   # as CsvLog's csv.writer ends its rows
 
 
-def _csv_cell(text):
+def _csv_cell(text: str) -> str:
     """``text`` as one CSV field (quoted only when it must be), as csv.writer writes it."""
     buf = io.StringIO()
     csv.writer(buf, lineterminator="").writerow([text])

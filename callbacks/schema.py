@@ -9,10 +9,16 @@ library (pandas lazily, through :func:`read_log`). The writers are
 :func:`atomic_write` (whole files) and ``CsvLog`` (appended logs); the
 readers :func:`read_log` (a DataFrame) and :func:`read_rows` (dicts).
 """
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Sequence
 
 from ._files import atomic_replace, atomic_write, fsync_folder, temp_name  # noqa: F401
 from .csv_log import read_csv, read_rows  # noqa: F401  (the readers of the logs)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # -- files and folders of a run directory ---------------------------------------
 CONFIG_JSON = "config.json"            # the full resolved config
@@ -39,11 +45,12 @@ class Log:
     e.g. eval.csv's metrics, names only its fixed ones).
     """
 
-    def __init__(self, name, filename, columns, required=None):
+    def __init__(self, name: str, filename: str, columns: Sequence[str],
+                 required: Sequence[str] | None = None) -> None:
         self.name, self.filename, self.columns = name, filename, tuple(columns)
         self.required = tuple(columns if required is None else required)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Log({self.filename!r}, columns={self.columns!r})"
 
 
@@ -67,12 +74,12 @@ TEXT_COLUMNS = ("param", "file", "kind")
 INTEGER_COLUMNS = ("step", "epoch")
 
 
-def path_of(run_dir, name):
+def path_of(run_dir: str | os.PathLike[str], name: str) -> str:
     """The path of ``name`` (a file name above, or a log's short name) in ``run_dir``."""
     log = LOGS.get(name)
     return os.path.join(os.fspath(run_dir), log.filename if log else name)
 
 
-def read_log(run_dir, name):
+def read_log(run_dir: str | os.PathLike[str], name: str) -> pd.DataFrame:
     """A log of ``run_dir`` as a pandas DataFrame (see :func:`csv_log.read_csv`)."""
     return read_csv(path_of(run_dir, name))

@@ -1,6 +1,9 @@
 """TensorBoardLogger: loss, learning rate, gradient norm, eval metrics and
 parameters as TensorBoard scalars."""
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from ._common import (eval_results, check_directory, check_every, check_steps_per_epoch, first_output,
                       net_outputs, optimizer_of, rank_id, to_float, trained_parameters)
@@ -9,6 +12,9 @@ from ._tensorboard import EventWriter, check_available
 from .loss_monitor import _LearningRate
 
 __all__ = ["TensorBoardLogger"]
+
+if TYPE_CHECKING:
+    from mindspore.train import RunContext
 
 
 class TensorBoardLogger(QuietCallback):
@@ -33,8 +39,9 @@ class TensorBoardLogger(QuietCallback):
             resume mid-epoch); None: the dataset's size.
     """
 
-    def __init__(self, directory, every=1, params=True, hparams=None, all_ranks=False,
-                 steps_per_epoch=None):
+    def __init__(self, directory: str | os.PathLike[str], every: int = 1, params: bool = True,
+                 hparams: Mapping[str, Any] | None = None, all_ranks: bool = False,
+                 steps_per_epoch: int | None = None) -> None:
         super().__init__()
         check_available()
         self.directory = check_directory(directory)
@@ -46,12 +53,12 @@ class TensorBoardLogger(QuietCallback):
                              f"hparams={hparams!r}")
         self.hparams = dict(hparams or {})
         self.all_ranks = bool(all_ranks)
-        self._writer = None
-        self._lr = None
-        self._params = []
-        self._last = (0, None)
+        self._writer: EventWriter | None = None
+        self._lr: _LearningRate | None = None
+        self._params: list[Any] = []
+        self._last: tuple[int, float | None] = (0, None)
 
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         if self._writer is None:  # a second Model.train on the same logger appends
             path = self._logdir()
@@ -61,11 +68,12 @@ class TensorBoardLogger(QuietCallback):
         self._lr = _LearningRate(optimizer_of(cb_params))
         self._params = trained_parameters(cb_params) if self.params else []
 
-    def on_train_step_end(self, run_context):
+    def on_train_step_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         logged = self._logged_step(cb_params)
         if self._writer is None or logged is None:
             return
+        assert self._lr is not None  # set at train begin
         step = logged[0]
         outputs = net_outputs(cb_params)
         loss = to_float(first_output(outputs))
@@ -78,7 +86,7 @@ class TensorBoardLogger(QuietCallback):
         for param in self._params:
             self._write_param(param, step)
 
-    def on_train_epoch_end(self, run_context):
+    def on_train_epoch_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         results = eval_results(cb_params)
         if self._writer is None or not results:
@@ -88,19 +96,19 @@ class TensorBoardLogger(QuietCallback):
             self._writer.scalar(f"eval_{name}", to_float(value), step)
         self._writer.flush()
 
-    def on_train_end(self, run_context):
+    def on_train_end(self, run_context: RunContext) -> None:
         self.close()
 
-    def __exit__(self, exc_type, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         # Model.fit leaves a callback context after each evaluation: only an
         # error ends the log there; on_train_end closes it otherwise.
-        if exc_type is not None:
+        if exc and exc[0] is not None:
             self.close(ok=False)
         elif self._writer is not None:
             self._writer.flush()
         return False
 
-    def close(self, ok=True):
+    def close(self, ok: bool = True) -> None:
         """Finish the event file (the hparams session end when hparams were given)."""
         if self._writer is None:
             return
@@ -110,14 +118,15 @@ class TensorBoardLogger(QuietCallback):
         self._writer.close()
         self._writer = None
 
-    def _logdir(self):
+    def _logdir(self) -> str | None:
         rank = rank_id()
         if rank == 0:
             return self.directory
         return os.path.join(self.directory, f"rank{rank}") if self.all_ranks else None
 
-    def _write_param(self, param, step):
+    def _write_param(self, param: Any, step: int) -> None:
         import numpy as np
+        assert self._writer is not None
         if int(param.size) == 1:
             self._writer.scalar(f"params/{param.name}", to_float(param), step)
         else:

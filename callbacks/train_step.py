@@ -1,6 +1,13 @@
 """TrainStep: a TrainOneStepCell that also returns the global gradient norm."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from mindspore import Tensor, nn, ops
 from mindspore import dtype as mstype
-from mindspore import nn, ops
+
+if TYPE_CHECKING:
+    from mindspore.train import Metric, Model
 
 __all__ = ["TrainStep"]
 
@@ -50,7 +57,8 @@ class TrainStep(nn.TrainOneStepCell):
     returns_grad_norm = True
 
     @classmethod
-    def model(cls, network, loss_fn, optimizer, metrics=None, **kwargs):
+    def model(cls, network: nn.Cell, loss_fn: nn.Cell, optimizer: nn.Optimizer,
+              metrics: Mapping[str, Metric] | None = None, **kwargs: Any) -> Model:
         """A ``mindspore.train.Model`` training ``network`` with a TrainStep.
 
         With ``metrics`` (for ``Model.fit``/``Model.eval``) the Model also
@@ -68,8 +76,10 @@ class TrainStep(nn.TrainOneStepCell):
         return Model(train_cell, eval_network=EvalCell(network, loss_fn),
                      eval_indexes=[0, 1, 2], metrics=metrics)
 
-    def __init__(self, network, optimizer, clip_grad_norm=None, sens=1.0,
-                 accumulation_steps=1, per_param_norms=False, components=None):
+    def __init__(self, network: nn.Cell, optimizer: nn.Optimizer,
+                 clip_grad_norm: float | None = None, sens: float = 1.0,
+                 accumulation_steps: int = 1, per_param_norms: bool = False,
+                 components: Sequence[str] | None = None) -> None:
         super().__init__(network, optimizer, sens)
         self.component_names = _check_components(
             getattr(network, "loss_components", ()) if components is None else components)
@@ -94,7 +104,7 @@ class TrainStep(nn.TrainOneStepCell):
         # A Python constant: graph mode folds the unscaling away when it is 1.
         self.inv_sens = 1.0 / float(sens)
 
-    def construct(self, *inputs):
+    def construct(self, *inputs: Tensor) -> tuple[Tensor, ...]:
         if self.accumulation_steps == 1:
             loss, parts, grads = self._loss_and_grads(*inputs)
         else:
@@ -110,7 +120,7 @@ class TrainStep(nn.TrainOneStepCell):
             # parameter (each launch costs more than the arithmetic here)
             flat = ()
             for grad in grads:
-                flat = flat + (grad.reshape(-1).astype(mstype.float32),)
+                flat = flat + (grad.reshape(-1).astype(mstype.float32),)  # type: ignore[assignment]
             every = ops.cat(flat)
             grad_norm = ops.sqrt(ops.reduce_sum(every * every))
         if self.clip is not None:
@@ -119,12 +129,12 @@ class TrainStep(nn.TrainOneStepCell):
         loss = ops.depend(ops.cast(loss, mstype.float32), self.optimizer(grads))
         out = (loss, grad_norm)
         if self.per_param_norms:
-            out = out + (self.hyper_map(ops.sqrt, norms),)
+            out = out + (self.hyper_map(ops.sqrt, norms),)  # type: ignore[assignment]
         if self.n_components:
-            out = out + (parts,)
+            out = out + (parts,)  # type: ignore[assignment]
         return out
 
-    def _loss_and_grads(self, *inputs):
+    def _loss_and_grads(self, *inputs: Tensor) -> tuple[Tensor, Any, Any]:
         if not self.n_components:
             loss = self.network(*inputs)
             sens = ops.fill(loss.dtype, loss.shape, self.sens)
@@ -137,11 +147,11 @@ class TrainStep(nn.TrainOneStepCell):
         parts = ()
         for k in range(1, self.n_components + 1):
             sens = sens + (ops.zeros_like(out[k]),)
-            parts = parts + (ops.cast(out[k], mstype.float32).reshape(()),)
+            parts = parts + (ops.cast(out[k], mstype.float32).reshape(()),)  # type: ignore[assignment]
         grads = self.grad(self.network, self.weights)(*inputs, sens)
         return loss, ops.stack(parts), grads
 
-    def _accumulated(self, *inputs):
+    def _accumulated(self, *inputs: Tensor) -> tuple[Tensor, Any, Any]:
         size = inputs[0].shape[0] // self.accumulation_steps
         loss, parts, grads = self._loss_and_grads(*[x[0:size] for x in inputs])
         for k in range(1, self.accumulation_steps):
@@ -154,7 +164,7 @@ class TrainStep(nn.TrainOneStepCell):
         return loss * inv, parts * inv, self.hyper_map(ops.partial(_scale, inv), grads)
 
 
-def _check_components(names):
+def _check_components(names: Any) -> tuple[str, ...]:
     """The component names as a tuple of distinct identifiers (ValueError otherwise)."""
     if isinstance(names, str) or not isinstance(names, (tuple, list)) or not all(
             isinstance(n, str) and n.isidentifier() for n in names) or len(set(names)) < len(names):
@@ -164,9 +174,9 @@ def _check_components(names):
     return tuple(names)
 
 
-def _square_sum(grad):
+def _square_sum(grad: Tensor) -> Tensor:
     return ops.reduce_sum(ops.square(grad.astype("float32")))
 
 
-def _scale(factor, grad):
+def _scale(factor: Any, grad: Tensor) -> Tensor:
     return grad * ops.cast(factor, grad.dtype)
