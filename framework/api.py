@@ -4,7 +4,11 @@ The runner (:mod:`mindexp.train`) trains and returns the run's directory;
 this layer draws the run's plots after it and wraps the directory in a
 :class:`Run`. The command line and sweep workers start runs here too.
 """
+from __future__ import annotations
+
 import logging
+import os
+from typing import Any, Callable, Mapping
 
 from .errors import TrainingError
 from .define.experiment import BaseExperiment
@@ -16,7 +20,8 @@ logger = logging.getLogger(__name__)
 class Experiment(BaseExperiment):
     __doc__ = BaseExperiment.__doc__
 
-    def run(self, out="outputs", name=None, quiet=None):
+    def run(self, out: str | os.PathLike[str] = "outputs", name: str | None = None,
+            quiet: bool | None = None) -> Run | None:
         """Train in a new run directory under ``out``; returns a :class:`Run`.
 
         ``quiet=None`` (the default): a progress bar in Jupyter (tqdm's
@@ -28,7 +33,9 @@ class Experiment(BaseExperiment):
         return run_experiment(self, out=out, label=name, quiet=quiet)
 
 
-def run_experiment(exp, out="outputs", label=None, quiet=True, entry=None):
+def run_experiment(exp: BaseExperiment, out: str | os.PathLike[str] = "outputs",
+                   label: str | None = None, quiet: bool = True,
+                   entry: str | None = None) -> Run | None:
     """Train ``exp`` in a new run directory under ``out``; returns its :class:`Run`
     (None on a rank other than 0 under the user's own msrun).
 
@@ -40,7 +47,8 @@ def run_experiment(exp, out="outputs", label=None, quiet=True, entry=None):
                                    finish=_save_plots))
 
 
-def resume_run(run_dir, overrides=None, quiet=True):
+def resume_run(run_dir: str, overrides: Mapping[str, Any] | None = None,
+               quiet: bool = True) -> Run | None:
     """Continue a run in its own directory from its latest good checkpoint;
     returns its :class:`Run`. ``overrides`` change config fields (``epochs``).
 
@@ -58,7 +66,7 @@ def resume_run(run_dir, overrides=None, quiet=True):
         return _finished(lambda: train(exp, quiet=quiet, resume=point, finish=_save_plots))
 
 
-def _finished(start):
+def _finished(start: Callable[[], str | None]) -> Run | None:
     """Run ``start()`` (which returns a run directory, its plots drawn), wrap it.
 
     The run's record is read at once: once it is final, ``mindexp gc`` may
@@ -76,13 +84,13 @@ def _finished(start):
     return _read_now(run_dir)
 
 
-def _read_now(run_dir):
+def _read_now(run_dir: str | os.PathLike[str]) -> Run:
     run = Run(run_dir)
     run.meta  # noqa: B018  (cached from now on)
     return run
 
 
-def _save_plots(run_dir):
+def _save_plots(run_dir: str) -> None:
     """Draw plots/ of the run (the runner calls it before the run's final
     record); plots are a convenience, so a failure only warns.
 

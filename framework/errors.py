@@ -1,4 +1,8 @@
 """Errors the framework raises for bad input (the CLI maps them to exit 2)."""
+from __future__ import annotations
+
+import os
+from typing import Any
 
 
 class MindexpError(Exception):
@@ -11,7 +15,7 @@ class ConfigError(MindexpError, ValueError):
     ``field`` names the offending config field (None when not one field).
     """
 
-    def __init__(self, message, field=None):
+    def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
 
@@ -32,7 +36,8 @@ class TrainingError(Exception):
     (``Experiment.run``, the command line).
     """
 
-    def __init__(self, message, run_dir=None):
+    def __init__(self, message: str, run_dir: str | os.PathLike[str] | None = None) -> None:
         super().__init__(message)
         self.run_dir = run_dir
-        self.run = None
+        # a mindexp.Run; not imported: errors sit below every room that reads runs
+        self.run: Any = None

@@ -381,7 +381,7 @@ def _copy_bytes(source, target, size):
         left -= len(chunk)
 
 
-_PLOTLY = []
+_PLOTLY: list[bytes] = []
 
 
 def _plotly_bytes():

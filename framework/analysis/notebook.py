@@ -5,12 +5,23 @@ Nothing here imports IPython: Jupyter calls ``_repr_html_`` by itself.
 The inline loss curves are small SVG polylines (no matplotlib, no
 network), so a table of many runs renders at once.
 """
+from __future__ import annotations
+
 import html
 import math
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..rundir.run import Run as _RunReader
 from . import reports
 from .reports import as_runs, display_table, format_value, history, loss_components
+
+if TYPE_CHECKING:
+    import os
+
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from ..rundir.run import RunOrPath, RunsOrPaths
 
 SPARK_POINTS = 120   # a loss curve is thinned to this many points for the inline SVG
 SPARK_SIZE = (160, 36)
@@ -21,7 +32,7 @@ class Run(_RunReader):
     renders in Jupyter (status, config, final values, a small loss curve)
     and plots itself with :meth:`plot`."""
 
-    def plot(self, what="loss"):
+    def plot(self, what: str = "loss") -> Figure:
         """A matplotlib figure of this run: ``"loss"`` (with loss components),
         ``"eval"``, ``"params"`` or ``"grad_norm"``; Jupyter shows it inline."""
         from . import plots
@@ -33,35 +44,35 @@ class Run(_RunReader):
                               f"Received: what={what!r}", field="what")
         return inline(draw[what](self))
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         return run_html(self)
 
 
-def compare(runs_or_paths, sort="final_loss"):
+def compare(runs_or_paths: RunsOrPaths, sort: str = "final_loss") -> pd.DataFrame:
     return run_table(reports.compare(runs_or_paths, sort=sort))
 
 
-compare.__doc__ = reports.compare.__doc__ + """
+compare.__doc__ = (reports.compare.__doc__ or "") + """
     The table is a pandas DataFrame subclass that Jupyter renders with the
     columns worth reading and a small loss curve per run.
     """
 
 
-def load_run(path):
+def load_run(path: str | os.PathLike[str]) -> Run:
     """Read one run directory back as a :class:`mindexp.Run` (RunDirError
     naming the file when it is broken)."""
     reports.load_run(path)  # reads everything reports use: a broken run fails here
     return Run(path)
 
 
-def load_runs(paths):
+def load_runs(paths: RunsOrPaths) -> Runs:
     """The runs at or below ``paths`` as :class:`Runs` (a list); broken
     ones are skipped with a warning (RunDirError when none is readable)."""
     loaded = reports.load_runs(paths)
     return Runs([Run(run.dir) for run in loaded], loaded.errors)
 
 
-def run_html(run):
+def run_html(run: Run) -> str:
     """A run as an HTML card: identity and status, final values, a loss curve, config."""
     table = reports.compare([run])
     row = table.iloc[0]
@@ -78,7 +89,7 @@ def run_html(run):
             f"<small>{_e(run.dir)}</small></div>")
 
 
-def run_table(table):
+def run_table(table: pd.DataFrame) -> pd.DataFrame:
     """``table`` (compare()'s DataFrame) as a :class:`RunFrame`: the same
     DataFrame, rendered in Jupyter as the display table plus a loss curve per run."""
     frame = _frame_class()(table)
@@ -86,10 +97,10 @@ def run_table(table):
     return frame
 
 
-_FRAME = []
+_FRAME: list[type] = []
 
 
-def _frame_class():
+def _frame_class() -> type:
     """The DataFrame subclass, made on first use (pandas is imported lazily)."""
     if _FRAME:
         return _FRAME[0]
@@ -100,10 +111,10 @@ def _frame_class():
         the columns worth reading and a small loss curve per run."""
 
         @property
-        def _constructor(self):
+        def _constructor(self) -> type:
             return RunFrame
 
-        def _repr_html_(self):
+        def _repr_html_(self) -> str:
             return table_html(self)
 
     RunFrame.__module__ = __name__
@@ -111,7 +122,7 @@ def _frame_class():
     return RunFrame
 
 
-def table_html(table):
+def table_html(table: pd.DataFrame) -> str:
     """The display table of ``table`` with a ``loss curve`` column (when run_dir is known)."""
     import pandas as pd
     needed = ("experiment", "run_id", "status")
@@ -128,17 +139,17 @@ class Runs(reports.RunList):
     """A list of :class:`Run` (a sweep's or a study's runs; ``errors`` lists
     the broken ones) that Jupyter renders as their :func:`mindexp.compare` table."""
 
-    def compare(self, sort="final_loss"):
+    def compare(self, sort: str = "final_loss") -> pd.DataFrame:
         """:func:`mindexp.compare` of these runs."""
         return compare(list(self), sort=sort)
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         if not self:
             return "<i>no runs</i>"
         return f"<p>{len(self)} runs</p>" + table_html(self.compare())
 
 
-def plot(runs, metric="loss"):
+def plot(runs: RunsOrPaths, metric: str = "loss") -> Figure:
     """A matplotlib figure of ``metric`` per step for each run (any name
     :func:`mindexp.history` accepts: ``loss``, a loss component,
     ``eval_accuracy``, a parameter); Jupyter shows it inline."""
@@ -157,7 +168,7 @@ def plot(runs, metric="loss"):
     return inline(fig)
 
 
-def inline(fig):
+def inline(fig: Figure) -> Figure:
     """``fig``, and in IPython a PNG formatter for matplotlib figures, so the
     figure displays inline without pyplot (the plots never use pyplot)."""
     import sys
@@ -172,17 +183,17 @@ def inline(fig):
 
 # -- helpers -----------------------------------------------------------------------
 
-def _e(value):
+def _e(value: object) -> str:
     return html.escape(str(value))
 
 
-def _status(status):
+def _status(status: str | None) -> str:
     color = {"completed": "#2a7", "running": "#27a", "diverged": "#d80",
-             "failed": "#c33"}.get(status, "#777")
+             "failed": "#c33"}.get(status or "", "#777")
     return f"<span style='color:{color}'>{_e(status)}</span>"
 
 
-def _pairs(values):
+def _pairs(values: Mapping[str, Any]) -> str:
     cells = []
     for key, value in values.items():
         text = f"{value:.6g}" if isinstance(value, float) else format_value(value)
@@ -190,14 +201,14 @@ def _pairs(values):
     return " &middot; ".join(cells)
 
 
-def _sparkline_of(run_dir):
+def _sparkline_of(run_dir: str) -> str:
     try:
         return _sparkline(_RunReader(run_dir))
     except Exception:  # a broken run still gets its row
         return ""
 
 
-def _sparkline(run):
+def _sparkline(run: _RunReader) -> str:
     """The training loss as a small inline SVG (log scale when it spans decades)."""
     loss = run.loss
     if not len(loss):

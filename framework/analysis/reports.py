@@ -3,11 +3,14 @@
 pandas is imported inside the functions, so importing ``framework`` stays
 light (``mindexp list`` imports neither pandas nor mindspore).
 """
+from __future__ import annotations
+
 import collections
 import datetime as _dt
 import logging
 import math
 import os
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ..callbacks import schema
 from ..errors import ConfigError, RunDirError
@@ -17,6 +20,11 @@ from ..rundir.io import is_run_dir
 from ..rundir.meta import UNREADABLE, UnreadableRun
 from ..rundir.run_lock import shown_status
 from ..rundir.summary import eval_name, log_summary, lower_is_better, stored_summary  # noqa: F401
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..rundir.run import RunsOrPaths
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +42,7 @@ class RunList(list):
     """The runs that loaded, plus ``errors``: a :data:`Skipped` ``(run_dir, error,
     status)`` per broken run."""
 
-    def __init__(self, runs=(), errors=()):
+    def __init__(self, runs: Iterable[Run] = (), errors: Iterable[Skipped] = ()) -> None:
         super().__init__(runs)
         self.errors = list(errors)
 
@@ -125,13 +133,14 @@ def _nothing_loaded(errors):
     return f"none of the {len(errors)} runs could be read; the first: {errors[0][1]}"
 
 
-def as_runs(runs_or_paths, read=None):
+def as_runs(runs_or_paths: RunsOrPaths, read: Callable[[str], Run] | None = None) -> list[Run]:
     """Runs from a Run, a path, or a list of either (paths go through :func:`load_runs`,
     or through ``read(run_dir)`` when given)."""
     items = [runs_or_paths] if isinstance(runs_or_paths, (str, os.PathLike, Run)) \
         else list(runs_or_paths)
-    if items and all(isinstance(i, Run) for i in items):
-        return runs_or_paths if isinstance(runs_or_paths, RunList) else items
+    runs = [i for i in items if isinstance(i, Run)]
+    if items and len(runs) == len(items):
+        return runs_or_paths if isinstance(runs_or_paths, RunList) else runs
     paths = [i.dir if isinstance(i, Run) else i for i in items]
     return load_runs(paths) if read is None else RunList(*_read_each(paths, read))
 
@@ -300,7 +309,7 @@ def _eval_table(run):
 
 # -- history -----------------------------------------------------------------
 
-def history(runs, metric="loss"):
+def history(runs: RunsOrPaths, metric: str = "loss") -> pd.DataFrame:
     """Every logged value of ``metric`` in long format, never sampled.
 
     Columns: ``run_id, step, epoch, <metric>`` then the config fields that

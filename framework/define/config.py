@@ -5,10 +5,13 @@ import re
 import types
 import typing
 from dataclasses import dataclass, fields
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Tuple, TypeVar
 
 from ..errors import ConfigError
 from .metrics import METRIC_NAMES
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad")
 LOSSES = ("mse", "mae", "l1", "huber", "cross_entropy", "bce")
@@ -17,6 +20,8 @@ DEVICES = ("CPU", "GPU", "Ascend")
 AMP_LEVELS = ("O0", "O1", "O2", "O3")
 MEMORY_LEVELS = ("O0", "O1")
 LR_SCHEDULES = ("constant", "step", "cosine", "exponential")
+# a Config dataclass (the common one or an experiment's subclass)
+C = TypeVar("C", bound="DataclassInstance")
 # Optional[X], Union[X, Y] and the PEP 604 spelling X | None, X | Y
 _UNIONS = (typing.Union, types.UnionType)
 _NONE_WORDS = ("none", "null", "")
@@ -119,7 +124,7 @@ class Config:
 
 
 # field -> (check, what is accepted); checked after type coercion
-_RULES = {
+_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "epochs": (lambda v: v >= 1, "an integer >= 1"),
     "batch_size": (lambda v: v >= 1, "an integer >= 1"),
     "lr": (lambda v: v > 0, "a number > 0"),
@@ -156,12 +161,12 @@ _CHOICES = {"optimizer": OPTIMIZERS, "loss": LOSSES, "mode": MODES, "device": DE
             "early_stop_mode": MONITOR_MODES}
 
 
-def _is_monitor(value, empty_ok=False):
+def _is_monitor(value: str, empty_ok: bool = False) -> bool:
     return (empty_ok and value == "") or value == "loss" or (
         value.startswith("eval_") and len(value) > len("eval_"))
 
 
-def monitor_mode(name, mode="auto", metrics=None):
+def monitor_mode(name: str, mode: str = "auto", metrics: Any = None) -> str | None:
     """``"min"`` or ``"max"`` for a monitored value, or None when unknown.
 
     ``mode`` other than auto wins; otherwise the direction follows the name
@@ -175,7 +180,7 @@ def monitor_mode(name, mode="auto", metrics=None):
     return direction_of_name(renamed if isinstance(renamed, str) else metric)
 
 
-def direction_of_name(name):
+def direction_of_name(name: object) -> str | None:
     """``"min"``, ``"max"`` or None from the words of ``name``: the last of its
     words that says (``eval_accuracy``, ``final_loss``, ``dense.weight_error``,
     ``top5_error``: the error of top5)."""
@@ -187,7 +192,7 @@ def direction_of_name(name):
     return None
 
 
-def resolve(config_cls, *sources):
+def resolve(config_cls: type[C], *sources: Mapping[str, Any] | None) -> C:
     """Build ``config_cls`` from mappings applied in order (later wins).
 
     Values may be strings (from ``--set`` or the command line) or Python
@@ -196,7 +201,7 @@ def resolve(config_cls, *sources):
     """
     known = {f.name: f for f in fields(config_cls)}
     hints = typing.get_type_hints(config_cls)
-    values = {}
+    values: dict[str, Any] = {}
     for source in sources:
         for name, raw in (source or {}).items():
             if name not in known:
@@ -207,7 +212,7 @@ def resolve(config_cls, *sources):
     return config
 
 
-def check(config):
+def check(config: Any) -> None:
     """Range and choice checks of the common fields (ConfigError)."""
     hints = typing.get_type_hints(type(config))
     for f in fields(config):
@@ -225,7 +230,7 @@ def check(config):
     _check_keep_best(config)
 
 
-def _check_keep_best(config):
+def _check_keep_best(config: Any) -> None:
     if getattr(config, "keep_best", None) is not None and not getattr(config, "checkpoint_monitor", ""):
         raise ConfigError("config field 'keep_best' needs checkpoint_monitor (the value the best "
                           "checkpoints are ranked by, e.g. eval_accuracy or loss). "
@@ -233,7 +238,7 @@ def _check_keep_best(config):
                           field="keep_best")
 
 
-def coerce(name, raw, hint):
+def coerce(name: str, raw: Any, hint: Any) -> Any:
     """Turn ``raw`` into a value of type ``hint`` or raise ConfigError."""
     try:
         return _coerce(raw, hint)
@@ -242,7 +247,7 @@ def coerce(name, raw, hint):
                           f"Received: {name}={raw!r}", field=name) from None
 
 
-def _coerce(raw, hint):
+def _coerce(raw: Any, hint: Any) -> Any:
     """``raw`` as a value of ``hint``; TypeError/ValueError when it is not one.
 
     Every annotation ``mindexp list`` can show is handled the same way:
@@ -273,7 +278,7 @@ def _coerce(raw, hint):
     return raw if isinstance(raw, hint) else hint(raw)
 
 
-def _coerce_union(raw, args):
+def _coerce_union(raw: Any, args: tuple[Any, ...]) -> Any:
     members = [a for a in args if a is not type(None)]
     if len(members) < len(args) and (
             raw is None or (isinstance(raw, str) and raw.strip().lower() in _NONE_WORDS)):
@@ -286,7 +291,7 @@ def _coerce_union(raw, args):
     raise ValueError("")
 
 
-def _coerce_literal(raw, choices):
+def _coerce_literal(raw: Any, choices: tuple[Any, ...]) -> Any:
     for choice in choices:
         try:
             if _coerce(raw, type(choice)) == choice:
@@ -296,7 +301,7 @@ def _coerce_literal(raw, choices):
     raise ValueError("")
 
 
-def _coerce_sequence(raw, kind, args):
+def _coerce_sequence(raw: Any, kind: Any, args: tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
     items = [s.strip() for s in raw.split(",") if s.strip()] if isinstance(raw, str) else raw
     if not isinstance(items, (list, tuple)):
         raise TypeError("")
@@ -309,7 +314,7 @@ def _coerce_sequence(raw, kind, args):
     return tuple(coerced) if kind is tuple else coerced
 
 
-def _to_bool(raw):
+def _to_bool(raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, str) and raw.strip().lower() in ("true", "1", "yes", "on"):
@@ -319,7 +324,7 @@ def _to_bool(raw):
     raise ValueError("")
 
 
-def _to_int(raw):
+def _to_int(raw: Any) -> int:
     if isinstance(raw, bool):
         raise TypeError("")
     if isinstance(raw, int):
@@ -331,7 +336,7 @@ def _to_int(raw):
     raise TypeError("")
 
 
-def _to_float(raw):
+def _to_float(raw: Any) -> float:
     if isinstance(raw, bool):
         raise TypeError("")
     if isinstance(raw, (int, float)):
@@ -345,7 +350,7 @@ def _to_float(raw):
     return value
 
 
-def _check_type(name, value, hint):
+def _check_type(name: str, value: Any, hint: Any) -> None:
     try:
         _coerce(value, hint)
     except (TypeError, ValueError):
@@ -353,7 +358,7 @@ def _check_type(name, value, hint):
                           f"Received: {name}={value!r}", field=name) from None
 
 
-def _type_name(hint):
+def _type_name(hint: Any) -> str:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in _UNIONS:
         members = [_type_name(a) for a in args if a is not type(None)]
@@ -369,20 +374,20 @@ def _type_name(hint):
             str: "a string"}.get(hint, getattr(hint, "__name__", str(hint)))
 
 
-def did_you_mean(name, known):
+def did_you_mean(name: str, known: Iterable[str]) -> str:
     """`` Did you mean a, b?`` naming the closest of ``known``, or "" when none is close."""
     close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
     return f" Did you mean {', '.join(close)}?" if close else ""
 
 
-def _unknown_message(name, known):
+def _unknown_message(name: str, known: Iterable[str]) -> str:
     return (f"unknown config field {name!r}.{did_you_mean(name, known)} Valid fields: "
             f"{', '.join(known)}. Received: {name}")
 
 
-def parse_assignments(pairs):
+def parse_assignments(pairs: Iterable[str] | None) -> dict[str, str]:
     """``["lr=0.1", "optimizer=adam"]`` -> dict of strings (ConfigError if malformed)."""
-    out = {}
+    out: dict[str, str] = {}
     for pair in pairs or ():
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
@@ -391,7 +396,7 @@ def parse_assignments(pairs):
     return out
 
 
-def load_toml(path):
+def load_toml(path: str) -> dict[str, Any]:
     """Read a TOML config file into a dict (ConfigError if unreadable/malformed)."""
     import tomllib
     try:
@@ -405,19 +410,27 @@ def load_toml(path):
     return data.get("config", data) if isinstance(data.get("config"), dict) else data
 
 
-def to_dict(config):
+def to_dict(config: Any) -> dict[str, Any]:
     """The config as a JSON-ready dict (tuples become lists)."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
 
 
-def field_defaults(config_cls):
+def field_defaults(config_cls: type) -> list[tuple[str, str, Any]]:
     """``[(name, short type, default)]`` for listing."""
     hints = typing.get_type_hints(config_cls)
-    return [(f.name, short_type(hints[f.name]), f.default if f.default is not dataclasses.MISSING
-             else f.default_factory()) for f in fields(config_cls)]
+    return [(f.name, short_type(hints[f.name]), _default_of(f)) for f in fields(config_cls)]
 
 
-def short_type(hint):
+def _default_of(f: dataclasses.Field[Any]) -> Any:
+    """A field's default (made by its factory), or None for a field without one."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def short_type(hint: Any) -> str:
     """``int``, ``float | None``, ``tuple[str, ...]``: as a user would write it."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in _UNIONS:
@@ -430,6 +443,6 @@ def short_type(hint):
     return getattr(hint, "__name__", str(hint))
 
 
-def choices(name):
+def choices(name: str) -> tuple[str, ...]:
     """The accepted values of a common field with a fixed set, else ()."""
     return _CHOICES.get(name, ())

@@ -15,8 +15,16 @@ from .experiment import BaseExperiment
 SHIPPED_PREFIX = __name__.split(".")[0] + ".experiments."  # mindexp.experiments.
 # A run's copy of a shipped experiment sits in a folder of this name (provenance).
 SHIPPED_FOLDER = SHIPPED_PREFIX[:-1]
-EXPERIMENTS_DIR = os.path.dirname(os.path.abspath(
-    importlib.util.find_spec(SHIPPED_PREFIX[:-1]).origin))
+
+
+def _experiments_dir() -> str:
+    spec = importlib.util.find_spec(SHIPPED_FOLDER)
+    if spec is None or spec.origin is None:  # mindexp installed without its experiments
+        raise ImportError(f"{SHIPPED_FOLDER} is not installed")
+    return os.path.dirname(os.path.abspath(spec.origin))
+
+
+EXPERIMENTS_DIR = _experiments_dir()
 
 
 def entry_of(exp):

@@ -3,13 +3,21 @@
 :class:`mindexp.Experiment` (in :mod:`mindexp.api`) adds ``run()`` to it;
 everything that trains or reads runs uses only this declaration.
 """
+from __future__ import annotations
+
 import dataclasses
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import config as _config
 from .builders import build_learning_rate, build_loss, build_optimizer
 from ..callbacks import schema
 from .config import Config as _CommonConfig
 from ..errors import DataError
+
+if TYPE_CHECKING:
+    from mindspore import Parameter, nn
+    from mindspore.dataset import Dataset
+    from mindspore.train import Callback, Metric
 
 # loss.csv's own columns: a loss component cannot take one of these names.
 
@@ -28,31 +36,32 @@ class BaseExperiment:
     :class:`mindexp.ConfigError` naming the field, before anything runs.
     """
 
-    name = None
-    columns = ("x", "y")
-    Config = _CommonConfig
-    loss_components = ()
+    name: str | None = None
+    columns: tuple[str, ...] = ("x", "y")
+    Config: type[Any] = _CommonConfig
+    loss_components: tuple[str, ...] = ()
     """Names of the loss components: with names here, ``loss_network()``
     returns ``(total, c1, ..., ck)`` (scalars, in this order); ``total`` is
     optimised and logged as ``loss``, each component is a loss.csv column."""
 
-    def __init__(self, config=None, **overrides):
+    def __init__(self, config: Any = None, **overrides: Any) -> None:
         base = _config.to_dict(config) if dataclasses.is_dataclass(config) else dict(config or {})
         self.config = _config.resolve(type(self).Config, base, overrides)
         # the fields the caller gave; the others came from the defaults (provenance:
         # `rerun --current-code` takes today's defaults for those)
         given = {**base, **overrides}
         self.config_set = [f.name for f in dataclasses.fields(self.config) if f.name in given]
-        self.run_dir = None
+        self.run_dir: str | None = None
         check_loss_components(type(self))
         self.validate()
 
     @classmethod
-    def experiment_name(cls):
+    def experiment_name(cls) -> str:
+        """The experiment's name: ``name``, or the class name in lower case."""
         return cls.name or cls.__name__.lower()
 
     # -- data --------------------------------------------------------------
-    def source(self, split):
+    def source(self, split: str) -> Any:
         """Data of ``split`` ("train" or "eval"); None when there is no such split.
 
         A tuple of equal-length arrays (memory-mapped ``.npy`` arrays stay
@@ -65,7 +74,8 @@ class BaseExperiment:
         """
         raise NotImplementedError(f"{type(self).__name__} must implement source(split)")
 
-    def dataset(self, split, arrays, start_epoch=0, num_shards=1, shard_id=0, first_batch=0):
+    def dataset(self, split: str, arrays: Any, start_epoch: int = 0, num_shards: int = 1,
+                shard_id: int = 0, first_batch: int = 0) -> Dataset:
         """The ``GeneratorDataset`` of a split, batched by the framework.
 
         ``arrays`` are the split's columns; ``start_epoch`` (0-based) and
@@ -93,15 +103,15 @@ class BaseExperiment:
                             drop_last=train, first_batch=first_batch)
 
     # -- model -------------------------------------------------------------
-    def network(self):
+    def network(self) -> nn.Cell:
         """The ``mindspore.nn.Cell`` to train."""
         raise NotImplementedError(f"{type(self).__name__} must implement network()")
 
-    def loss_fn(self):
+    def loss_fn(self) -> nn.Cell:
         """The loss cell, from ``config.loss`` by default."""
         return build_loss(self.config.loss)
 
-    def loss_network(self, net):
+    def loss_network(self, net: nn.Cell) -> nn.Cell:
         """The cell returning the loss from one batch's columns.
 
         Default: ``nn.WithLossCell(net, self.loss_fn())`` for (data, label)
@@ -113,7 +123,8 @@ class BaseExperiment:
         from mindspore import nn
         return nn.WithLossCell(net, self.loss_fn())
 
-    def optimizer(self, params, learning_rate=None):
+    def optimizer(self, params: Sequence[Parameter],
+                  learning_rate: float | Sequence[float] | None = None) -> nn.Optimizer:
         """The optimizer, from ``config.optimizer``/``lr``/``momentum``/``weight_decay``.
 
         Override as ``optimizer(self, params)`` (use ``self.config.lr``), or
@@ -123,7 +134,8 @@ class BaseExperiment:
         lr = self.config.lr if learning_rate is None else learning_rate
         return build_optimizer(self.config, params, lr)
 
-    def make_optimizer(self, params, learning_rate):
+    def make_optimizer(self, params: Sequence[Parameter],
+                       learning_rate: float | Sequence[float]) -> nn.Optimizer:
         """What the runner calls: ``optimizer(params)`` as documented, or
         ``optimizer(params, learning_rate)`` when an override (or the default)
         takes the config's schedule as a second argument."""
@@ -134,11 +146,11 @@ class BaseExperiment:
             return self.optimizer(params)
         return self.optimizer(*takes.args, **takes.kwargs)
 
-    def learning_rate(self, steps_per_epoch):
+    def learning_rate(self, steps_per_epoch: int) -> float | list[float]:
         """A float or a per-step list, from ``config.lr_schedule``."""
         return build_learning_rate(self.config, steps_per_epoch)
 
-    def metrics(self):
+    def metrics(self) -> Sequence[str] | Mapping[str, str | Metric]:
         """Eval metrics: names (``["mae"]``) or a dict of column -> name or ``nn.Metric``.
 
         Only asked when ``source("eval")`` gives data. Default: the
@@ -147,15 +159,15 @@ class BaseExperiment:
         """
         return list(self.config.metrics) or ["loss"]
 
-    def callbacks(self):
+    def callbacks(self) -> list[Callback]:
         """Extra callbacks for this experiment (``self.run_dir`` is set)."""
         return []
 
-    def targets(self):
+    def targets(self) -> dict[str, float]:
         """Known true parameter values, e.g. ``{"dense.weight": 2.0}``."""
         return {}
 
-    def validate(self):
+    def validate(self) -> None:
         """Check the config beyond types; raise ``ConfigError`` naming the field.
 
         Called on construction. The framework itself checks the data-dependent
@@ -163,13 +175,13 @@ class BaseExperiment:
         before the run directory is created.
         """
 
-    def has_own_loss_network(self):
+    def has_own_loss_network(self) -> bool:
         """True when this experiment overrides :meth:`loss_network` (a custom
         loss cell decides what output shape matches the labels)."""
         return type(self).loss_network is not BaseExperiment.loss_network
 
 
-def check_loss_components(cls):
+def check_loss_components(cls: type[BaseExperiment]) -> None:
     """``cls.loss_components``: distinct identifiers, none a loss.csv column (DataError)."""
     names, taken = cls.loss_components, schema.LOSS.columns
     what = (f"{cls.__name__}.loss_components must be a tuple of distinct identifiers other than "

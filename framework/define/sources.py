@@ -23,6 +23,7 @@ same sharding), so the kinds are interchangeable.
 """
 import inspect
 import logging
+from typing import Any
 
 import numpy as np
 
@@ -43,16 +44,16 @@ class Lazy:
 
     lazy = True
 
-    def __init__(self, source):
+    def __init__(self, source: Any) -> None:
         if not (hasattr(source, "__getitem__") and hasattr(source, "__len__")):
             raise TypeError(f"Lazy needs an object with __getitem__ and __len__. "
                             f"Received: source={type(source).__name__}")
         self.source = source
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.source)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> Any:
         return self.source[index]
 
 
@@ -319,7 +320,7 @@ class Finished:
         return _skipping_class()(data, start_epoch, first_batch, self.steps - first_batch)
 
 
-_WARNED = []
+_WARNED: list[bool] = []
 
 
 def _warn_order_once():

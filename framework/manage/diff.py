@@ -1,17 +1,25 @@
 """Diff two runs: config, captured code, git state, packages, environment, outcomes."""
+from __future__ import annotations
+
 import difflib
 import json
 import os
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..errors import RunDirError
 from ..provenance import files as F
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..rundir.run import Run, RunOrPath
 
 MISSING = "(absent)"  # a field or outcome one run has and the other lacks
 SECTIONS = ("config", "source", "git", "packages", "env", "outcomes")
 GIT_FIELDS = ("commit", "branch", "dirty", "diff_bytes")
 
 
-def diff(run_a, run_b):
+def diff(run_a: RunOrPath, run_b: RunOrPath) -> dict[str, Any]:
     """What differs between two runs (paths or :class:`mindexp.Run`).
 
     Returns a dict: ``a``/``b`` (the run directories); DataFrames with
@@ -41,24 +49,24 @@ def diff(run_a, run_b):
     }
 
 
-def _table(rows):
+def _table(rows: Iterable[tuple[str, Any, Any]]) -> pd.DataFrame:
     import pandas as pd
     return pd.DataFrame(list(rows), columns=["name", "a", "b"])
 
 
-def _differing(first, second):
+def _differing(first: Mapping[str, Any], second: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     return [(k, first.get(k, MISSING), second.get(k, MISSING))
             for k in dict.fromkeys([*first, *second])
             if json.dumps(first.get(k, MISSING)) != json.dumps(second.get(k, MISSING))]
 
 
-def _environment(run, block):
+def _environment(run: Run, block: Mapping[str, Any]) -> dict[str, str]:
     if not block.get("environment"):
         return {}
     return F.read_environment(os.path.join(run.dir, block["environment"]))
 
 
-def _source_diff(runs, blocks):
+def _source_diff(runs: Sequence[Run], blocks: Sequence[Mapping[str, Any]]) -> str:
     """Unified diff of the captured files: the two entry files with each other,
     the other files (a shipped module's helpers) by name."""
     texts = []
@@ -70,7 +78,7 @@ def _source_diff(runs, blocks):
     (files_a, entry_a), (files_b, entry_b) = texts
     pairs = [(entry_a, entry_b)] + [(n, n) for n in sorted(set(files_a) | set(files_b))
                                     if n not in (entry_a, entry_b)]
-    out = []
+    out: list[str] = []
     for name_a, name_b in pairs:
         out += difflib.unified_diff(files_a.get(name_a, "").splitlines(keepends=True),
                                     files_b.get(name_b, "").splitlines(keepends=True),
@@ -78,7 +86,7 @@ def _source_diff(runs, blocks):
     return "".join(line if line.endswith("\n") else line + "\n" for line in out)
 
 
-def _outcomes(runs):
+def _outcomes(runs: Sequence[Run]) -> pd.DataFrame:
     """Each run's outcomes from its own compare() row: one table of both
     would turn an int into a float beside the other run's missing value."""
     first, second = (_outcome_row(run) for run in runs)
@@ -86,7 +94,7 @@ def _outcomes(runs):
     return _table((n, first.get(n, MISSING), second.get(n, MISSING)) for n in names)
 
 
-def _outcome_row(run):
+def _outcome_row(run: Run) -> dict[str, Any]:
     from ..analysis.reports import OUTCOMES, compare
     table = compare([run], sort="run_id")
     config = set(table.attrs.get("config_columns", ()))
@@ -96,20 +104,20 @@ def _outcome_row(run):
     return {n: _plain(table[n].tolist()[0]) for n in names}
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """numpy scalars and NaN as JSON-ready Python values."""
     if hasattr(value, "item"):
         value = value.item()
     return None if isinstance(value, float) and value != value else value
 
 
-def to_json(result):
+def to_json(result: Mapping[str, Any]) -> str:
     """``diff()``'s result as JSON text (tables as lists of ``{name, a, b}``)."""
     return json.dumps({k: v.to_dict("records") if hasattr(v, "to_dict") else v
                        for k, v in result.items()}, indent=2, default=str)
 
 
-def format_diff(result):
+def format_diff(result: Mapping[str, Any]) -> str:
     """``diff()``'s result as text for the terminal."""
     from ..analysis.reports import format_table
     lines = [f"a: {result['a']}", f"b: {result['b']}"]
@@ -129,7 +137,7 @@ def format_diff(result):
     return "\n".join(lines)
 
 
-def _shown(value):
+def _shown(value: Any) -> Any:
     if isinstance(value, (list, dict)):
         return json.dumps(value)
     return "-" if value is None else value

@@ -1,11 +1,20 @@
 """Run: a finished (or running) run directory, read back."""
+from __future__ import annotations
+
 import functools
 import os
+from typing import TYPE_CHECKING, Any, Iterable, Union
 
 from ..callbacks import schema
 from ..errors import RunDirError
 from .io import is_run_dir, read_json
 from .meta import read_meta
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from mindspore import nn
+
+    from ..define.experiment import BaseExperiment
 
 LOGS = {name: log.filename for name, log in schema.LOGS.items()}
 # Columns each log must have; reports rely on them. Every other column but
@@ -13,42 +22,53 @@ LOGS = {name: log.filename for name, log in schema.LOGS.items()}
 REQUIRED = {name: log.required for name, log in schema.LOGS.items()}
 
 
+# What the readers of runs accept: a Run, or the path of a run directory (or of a
+# folder of runs), alone or in a list.
+RunOrPath = Union["Run", str, "os.PathLike[str]"]
+RunsOrPaths = Union[RunOrPath, Iterable[RunOrPath]]
+
+
 class Run:
     """A run directory: ``.config`` and ``.meta`` (dicts), ``.loss``,
     ``.params``, ``.grad_norm``, ``.eval`` (DataFrames, empty when absent),
     ``.targets``; :meth:`network` rebuilds the trained network."""
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.dir = os.path.abspath(os.fspath(path))
         if not os.path.exists(self.dir):
             raise RunDirError(f"{path} does not exist")
         if not is_run_dir(self.dir):
             raise RunDirError(f"{path} is not a run directory (it has no {schema.RUN_JSON})")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Run({self.dir!r}, status={self.status!r})"
 
     @functools.cached_property
-    def meta(self):
+    def meta(self) -> dict[str, Any]:
+        """run.json: status, totals, provenance (read once)."""
         return read_meta(self.dir)
 
     @functools.cached_property
-    def config(self):
+    def config(self) -> dict[str, Any]:
+        """config.json: the full resolved config (read once)."""
         return _read_object(os.path.join(self.dir, schema.CONFIG_JSON))
 
     @property
-    def run_id(self):
+    def run_id(self) -> str:
+        """The run's id (its folder's name when run.json has none)."""
         return self.meta.get("run_id") or os.path.basename(self.dir)
 
     @property
-    def status(self):
+    def status(self) -> str | None:
+        """``running``, ``completed``, ``diverged``, ``failed``, ... (run.json)."""
         return self.meta.get("status")
 
     @property
-    def targets(self):
+    def targets(self) -> dict[str, Any]:
+        """The experiment's known true parameter values."""
         return dict(self.meta.get("targets") or {})
 
-    def read(self, name):
+    def read(self, name: str) -> pd.DataFrame:
         """A log of this run as a DataFrame (``"loss"``, ``"params"``, ...).
 
         Raises RunDirError naming the file when it is truncated (a last row
@@ -67,28 +87,32 @@ class Run:
         return table
 
     @functools.cached_property
-    def loss(self):
+    def loss(self) -> pd.DataFrame:
+        """loss.csv (read once)."""
         return self.read("loss")
 
     @functools.cached_property
-    def params(self):
+    def params(self) -> pd.DataFrame:
+        """params.csv (read once)."""
         return self.read("params")
 
     @functools.cached_property
-    def grad_norm(self):
+    def grad_norm(self) -> pd.DataFrame:
+        """grad_norm.csv (read once)."""
         return self.read("grad_norm")
 
     @functools.cached_property
-    def eval(self):
+    def eval(self) -> pd.DataFrame:
+        """eval.csv (read once)."""
         return self.read("eval")
 
-    def checkpoint(self, best=False):
+    def checkpoint(self, best: bool = False) -> str | None:
         """Path of the latest checkpoint, or of the newest best one, or None."""
         from ..callbacks import list_checkpoints
         found = list_checkpoints(self.dir, "best" if best else "last")
         return found[-1][2] if found else None
 
-    def checkpoint_path(self, checkpoint="last"):
+    def checkpoint_path(self, checkpoint: str | int = "last") -> str:
         """The file of ``checkpoint``: ``"last"`` (the newest regular one),
         ``"best"`` (the best by the run's checkpoint_monitor) or a step number.
 
@@ -97,7 +121,7 @@ class Run:
         from .checkpoints import find_checkpoint
         return find_checkpoint(self, checkpoint)
 
-    def network(self, checkpoint="last", best=False):
+    def network(self, checkpoint: str | int = "last", best: bool = False) -> nn.Cell:
         """Rebuild the experiment's network with a checkpoint loaded into it,
         ready for inference: ``checkpoint`` is ``"last"``, ``"best"`` or a step
         number (``best=True`` is the older spelling of ``"best"``)."""
@@ -107,20 +131,20 @@ class Run:
         ms.load_param_into_net(net, ms.load_checkpoint(path), strict_load=False)
         return net
 
-    def experiment(self):
+    def experiment(self) -> BaseExperiment:
         """The run's experiment, built from its entry and config.json."""
         from ..define.entry import load_experiment
         return load_experiment(read_meta(self.dir, require=("entry",))["entry"])(self.config)
 
 
-def _read_object(path):
+def _read_object(path: str) -> dict[str, Any]:
     data = read_json(path)
     if not isinstance(data, dict):
         raise RunDirError(f"{path} must hold a JSON object. Received: {type(data).__name__}")
     return data
 
 
-def _ends_mid_row(path):
+def _ends_mid_row(path: str) -> bool:
     """True when the file's last byte is not a line end (CsvLog always writes whole rows)."""
     try:
         with open(path, "rb") as f:
@@ -133,7 +157,7 @@ def _ends_mid_row(path):
         return False
 
 
-def _parse_csv(path):
+def _parse_csv(path: str) -> pd.DataFrame:
     from ..callbacks import CsvFormatError
     try:
         return schema.read_csv(path)
@@ -143,7 +167,7 @@ def _parse_csv(path):
         raise RunDirError(f"{path} is not a readable CSV ({str(exc).splitlines()[0]})") from None
 
 
-def _check_columns(path, table, required):
+def _check_columns(path: str, table: pd.DataFrame, required: Iterable[str]) -> None:
     import pandas as pd
     if table.empty and not len(table.columns):
         return
@@ -158,7 +182,7 @@ def _check_columns(path, table, required):
             _check_numbers(path, table[column], integer=column in schema.INTEGER_COLUMNS)
 
 
-def _check_numbers(path, values, integer):
+def _check_numbers(path: str, values: pd.Series, integer: bool) -> None:
     import pandas as pd
     fine = pd.api.types.is_integer_dtype if integer else pd.api.types.is_numeric_dtype
     if fine(values):

@@ -6,8 +6,11 @@ study is made or read. Every trial is a normal run directory (label
 ``<out>/studies/<study>/``, beside the study's journal file, its logs and
 its plots.
 """
+from __future__ import annotations
+
 import inspect
 import os
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from .results import best, save_plots, study_frame
@@ -15,10 +18,17 @@ from .study import StopFlag, run_trials
 
 __all__ = ["tune", "study_frame"]
 
+if TYPE_CHECKING:
+    from ..analysis.notebook import Run
+    from ..define.experiment import BaseExperiment
 
-def tune(experiment, space, trials=20, objective="final_loss", direction=None,
-         sampler="tpe", pruner="median", workers=1, timeout=None, study=None, storage=None,
-         config=None, seed=None, out="outputs"):
+
+def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Sequence[Any]],
+         trials: int = 20, objective: str = "final_loss", direction: str | None = None,
+         sampler: str = "tpe", pruner: str = "median", workers: int = 1,
+         timeout: float | str | None = None, study: str | None = None,
+         storage: str | None = None, config: Mapping[str, Any] | None = None,
+         seed: int | None = None, out: str | os.PathLike[str] = "outputs") -> Run | None:
     """Search ``space`` for ``experiment`` and return the best trial's :class:`mindexp.Run`
     (None when no trial completed).
 
@@ -71,7 +81,7 @@ def tune(experiment, space, trials=20, objective="final_loss", direction=None,
     return load_run(found.user_attrs["run_dir"]) if found else None
 
 
-def _experiment(experiment):
+def _experiment(experiment: type[BaseExperiment] | str) -> tuple[type[BaseExperiment], str]:
     if isinstance(experiment, str):
         from ..define.catalog import resolve_spec
         return resolve_spec(experiment)
@@ -85,11 +95,11 @@ def _experiment(experiment):
     return experiment, f"{module}:{experiment.__qualname__}"
 
 
-def _in_process(spec, cls):
+def _in_process(spec: Any, cls: type[BaseExperiment]) -> int | None:
     import signal
     import threading
     stop = StopFlag()
-    saved = {}
+    saved: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             saved[sig] = signal.signal(sig, stop.handler)

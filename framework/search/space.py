@@ -24,8 +24,8 @@ class Param:
 
     name: str
     kind: str
-    low: float = None
-    high: float = None
+    low: float | None = None
+    high: float | None = None
     choices: tuple = ()
 
     def text(self):

@@ -77,9 +77,9 @@ class TuneSpec:
     trials: int = 20
     sampler: str = "tpe"
     pruner: str = "median"
-    seed: int = None
-    timeout_s: float = None
-    deadline: float = None
+    seed: int | None = None
+    timeout_s: float | None = None
+    deadline: float | None = None
     direction_inferred: bool = False  # from the objective's name, not --direction
 
     def to_json(self):
@@ -238,7 +238,7 @@ def trial_seed(seed, number):
     return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
 
 
-_GRID = []
+_GRID: list[type] = []
 
 
 def _grid_sampler_class():
