@@ -69,11 +69,15 @@ def _public_callables():
         if not inspect.isclass(obj):
             yield qualname, obj
             continue
-        if issubclass(obj, BaseException) and "__init__" not in vars(obj):
-            continue  # an exception class that takes Exception's own arguments
-        yield f"{qualname}.__init__", obj.__init__
+        if _defined_by_mindexp(obj, "__init__"):  # not Exception's, not a MindSpore base's
+            yield f"{qualname}.__init__", obj.__init__
         for name, member in _own_public_members(obj):
             yield f"{qualname}.{name}", member
+
+
+def _defined_by_mindexp(cls, name):
+    owner = next((k for k in cls.__mro__ if name in vars(k)), object)
+    return owner.__module__.startswith("mindexp")
 
 
 def _own_public_members(cls):

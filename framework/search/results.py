@@ -1,13 +1,20 @@
 """A study's results: the trials as a DataFrame, the best trial, Optuna's plots."""
+from __future__ import annotations
+
 import io
 import logging
 import os
 import warnings
+from typing import TYPE_CHECKING
 
 from ..callbacks import schema
 from ..errors import ConfigError
 from .liveness import DEAD_WORKER
 from .study import counted, import_optuna
+
+if TYPE_CHECKING:
+    import optuna
+    import pandas as pd
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +103,8 @@ def save_plots(study, folder):
     return written
 
 
-def study_frame(study=None, out="outputs", storage=None):
+def study_frame(study: str | optuna.Study | None = None, out: str | os.PathLike[str] = "outputs",
+                storage: str | None = None) -> pd.DataFrame:
     """The trials of a study as a DataFrame (see :func:`frame`).
 
     ``study`` is a study name (its storage found under ``out`` unless
