@@ -35,8 +35,9 @@ def _stage_package():
 def _repository_paths(output, top):
     """mypy's messages with the staged paths turned back into the repository's."""
     def real(match):
-        return os.path.relpath(os.path.realpath(match.group(0)), ROOT)
-    return re.sub(re.escape(top) + r"/\S+?\.py", real, output)
+        return os.path.relpath(os.path.realpath(os.path.join(ROOT, match.group(0))), ROOT)
+    staged = "|".join(map(re.escape, (top, os.path.relpath(top, ROOT))))
+    return re.sub(rf"(?:{staged})/\S+?\.py", real, output)
 
 
 @pytest.mark.slow
