@@ -7,8 +7,11 @@ fails loudly when an upgrade changes it. The rest of callbacks/ uses only
 MindSpore's documented API (``Callback``, ``RunContext.original_args()``,
 ``request_stop()``, ``Tensor``, ``save_checkpoint``) and these functions.
 """
+from __future__ import annotations
+
 import os
 import sys
+from typing import Any, Callable, Iterable
 
 import numpy as np
 from mindspore import Parameter, Tensor
@@ -24,7 +27,7 @@ ITEM_DTYPES = frozenset((mstype.float16, mstype.float32, mstype.float64, mstype.
 
 
 # -- cb_params (RunContext.original_args()) --------------------------------------
-def step_counters(cb_params):
+def step_counters(cb_params: Any) -> tuple[Any, Any, Any]:
     """``(batch_num, cur_step_num, cur_epoch_num)`` of a step.
 
     Checked on 2.10: ``original_args()`` is an ``_InternalCallbackParam``, a
@@ -38,7 +41,7 @@ def step_counters(cb_params):
     return cb_params.batch_num, cb_params.cur_step_num, cb_params.cur_epoch_num
 
 
-def net_outputs(cb_params):
+def net_outputs(cb_params: Any) -> Any:
     """What the train network returned this step (an item read, see step_counters)."""
     return cb_params["net_outputs"] if isinstance(cb_params, dict) else cb_params.net_outputs
 
@@ -50,7 +53,7 @@ def net_outputs(cb_params):
 MINDSPORE_EVAL_LOSS = "eval_loss"
 
 
-def eval_results(cb_params):
+def eval_results(cb_params: Any) -> dict[str, Any] | None:
     """The results of the evaluation ``Model.fit`` ran at this epoch's end, or None.
 
     Checked on 2.10: ``Model.fit`` leaves them in ``cb_params.eval_results``
@@ -64,7 +67,7 @@ def eval_results(cb_params):
     return {k: v for k, v in results.items() if k != MINDSPORE_EVAL_LOSS}
 
 
-def optimizer_of(cb_params):
+def optimizer_of(cb_params: Any) -> Any:
     """The optimizer, for ``Model(net, loss, opt)`` and ``Model(train_cell)``.
 
     Checked on 2.10: cb_params carries ``optimizer`` only when the Model was
@@ -77,7 +80,7 @@ def optimizer_of(cb_params):
     return opt
 
 
-def calling_model_metrics(max_frames=12):
+def calling_model_metrics(max_frames: int = 12) -> dict[str, Any] | None:
     """The metrics (name -> ``Metric``) of the ``Model`` whose hook is calling,
     or None when unknown.
 
@@ -93,7 +96,7 @@ def calling_model_metrics(max_frames=12):
     return None if metric_fns is None else dict(metric_fns)
 
 
-def calling_model_eval_network(max_frames=12):
+def calling_model_eval_network(max_frames: int = 12) -> Any:
     """The eval network of the ``Model`` whose hook is calling, or None.
 
     Checked on 2.10: ``Model._eval_network``; ``Model(net, loss_fn, opt,
@@ -102,9 +105,9 @@ def calling_model_eval_network(max_frames=12):
     return getattr(_calling_model(max_frames), "_eval_network", None)
 
 
-def _calling_model(max_frames):
+def _calling_model(max_frames: int) -> Any:
     from mindspore.train import Model
-    frame = sys._getframe(1)
+    frame: Any = sys._getframe(1)
     for _ in range(max_frames):
         if frame is None:
             return None
@@ -116,7 +119,7 @@ def _calling_model(max_frames):
 
 
 # -- tensors and optimizers ------------------------------------------------------
-def item_readable(value):
+def item_readable(value: Any) -> bool:
     """A MindSpore Tensor with one element whose ``item()`` is safe (see ITEM_DTYPES).
 
     A lazily initialized Parameter (``has_init``) is initialized first.
@@ -125,10 +128,10 @@ def item_readable(value):
         return False
     if getattr(value, "has_init", False):
         value.init_data()
-    return value.size == 1 and value.dtype in ITEM_DTYPES
+    return bool(value.size == 1 and value.dtype in ITEM_DTYPES)
 
 
-def learning_rate_of(optimizer):
+def learning_rate_of(optimizer: Any) -> tuple[str | None, Any]:
     """``(kind, value)`` of an optimizer's learning rate, read from its attributes:
     ``("table", array)`` a per-step list, ``("scalar", Parameter)`` one value
     (re-read on each use: a callback may change it), ``("schedule", cell)`` a
@@ -141,7 +144,7 @@ def learning_rate_of(optimizer):
     list's form in older versions.
     """
     lr = getattr(optimizer, "learning_rate", None) if optimizer is not None else None
-    if isinstance(lr, (tuple, list)) or type(lr).__name__ == "ParameterTuple":
+    if lr is not None and (isinstance(lr, (tuple, list)) or type(lr).__name__ == "ParameterTuple"):
         lr = lr[0] if len(lr) else None
     if isinstance(lr, Parameter):
         if getattr(optimizer, "dynamic_lr", False) or lr.size > 1:
@@ -152,7 +155,7 @@ def learning_rate_of(optimizer):
     return None, None
 
 
-def schedule_at(schedule, step):
+def schedule_at(schedule: Callable[[Tensor], Tensor], step: int) -> Tensor:
     """A ``LearningRateSchedule``'s value at global step ``step`` (counted from 1):
     the cell takes the 0-based step as an int32 Tensor (checked on 2.10)."""
     from mindspore import int32
@@ -177,13 +180,14 @@ class HostViews:
     ``asnumpy()``).
     """
 
-    def __init__(self, params):
+    def __init__(self, params: Iterable[Parameter]) -> None:
         self.params = list(params)
-        self.views = self.ptrs = None
+        self.views: list[np.ndarray] | None = None
+        self.ptrs: list[int] = []
         self.copies = False   # asnumpy() copies here: one copy per call, no views kept
-        self._wait = None
+        self._wait: Callable[[Any], Any] | None = None
 
-    def arrays(self, outputs=None):
+    def arrays(self, outputs: Any = None) -> list[np.ndarray]:
         """Each parameter's flat values after the step that returned ``outputs``."""
         params = self.params
         if self.copies:
@@ -197,17 +201,17 @@ class HostViews:
         arrays = [_host_array(p) for p in params]
         again = [_host_array(p) for p in params]
         self.copies = not all(np.shares_memory(a, b) for a, b in zip(arrays, again))
-        self.views, self.ptrs = (None, None) if self.copies else (arrays, [p.data_ptr() for p in params])
+        self.views, self.ptrs = (None, []) if self.copies else (arrays, [p.data_ptr() for p in params])
         return arrays
 
 
-def _first(outputs):
+def _first(outputs: Any) -> Any:
     while isinstance(outputs, (tuple, list)) and outputs:
         outputs = outputs[0]
     return outputs
 
 
-def _waiter(outputs):
+def _waiter(outputs: Any) -> Callable[[Any], Any]:
     """A function reading one output of a step like ``outputs``, so that the
     step's kernels (the update included) have run."""
     first = _first(outputs)
@@ -218,14 +222,14 @@ def _waiter(outputs):
     return lambda out: None
 
 
-def _host_array(param):
+def _host_array(param: Any) -> np.ndarray:
     if getattr(param, "has_init", False):  # a lazily initialized Parameter
         param.init_data()
     return param.asnumpy().reshape(-1)
 
 
 # -- processes -------------------------------------------------------------------
-def rank_id():
+def rank_id() -> int:
     """This process's rank: from the communication group when initialized,
     else from the environment msrun sets (``RANK_ID``, else ``MS_NODE_ID``),
     else 0. Checked on 2.10: ``get_rank()`` answers 0 before ``init()``

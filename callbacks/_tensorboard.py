@@ -5,13 +5,17 @@ The ``tensorboard`` package alone (the ``tensorboard`` extra) writes them:
 TensorFlow nor torch, and TensorBoard reads back exactly what it wrote.
 Imported lazily: nothing here is loaded until a writer is made.
 """
+from __future__ import annotations
+
 import numbers
+import os
 import time
+from typing import Any, Iterable, Mapping
 
 EXTRA_HINT = "pip install 'mindexp[tensorboard]'"
 
 
-def _modules():
+def _modules() -> tuple[Any, ...]:
     try:
         from tensorboard.compat.proto import event_pb2, summary_pb2
         from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
@@ -22,7 +26,7 @@ def _modules():
     return event_pb2, summary_pb2, api_pb2, metadata, plugin_data_pb2, EventFileWriter
 
 
-def check_available():
+def check_available() -> None:
     """ImportError naming the extra when tensorboard is missing."""
     _modules()
 
@@ -30,12 +34,12 @@ def check_available():
 class EventWriter:
     """Scalars and hparams into one run's event file (``directory`` is the run's logdir)."""
 
-    def __init__(self, directory, flush_secs=5):
+    def __init__(self, directory: str | os.PathLike[str], flush_secs: float = 5) -> None:
         (self._event_pb2, self._summary_pb2, self._api_pb2, self._metadata,
          self._plugin_pb2, writer) = _modules()
         self._writer = writer(str(directory), flush_secs=flush_secs)
 
-    def scalar(self, tag, value, step, wall_time=None):
+    def scalar(self, tag: str, value: object, step: int, wall_time: float | None = None) -> None:
         """One scalar; a None or non-number value is skipped (a NaN is kept: it is data)."""
         if not isinstance(value, numbers.Real) or isinstance(value, bool):
             return
@@ -43,7 +47,7 @@ class EventWriter:
             value=[self._summary_pb2.Summary.Value(tag=tag, simple_value=float(value))])
         self._add(summary, step, wall_time)
 
-    def hparams(self, values, metrics, step=0):
+    def hparams(self, values: Mapping[str, Any], metrics: Iterable[str], step: int = 0) -> None:
         """The hparams plugin's experiment and session start for this run:
         ``values`` (name -> bool, number or text) and the metric tags it shows."""
         api, plugin = self._api_pb2, self._plugin_pb2
@@ -67,20 +71,22 @@ class EventWriter:
         self._plugin_summary(self._metadata.SESSION_START_INFO_TAG,
                              plugin.HParamsPluginData(session_start_info=start), step)
 
-    def session_end(self, ok, step):
+    def session_end(self, ok: bool, step: int) -> None:
         """The hparams plugin's session end (success or failure)."""
         status = self._api_pb2.Status.Value("STATUS_SUCCESS" if ok else "STATUS_FAILURE")
         info = self._plugin_pb2.SessionEndInfo(status=status)
         self._plugin_summary(self._metadata.SESSION_END_INFO_TAG,
                              self._plugin_pb2.HParamsPluginData(session_end_info=info), step)
 
-    def flush(self):
+    def flush(self) -> None:
+        """Hand the events written so far to the file."""
         self._writer.flush()
 
-    def close(self):
+    def close(self) -> None:
+        """Flush and close the event file."""
         self._writer.close()
 
-    def _plugin_summary(self, tag, data, step):
+    def _plugin_summary(self, tag: str, data: Any, step: int) -> None:
         data.version = self._metadata.PLUGIN_DATA_VERSION
         summary_pb2 = self._summary_pb2
         meta = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(
@@ -88,7 +94,7 @@ class EventWriter:
         self._add(summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, metadata=meta)]),
                   step, None)
 
-    def _add(self, summary, step, wall_time):
+    def _add(self, summary: Any, step: int, wall_time: float | None) -> None:
         event = self._event_pb2.Event(wall_time=time.time() if wall_time is None else wall_time,
                                       step=int(step), summary=summary)
         self._writer.add_event(event)

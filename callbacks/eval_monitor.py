@@ -5,7 +5,7 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ._common import (calling_model_metrics, check_directory, check_steps_per_epoch, eval_key,
-                      eval_results, first_output, is_finite, log_path, to_float)
+                      eval_results, eval_value, first_output, is_finite, log_path, to_float)
 from .eval_loss import HOW_TO_ADD, check_loss_metric, reads_eval_loss
 from ._log_callback import LogCallback
 from . import schema
@@ -80,7 +80,7 @@ class EvalMonitor(LogCallback):
             return
         self._check_names(list(results))
         step, epoch, complete = self._step_info(cb_params)
-        values = {k: to_float(results[eval_key(k, results)]) for k in self.metrics}
+        values = {k: eval_value(results, k) for k in self.metrics}  # every name found: checked above
         why = self._reason_to_skip(cb_params, complete, values)
         if why:
             self.skipped.append((epoch, why))

@@ -124,6 +124,21 @@ def test_experiment_hooks_are_checked():
         assert f"mindexp.Experiment.{hook}" in names, hook
 
 
+@pytest.mark.parametrize("package, folder", [("mindexp", "framework"),
+                                             ("mindexp.callbacks", "callbacks")])
+def test_the_stub_types_every_lazy_export(package, folder):
+    """A checker reads the names __init__.py imports on first use from its stub:
+    each export there, from the module __init__.py takes it from."""
+    import ast
+    import importlib
+    exports = importlib.import_module(package)._EXPORTS
+    with open(os.path.join(ROOT, folder, "__init__.pyi"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    stubbed = {alias.asname: node.module for node in tree.body
+               if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert stubbed == exports
+
+
 def test_the_package_ships_py_typed():
     """PEP 561: the marker sits in each installed package and setup.cfg installs it."""
     import configparser
@@ -134,3 +149,5 @@ def test_the_package_ships_py_typed():
                             ("mindexp.experiments", "experiments")):
         assert os.path.isfile(os.path.join(ROOT, folder, "py.typed")), folder
         assert "py.typed" in package_data.get(package, ""), package
+    for package in ("mindexp", "mindexp.callbacks"):   # their stubs (__init__.pyi)
+        assert "*.pyi" in package_data.get(package, ""), package
