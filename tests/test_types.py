@@ -119,8 +119,8 @@ def test_every_public_callable_is_annotated():
 def test_experiment_hooks_are_checked():
     """The hooks users override are among the names checked above."""
     names = {name for name, _ in _public_callables()}
-    for hook in ("source", "dataset", "network", "loss_fn", "optimizer", "metrics",
-                 "callbacks", "validate", "run"):
+    for hook in ("source", "dataset", "network", "loss_fn", "loss_network", "optimizer",
+                 "learning_rate", "metrics", "callbacks", "targets", "validate", "run"):
         assert f"mindexp.Experiment.{hook}" in names, hook
 
 
