@@ -201,7 +201,8 @@ class HostViews:
         arrays = [_host_array(p) for p in params]
         again = [_host_array(p) for p in params]
         self.copies = not all(np.shares_memory(a, b) for a, b in zip(arrays, again))
-        self.views, self.ptrs = (None, []) if self.copies else (arrays, [p.data_ptr() for p in params])
+        self.views, self.ptrs = (None, []) if self.copies else \
+            (arrays, [p.data_ptr() for p in params])
         return arrays
 
 

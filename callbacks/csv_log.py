@@ -44,8 +44,8 @@ class CsvLog:
         flush_seconds: longest time a row stays buffered (checked on write).
     """
 
-    def __init__(self, path: str | os.PathLike[str], fieldnames: Sequence[str], flush_rows: int = 256,
-                 flush_seconds: float = 2.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], fieldnames: Sequence[str],
+                 flush_rows: int = 256, flush_seconds: float = 2.0) -> None:
         if not fieldnames:
             raise ValueError(f"CsvLog needs at least one column. Received: fieldnames={fieldnames!r}")
         if flush_rows < 1:

@@ -80,7 +80,7 @@ class EvalMonitor(LogCallback):
             return
         self._check_names(list(results))
         step, epoch, complete = self._step_info(cb_params)
-        values = {k: eval_value(results, k) for k in self.metrics}  # every name found: checked above
+        values = {k: eval_value(results, k) for k in self.metrics}  # each found: checked above
         why = self._reason_to_skip(cb_params, complete, values)
         if why:
             self.skipped.append((epoch, why))

@@ -97,7 +97,8 @@ class ParameterTracker(LogCallback):
             self._write_block()
 
     def on_train_epoch_end(self, run_context: RunContext) -> None:
-        if self._log is not None and self._block is not None and self._block.waited() >= self._log.flush_seconds:
+        block = self._block
+        if self._log is not None and block is not None and block.waited() >= self._log.flush_seconds:
             self._write_block()
         super().on_train_epoch_end(run_context)
 

@@ -46,7 +46,7 @@ class BaseExperiment:
 
     def __init__(self, config: Any = None, **overrides: Any) -> None:
         base = _config.to_dict(config) if dataclasses.is_dataclass(config) else dict(config or {})
-        # typed Any: an instance of the experiment's own Config subclass, whose fields are the user's
+        # Any: an instance of the experiment's own Config subclass (the user's fields)
         self.config: Any = _config.resolve(type(self).Config, base, overrides)
         # the fields the caller gave; the others came from the defaults (provenance:
         # `rerun --current-code` takes today's defaults for those)
