@@ -126,12 +126,21 @@ def open_storage(storage):
             with quiet_heartbeat():
                 return optuna.storages.RDBStorage(storage, **rdb_heartbeat())
         except Exception as exc:  # a driver missing, a server not reachable, a bad URL
-            raise MindexpError(f"cannot open the storage {storage}: {type(exc).__name__}: "
-                               f"{' '.join(str(exc).split())[:300]}") from None
+            raise MindexpError(f"cannot open the storage {shown_url(storage)}: "
+                               f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from None
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
     os.makedirs(os.path.dirname(os.path.abspath(storage)), exist_ok=True)
     return optuna.storages.JournalStorage(
         JournalFileBackend(storage, lock_obj=JournalFileOpenLock(storage)))
+
+
+def shown_url(url):
+    """``url`` with its password masked (``***``), for messages and logs."""
+    try:
+        from sqlalchemy.engine import make_url
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001  not a URL SQLAlchemy can parse: nothing to mask
+        return url
 
 
 def load_study(spec, create=False):
