@@ -103,3 +103,22 @@ def test_a_storage_that_cannot_be_had_is_one_line_and_creates_nothing(capsys, tm
     assert lines[0].startswith("mindexp: error: cannot open the storage ")
     assert storage.split("://")[0] in lines[0] and "secret" not in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_grid_point_whose_trial_was_interrupted_is_drawn_again():
+    from mindexp.search.study import TuneSpec, make_sampler
+    points = ["sgd", "momentum", "adam"]
+    spec = TuneSpec(entry="mindexp.experiments.linear:Linear", experiment="linear", study="g",
+                    study_dir="unused", storage="unused", space={"optimizer": points},
+                    objective="final_loss", sampler="grid", trials=3, seed=0)
+    study = optuna.create_study(sampler=make_sampler(spec))
+    stopped = study.ask()
+    stopped.suggest_categorical("optimizer", points)
+    stopped.set_user_attr("interrupted", True)  # as a worker stopped by Ctrl-C tells it
+    study.tell(stopped, state=optuna.trial.TrialState.FAIL)
+    done = []
+    for _ in points:  # the budget: three counted trials
+        trial = study.ask()
+        done.append(trial.suggest_categorical("optimizer", points))
+        study.tell(trial, 1.0)
+    assert sorted(done) == sorted(points)
