@@ -1,6 +1,7 @@
 """The one atomic write of mindexp (re-exported by :mod:`schema`, which
 every writer of a run directory uses)."""
 import os
+import platform
 
 
 def atomic_write(path, data, encoding="utf-8"):
@@ -12,7 +13,7 @@ def atomic_write(path, data, encoding="utf-8"):
     cut). The temporary file is removed when anything fails.
     """
     path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    tmp = temp_name(path)
     try:
         with open(tmp, "wb") as f:
             f.write(data.encode(encoding) if isinstance(data, str) else data)
@@ -36,14 +37,17 @@ def atomic_replace(tmp, path):
 
 
 def temp_name(path, prefix=False):
-    """A temporary name beside ``path``, unique to this process: ``path.tmp-PID``,
-    or ``.tmp-PID-name`` in the same folder with ``prefix`` (hidden, and kept
-    out of patterns that match the name's ending)."""
+    """A temporary name beside ``path``, unique to this process on this host:
+    ``path.tmp-PID@HOST``, or ``.tmp-PID@HOST@name`` in the same folder with
+    ``prefix`` (hidden, and kept out of patterns that match the name's
+    ending). The host: an output root shared by machines holds writers of
+    several hosts, whose pids may be equal and cannot be checked here."""
     path = os.fspath(path)
+    writer = f"{os.getpid()}@{platform.node()}"
     if not prefix:
-        return f"{path}.tmp-{os.getpid()}"
+        return f"{path}.tmp-{writer}"
     folder, name = os.path.split(path)
-    return os.path.join(folder, f".tmp-{os.getpid()}-{name}")
+    return os.path.join(folder, f".tmp-{writer}@{name}")
 
 
 def fsync_folder(folder):
