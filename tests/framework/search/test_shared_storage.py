@@ -122,3 +122,21 @@ def test_a_grid_point_whose_trial_was_interrupted_is_drawn_again():
         done.append(trial.suggest_categorical("optimizer", points))
         study.tell(trial, 1.0)
     assert sorted(done) == sorted(points)
+
+
+def test_a_journal_trial_whose_worker_on_another_host_went_silent_is_failed(tmp_path):
+    import time
+    from mindexp.search.liveness import BEAT_ATTR, GRACE_S, fail_dead_trials, heartbeat
+    from mindexp.search.study import counted, open_storage
+    study = optuna.create_study(study_name="s", storage=open_storage(str(tmp_path / "j.log")))
+    beating, silent = study.ask(), study.ask()
+    for trial in (beating, silent):
+        trial.set_user_attr("host", "another-machine")  # its worker's lock is out of reach
+    with heartbeat(study, beating._trial_id):  # a live worker beats at once, then every 10 s
+        pass
+    study._storage.set_trial_system_attr(silent._trial_id, BEAT_ATTR,
+                                         time.time() - GRACE_S - 60)
+    assert fail_dead_trials(study) == [silent.number]
+    states = {t.number: t for t in study.get_trials()}
+    assert states[beating.number].state.name == "RUNNING"
+    assert states[silent.number].state.name == "FAIL" and not counted(states[silent.number])
