@@ -66,7 +66,8 @@ def test_workers_zero_is_bad_input(cli, tmp_path):
 
 
 def _msrun_node(rank, port, folder, *args):
-    """One msrun launcher of a two-node cluster on loopback, run in ``folder``."""
+    """One msrun launcher of a two-node cluster on loopback, running
+    ``mindexp run ARGS`` in ``folder``."""
     import subprocess
     import sys
     from conftest import cli_env
@@ -75,8 +76,7 @@ def _msrun_node(rank, port, folder, *args):
     return subprocess.Popen(
         [os.path.join(bin_dir, "msrun"), "--worker_num=2", "--local_worker_num=1",
          f"--node_rank={rank}", "--master_addr=127.0.0.1", f"--master_port={port}",
-         "--join=True", "--log_dir=logs", os.path.join(bin_dir, "mindexp"), "run", "linear",
-         *args], cwd=folder, env=cli_env(PATH=bin_dir + os.pathsep + os.environ["PATH"]),
+         "--join=True", "--log_dir=logs", os.path.join(bin_dir, "mindexp"), "run", *args], cwd=folder, env=cli_env(PATH=bin_dir + os.pathsep + os.environ["PATH"]),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -88,7 +88,8 @@ def test_two_msrun_nodes_on_loopback_train_one_run_equal_to_two_workers_on_one_n
         pytest.skip("no mindexp console script beside this Python (not an installed venv)")
     args = ("--set", "epochs=2", "--out", "out", "--quiet")
     port = free_port()
-    nodes = [_msrun_node(rank, port, tmp_path / f"node{rank}", *args) for rank in (0, 1)]
+    nodes = [_msrun_node(rank, port, tmp_path / f"node{rank}", "linear", *args)
+             for rank in (0, 1)]
     codes = [node.wait(timeout=600) for node in nodes]
     assert codes == [0, 0]
     assert not (tmp_path / "node1" / "out").exists()  # rank 0 alone writes
@@ -99,3 +100,18 @@ def test_two_msrun_nodes_on_loopback_train_one_run_equal_to_two_workers_on_one_n
     assert done.returncode == 0, done.stderr
     one_node = json.load(open(os.path.join(only_run(tmp_path / "out"), "run.json")))
     assert two_nodes["params"] == pytest.approx(one_node["params"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_a_dying_node_fails_the_run_on_the_other_instead_of_hanging(tmp_path):
+    import sys
+    from mindexp.train.distributed import free_port
+    if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "mindexp")):
+        pytest.skip("no mindexp console script beside this Python (not an installed venv)")
+    (tmp_path / "dies.py").write_text(DIES)  # rank 1, on node 1, dies at step 10
+    port = free_port()
+    nodes = [_msrun_node(rank, port, tmp_path / f"node{rank}", f"{tmp_path / 'dies.py'}:Dies",
+                         "--set", "epochs=4", "--out", "out", "--quiet") for rank in (0, 1)]
+    assert [node.wait(timeout=600) for node in nodes] == [1, 1]  # msrun's error on both
+    meta = json.load(open(os.path.join(only_run(tmp_path / "node0" / "out"), "run.json")))
+    assert meta["status"] == "failed" and "cluster" in meta["error"]
