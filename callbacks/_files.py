@@ -3,6 +3,7 @@ every writer of a run directory uses)."""
 from __future__ import annotations
 
 import os
+import platform
 
 
 def atomic_write(path: str | os.PathLike[str], data: str | bytes, encoding: str = "utf-8") -> str:
@@ -14,7 +15,7 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes, encoding: str 
     cut). The temporary file is removed when anything fails.
     """
     path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    tmp = temp_name(path)
     try:
         with open(tmp, "wb") as f:
             f.write(data.encode(encoding) if isinstance(data, str) else data)
@@ -39,14 +40,17 @@ def atomic_replace(tmp: str | os.PathLike[str],
 
 
 def temp_name(path: str | os.PathLike[str], prefix: bool = False) -> str:
-    """A temporary name beside ``path``, unique to this process: ``path.tmp-PID``,
-    or ``.tmp-PID-name`` in the same folder with ``prefix`` (hidden, and kept
-    out of patterns that match the name's ending)."""
+    """A temporary name beside ``path``, unique to this process on this host:
+    ``path.tmp-PID@HOST``, or ``.tmp-PID@HOST@name`` in the same folder with
+    ``prefix`` (hidden, and kept out of patterns that match the name's
+    ending). The host: an output root shared by machines holds writers of
+    several hosts, whose pids may be equal and cannot be checked here."""
     path = os.fspath(path)
+    writer = f"{os.getpid()}@{platform.node()}"
     if not prefix:
-        return f"{path}.tmp-{os.getpid()}"
+        return f"{path}.tmp-{writer}"
     folder, name = os.path.split(path)
-    return os.path.join(folder, f".tmp-{os.getpid()}-{name}")
+    return os.path.join(folder, f".tmp-{writer}@{name}")
 
 
 def fsync_folder(folder: str) -> None:

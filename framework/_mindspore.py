@@ -20,6 +20,8 @@ CHECKED_ON = "2.10"  # the MindSpore version every reliance below was checked on
 # -- msrun (checked on 2.10: mindspore/parallel/cluster/process_entity/_api.py) ---
 MSRUN_ROLE = "MS_ROLE"              # "MS_WORKER" in a worker, "MS_SCHED" in the scheduler
 MSRUN_WORKER_ROLE = "MS_WORKER"
+MSRUN_SCHEDULER_ROLE = "MS_SCHED"  # msrun runs the user's command as its scheduler too
+MSRUN_SCHEDULER_ADDRESS = ("MS_SCHED_HOST", "MS_SCHED_PORT")  # where the scheduler listens
 MSRUN_WORKER_NUM = "MS_WORKER_NUM"  # set in every process msrun starts
 MSRUN_RANK = ("RANK_ID", "MS_NODE_ID")  # the worker's rank, in this order of preference
 MSRUN_LOGS = ("msrun.log", "scheduler.log")  # msrun's own logs (we name msrun.log)
@@ -29,6 +31,16 @@ MSRUN_WORKER_LOGS = "worker_*.log"  # one per worker in --log_dir
 def under_msrun(environ=os.environ):
     """True in a process that msrun started as a worker."""
     return environ.get(MSRUN_ROLE) == MSRUN_WORKER_ROLE and MSRUN_WORKER_NUM in environ
+
+
+def msrun_scheduler(environ=os.environ):
+    """True in the scheduler process msrun started on its master node.
+
+    msrun runs the very command of its workers as the scheduler (with
+    ``MS_ROLE=MS_SCHED``); that process must only serve the cluster (inside
+    ``mindspore.communication.init()``), never train on its own.
+    """
+    return environ.get(MSRUN_ROLE) == MSRUN_SCHEDULER_ROLE and MSRUN_WORKER_NUM in environ
 
 
 def env_rank(environ=os.environ):

@@ -1,25 +1,38 @@
 """Temporary files whose writer died: removed at the next resume and by ``gc``.
 
 Every atomic write of mindexp goes through a temporary name that carries
-its writer's pid (``schema.temp_name``: ``name.tmp-PID`` or
-``.tmp-PID-name``). A writer killed before its rename leaves it behind (a
-checkpoint can be tens of MB). Such a file is removed only when no process
-with that pid exists on this host: a live writer's file (``mindexp plot``
+its writer's pid and host (``schema.temp_name``: ``name.tmp-PID@HOST`` or
+``.tmp-PID@HOST@name``; older versions wrote ``name.tmp-PID`` and
+``.tmp-PID-name``, taken as this host's). A writer killed before its rename
+leaves it behind (a checkpoint can be tens of MB). Such a file is removed
+only when it is this host's and no process with that pid exists here (a
+file of another host sharing the output root is left alone: its writer
+cannot be checked from here): a live writer's file (``mindexp plot``
 drawing while a resume starts) is never touched; a reused pid only keeps a
 file longer. Callers look only where no live run writes: in a run whose
 lock they hold, or whose lock is free.
 """
 import os
+import platform
 import re
 import shutil
 
-_TEMP = re.compile(r"(?:^\.tmp-(\d+)-.)|(?:\.tmp-(\d+)$)")
+_TEMP = re.compile(r"(?:^\.tmp-(\d+)(?:@([^@/]+)@|-)(?=.))|(?:\.tmp-(\d+)(?:@([^@/]+))?$)")
 
 
 def writer_pid(name):
     """The pid a temporary file's ``name`` carries, or None when it is not one."""
+    found = _writer(name)
+    return found[0] if found else None
+
+
+def _writer(name):
+    """``(pid, host)`` of a temporary file's ``name`` (host None in the older
+    names, which carry none), or None when it is not one."""
     match = _TEMP.search(name)
-    return int(match[1] or match[2]) if match else None
+    if not match:
+        return None
+    return (int(match[1]), match[2]) if match[1] else (int(match[3]), match[4])
 
 
 def remove_dead_temp_files(folder, skip=lambda path: False, dry_run=False):
@@ -36,8 +49,8 @@ def remove_dead_temp_files(folder, skip=lambda path: False, dry_run=False):
 
 
 def _remove_if_dead(path, removed, dry_run):
-    pid = writer_pid(os.path.basename(path))
-    if pid is None or _process_exists(pid):
+    found = _writer(os.path.basename(path))
+    if found is None or found[1] not in (None, platform.node()) or _process_exists(found[0]):
         return False
     if dry_run:
         removed.append(path)

@@ -99,10 +99,10 @@ def _storage(storage, folder):
 def start(spec):
     """Create the study folder and the study (or load it to continue); returns the study."""
     from .liveness import fail_dead_trials
+    study = load_study(spec, create=True)  # first: a storage that cannot be had creates nothing
     os.makedirs(os.path.join(spec.study_dir, LOGS), exist_ok=True)
     if spec.timeout_s:
         spec.deadline = time.time() + spec.timeout_s
-    study = load_study(spec, create=True)
     fail_dead_trials(study)  # so that they are not counted as run
     return study
 

@@ -9,6 +9,12 @@ training:
   :data:`HEARTBEAT_S` seconds while it runs a trial, and
   ``optuna.storages.fail_stale_trials`` fails a trial silent for longer than
   :data:`GRACE_S`. This works across machines.
+* On a journal file (which has no heartbeat of Optuna's), the same rule by
+  hand: the worker writes the time into the trial's system attribute
+  :data:`BEAT_ATTR` every :data:`HEARTBEAT_S` seconds, and a RUNNING trial of
+  another host silent for longer than :data:`GRACE_S` is failed. The times
+  are the hosts' clocks: machines sharing a journal must agree on the time
+  to well within GRACE_S (NTP does).
 * On the worker's own machine, a lock: each worker holds an ``flock`` on
   ``<study>/logs/worker-<host>-<pid>.lock`` while it lives and names that file
   in its trials (user attribute ``lock``). The kernel drops the lock when
@@ -25,6 +31,7 @@ import logging
 import os
 import platform
 import threading
+import time
 import warnings
 
 from ..callbacks import schema
@@ -34,6 +41,7 @@ logger = logging.getLogger(__name__)
 HEARTBEAT_S = 10  # how often a worker records that its trial is alive
 GRACE_S = 60      # silence after which a trial's worker is taken for dead
 DEAD_WORKER = "its worker died before the trial ended"
+BEAT_ATTR = "mindexp:heartbeat"  # a journal trial's last sign of life (seconds since the epoch)
 
 
 def rdb_heartbeat():
@@ -73,7 +81,12 @@ def heartbeat(study, trial_id):
     (nothing on a storage without heartbeats)."""
     storage = study._storage
     from optuna.storages._heartbeat import is_heartbeat_enabled
-    if not is_heartbeat_enabled(storage):
+    if is_heartbeat_enabled(storage):
+        record = storage.record_heartbeat
+    elif _is_journal(storage):
+        def record(trial):
+            storage.set_trial_system_attr(trial, BEAT_ATTR, time.time())
+    else:
         yield
         return
     stop = threading.Event()
@@ -81,7 +94,7 @@ def heartbeat(study, trial_id):
     def beat():
         while True:
             try:
-                storage.record_heartbeat(trial_id)
+                record(trial_id)
             except Exception as exc:  # noqa: BLE001  a busy database: try again next time
                 logger.warning("could not record the heartbeat of a trial: %s", exc)
             if stop.wait(HEARTBEAT_S):
@@ -104,14 +117,28 @@ def fail_dead_trials(study):
                                                   states=(optuna.trial.TrialState.RUNNING,))}
     with quiet_heartbeat():
         fail_stale_trials(study)
-    host = platform.node()
+    host, journal = platform.node(), _is_journal(study._storage)
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         lock = trial.user_attrs.get("lock")
         if trial.user_attrs.get("host") == host and isinstance(lock, str) and _unheld(lock):
             _fail(study, trial)
+        elif journal and _silent(trial):
+            _fail(study, trial)
     still = {t.number for t in study.get_trials(deepcopy=False,
                                                  states=(optuna.trial.TrialState.RUNNING,))}
     return sorted(before - still)
+
+
+def _is_journal(storage):
+    import optuna
+    return isinstance(storage, optuna.storages.JournalStorage)
+
+
+def _silent(trial):
+    """A journal trial whose last heartbeat is older than GRACE_S (one with
+    none, from an older mindexp, is left alone)."""
+    beat = trial.system_attrs.get(BEAT_ATTR)
+    return isinstance(beat, (int, float)) and time.time() - beat > GRACE_S
 
 
 def _unheld(path):

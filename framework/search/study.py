@@ -126,12 +126,21 @@ def open_storage(storage):
             with quiet_heartbeat():
                 return optuna.storages.RDBStorage(storage, **rdb_heartbeat())
         except Exception as exc:  # a driver missing, a server not reachable, a bad URL
-            raise MindexpError(f"cannot open the storage {storage}: {type(exc).__name__}: "
-                               f"{' '.join(str(exc).split())[:300]}") from None
+            raise MindexpError(f"cannot open the storage {shown_url(storage)}: "
+                               f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from None
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
     os.makedirs(os.path.dirname(os.path.abspath(storage)), exist_ok=True)
     return optuna.storages.JournalStorage(
         JournalFileBackend(storage, lock_obj=JournalFileOpenLock(storage)))
+
+
+def shown_url(url):
+    """``url`` with its password masked (``***``), for messages and logs."""
+    try:
+        from sqlalchemy.engine import make_url
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001  not a URL SQLAlchemy can parse: nothing to mask
+        return url
 
 
 def load_study(spec, create=False):
@@ -251,8 +260,30 @@ def _grid_sampler_class():
         class BudgetGridSampler(optuna.samplers.GridSampler):
             def after_trial(self, study, trial, state, values):
                 pass
+
+            def _get_unvisited_grid_ids(self, study):
+                # Optuna's own (checked on 5.0) takes the point of every finished trial
+                # as visited; an interrupted trial or one whose worker died is not
+                # counted (see counted()), so its point must be drawn again.
+                return _unvisited_points(self, study)
         _GRID.append(BudgetGridSampler)
     return _GRID[0]
+
+
+def _unvisited_points(sampler, study):
+    """Grid ids with no counted finished trial, those not running first
+    (Optuna's rule, minus trials that do not count)."""
+    done, running = set(), set()
+    for trial in study._storage.get_all_trials(study._study_id, deepcopy=False):
+        attrs = trial.system_attrs
+        if "grid_id" not in attrs or not sampler._same_search_space(attrs["search_space"]):
+            continue
+        if trial.state.is_finished() and counted(trial):
+            done.add(attrs["grid_id"])
+        elif trial.state.name == "RUNNING":
+            running.add(attrs["grid_id"])
+    every = set(range(sampler._n_min_trials))
+    return list(every - done - running or every - done)
 
 
 def grid_space(space):

@@ -16,7 +16,8 @@ import sys
 
 from ..callbacks import schema
 from .._mindspore import (MSRUN_LOGS, MSRUN_WORKER_LOGS, env_rank, log_error_message,  # noqa: F401
-                          under_msrun)
+                          msrun_scheduler, under_msrun)
+from .._mindspore import MSRUN_SCHEDULER_ADDRESS
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,37 @@ def init_data_parallel():
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
                                  gradients_mean=True)
     return get_rank(), get_group_size()
+
+
+def serve_as_scheduler() -> None:
+    """Be msrun's scheduler: serve the cluster until its workers are done.
+
+    MindSpore's ``init()`` in the scheduler role blocks while the cluster
+    lives; nothing is trained or written here. msrun starts a scheduler on
+    every node whose own address is ``--master_addr``: two launchers on one
+    host (loopback) both do, and one of them cannot bind the port. That one
+    leaves quietly when the other serves the cluster (its workers join that
+    one); any other failure is raised.
+    """
+    from mindspore.communication import init
+    try:
+        init()
+    except RuntimeError:
+        if not _scheduler_answers():
+            raise
+        logger.info("msrun's scheduler on this host is already serving the cluster; leaving")
+
+
+def _scheduler_answers() -> bool:
+    """True when something accepts connections at msrun's scheduler address."""
+    host, port = os.environ.get(MSRUN_SCHEDULER_ADDRESS[0]), os.environ.get(MSRUN_SCHEDULER_ADDRESS[1])
+    if not host or not (port or "").isdigit():
+        return False
+    try:
+        with socket.create_connection((host, int(port)), timeout=5):
+            return True
+    except OSError:
+        return False
 
 
 def free_port():

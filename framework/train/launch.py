@@ -18,7 +18,7 @@ from .signals import SignalStop
 
 def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None, finish=None):
     """Train ``exp`` and return its run directory (None on a rank other than 0
-    under the user's own msrun).
+    under the user's own msrun, and in msrun's scheduler process).
 
     A new run goes to a new directory under ``out``, locked from its
     creation to its final record; with ``resume`` (a
@@ -32,6 +32,9 @@ def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None, f
     """
     from . import distributed
     entry = entry or (resume.entry if resume else entry_of(exp))
+    if distributed.msrun_scheduler():  # msrun runs the user's command as its scheduler too
+        distributed.serve_as_scheduler()
+        return None
     if distributed.under_msrun() and resume is None:  # started by the user's own msrun
         return _train_as_worker_of_own_msrun(exp, out, label, entry)
     workers = exp.config.workers

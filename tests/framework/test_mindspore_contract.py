@@ -319,6 +319,19 @@ def test_msrun_sets_the_environment_variables_a_worker_is_recognized_by():
     assert fw.under_msrun(env) and fw.env_rank(env) == 1 and fw.env_rank({}) == 0
 
 
+def test_msrun_runs_the_command_as_its_scheduler_with_the_scheduler_role():
+    """framework/_mindspore.msrun_scheduler / MSRUN_SCHEDULER_ADDRESS (msrun's source, 2.10)."""
+    from mindspore.parallel.cluster.process_entity import _api
+    with open(_api.__file__, encoding="utf-8") as f:
+        source = f.read()
+    assert f'os.environ["{fw.MSRUN_ROLE}"] = "{fw.MSRUN_SCHEDULER_ROLE}"' in source
+    for name in fw.MSRUN_SCHEDULER_ADDRESS:
+        assert f'os.environ["{name}"]' in source, name
+    env = {"MS_ROLE": "MS_SCHED", "MS_WORKER_NUM": "2"}
+    assert fw.msrun_scheduler(env) and not fw.under_msrun(env)
+    assert not fw.msrun_scheduler({"MS_ROLE": "MS_WORKER", "MS_WORKER_NUM": "2"})
+
+
 def test_amp_o1_rewrites_the_network_source_into_the_working_directory(tmp_path, ms_graph):
     """framework/_mindspore.mixed_precision runs it inside the run directory."""
     from mindexp.experiments._nets import MLP

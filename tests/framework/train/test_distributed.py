@@ -63,3 +63,55 @@ def test_workers_zero_is_bad_input(cli, tmp_path):
     done = cli("run", "linear", "--workers", "0")
     assert done.returncode == 2 and "--workers: must be an integer >= 1" in done.stderr
     assert not (tmp_path / "outputs").exists()
+
+
+def _msrun_node(rank, port, folder, *args):
+    """One msrun launcher of a two-node cluster on loopback, running
+    ``mindexp run ARGS`` in ``folder``."""
+    import subprocess
+    import sys
+    from conftest import cli_env
+    bin_dir = os.path.dirname(sys.executable)
+    os.makedirs(folder)
+    return subprocess.Popen(
+        [os.path.join(bin_dir, "msrun"), "--worker_num=2", "--local_worker_num=1",
+         f"--node_rank={rank}", "--master_addr=127.0.0.1", f"--master_port={port}",
+         "--join=True", "--log_dir=logs", os.path.join(bin_dir, "mindexp"), "run", *args], cwd=folder, env=cli_env(PATH=bin_dir + os.pathsep + os.environ["PATH"]),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@pytest.mark.slow
+def test_two_msrun_nodes_on_loopback_train_one_run_equal_to_two_workers_on_one_node(cli, tmp_path):
+    import sys
+    from mindexp.train.distributed import free_port
+    if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "mindexp")):
+        pytest.skip("no mindexp console script beside this Python (not an installed venv)")
+    args = ("--set", "epochs=2", "--out", "out", "--quiet")
+    port = free_port()
+    nodes = [_msrun_node(rank, port, tmp_path / f"node{rank}", "linear", *args)
+             for rank in (0, 1)]
+    codes = [node.wait(timeout=600) for node in nodes]
+    assert codes == [0, 0]
+    assert not (tmp_path / "node1" / "out").exists()  # rank 0 alone writes
+    two_nodes = json.load(open(os.path.join(only_run(tmp_path / "node0" / "out"), "run.json")))
+    assert two_nodes["status"] == "completed" and two_nodes["workers"] == 2
+    assert two_nodes["steps"] == 10  # sharded: 5 batches per epoch on each node
+    done = cli("run", "linear", "--workers", "2", *args, timeout=600)
+    assert done.returncode == 0, done.stderr
+    one_node = json.load(open(os.path.join(only_run(tmp_path / "out"), "run.json")))
+    assert two_nodes["params"] == pytest.approx(one_node["params"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_a_dying_node_fails_the_run_on_the_other_instead_of_hanging(tmp_path):
+    import sys
+    from mindexp.train.distributed import free_port
+    if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "mindexp")):
+        pytest.skip("no mindexp console script beside this Python (not an installed venv)")
+    (tmp_path / "dies.py").write_text(DIES)  # rank 1, on node 1, dies at step 10
+    port = free_port()
+    nodes = [_msrun_node(rank, port, tmp_path / f"node{rank}", f"{tmp_path / 'dies.py'}:Dies",
+                         "--set", "epochs=4", "--out", "out", "--quiet") for rank in (0, 1)]
+    assert [node.wait(timeout=600) for node in nodes] == [1, 1]  # msrun's error on both
+    meta = json.load(open(os.path.join(only_run(tmp_path / "node0" / "out"), "run.json")))
+    assert meta["status"] == "failed" and "cluster" in meta["error"]

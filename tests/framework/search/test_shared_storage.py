@@ -1,0 +1,142 @@
+"""Search on storage shared by processes as by machines: a real PostgreSQL
+server (started by the tests on 127.0.0.1) and a journal file."""
+import subprocess
+import sys
+
+import pytest
+
+from conftest import cli_env, require, skip_unless_ci
+
+optuna = require("optuna")
+
+SPACE = ["--param", "lr=loguniform:1e-3:1", "--param", "optimizer=choice:sgd,momentum,adam"]
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    """A private PostgreSQL cluster on 127.0.0.1 (see tests/postgres.py), one for
+    the module (its start costs seconds); skips with one line where PostgreSQL
+    cannot be had (fails under CI instead)."""
+    from postgres import Server
+    server = Server()
+    if server.missing:
+        skip_unless_ci(server.missing)
+    require("psycopg", reason="psycopg (the PostgreSQL driver of the test extra) is missing")
+    try:
+        server.start()
+    except Exception as exc:  # noqa: BLE001  no unprivileged user, a broken install
+        server.stop()
+        skip_unless_ci(f"could not start a private PostgreSQL server: {exc}")
+    yield server
+    server.stop()
+
+
+def _trials(storage, study):
+    from mindexp.search.study import open_storage
+    return optuna.load_study(study_name=study, storage=open_storage(storage)).get_trials()
+
+
+def _tune(tmp_path, storage, out, *extra):
+    """A ``mindexp tune`` process as one machine would start it (its own output root)."""
+    cmd = [sys.executable, "-m", "mindexp", "tune", "linear", *SPACE, "--set", "epochs=2",
+           "--trials", "4", "--study", "shared", "--storage", str(storage),
+           "--out", str(tmp_path / out), *map(str, extra)]
+    return subprocess.Popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_two_tune_processes_share_one_postgres_study(postgres, tmp_path):
+    url = postgres.create_database("two_tunes")
+    procs = [_tune(tmp_path, url, out) for out in ("machine-a", "machine-b")]
+    outputs = [p.communicate(timeout=900) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    trials = _trials(url, "shared")
+    assert sorted(t.number for t in trials) == [0, 1, 2, 3]  # exactly the budget
+    assert all(t.state.name == "COMPLETE" for t in trials)
+    assert len({t.user_attrs["run_dir"] for t in trials}) == 4  # no trial ran twice
+    assert all(t.intermediate_values for t in trials)  # what the median pruner judges by
+    by_machine = {out: len(list((tmp_path / out / "studies/shared/linear").glob("*")))
+                  for out in ("machine-a", "machine-b")}
+    assert sum(by_machine.values()) == 4
+
+
+@pytest.mark.slow
+def test_a_trial_whose_worker_died_on_another_host_is_failed_by_heartbeat_and_redone(
+        postgres, cli, tmp_path):
+    import psycopg
+    from mindexp.search.liveness import GRACE_S
+    from mindexp.search.study import open_storage
+    url = postgres.create_database("dead_worker")
+    study = optuna.create_study(study_name="linear", storage=open_storage(url))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Optuna: heartbeats are meant for optimize()
+        lost = study.ask()
+    lost.set_user_attr("host", "another-machine")  # its worker's lock is out of reach
+    study._storage.record_heartbeat(lost._trial_id)
+    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as db:
+        db.execute("UPDATE trial_heartbeats SET heartbeat = heartbeat - %s * interval '1 second'",
+                   (GRACE_S + 60,))
+    result = cli("tune", "linear", "--param", "lr=loguniform:1e-3:1", "--storage", url,
+                 "--set", "epochs=2", "--trials", 1, "--out", "out")
+    assert result.returncode == 0, result.stderr
+    assert "1 of 1 trials to run" in result.stdout  # the dead one is not counted
+    assert [t.state.name for t in _trials(url, "linear")] == ["FAIL", "COMPLETE"]
+
+
+@pytest.mark.parametrize("storage", [
+    "postgresql+psycopg://someone:secret@127.0.0.1:{port}/nothing",  # no server there
+    "nosuchdialect://host/db",
+    "postgresql+nosuchdriver://someone@127.0.0.1/db",
+])
+def test_a_storage_that_cannot_be_had_is_one_line_and_creates_nothing(capsys, tmp_path,
+                                                                      monkeypatch, storage):
+    from mindexp.cli.main import main
+    from postgres import free_port
+    monkeypatch.chdir(tmp_path)
+    storage = storage.format(port=free_port())
+    code = main(["tune", "linear", "--param", "lr=loguniform:1e-3:1", "--storage", storage,
+                 "--trials", "1", "--out", "out"])  # in this process: MindSpore imported once
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("mindexp: error: cannot open the storage ")
+    assert storage.split("://")[0] in lines[0] and "secret" not in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_grid_point_whose_trial_was_interrupted_is_drawn_again():
+    from mindexp.search.study import TuneSpec, make_sampler
+    points = ["sgd", "momentum", "adam"]
+    spec = TuneSpec(entry="mindexp.experiments.linear:Linear", experiment="linear", study="g",
+                    study_dir="unused", storage="unused", space={"optimizer": points},
+                    objective="final_loss", sampler="grid", trials=3, seed=0)
+    study = optuna.create_study(sampler=make_sampler(spec))
+    stopped = study.ask()
+    stopped.suggest_categorical("optimizer", points)
+    stopped.set_user_attr("interrupted", True)  # as a worker stopped by Ctrl-C tells it
+    study.tell(stopped, state=optuna.trial.TrialState.FAIL)
+    done = []
+    for _ in points:  # the budget: three counted trials
+        trial = study.ask()
+        done.append(trial.suggest_categorical("optimizer", points))
+        study.tell(trial, 1.0)
+    assert sorted(done) == sorted(points)
+
+
+def test_a_journal_trial_whose_worker_on_another_host_went_silent_is_failed(tmp_path):
+    import time
+    from mindexp.search.liveness import BEAT_ATTR, GRACE_S, fail_dead_trials, heartbeat
+    from mindexp.search.study import counted, open_storage
+    study = optuna.create_study(study_name="s", storage=open_storage(str(tmp_path / "j.log")))
+    beating, silent = study.ask(), study.ask()
+    for trial in (beating, silent):
+        trial.set_user_attr("host", "another-machine")  # its worker's lock is out of reach
+    with heartbeat(study, beating._trial_id):  # a live worker beats at once, then every 10 s
+        pass
+    study._storage.set_trial_system_attr(silent._trial_id, BEAT_ATTR,
+                                         time.time() - GRACE_S - 60)
+    assert fail_dead_trials(study) == [silent.number]
+    states = {t.number: t for t in study.get_trials()}
+    assert states[beating.number].state.name == "RUNNING"
+    assert states[silent.number].state.name == "FAIL" and not counted(states[silent.number])
