@@ -41,17 +41,91 @@ def _statistics_of(block):
             block.max(axis=1).astype(np.float64))
 
 
+CHUNK = 1 << 16   # elements per pass of statistics(): 256 KB of float32 stays in the L2 cache
+
+
 def statistics(flat):
-    """:func:`block_statistics` of one flat array, as five Python floats, in
-    as few numpy calls as possible: for a parameter large enough that its
-    statistics are computed at the step, from the parameter's own memory."""
-    if flat.dtype != np.float32 or flat.size > FLOAT32_SUM_MAX:
-        flat = flat.astype(np.float64)
+    """L2 norm, mean, standard deviation, min and max of one flat array, as
+    five Python floats: for a parameter large enough that its statistics
+    are computed at the step, from the parameter's own memory.
+
+    Linear in the size and without a temporary the size of the array: the
+    array is read in chunks of ``CHUNK`` elements that stay in the CPU's
+    cache while four reductions (sum, sum of squares, min, max) run over
+    them, so memory is read about once. Each chunk's sums are exact enough
+    in its own dtype (a chunk is short) and are combined in float64; the
+    variance combines each chunk's centred sum of squares (Chan et al.), so
+    a large mean against a small spread loses nothing across chunks, and a
+    chunk whose own E[x^2] - mean^2 could cancel is recomputed around its
+    mean (two passes over that cached chunk only).
+    """
     n = flat.size
-    sq = float(np.einsum("i,i->", flat, flat))
-    mean = float(flat.sum()) / n
-    var = sq / n - mean * mean
-    if not var > 10.0 * mean * mean:   # could lose digits (or NaN): the two-pass way
-        var = float(flat.var(dtype=np.float64))
-    std = math.sqrt(var) if var >= 0 else var   # var < 0 never comes out of np.var: only NaN
-    return math.sqrt(sq), mean, std, float(flat.min()), float(flat.max())
+    if n == 0:
+        return (0.0,) + (float("nan"),) * 4
+    with np.errstate(all="ignore"):   # a diverged step's inf and NaN are values to log
+        sums, squares, m2, lows, highs = _chunk_sums(flat)
+        return _combine(n, sums, squares, m2, lows, highs)
+
+
+def _chunk_sums(flat):
+    """Per-chunk sum, sum of squares, centred sum of squares, min and max (float64 arrays).
+
+    Sums use numpy's pairwise summation (about 1e-7 relative in float32 on
+    a chunk), never BLAS's dot, whose float32 accumulation lost 1e-5 of a
+    64k-element sum of squares.
+    """
+    n = flat.size
+    count = -(-n // CHUNK)
+    out = np.empty((5, count), np.float64)
+    sums, squares, m2, lows, highs = out
+    kind = flat.dtype if flat.dtype in (np.float32, np.float64) else np.float32
+    buffer, squared = np.empty(min(n, CHUNK), kind), np.empty(min(n, CHUNK), kind)
+    for j, start in enumerate(range(0, n, CHUNK)):
+        chunk = _as_kind(flat[start:start + CHUNK], buffer)
+        part = squared[:chunk.size]
+        sums[j] = chunk.sum()
+        squares[j] = np.multiply(chunk, chunk, out=part).sum()
+        lows[j] = chunk.min()
+        highs[j] = chunk.max()
+    sizes = _chunk_sizes(n, count)
+    m2[:] = squares - sums * sums / sizes
+    for j in np.flatnonzero(~(m2 > 0.1 * squares)):   # cancellation (or NaN): centre the chunk
+        chunk = _as_kind(flat[j * CHUNK:(j + 1) * CHUNK], buffer)
+        sums[j], m2[j] = _centred_squares(chunk, sums[j] / sizes[j], squared[:chunk.size])
+    return sums, squares, m2, lows, highs
+
+
+def _as_kind(chunk, buffer):
+    """``chunk`` itself when it has the buffer's dtype, else a converted copy in ``buffer``."""
+    if chunk.dtype == buffer.dtype:
+        return chunk
+    part = buffer[:chunk.size]
+    np.copyto(part, chunk)
+    return part
+
+
+def _chunk_sizes(n, count):
+    sizes = np.full(count, float(CHUNK))
+    sizes[-1] = n - CHUNK * (count - 1)
+    return sizes
+
+
+def _centred_squares(chunk, mean, work):
+    """``(sum, sum((x - sum / n)^2))`` of one chunk, both refined around an
+    approximate ``mean`` (in ``work``, a chunk-sized buffer): the differences
+    from a close mean are exact, so neither sum cancels."""
+    shift = chunk.dtype.type(mean)
+    d = np.subtract(chunk, shift, out=work)
+    offset = float(d.sum())
+    centred = float(np.multiply(d, d, out=work).sum()) - offset * offset / chunk.size
+    return float(shift) * chunk.size + offset, centred
+
+
+def _combine(n, sums, squares, m2, lows, highs):
+    """The five statistics of the whole array from its chunks' (float64)."""
+    mean = float(sums.sum()) / n
+    sizes = _chunk_sizes(n, sums.size)
+    spread = float(m2.sum() + np.dot(sizes, (sums / sizes - mean) ** 2))
+    var = spread / n
+    std = math.sqrt(var) if var >= 0 else (0.0 if var > -1e-300 else var)
+    return (math.sqrt(float(squares.sum())), mean, std, float(lows.min()), float(highs.max()))
