@@ -1,0 +1,123 @@
+"""A summary index per output root: listing 10,000 runs without reading 20,000 JSON files.
+
+``mindexp runs``, ``compare()`` and the dashboard need each run's run.json
+and config.json. The index (:data:`schema.SUMMARY_INDEX`, in the folder
+that was listed) keeps both for every run, keyed by the run's folder and
+the signature (size, modification time, inode) of the two files. It is
+never the source of truth: the runs are always found on disk (one ``stat``
+per run), an entry is used only while both files' signatures match, a run
+that left the disk is never listed, and a missing, damaged or foreign
+index costs only the time to read every run again (it is rewritten,
+atomically, when that is allowed).
+"""
+import json
+import os
+import stat
+
+from ..callbacks import schema
+from .meta import check_meta
+from .run import Run
+
+INDEX_VERSION = 1
+
+
+def indexed_runs(path, write=True):
+    """The runs at or below the folder ``path``, as :class:`Run` objects whose
+    ``meta`` and ``config`` are filled from the index when it is current.
+
+    A run whose run.json or config.json cannot be read comes back unfilled
+    (reading it raises as usual). ``write``: update the index file when it
+    changed (a reader that must never write, like the dashboard, says False).
+    """
+    root = os.path.abspath(os.fspath(path))
+    old = _read_index(root)
+    entries, runs = {}, []
+    for run_dir, signature in _found_runs(root):
+        rel = os.path.relpath(run_dir, root)
+        run = Run(run_dir)
+        entry = old.get(rel)
+        if entry is None or entry.get("signature") != signature:
+            entry = _entry(run, signature)
+        if entry is not None:
+            run.__dict__["meta"], run.__dict__["config"] = entry["meta"], entry["config"]
+            entries[rel] = entry
+        runs.append(run)
+    if write and entries != old:
+        _write_index(root, entries)
+    return runs
+
+
+def _found_runs(root):
+    """``(run_dir, signature)`` of every run below ``root``, in sorted order, as
+    reports find them (a folder with run.json; hidden folders skipped; a run's
+    own subfolders not searched): one stat per folder instead of a listing."""
+    found, stack = [], [root]
+    while stack:
+        folder = stack.pop()
+        signature = _signature(folder)
+        if signature is not None:
+            found.append((folder, signature))
+            continue
+        try:
+            with os.scandir(folder) as entries:
+                stack.extend(e.path for e in entries
+                             if not e.name.startswith(".") and e.is_dir())
+        except OSError:
+            continue
+    return sorted(found)
+
+
+def _signature(folder):
+    """``[size, mtime_ns, inode]`` of run.json and config.json, or None when
+    ``folder`` holds no run.json (config.json may be missing: ``[]``)."""
+    out = []
+    for name in (schema.RUN_JSON, schema.CONFIG_JSON):
+        try:
+            st = os.stat(os.path.join(folder, name))
+        except OSError:
+            if name == schema.RUN_JSON:
+                return None
+            continue
+        if name == schema.RUN_JSON and not stat.S_ISREG(st.st_mode):
+            return None
+        out += [st.st_size, st.st_mtime_ns, st.st_ino]
+    return out
+
+
+def _entry(run, signature):
+    """An index entry read from the run's files, or None when they cannot be read."""
+    from ..errors import RunDirError
+    try:
+        meta, config = run.meta, run.config
+    except (RunDirError, OSError, ValueError):
+        return None
+    # signature taken before the read: a write in between makes it stale, never wrong
+    return {"signature": signature, "meta": meta, "config": config}
+
+
+def _read_index(root):
+    """The index's entries, or {} when it is missing, damaged or of another version."""
+    from ..errors import RunDirError
+    try:
+        with open(os.path.join(root, schema.SUMMARY_INDEX), encoding="utf-8") as f:
+            data = json.load(f)
+        if data.get("version") != INDEX_VERSION or not isinstance(data.get("runs"), dict):
+            return {}
+        runs = data["runs"]
+        for entry in runs.values():   # a hand-edited index must not smuggle in a bad run.json
+            check_meta(entry["meta"], "index")
+            if not isinstance(entry["config"], dict):
+                return {}
+        return runs
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RunDirError):
+        return {}
+
+
+def _write_index(root, entries):
+    """Write the index atomically; a read-only folder or a full disk only costs time later."""
+    text = json.dumps({"version": INDEX_VERSION, "runs": entries}, separators=(",", ":"),
+                      allow_nan=True, default=str)
+    try:
+        schema.atomic_write(os.path.join(root, schema.SUMMARY_INDEX), text)
+    except OSError:
+        pass
