@@ -64,8 +64,24 @@ def statistics(flat):
     if n == 0:
         return (0.0,) + (float("nan"),) * 4
     with np.errstate(all="ignore"):   # a diverged step's inf and NaN are values to log
+        if n <= CHUNK and flat.dtype in (np.float32, np.float64):
+            return _one_chunk(flat)
         sums, squares, m2, lows, highs = _chunk_sums(flat)
         return _combine(n, sums, squares, m2, lows, highs)
+
+
+def _one_chunk(flat):
+    """:func:`statistics` of an array of one chunk, without the per-chunk tables
+    (their small numpy calls cost as much as the sums here)."""
+    n = flat.size
+    total, squares = float(flat.sum()), float(np.dot(flat, flat))
+    m2 = squares - total * total / n
+    if not m2 > 0.5 * squares:   # |mean| > std: could cancel (or NaN)
+        total, m2 = _centred_squares(flat, total / n, _workspace(flat.dtype)[1][:n])
+        squares = m2 + total * total / n
+    var = m2 / n
+    std = math.sqrt(var) if var >= 0 else (0.0 if var > -1e-300 else var)
+    return math.sqrt(squares), total / n, std, float(flat.min()), float(flat.max())
 
 
 def _chunk_sums(flat):
