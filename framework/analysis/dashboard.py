@@ -9,7 +9,9 @@ sizes and modification times), so new rows show within about a second of
 being flushed.
 
 Paths: ``/`` (all runs), ``/run/<key>`` (one run), ``/files/<key>/...``
-(a run's files, read-only), ``/api/data[?run=<key>]``, ``/static/plotly.min.js``.
+(a run's files, read-only), ``/api/data[?run=<key>]``,
+``/api/changes?cursor=<n>`` (what changed since an earlier answer: see
+cursor.py), ``/static/plotly.min.js``.
 A key is ``<root index>/<path below that root>``; anything that resolves
 outside the served folders (``..``, absolute paths, encoded or not,
 symlinks pointing out) is refused with 403.
@@ -42,6 +44,7 @@ from ..callbacks import schema
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
 from . import interactive, payload
+from .cursor import ChangeFeed
 
 logger = logging.getLogger(__name__)
 RUN_FILES = (schema.RUN_JSON, schema.CONFIG_JSON) + tuple(
@@ -88,6 +91,7 @@ class RunIndex:
         self.roots = [os.path.realpath(r) for r in roots]
         self._lock = threading.Lock()
         self._cache = {}  # run dir -> (signature, Run)
+        self.feed = ChangeFeed(self.roots)
 
     # -- paths -----------------------------------------------------------------------
     def resolve(self, key):
@@ -244,6 +248,12 @@ class Handler(BaseHTTPRequestHandler):
             since = (query.get("since") or [None])[0]
             body = json.dumps(self.index.data(run_key, since), separators=(",", ":"),
                               allow_nan=False)
+            return self._send(HTTPStatus.OK, body.encode(), "application/json")
+        if path == "/api/changes":
+            cursor = (query.get("cursor") or [""])[0]
+            answer = self.index.feed.changes(int(cursor) if cursor.isdigit() else None,
+                                             self.index.key_of)
+            body = json.dumps(answer, separators=(",", ":"), allow_nan=False)
             return self._send(HTTPStatus.OK, body.encode(), "application/json")
         if path == "/static/plotly.min.js":
             return self._send(HTTPStatus.OK, _plotly_bytes(), "text/javascript",

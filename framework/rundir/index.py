@@ -32,7 +32,7 @@ def indexed_runs(path, write=True):
     root = os.path.abspath(os.fspath(path))
     old = _read_index(root)
     entries, runs = {}, []
-    for run_dir, signature in _found_runs(root):
+    for run_dir, signature in found_runs(root):
         rel = os.path.relpath(run_dir, root)
         run = Run(run_dir)
         entry = old.get(rel)
@@ -47,7 +47,7 @@ def indexed_runs(path, write=True):
     return runs
 
 
-def _found_runs(root):
+def found_runs(root):
     """``(run_dir, signature)`` of every run below ``root``, in sorted order, as
     reports find them (a folder with run.json; hidden folders skipped; a run's
     own subfolders not searched): one stat per folder instead of a listing."""
