@@ -4,7 +4,9 @@
 
 Sections (all by default): startup, throughput (W1b, W2, FB, W3: hand loop,
 bare Model.train, mindexp callbacks off/on, PyTorch Lightning), sweep,
-memory, compare. Everything is measured side by side in this one run and
+memory, compare; and only with --only: scaling (ParameterTracker as the
+model grows, scaling.py) and many (listing, compare and dashboard polls at
+100 / 1,000 / 10,000 runs, manyrun.py). Everything is measured side by side in this one run and
 reported as ratios of medians; absolute numbers depend on the machine.
 
 Lightning runs in its own venv: $MINDEXP_LIGHTNING_PYTHON, else
@@ -30,6 +32,7 @@ from benchmarks.util import (LoadMeter, QuietGate, env_for_children, median,  # 
 from benchmarks.workloads import FULL, QUICK  # noqa: E402
 
 SECTIONS = ("startup", "throughput", "sweep", "memory", "compare", "scaling", "many")
+OPT_IN = ("scaling", "many")
 MS_VARIANTS = ("hand", "model_sample", "model_batch", "mindexp_off", "mindexp_on")
 COLUMNS = {  # variant -> column title of the throughput table
     "hand": "hand loop",
@@ -334,6 +337,48 @@ def render_scaling(data):
     return lines
 
 
+# -- many runs (issue 26) -----------------------------------------------------------
+MANY_SIZES = (100, 1000, 10000)
+FULL_DATA_MAX = 1000   # the full /api/data answer grows with every run: measured up to here
+
+
+def bench_many(args, gate, out):
+    """Listing, compare and dashboard polls at each number of runs (manyrun.py)."""
+    rows = []
+    for n in [m for m in MANY_SIZES if m <= (100 if args.quick else args.many_max)]:
+        gate.wait()
+        cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "manyrun.py"), str(n),
+               os.path.join(out, str(n))] + (["--full-data"] if n <= FULL_DATA_MAX else [])
+        _, proc = timed_run(cmd, timeout=3600)
+        if proc.returncode != 0:
+            rows.append({"runs": n, "error": proc.stderr.strip()[-300:]})
+            continue
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        log(f"many {n}: {rows[-1]}")
+    return {"rows": rows}
+
+
+def render_many(data):
+    """Each figure against its goal (issue 26), per number of runs."""
+    rows = (data.get("many") or {}).get("rows") or []
+    if not rows:
+        return []
+    lines = ["", "Many runs of 300 steps (goals at 10,000: runs and compare < 1 s, a poll "
+             "with nothing changed < 100 KB)",
+             f"{'runs':>6}  {'runs, no index s':>16}  {'runs s':>7}  {'compare s':>9}  "
+             f"{'poll s':>7}  {'poll B':>7}  {'/api/data s':>11}  {'its MB':>7}  {'RSS MB':>7}"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['runs']:>6}  error: {r['error']}")
+            continue
+        data_s = f"{r['data_s']:.2f}" if "data_s" in r else "-"
+        data_mb = f"{r['data_bytes'] / 1e6:.1f}" if "data_bytes" in r else "-"
+        lines.append(f"{r['runs']:>6}  {r['runs_cold_s']:>16.2f}  {r['runs_warm_s']:>7.2f}  "
+                     f"{r['compare_s']:>9.2f}  {r['poll_s']:>7.3f}  {r['poll_bytes']:>7}  "
+                     f"{data_s:>11}  {data_mb:>7}  {r.get('rss_mb', 0):>7.0f}")
+    return lines
+
+
 # -- the table --------------------------------------------------------------------
 class Goal:
     def __init__(self, number, text, target, op, value=None, note="", unit="x", robust=None,
@@ -533,7 +578,9 @@ def main(argv=None):
     unknown = (args.skip | only) - set(SECTIONS) - {"lightning"}
     if unknown:
         p.error(f"unknown section(s): {', '.join(sorted(unknown))}")
-    sections = [s for s in SECTIONS if s not in args.skip and (not only or s in only)]
+    # scaling and many take long and measure issue 26's goals: only when asked for (--only)
+    sections = [s for s in SECTIONS if s not in args.skip and
+                (s in only if only else s not in OPT_IN)]
 
     priority = _raise_priority(args)
     gate = QuietGate(enabled=not args.no_gate and not args.quick)

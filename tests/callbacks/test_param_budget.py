@@ -73,3 +73,27 @@ def test_budget_holds_at_8_4_million_parameters(tmp_path):
 def test_budget_must_be_a_fraction(tmp_path):
     with pytest.raises(ValueError, match=r"`budget` must be None or a fraction.*budget=2"):
         ParameterTracker(tmp_path, budget=2)
+
+
+@pytest.mark.slow
+def test_the_budget_of_a_run_is_its_config_and_its_choice_is_in_run_json(tmp_path):
+    """hidden=48: a 48 x 48 weight (2,304 elements) is a large parameter; a budget
+    far below its cost logs it every k > 1 steps, and run.json says k."""
+    import json
+    from mindexp.experiments.mlp_sine import MlpSine
+    run = MlpSine(hidden=48, layers=2, epochs=1, samples=64 * 20, batch_size=64,
+                  param_log_budget=1e-6, eval_samples=16).run(out=str(tmp_path))
+    meta = json.loads((tmp_path / "mlp_sine" / run.run_id / "run.json").read_text())
+    k = meta["param_log_every_large"]
+    assert k > 1
+    logged = _param_steps(tmp_path / "mlp_sine" / run.run_id / "params.csv")
+    large = logged["body.2.weight:norm"]                  # 48 x 48: the large one
+    assert len(large) < 20 and np.all(np.diff(large[9:]) == k)
+    assert logged["body.2.bias:norm"] == list(range(1, 21))   # 48 elements: every step
+
+
+def test_a_budget_out_of_range_is_a_config_error():
+    from mindexp import ConfigError
+    from mindexp.experiments.mlp_sine import MlpSine
+    with pytest.raises(ConfigError, match=r"param_log_budget.*\(0, 1\], or none"):
+        MlpSine(param_log_budget=0)
