@@ -45,7 +45,7 @@ def _statistics_of(block):
 CHUNK = 1 << 16   # elements per pass of statistics(): 256 KB of float32 stays in the L2 cache
 
 
-def statistics(flat):
+def statistics(flat: np.ndarray) -> tuple[float, float, float, float, float]:
     """L2 norm, mean, standard deviation, min and max of one flat array, as
     five Python floats: for a parameter large enough that its statistics
     are computed at the step, from the parameter's own memory.

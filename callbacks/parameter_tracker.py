@@ -63,7 +63,7 @@ class ParameterTracker(LogCallback):
     COLUMNS = schema.PARAMS.columns
 
     def __init__(self, directory, names=None, every=1, max_values=16, all_ranks=False,
-                 steps_per_epoch=None, budget=None):
+                 steps_per_epoch=None, budget: float | None = None):
         super().__init__()
         self.directory = check_directory(directory)
         self.names = _check_names(names)
@@ -177,7 +177,7 @@ class _BudgetMeter:
         self.step_time = self.cost_time = 0.0
         self._last_end = None
 
-    def record(self, start, stats_end):
+    def record(self, start: float, stats_end: float | None) -> None:
         """One logged step: its hook started at ``start``; ``stats_end`` is when
         the large statistics ended (None when they were skipped)."""
         end = time.perf_counter()
@@ -198,7 +198,7 @@ class _BudgetMeter:
             self.every = max(1, math.ceil(cost / (self.budget * max(step, 1e-9))))
 
     @property
-    def cost_ratio(self):
+    def cost_ratio(self) -> float | None:
         """Time in the large statistics over step time, since the calibration (None before)."""
         return self.cost_time / self.step_time if self.step_time else None
 

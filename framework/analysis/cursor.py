@@ -15,6 +15,7 @@ fetches the full data again.
 """
 import os
 import threading
+from typing import Callable
 
 from ..callbacks import schema
 from ..rundir.index import found_runs
@@ -26,14 +27,14 @@ HISTORY = 64          # generations of log offsets kept per run
 class ChangeFeed:
     """Scans the served roots and answers ``changes(cursor)`` (thread-safe)."""
 
-    def __init__(self, roots):
+    def __init__(self, roots: list[str]):
         self.roots = list(roots)
         self.generation = 0
         self._runs = {}      # run dir -> _Tracked
         self._gone = {}      # run dir -> generation it left in
         self._lock = threading.Lock()
 
-    def changes(self, cursor, key_of):
+    def changes(self, cursor: int | None, key_of: Callable[[str], str]) -> dict:
         """``{"cursor", "new", "status", "removed", "rows"}`` since ``cursor`` (an
         int from an earlier answer, or None for "now" with nothing listed), or
         ``{"reset": true, "cursor"}``. ``key_of(run_dir)``: the client's key of a run."""

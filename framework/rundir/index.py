@@ -21,7 +21,7 @@ from .run import Run
 INDEX_VERSION = 1
 
 
-def indexed_runs(path, write=True):
+def indexed_runs(path: str | os.PathLike, write: bool = True) -> list[Run]:
     """The runs at or below the folder ``path``, as :class:`Run` objects whose
     ``meta`` and ``config`` are filled from the index when it is current.
 
@@ -47,7 +47,7 @@ def indexed_runs(path, write=True):
     return runs
 
 
-def found_runs(root):
+def found_runs(root: str) -> list[tuple[str, list[int]]]:
     """``(run_dir, signature)`` of every run below ``root``, in sorted order, as
     reports find them (a folder with run.json; hidden folders skipped; a run's
     own subfolders not searched): one stat per folder instead of a listing."""

@@ -26,7 +26,7 @@ class Run:
             raise RunDirError(f"{path} is not a run directory (it has no {schema.RUN_JSON})")
 
     @classmethod
-    def found(cls, run_dir, meta=None, config=None):
+    def found(cls, run_dir: str, meta: dict | None = None, config: dict | None = None) -> "Run":
         """A Run of ``run_dir``, an absolute path just seen to hold run.json
         (no second check); ``meta`` and ``config`` when already read."""
         run = cls.__new__(cls)
