@@ -61,7 +61,7 @@ def found_runs(root: str) -> list[tuple[str, list[int]]]:
         try:
             with os.scandir(folder) as entries:
                 stack.extend(e.path for e in entries
-                             if not e.name.startswith(".") and e.is_dir())
+                             if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
         except OSError:
             continue
     return sorted(found)

@@ -458,3 +458,15 @@ def test_a_poll_with_the_cursor_returns_exactly_what_changed(served):
     assert last["rows"] == {"0/toy/r1": {"loss": [["5", "3", "0.0625", "0.1", "0.4"]]}}
     assert last["removed"] == ["0/toy/r2"] and not last["new"]
     assert _changes(get, last["cursor"] + 5)[0]["reset"]   # a cursor this server never gave
+
+
+def test_past_max_shown_runs_the_page_loads_the_most_recent_or_the_picked_ones(served):
+    from mindexp.analysis import dashboard
+    root, get = served
+    for i in range(dashboard.MAX_SHOWN + 3):
+        make_run(root, f"20260101-{i:06d}-{'adam' if i == 1 else 'sgd'}", losses=(1.0,))
+    data = _data(get)
+    ids = sorted(r["id"] for r in data["runs"])
+    assert len(ids) == dashboard.MAX_SHOWN and ids[0] == "20260101-000003-sgd"
+    assert f"most recent of {dashboard.MAX_SHOWN + 3} runs" in data["title"]
+    assert [r["id"] for r in _data(get, "?q=adam")["runs"]] == ["20260101-000001-adam"]
