@@ -42,7 +42,7 @@ def _statistics_of(block):
             block.max(axis=1).astype(np.float64))
 
 
-CHUNK = 1 << 16   # elements per pass of statistics(): 256 KB of float32 stays in the L2 cache
+CHUNK = 1 << 18   # elements per pass of statistics(): 1 MB of float32, about the L2 cache (fastest here of 64k-1M)
 
 
 def statistics(flat: np.ndarray) -> tuple[float, float, float, float, float]:
@@ -120,7 +120,7 @@ _WORKSPACE = threading.local()
 
 def _workspace(kind):
     """Two chunk-sized buffers of dtype ``kind``, kept per thread: a fresh
-    256 KB array per call is a fresh mapping, whose page faults cost more
+    1 MB array per call is a fresh mapping, whose page faults cost more
     than the sums."""
     spaces = _WORKSPACE.__dict__.setdefault("spaces", {})
     key = np.dtype(kind).str
