@@ -56,13 +56,19 @@ class ChangeFeed:
         changed = False
         for run_dir, signature in found.items():
             tracked = self._runs.get(run_dir)
-            raw = _raw_sizes(run_dir)
             if tracked is None:
+                raw = _raw_sizes(run_dir)
                 self._runs[run_dir] = _Tracked(signature, raw, _log_sizes(run_dir, raw),
-                                               self.generation + 1)
+                                               self.generation + 1, _is_live(run_dir))
                 self._gone.pop(run_dir, None)
                 changed = True
-            elif signature != tracked.signature or raw != tracked.raw:   # stats only, usually
+                continue
+            if signature == tracked.signature and not tracked.live:
+                continue   # a finished run's logs do not grow: its run.json would change first
+            if signature != tracked.signature:
+                tracked.live = _is_live(run_dir)
+            raw = _raw_sizes(run_dir)
+            if signature != tracked.signature or raw != tracked.raw:   # stats only, usually
                 changed |= tracked.update(signature, raw, _log_sizes(run_dir, raw),
                                           self.generation + 1)
         for run_dir in [d for d in self._runs if d not in found]:
@@ -96,8 +102,9 @@ class ChangeFeed:
 class _Tracked:
     """One run: its run.json signature, and its logs' sizes per generation."""
 
-    def __init__(self, signature, raw, sizes, generation):
+    def __init__(self, signature, raw, sizes, generation, live):
         self.signature, self.born, self.meta_changed = signature, generation, generation
+        self.live = live   # run.json says running (or cannot be read yet): its logs may grow
         self.raw = raw   # the logs' file sizes: a change is looked at closer
         self.history = [(generation, sizes)]
 
@@ -126,6 +133,16 @@ class _Tracked:
                 if rows:
                     out[name] = rows
         return out
+
+
+def _is_live(run_dir):
+    """Whether a run's logs may still grow: run.json says ``running``, or is unreadable
+    (mid-write, damaged: looked at again on every scan)."""
+    from ..rundir.meta import read_meta
+    try:
+        return read_meta(run_dir).get("status") == "running"
+    except Exception:   # noqa: BLE001 - any damage means "look again"
+        return True
 
 
 def _raw_sizes(run_dir):

@@ -470,3 +470,20 @@ def test_past_max_shown_runs_the_page_loads_the_most_recent_or_the_picked_ones(s
     assert len(ids) == dashboard.MAX_SHOWN and ids[0] == "20260101-000003-sgd"
     assert f"most recent of {dashboard.MAX_SHOWN + 3} runs" in data["title"]
     assert [r["id"] for r in _data(get, "?q=adam")["runs"]] == ["20260101-000001-adam"]
+
+
+def test_a_finished_run_resumed_sends_its_new_rows(served):
+    root, get = served
+    make_run(root, "done", status="completed", losses=(1.0, 0.5))
+    cursor = _changes(get)[0]["cursor"]
+    run_json = root / "toy" / "done" / "run.json"
+    meta = json.loads(run_json.read_text())
+    tmp = root / "toy" / "done" / "run.json.tmp"
+    tmp.write_text(json.dumps(meta | {"status": "running"}))
+    os.replace(tmp, run_json)   # resumed: run.json first, then rows
+    poll = _changes(get, cursor)[0]
+    assert [r["status"] for r in poll["status"]] == ["running"]
+    with open(root / "toy" / "done" / "loss.csv", "a") as f:
+        f.write("3,2,0.25,0.1,0.2\n")
+    assert _changes(get, poll["cursor"])[0]["rows"] == {
+        "0/toy/done": {"loss": [["3", "2", "0.25", "0.1", "0.2"]]}}
