@@ -4,7 +4,9 @@
 
 Sections (all by default): startup, throughput (W1b, W2, FB, W3: hand loop,
 bare Model.train, mindexp callbacks off/on, PyTorch Lightning), sweep,
-memory, compare. Everything is measured side by side in this one run and
+memory, compare; and only with --only: scaling (ParameterTracker as the
+model grows, scaling.py) and many (listing, compare and dashboard polls at
+100 / 1,000 / 10,000 runs, manyrun.py). Everything is measured side by side in this one run and
 reported as ratios of medians; absolute numbers depend on the machine.
 
 Lightning runs in its own venv: $MINDEXP_LIGHTNING_PYTHON, else
@@ -29,7 +31,8 @@ from benchmarks.util import (LoadMeter, QuietGate, env_for_children, median,  # 
                              timed_run)
 from benchmarks.workloads import FULL, QUICK  # noqa: E402
 
-SECTIONS = ("startup", "throughput", "sweep", "memory", "compare")
+SECTIONS = ("startup", "throughput", "sweep", "memory", "compare", "scaling", "many")
+OPT_IN = ("scaling", "many")
 MS_VARIANTS = ("hand", "model_sample", "model_batch", "mindexp_off", "mindexp_on")
 COLUMNS = {  # variant -> column title of the throughput table
     "hand": "hand loop",
@@ -286,6 +289,96 @@ def bench_compare(args, gate, out):
     return res
 
 
+# -- scaling (issue 26) -------------------------------------------------------------
+SCALING_SIZES = ((256, 600), (1024, 160), (2048, 80), (4096, 24))   # (H, steps)
+
+
+def bench_scaling(args, gate, out):
+    """ParameterTracker's cost per size, each size in its own process (scaling.py)."""
+    sizes = [(h, 24) for h, _ in SCALING_SIZES[:2]] if args.quick else SCALING_SIZES
+    sizes = [(h, n) for h, n in sizes if h <= args.scaling_max]
+    rows = []
+    for hidden, steps in sizes:
+        gate.wait()
+        cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "scaling.py"), str(hidden),
+               str(steps), os.path.join(out, str(hidden))]
+        if args.rev:
+            cmd += ["--rev", args.rev]
+        _, proc = timed_run(cmd, timeout=1800)
+        if proc.returncode != 0:
+            rows.append({"hidden": hidden, "error": proc.stderr.strip()[-300:]})
+            continue
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        log(f"scaling H={hidden}: {rows[-1]}")
+    return {"rows": rows}
+
+
+def render_scaling(data):
+    """The table of issue 26: hook time per step and per million parameters, on/off."""
+    rows = (data.get("scaling") or {}).get("rows") or []
+    if not rows:
+        return []
+    sets = [s for s in ("before", "on", "budget") if s in (rows[0].get("sets") or {})]
+    lines = ["", "ParameterTracker at scale (MLP 1-H-H-H-1, batch 64, Adam, graph; one training "
+             "per size, sets interleaved by chunks of steps)",
+             f"{'H':>5}  {'params':>7}  {'step ms':>8}" + "".join(
+                 f"  {s + ' hook ms':>15}  {s + ' ms/M':>10}  {s + ' on/off':>13}" for s in sets)
+             + "  budget k"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['hidden']:>5}  error: {r['error']}")
+            continue
+        m = r["params"] / 1e6
+        line = f"{r['hidden']:>5}  {m:>6.2f}M  {r['step_ms']:>8.2f}"
+        for s in sets:
+            x = r["sets"][s]
+            line += f"  {x['hook_ms']:>15.2f}  {x['hook_ms'] / m:>10.2f}  {x['ratio']:>12.2f}x"
+        lines.append(line + f"  {r.get('budget_every', '-'):>8}")
+    return lines
+
+
+# -- many runs (issue 26) -----------------------------------------------------------
+MANY_SIZES = (100, 1000, 10000)
+FULL_DATA_MAX = 1000   # the full /api/data answer grows with every run: measured up to here
+
+
+def bench_many(args, gate, out):
+    """Listing, compare and dashboard polls at each number of runs (manyrun.py)."""
+    rows = []
+    for n in [m for m in MANY_SIZES if m <= (100 if args.quick else args.many_max)]:
+        gate.wait()
+        cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "manyrun.py"), str(n),
+               os.path.join(out, str(n))] + (["--full-data"] if n <= FULL_DATA_MAX else [])
+        _, proc = timed_run(cmd, timeout=3600)
+        if proc.returncode != 0:
+            rows.append({"runs": n, "error": proc.stderr.strip()[-300:]})
+            continue
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        log(f"many {n}: {rows[-1]}")
+    return {"rows": rows}
+
+
+def render_many(data):
+    """Each figure against its goal (issue 26), per number of runs."""
+    rows = (data.get("many") or {}).get("rows") or []
+    if not rows:
+        return []
+    lines = ["", "Many runs of 300 steps (goals at 10,000: runs and compare < 1 s, a poll "
+             "with nothing changed < 100 KB)",
+             f"{'runs':>6}  {'runs, no index s':>16}  {'runs s':>7}  {'compare s':>9}  "
+             f"{'poll s':>7}  {'poll B':>7}  {'/api/data s':>11}  {'its MB':>7}  {'RSS MB':>7}"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['runs']:>6}  error: {r['error']}")
+            continue
+        data_s = f"{r['data_s']:.2f}" if "data_s" in r else "-"
+        data_mb = f"{r['data_bytes'] / 1e6:.1f}" if "data_bytes" in r else "-"
+        lines.append(f"{r['runs']:>6}  {r['runs_cold_s']:>16.2f}  {r['runs_warm_s']:>7.2f}  "
+                     f"{r['compare_s']:>9.2f}  {r['poll_s']:>7.3f}  {r['poll_bytes']:>7}  "
+                     f"{data_s:>11}  {data_mb:>7}  {r.get('rss_mb', 0):>7.0f}")
+    return lines
+
+
 # -- the table --------------------------------------------------------------------
 class Goal:
     def __init__(self, number, text, target, op, value=None, note="", unit="x", robust=None,
@@ -412,6 +505,8 @@ def render(data, args):
                          "steps)")
         if tp.get("lightning_skip"):
             lines.append(f"  Lightning: {tp['lightning_skip']}")
+    lines.extend(render_scaling(data))
+    lines.extend(render_many(data))
     lines.append("")
     gs = goals(data, args)
     width = max(len(g.text) for g in gs)
@@ -471,6 +566,11 @@ def main(argv=None):
     p.add_argument("--no-nice", action="store_true", help="keep the default CPU priority")
     p.add_argument("--json", help="write every measurement to this JSON file")
     p.add_argument("--keep", action="store_true", help="keep the run directories")
+    p.add_argument("--rev", help="scaling: also measure the ParameterTracker of this git revision")
+    p.add_argument("--scaling-max", type=int, default=2048,
+                   help="scaling: the largest H (4096 = 33.6 M parameters, minutes per round)")
+    p.add_argument("--many-max", type=int, default=10000,
+                   help="many: the largest number of runs")
     args = p.parse_args(argv)
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -478,7 +578,9 @@ def main(argv=None):
     unknown = (args.skip | only) - set(SECTIONS) - {"lightning"}
     if unknown:
         p.error(f"unknown section(s): {', '.join(sorted(unknown))}")
-    sections = [s for s in SECTIONS if s not in args.skip and (not only or s in only)]
+    # scaling and many take long and measure issue 26's goals: only when asked for (--only)
+    sections = [s for s in SECTIONS if s not in args.skip and
+                (s in only if only else s not in OPT_IN)]
 
     priority = _raise_priority(args)
     gate = QuietGate(enabled=not args.no_gate and not args.quick)
@@ -488,7 +590,9 @@ def main(argv=None):
                "throughput": lambda: bench_throughput(args, gate, os.path.join(out, "tp")),
                "sweep": lambda: bench_sweep(args, gate, os.path.join(out, "sweep")),
                "memory": lambda: bench_memory(args, gate, os.path.join(out, "mem")),
-               "compare": lambda: bench_compare(args, gate, os.path.join(out, "cmp"))}
+               "compare": lambda: bench_compare(args, gate, os.path.join(out, "cmp")),
+               "scaling": lambda: bench_scaling(args, gate, os.path.join(out, "scaling")),
+               "many": lambda: bench_many(args, gate, os.path.join(out, "many"))}
     try:
         for s in sections:
             log(f"section {s}")

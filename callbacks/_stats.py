@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import numpy.typing as npt
@@ -47,17 +48,125 @@ def _statistics_of(block: np.ndarray) -> tuple[Array, Array, Array, Array, Array
             block.max(axis=1).astype(np.float64))
 
 
+CHUNK = 1 << 18   # elements per pass of statistics(): 1 MB of float32, about the L2 cache (fastest here of 64k-1M)
+
+
 def statistics(flat: np.ndarray) -> tuple[float, float, float, float, float]:
-    """:func:`block_statistics` of one flat array, as five Python floats, in
-    as few numpy calls as possible: for a parameter large enough that its
-    statistics are computed at the step, from the parameter's own memory."""
-    if flat.dtype != np.float32 or flat.size > FLOAT32_SUM_MAX:
-        flat = flat.astype(np.float64)
+    """L2 norm, mean, standard deviation, min and max of one flat array, as
+    five Python floats: for a parameter large enough that its statistics
+    are computed at the step, from the parameter's own memory.
+
+    Linear in the size and without a temporary the size of the array: the
+    array is read in chunks of ``CHUNK`` elements that stay in the CPU's
+    cache while four reductions (sum, sum of squares, min, max) run over
+    them, so memory is read about once. Each chunk's sums are exact enough
+    in its own dtype (a chunk is short) and are combined in float64; the
+    variance combines each chunk's centred sum of squares (Chan et al.), so
+    a large mean against a small spread loses nothing across chunks, and a
+    chunk whose own E[x^2] - mean^2 could cancel is recomputed around its
+    mean (two passes over that cached chunk only).
+    """
     n = flat.size
-    sq = float(np.einsum("i,i->", flat, flat))
-    mean = float(flat.sum()) / n
-    var = sq / n - mean * mean
-    if not var > 10.0 * mean * mean:   # could lose digits (or NaN): the two-pass way
-        var = float(flat.var(dtype=np.float64))
-    std = math.sqrt(var) if var >= 0 else var   # var < 0 never comes out of np.var: only NaN
-    return math.sqrt(sq), mean, std, float(flat.min()), float(flat.max())
+    if n == 0:
+        return (0.0,) + (float("nan"),) * 4
+    with np.errstate(all="ignore"):   # a diverged step's inf and NaN are values to log
+        if n <= CHUNK and flat.dtype in (np.float32, np.float64):
+            return _one_chunk(flat)
+        sums, squares, m2, lows, highs = _chunk_sums(flat)
+        return _combine(n, sums, squares, m2, lows, highs)
+
+
+def _one_chunk(flat: np.ndarray) -> tuple[float, float, float, float, float]:
+    """:func:`statistics` of an array of one chunk, without the per-chunk tables
+    (their small numpy calls cost as much as the sums here)."""
+    n = flat.size
+    total, squares = float(flat.sum()), float(np.dot(flat, flat))
+    m2 = squares - total * total / n
+    if not m2 > 0.5 * squares:   # |mean| > std: could cancel (or NaN)
+        total, m2 = _centred_squares(flat, total / n, _workspace(flat.dtype)[1][:n])
+        squares = m2 + total * total / n
+    var = m2 / n
+    std = math.sqrt(var) if var >= 0 else (0.0 if var > -1e-300 else var)
+    return math.sqrt(squares), total / n, std, float(flat.min()), float(flat.max())
+
+
+def _chunk_sums(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-chunk sum, sum of squares, centred sum of squares, min and max (float64 arrays).
+
+    The sum uses numpy's pairwise summation (about 1e-7 relative in float32
+    on a chunk); the sum of squares BLAS's dot (the fastest of the four
+    passes), whose float32 accumulation is as good where the values vary
+    but lost 1e-5 on a chunk of nearly equal values: exactly the chunks
+    whose E[x^2] - mean^2 cancels, so those get both sums again around
+    their mean, exactly.
+    """
+    n = flat.size
+    count = -(-n // CHUNK)
+    out = np.empty((5, count), np.float64)
+    sums, squares, m2, lows, highs = out
+    kind = flat.dtype if flat.dtype in (np.float32, np.float64) else np.float32
+    buffer, squared = _workspace(kind)
+    for j, start in enumerate(range(0, n, CHUNK)):
+        chunk = _as_kind(flat[start:start + CHUNK], buffer)
+        sums[j] = chunk.sum()
+        squares[j] = np.dot(chunk, chunk)
+        lows[j] = chunk.min()
+        highs[j] = chunk.max()
+    sizes = _chunk_sizes(n, count)
+    m2[:] = squares - sums * sums / sizes
+    for j in np.flatnonzero(~(m2 > 0.5 * squares)):   # |mean| > std: could cancel (or NaN)
+        chunk = _as_kind(flat[j * CHUNK:(j + 1) * CHUNK], buffer)
+        sums[j], m2[j] = _centred_squares(chunk, sums[j] / sizes[j], squared[:chunk.size])
+        squares[j] = m2[j] + sums[j] * sums[j] / sizes[j]
+    return sums, squares, m2, lows, highs
+
+
+_WORKSPACE = threading.local()
+
+
+def _workspace(kind: npt.DTypeLike) -> tuple[np.ndarray, np.ndarray]:
+    """Two chunk-sized buffers of dtype ``kind``, kept per thread: a fresh
+    1 MB array per call is a fresh mapping, whose page faults cost more
+    than the sums."""
+    spaces = _WORKSPACE.__dict__.setdefault("spaces", {})
+    key = np.dtype(kind).str
+    if key not in spaces:
+        spaces[key] = (np.empty(CHUNK, kind), np.empty(CHUNK, kind))
+    return spaces[key]
+
+
+def _as_kind(chunk: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+    """``chunk`` itself when it has the buffer's dtype, else a converted copy in ``buffer``."""
+    if chunk.dtype == buffer.dtype:
+        return chunk
+    part = buffer[:chunk.size]
+    np.copyto(part, chunk)
+    return part
+
+
+def _chunk_sizes(n: int, count: int) -> np.ndarray:
+    sizes = np.full(count, float(CHUNK))
+    sizes[-1] = n - CHUNK * (count - 1)
+    return sizes
+
+
+def _centred_squares(chunk: np.ndarray, mean: float, work: np.ndarray) -> tuple[float, float]:
+    """``(sum, sum((x - sum / n)^2))`` of one chunk, both refined around an
+    approximate ``mean`` (in ``work``, a chunk-sized buffer): the differences
+    from a close mean are exact, so neither sum cancels."""
+    shift = chunk.dtype.type(mean)
+    d = np.subtract(chunk, shift, out=work)
+    offset = float(d.sum())
+    centred = float(np.multiply(d, d, out=work).sum()) - offset * offset / chunk.size
+    return float(shift) * chunk.size + offset, centred
+
+
+def _combine(n: int, sums: np.ndarray, squares: np.ndarray, m2: np.ndarray,
+             lows: np.ndarray, highs: np.ndarray) -> tuple[float, float, float, float, float]:
+    """The five statistics of the whole array from its chunks' (float64)."""
+    mean = float(sums.sum()) / n
+    sizes = _chunk_sizes(n, sums.size)
+    spread = float(m2.sum() + np.dot(sizes, (sums / sizes - mean) ** 2))
+    var = spread / n
+    std = math.sqrt(var) if var >= 0 else (0.0 if var > -1e-300 else var)
+    return (math.sqrt(float(squares.sum())), mean, std, float(lows.min()), float(highs.max()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import fnmatch
 import io
+import math
 import os
 import time
 from typing import TYPE_CHECKING, Any, Sequence
@@ -56,6 +57,13 @@ class ParameterTracker(LogCallback):
         steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
             call's dataset holds only the rest of an interrupted epoch (a
             resume mid-epoch); None: the dataset's size.
+        budget: fraction of the step time the statistics of the large
+            parameters (over 1,024 elements, computed at the step) may take,
+            e.g. 0.05; None: every logged step, whatever they cost. With a
+            budget they are timed against the step on the first logged
+            steps, then logged every ``large_every`` logged steps, the
+            smallest interval that keeps them under it; small parameters
+            stay on every logged step.
     """
 
     FILENAME = schema.PARAMS.filename
@@ -63,7 +71,7 @@ class ParameterTracker(LogCallback):
 
     def __init__(self, directory: str | os.PathLike[str], names: str | Sequence[str] | None = None,
                  every: int = 1, max_values: int = 16, all_ranks: bool = False,
-                 steps_per_epoch: int | None = None) -> None:
+                 steps_per_epoch: int | None = None, budget: float | None = None) -> None:
         super().__init__()
         self.directory = check_directory(directory)
         self.names = _check_names(names)
@@ -71,6 +79,10 @@ class ParameterTracker(LogCallback):
         self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self.max_values = check_every("max_values", max_values)
         self.all_ranks = bool(all_ranks)
+        self.budget = _check_budget(budget)
+        self.large_every = 1   # logged steps between two of the large parameters' (the budget's choice)
+        self._meter: _BudgetMeter | None = None
+        self._logged = 0
         self._params: list[Any] = []
         self._log: CsvLog | None = None
         self._host: HostViews | None = None
@@ -84,15 +96,23 @@ class ParameterTracker(LogCallback):
         self._host = HostViews(self._params)
         self._block = _Block([(int(p.size), self._labels(p.name, p.size), p.dtype == mstype.float32)
                               for p in self._params], self.max_values)
+        if self.budget is not None and self._block.any_at_step:
+            self._meter = _BudgetMeter(self.budget)
 
     def on_train_step_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         logged = self._logged_step(cb_params)
         if self._log is None or logged is None:
             return
-        block = self._block
+        block, meter = self._block, self._meter
         assert block is not None and self._host is not None  # made with the log
-        block.add(logged[0], logged[1], self._host.arrays(net_outputs(cb_params)))
+        with_large = self._logged % self.large_every == 0
+        self._logged += 1
+        start = time.perf_counter()
+        block.add(logged[0], logged[1], self._host.arrays(net_outputs(cb_params)), with_large)
+        if meter is not None:
+            meter.record(start, time.perf_counter() if with_large else None)
+            self.large_every = meter.every or self.large_every
         if block.full() or block.waited() >= self._log.flush_seconds:
             self._write_block()
 
@@ -136,6 +156,63 @@ class ParameterTracker(LogCallback):
             raise ValueError(f"ParameterTracker: no parameter matches {unmatched}; "
                              f"parameters are {[p.name for p in params]}. Received: names={self.names!r}")
         return chosen
+
+
+def _check_budget(budget: float | None) -> float | None:
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= 1:
+        raise ValueError(f"`budget` must be None or a fraction of the step time in (0, 1]. "
+                         f"Received: budget={budget!r}")
+    return float(budget)
+
+
+class _BudgetMeter:
+    """Chooses how often the large parameters' statistics are computed.
+
+    Times, on the first ``CALIBRATION`` logged steps after the first (the
+    graph compile), the step (from the end of the previous hook to the
+    start of this one: training and the other callbacks) and the
+    statistics; ``every`` is then the smallest interval at which their
+    median cost stays under ``budget`` of the median step, and is kept for
+    the run (params.csv gets a regular grid of steps). Afterwards it keeps
+    adding up both times (``cost_ratio``), so a run can show the budget held.
+    """
+
+    CALIBRATION = 8
+
+    def __init__(self, budget: float) -> None:
+        self.budget = budget
+        self.every: int | None = None        # None while calibrating
+        self.steps: list[float] = []
+        self.costs: list[float] = []
+        self.step_time = self.cost_time = 0.0
+        self._last_end: float | None = None
+
+    def record(self, start: float, stats_end: float | None) -> None:
+        """One logged step: its hook started at ``start``; ``stats_end`` is when
+        the large statistics ended (None when they were skipped)."""
+        end = time.perf_counter()
+        if self._last_end is not None:
+            step, cost = start - self._last_end, (stats_end - start if stats_end else 0.0)
+            if self.every is None:
+                self._calibrate(step, cost)
+            else:
+                self.step_time += step
+                self.cost_time += cost
+        self._last_end = end
+
+    def _calibrate(self, step: float, cost: float) -> None:
+        self.steps.append(step)
+        self.costs.append(cost)
+        if len(self.steps) >= self.CALIBRATION:
+            step, cost = float(np.median(self.steps)), float(np.median(self.costs))
+            self.every = max(1, math.ceil(cost / (self.budget * max(step, 1e-9))))
+
+    @property
+    def cost_ratio(self) -> float | None:
+        """Time in the large statistics over step time, since the calibration (None before)."""
+        return self.cost_time / self.step_time if self.step_time else None
 
 
 def _check_names(names: str | Sequence[str] | None) -> list[str] | None:
@@ -189,6 +266,11 @@ class _Block:
         self.values = np.empty((self.capacity, width), np.float64)
         self.steps: list[str] = [""] * self.capacity
         self.cells = [_csv_cell(label) + "," for _, labels, _ in specs for label in labels]
+        self.at_step = [c for c, raw in zip(self.columns, self.raw_columns) if raw is None]
+        self.any_at_step = bool(self.at_step)
+        skipped = set().union(*[range(c.start, c.stop) for c in self.at_step])
+        self.every_step_cells = [i for i in range(width) if i not in skipped]
+        self.with_large = [True] * self.capacity
         self.n = 0
         self.since = 0.0
 
@@ -202,15 +284,18 @@ class _Block:
             col += len(labels)
         return out
 
-    def add(self, step: int, epoch: int, arrays: Sequence[np.ndarray]) -> None:
-        """Keep one step's values (``arrays``: each parameter's flat values)."""
+    def add(self, step: int, epoch: int, arrays: Sequence[np.ndarray], with_large: bool = True) -> None:
+        """Keep one step's values (``arrays``: each parameter's flat values);
+        ``with_large=False`` leaves out the parameters whose statistics are
+        computed at the step (a budget's skipped step)."""
         k = self.n
         row, values = self.raw[k], self.values[k]
         for array, raw_cols, cols in zip(arrays, self.raw_columns, self.columns):
             if raw_cols is not None:
                 row[raw_cols] = array
-            else:   # statistics now, from the parameter's memory
+            elif with_large:   # statistics now, from the parameter's memory
                 values[cols] = statistics(array)
+        self.with_large[k] = with_large
         self.steps[k] = f"{step},{epoch},"
         self.n = k + 1
         if k == 0:
@@ -229,11 +314,24 @@ class _Block:
         self._fill_kept(k)
         values = list(map(repr, self.values[:k].ravel().tolist()))
         end, cells, width = _LINE_END, self.cells, len(self.cells)
-        text = "".join([head + cell + value + end
-                        for i, head in enumerate(self.steps[:k])
-                        for cell, value in zip(cells, values[i * width:(i + 1) * width])])
+        if all(self.with_large[:k]):
+            text = "".join([head + cell + value + end
+                            for i, head in enumerate(self.steps[:k])
+                            for cell, value in zip(cells, values[i * width:(i + 1) * width])])
+            self.n = 0
+            return text, k * width
+        return self._take_text_sparse(k, values)
+
+    def _take_text_sparse(self, k: int, values: list[str]) -> tuple[str, int]:
+        """:meth:`take_text` when some steps left the large parameters out."""
+        end, cells, width = _LINE_END, self.cells, len(self.cells)
+        lines = []
+        for i, head in enumerate(self.steps[:k]):
+            row = values[i * width:(i + 1) * width]
+            chosen = range(width) if self.with_large[i] else self.every_step_cells
+            lines.extend(head + cells[c] + row[c] + end for c in chosen)
         self.n = 0
-        return text, k * width
+        return "".join(lines), len(lines)
 
     def _fill_kept(self, k: int) -> None:
         """The value columns of the kept (small) parameters, for the first ``k`` steps."""

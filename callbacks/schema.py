@@ -36,6 +36,8 @@ ENVIRONMENT_FILE = "environment.txt"   # sorted `name==version`, one a line (pro
 TENSORBOARD_DIR = "tensorboard"        # event files of `mindexp tensorboard`
 REWRITTEN_NETWORK_DIR = "rewritten_network"  # AMP O1's rewritten module source
 MSRUN_DIR = "msrun"                    # msrun's own log and the workers' logs (--workers N)
+# -- beside the runs ------------------------------------------------------------
+SUMMARY_INDEX = ".mindexp-index.json"  # per output root: each run's run.json + config.json, by file signature
 
 
 class Log:

@@ -9,7 +9,9 @@ sizes and modification times), so new rows show within about a second of
 being flushed.
 
 Paths: ``/`` (all runs), ``/run/<key>`` (one run), ``/files/<key>/...``
-(a run's files, read-only), ``/api/data[?run=<key>]``, ``/static/plotly.min.js``.
+(a run's files, read-only), ``/api/data[?run=<key>]``,
+``/api/changes?cursor=<n>`` (what changed since an earlier answer: see
+cursor.py), ``/static/plotly.min.js``.
 A key is ``<root index>/<path below that root>``; anything that resolves
 outside the served folders (``..``, absolute paths, encoded or not,
 symlinks pointing out) is refused with 403.
@@ -42,6 +44,8 @@ from ..callbacks import schema
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
 from . import interactive, payload
+from ..rundir.index import found_runs
+from .cursor import ChangeFeed
 
 logger = logging.getLogger(__name__)
 RUN_FILES = (schema.RUN_JSON, schema.CONFIG_JSON) + tuple(
@@ -71,6 +75,7 @@ TEXT_SUFFIXES = (".csv", ".json", ".txt", ".log", ".diff", ".py", ".yaml", ".yml
                  ".cfg", ".ini", ".md")
 CHUNK_BYTES = 64 * 1024
 IDLE_TIMEOUT_S = 60  # a client that neither sends nor reads for this long is dropped
+MAX_SHOWN = 50       # runs loaded and drawn by the page at most (the most recent, or picked by ?q=)
 
 
 class Refused(Exception):
@@ -88,6 +93,7 @@ class RunIndex:
         self.roots = [os.path.realpath(r) for r in roots]
         self._lock = threading.Lock()
         self._cache = {}  # run dir -> (signature, Run)
+        self.feed = ChangeFeed(self.roots)
 
     # -- paths -----------------------------------------------------------------------
     def resolve(self, key):
@@ -113,15 +119,24 @@ class RunIndex:
 
     # -- runs ------------------------------------------------------------------------
     def run_dirs(self):
-        """Run directories below every root (a root may not exist yet, or hold none)."""
+        """Run directories below every root (a root may not exist yet, or hold none):
+        one stat per folder, not a listing of every run's files."""
         found = []
         for root in self.roots:
-            for top, dirs, files in os.walk(root):
-                if schema.RUN_JSON in files:
-                    found.append(os.path.realpath(top))
-                    dirs.clear()
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            if os.path.isdir(root):
+                found.extend(os.path.realpath(d) for d, _ in found_runs(root))
         return sorted(set(found))
+
+    def selection(self, dirs, query=""):
+        """The runs the page loads: those whose path below its root holds every
+        word of ``query``, the ``MAX_SHOWN`` most recent (by folder name: run ids
+        start with their start time)."""
+        words = str(query or "").lower().split()
+        if words:
+            dirs = [d for d in dirs if all(w in self.key_of(d).lower() for w in words)]
+        if len(dirs) <= MAX_SHOWN:
+            return dirs
+        return sorted(sorted(dirs, key=os.path.basename)[-MAX_SHOWN:])
 
     def signature(self, run_dirs):
         """A short hash of every run file's size and modification time."""
@@ -161,17 +176,27 @@ class RunIndex:
             runs.append(run)
         return runs, errors
 
-    def data(self, run_key=None, since=None):
-        """The page's data (or ``{"unchanged": true}`` when ``since`` is current)."""
+    def data(self, run_key=None, since=None, query=""):
+        """The page's data (or ``{"unchanged": true}`` when ``since`` is current).
+
+        Past ``MAX_SHOWN`` runs, only the most recent ``MAX_SHOWN`` of those
+        whose folder path holds every word of ``query`` are loaded and drawn
+        (the title says how many of how many): loading all of 10,000 runs
+        took minutes and 2 GB."""
         dirs = self.run_dirs()
         if run_key:
             path = self.resolve(run_key)
             dirs = [d for d in dirs if d == path]
-        version = self.signature(dirs)
+        total = len(dirs)
+        dirs = self.selection(dirs, query) if not run_key else dirs
+        version = self.signature(dirs) + f"-{total}"
         if since and since == version:
             return {"unchanged": True, "version": version}
         runs, errors = self.load(dirs)
         title = "mindexp dashboard: " + ", ".join(self.roots)
+        if len(dirs) < total:
+            title += (f" (the {len(dirs)} most recent of {total} runs"
+                      f"{' matching ' + repr(query) if query else ''}; /?q=WORDS picks others)")
         if run_key:
             title = f"run {runs[0].run_id}" if runs else f"run {run_key} (not readable yet)"
         data = payload.build(runs, title, skipped=errors, progress=True,
@@ -234,7 +259,7 @@ class Handler(BaseHTTPRequestHandler):
         path = unquote(url.path)  # decoded once: "%252e" stays the name "%2e"
         query = parse_qs(url.query)
         if path in ("/", "/index.html"):
-            return self._send_page(None)
+            return self._send_page(None, (query.get("q") or [""])[0])
         if path.startswith("/run/"):
             key = path[len("/run/"):].strip("/")
             self.index.resolve(key)
@@ -242,8 +267,15 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/data":
             run_key = (query.get("run") or [None])[0]
             since = (query.get("since") or [None])[0]
-            body = json.dumps(self.index.data(run_key, since), separators=(",", ":"),
+            words = (query.get("q") or [""])[0]
+            body = json.dumps(self.index.data(run_key, since, words), separators=(",", ":"),
                               allow_nan=False)
+            return self._send(HTTPStatus.OK, body.encode(), "application/json")
+        if path == "/api/changes":
+            cursor = (query.get("cursor") or [""])[0]
+            answer = self.index.feed.changes(int(cursor) if cursor.isdigit() else None,
+                                             self.index.key_of)
+            body = json.dumps(answer, separators=(",", ":"), allow_nan=False)
             return self._send(HTTPStatus.OK, body.encode(), "application/json")
         if path == "/static/plotly.min.js":
             return self._send(HTTPStatus.OK, _plotly_bytes(), "text/javascript",
@@ -252,8 +284,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_file(path[len("/files/"):])
         raise FileNotFoundError(path)
 
-    def _send_page(self, run_key):
-        api = "/api/data" + (f"?run={quote(run_key)}" if run_key else "")
+    def _send_page(self, run_key, words=""):
+        api = "/api/data" + (f"?run={quote(run_key)}" if run_key else
+                             f"?q={quote(words)}" if words else "")
         title = f"mindexp: {run_key}" if run_key else "mindexp dashboard"
         text = interactive.page(title, {"live": {"api": api, "every_ms": 1000}, "title": title},
                                 plotly_src="/static/plotly.min.js")

@@ -55,7 +55,7 @@ def load_run(path):
     Reads run.json, config.json and the logs reports use (loss, params,
     eval), so a broken run fails here, with a RunDirError naming the file.
     """
-    run = Run(path)
+    run = path if isinstance(path, Run) else Run(path)
     for part in ("meta", "config", "loss", "params", "eval"):
         getattr(run, part)
     return run
@@ -96,15 +96,20 @@ def load_runs(paths):
 
 
 def _read_each(paths, read):
-    """``read(run_dir)`` for every run below ``paths``; broken runs are collected, not fatal."""
+    """``read(run)`` for every run below ``paths`` (a :class:`Run`, its run.json
+    and config.json from the folder's summary index when current); broken
+    runs are collected, not fatal."""
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not paths:
         raise RunDirError("no run paths given. Received: []")
-    dirs = list(dict.fromkeys(d for p in paths for d in find_run_dirs(p)))
+    runs = {}
+    for path in paths:
+        for run in _runs_below(path):
+            runs.setdefault(run.dir, run)
     done, errors = [], []
-    for run_dir in dirs:
+    for run_dir, run in runs.items():
         try:
-            done.append(read(run_dir))
+            done.append(read(run))
         except RunDirError as exc:
             errors.append(Skipped(run_dir, str(exc), skip_status(exc)))
     if not done:
@@ -113,6 +118,19 @@ def _read_each(paths, read):
         logger.warning("%s: %s", "unreadable run" if skipped.status == UNREADABLE
                        else "skipped a broken run", skipped.error)
     return done, errors
+
+
+def _runs_below(path):
+    """The runs at or below ``path`` (a folder's through its summary index);
+    RunDirError as :func:`find_run_dirs` raises it."""
+    from ..rundir.index import indexed_runs
+    path = os.fspath(path)
+    if is_run_dir(path) or not os.path.isdir(path):
+        return [Run(d) for d in find_run_dirs(path)]
+    runs = indexed_runs(path, write=os.access(path, os.W_OK))
+    if not runs:
+        find_run_dirs(path)   # raises the error that says why
+    return runs
 
 
 def skip_status(error):
@@ -148,7 +166,7 @@ def as_runs(runs_or_paths: RunsOrPaths, read: Callable[[str], Run] | None = None
 def _load_for_compare(path):
     """A run with what :func:`compare` reads: run.json and config.json, and its
     logs only when run.json holds no final summary (running or old runs)."""
-    run = Run(path)
+    run = path if isinstance(path, Run) else Run(path)
     parts = ("meta", "config") if stored_summary(run.meta) else \
         ("meta", "config", "loss", "params", "eval")
     for part in parts:
@@ -158,7 +176,7 @@ def _load_for_compare(path):
 
 def _load_records(path):
     """A run with its run.json and config.json read; logs are read when used."""
-    run = Run(path)
+    run = path if isinstance(path, Run) else Run(path)
     run.meta, run.config  # noqa: B018  (cached: a broken JSON is skipped here)
     return run
 
@@ -477,7 +495,7 @@ def list_runs(paths):
     ``running (process gone)``.
     """
     import pandas as pd
-    rows, errors = _read_each(paths, lambda run_dir: _listing_row(Run(run_dir)))
+    rows, errors = _read_each(paths, _listing_row)
     table = pd.DataFrame(rows, columns=["run_id", "experiment", "status", "started_at", "age_s",
                                         "steps", "final_loss", "run_dir"])
     table = table.sort_values("started_at", ascending=False, kind="stable", na_position="last")

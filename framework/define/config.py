@@ -95,6 +95,8 @@ class Config:
     """parameters to track, names or globs (empty: all)"""
     max_param_values: int = 16
     """largest parameter tracked element by element (else its stats)"""
+    param_log_budget: Optional[float] = 0.05
+    """fraction of the step time the statistics of large parameters may take; above it they are logged every k steps (none: every step)"""
     checkpoint_every: int = 1
     """save a checkpoint every N epochs (0: only at the end)"""
     checkpoint_interval_s: float = 10.0
@@ -138,6 +140,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "grad_accumulation": (lambda v: v >= 1, "an integer >= 1"),
     "log_every": (lambda v: v >= 1, "an integer >= 1"),
     "max_param_values": (lambda v: v >= 1, "an integer >= 1"),
+    "param_log_budget": (lambda v: v is None or 0 < v <= 1, "a fraction in (0, 1], or none"),
     "checkpoint_every": (lambda v: v >= 0, "an integer >= 0 (0: only at the end)"),
     "checkpoint_interval_s": (lambda v: v >= 0, "a number >= 0"),
     "keep_checkpoints": (lambda v: v >= 1, "an integer >= 1"),

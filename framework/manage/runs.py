@@ -14,7 +14,6 @@ import re
 from ..errors import ConfigError
 from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, format_age,
                        format_value, sort_table, unreadable_rows)
-from ..rundir.run import Run
 from ..rundir.run_lock import GONE, shown_status
 
 STATUSES = ("running", "completed", "failed", "interrupted", "diverged", "pruned")
@@ -74,7 +73,7 @@ def runs_table(paths):
     ``unreadable``. ``attrs["errors"]`` lists the runs that could not be read.
     """
     import pandas as pd
-    rows, errors = _read_each(paths, lambda run_dir: _row(Run(run_dir)))
+    rows, errors = _read_each(paths, _row)
     rows += unreadable_rows(errors, tags="", note="", started_at=None, ended_at=None,
                             age_s=None)
     table = pd.DataFrame(rows)

@@ -40,6 +40,16 @@ class Run:
         if not is_run_dir(self.dir):
             raise RunDirError(f"{path} is not a run directory (it has no {schema.RUN_JSON})")
 
+    @classmethod
+    def found(cls, run_dir: str, meta: dict | None = None, config: dict | None = None) -> "Run":
+        """A Run of ``run_dir``, an absolute path just seen to hold run.json
+        (no second check); ``meta`` and ``config`` when already read."""
+        run = cls.__new__(cls)
+        run.dir = run_dir
+        if meta is not None:
+            run.__dict__["meta"], run.__dict__["config"] = meta, config
+        return run
+
     def __repr__(self) -> str:
         return f"Run({self.dir!r}, status={self.status!r})"
 

@@ -32,6 +32,7 @@ class Session:
         from .signals import SignalStop
         self.stopper = stopper or SignalStop()  # the runner's, held until run.json is final
         self.loss_cb = None
+        self.param_cb = None
         self.early_stop_cb = None
         self.cbs = []
         self.net = None
@@ -146,9 +147,11 @@ class Session:
         self.timer = Timer()
         cbs = [self.timer, self.loss_cb]
         if cfg.track_params:
-            cbs.append(ParameterTracker(d, names=list(cfg.track_names) or None, all_ranks=ranks,
-                                        every=cfg.log_every, max_values=cfg.max_param_values,
-                                        steps_per_epoch=spe))
+            self.param_cb = ParameterTracker(d, names=list(cfg.track_names) or None,
+                                             all_ranks=ranks, every=cfg.log_every,
+                                             max_values=cfg.max_param_values, steps_per_epoch=spe,
+                                             budget=cfg.param_log_budget)
+            cbs.append(self.param_cb)
         cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks, steps_per_epoch=spe))
         if metrics:
             cbs.append(EvalMonitor(d, list(metrics), steps_per_epoch=spe))
@@ -201,6 +204,9 @@ class Session:
                     train_time_s=round((meta.get("train_time_s") or 0) + train_time, 4),
                     steps_per_s=round(rate, 2) if rate else None,
                     params=_scalar_params(self.net))
+        if self.param_cb is not None:
+            # how often the large parameters reached params.csv (the budget's choice)
+            meta["param_log_every_large"] = self.param_cb.large_every * self.cfg.log_every
 
 
 @contextlib.contextmanager

@@ -429,3 +429,61 @@ def test_big_files_are_streamed_not_read_into_memory(served):
     assert response.status == 200 and received == size
     assert int(response.headers["Content-Length"]) == size
     assert peak < size / 8, f"{peak} bytes held while serving {size}"
+
+
+def _changes(get, cursor=""):
+    status, body = get(f"/api/changes?cursor={cursor}")
+    assert status == 200, body
+    return json.loads(body), len(body)
+
+
+def test_a_poll_with_the_cursor_returns_exactly_what_changed(served):
+    root, get = served
+    make_run(root, "r1", status="running", losses=(1.0, 0.5))
+    first, _ = _changes(get)                         # no cursor: "now", nothing listed
+    quiet, size = _changes(get, first["cursor"])
+    assert quiet["cursor"] == first["cursor"] and size < 200
+    assert not (quiet["new"] or quiet["status"] or quiet["removed"] or quiet["rows"])
+    with open(root / "toy" / "r1" / "loss.csv", "a") as f:   # two new rows, one half-written
+        f.write("3,2,0.25,0.1,0.2\n4,2,0.125,0.1,0.3\n5,3,0.0")
+    make_run(root, "r2")
+    poll, _ = _changes(get, first["cursor"])
+    assert [r["run_id"] for r in poll["new"]] == ["r2"]
+    assert poll["rows"] == {"0/toy/r1": {"loss": [["3", "2", "0.25", "0.1", "0.2"],
+                                                  ["4", "2", "0.125", "0.1", "0.3"]]}}
+    with open(root / "toy" / "r1" / "loss.csv", "a") as f:   # the row ends: sent once, whole
+        f.write("625,0.1,0.4\n")
+    shutil.rmtree(root / "toy" / "r2")
+    last, _ = _changes(get, poll["cursor"])
+    assert last["rows"] == {"0/toy/r1": {"loss": [["5", "3", "0.0625", "0.1", "0.4"]]}}
+    assert last["removed"] == ["0/toy/r2"] and not last["new"]
+    assert _changes(get, last["cursor"] + 5)[0]["reset"]   # a cursor this server never gave
+
+
+def test_past_max_shown_runs_the_page_loads_the_most_recent_or_the_picked_ones(served):
+    from mindexp.analysis import dashboard
+    root, get = served
+    for i in range(dashboard.MAX_SHOWN + 3):
+        make_run(root, f"20260101-{i:06d}-{'adam' if i == 1 else 'sgd'}", losses=(1.0,))
+    data = _data(get)
+    ids = sorted(r["id"] for r in data["runs"])
+    assert len(ids) == dashboard.MAX_SHOWN and ids[0] == "20260101-000003-sgd"
+    assert f"most recent of {dashboard.MAX_SHOWN + 3} runs" in data["title"]
+    assert [r["id"] for r in _data(get, "?q=adam")["runs"]] == ["20260101-000001-adam"]
+
+
+def test_a_finished_run_resumed_sends_its_new_rows(served):
+    root, get = served
+    make_run(root, "done", status="completed", losses=(1.0, 0.5))
+    cursor = _changes(get)[0]["cursor"]
+    run_json = root / "toy" / "done" / "run.json"
+    meta = json.loads(run_json.read_text())
+    tmp = root / "toy" / "done" / "run.json.tmp"
+    tmp.write_text(json.dumps(meta | {"status": "running"}))
+    os.replace(tmp, run_json)   # resumed: run.json first, then rows
+    poll = _changes(get, cursor)[0]
+    assert [r["status"] for r in poll["status"]] == ["running"]
+    with open(root / "toy" / "done" / "loss.csv", "a") as f:
+        f.write("3,2,0.25,0.1,0.2\n")
+    assert _changes(get, poll["cursor"])[0]["rows"] == {
+        "0/toy/done": {"loss": [["3", "2", "0.25", "0.1", "0.2"]]}}
