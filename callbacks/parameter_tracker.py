@@ -325,7 +325,7 @@ class _Block:
     def _take_text_sparse(self, k: int, values: list[str]) -> tuple[str, int]:
         """:meth:`take_text` when some steps left the large parameters out."""
         end, cells, width = _LINE_END, self.cells, len(self.cells)
-        lines = []
+        lines: list[str] = []
         for i, head in enumerate(self.steps[:k]):
             row = values[i * width:(i + 1) * width]
             chosen = range(width) if self.with_large[i] else self.every_step_cells

@@ -30,8 +30,8 @@ class ChangeFeed:
     def __init__(self, roots: list[str]):
         self.roots = list(roots)
         self.generation = 0
-        self._runs = {}      # run dir -> _Tracked
-        self._gone = {}      # run dir -> generation it left in
+        self._runs: dict[str, _Tracked] = {}      # run dir -> _Tracked
+        self._gone: dict[str, int] = {}           # run dir -> generation it left in
         self._lock = threading.Lock()
 
     def changes(self, cursor: int | None, key_of: Callable[[str], str]) -> dict:

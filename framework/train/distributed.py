@@ -60,7 +60,7 @@ def serve_as_scheduler() -> None:
 def _scheduler_answers() -> bool:
     """True when something accepts connections at msrun's scheduler address."""
     host, port = os.environ.get(MSRUN_SCHEDULER_ADDRESS[0]), os.environ.get(MSRUN_SCHEDULER_ADDRESS[1])
-    if not host or not (port or "").isdigit():
+    if not host or not port or not port.isdigit():
         return False
     try:
         with socket.create_connection((host, int(port)), timeout=5):
