@@ -60,3 +60,21 @@ def misclassified(images, labels, predicted, limit=16):
         axes.flat[0].text(0.5, 0.5, "none misclassified", ha="center", va="center")
     fig.suptitle("misclassified (true->predicted)", fontsize=8)
     return fig
+
+
+def classifier_figures(network, images, labels, classes):
+    """The confusion matrix and a grid of misclassified images of a classifier."""
+    predicted = np.concatenate([predict(network, images[i:i + 256]).argmax(1)
+                                for i in range(0, len(images), 256)])
+    return {"confusion": confusion_matrix(labels, predicted, classes),
+            "misclassified": misclassified(images, labels, predicted)}
+
+
+def first_samples(dataset, limit):
+    """Up to ``limit`` samples of an unbatched MindSpore dataset as stacked numpy columns."""
+    rows = []
+    for row in dataset.create_tuple_iterator(num_epochs=1, output_numpy=True):
+        rows.append(row)
+        if len(rows) >= limit:
+            break
+    return tuple(np.stack(column) for column in zip(*rows))

@@ -15,7 +15,7 @@ REQUIRED = {name: log.required for name, log in schema.LOGS.items()}
 
 class Run:
     """A run directory: ``.config`` and ``.meta`` (dicts), ``.loss``,
-    ``.params``, ``.grad_norm``, ``.eval`` (DataFrames, empty when absent),
+    ``.params``, ``.grad_norm``, ``.eval``, ``.system`` (DataFrames, empty when absent),
     ``.targets``; :meth:`network` rebuilds the trained network."""
 
     def __init__(self, path):
@@ -81,6 +81,11 @@ class Run:
     @functools.cached_property
     def eval(self):
         return self.read("eval")
+
+    @functools.cached_property
+    def system(self):
+        """system.csv: the process's and machine's load during the run (may be empty)."""
+        return self.read("system")
 
     def checkpoint(self, best=False):
         """Path of the latest checkpoint, or of the newest best one, or None."""
