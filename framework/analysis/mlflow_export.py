@@ -46,32 +46,36 @@ def to_mlflow(runs, tracking_uri, experiment=None):
 
 def connect(tracking_uri):
     """An ``MlflowClient`` on a reachable ``tracking_uri``, else MindexpError."""
-    try:
-        from mlflow.tracking import MlflowClient
-    except ImportError:
-        raise MindexpError("mindexp mlflow needs mlflow: pip install 'mindexp[mlflow]'") from None
     scheme = str(tracking_uri).partition(":")[0].partition("+")[0].lower()
     if ":" not in str(tracking_uri) or scheme not in _SCHEMES:
         raise MindexpError(f"--tracking-uri must be an MLflow tracking URI such as "
                            f"http://127.0.0.1:5000 or sqlite:///mlflow.db. "
                            f"Received: {tracking_uri!r}")
-    if scheme in ("http", "https"):
+    if scheme in ("http", "https"):  # before importing mlflow (seconds): fail fast
         _check_reachable(tracking_uri)
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise MindexpError("mindexp mlflow needs mlflow: pip install 'mindexp[mlflow]'") from None
     # MLflow prints a "View run" link when a run ends; the caller prints its own line
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     return MlflowClient(tracking_uri=tracking_uri)
 
 
 def _check_reachable(uri):
-    import requests
+    import urllib.error
+    import urllib.request
     try:
-        answer = requests.get(uri.rstrip("/") + "/health", timeout=10)
-    except requests.RequestException as exc:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=30) as answer:
+            status = answer.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except (OSError, ValueError) as exc:
         raise MindexpError(f"no MLflow tracking server answers at {uri} "
                            f"({type(exc).__name__}). Received: --tracking-uri {uri}") from None
-    if answer.status_code != 200:
+    if status != 200:
         raise MindexpError(f"{uri} is not an MLflow tracking server (/health answered "
-                           f"{answer.status_code}). Received: --tracking-uri {uri}")
+                           f"{status}). Received: --tracking-uri {uri}")
 
 
 def _sync_run(client, uri, run, experiment):

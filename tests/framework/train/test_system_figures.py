@@ -98,3 +98,37 @@ def test_system_every_s_must_not_be_negative():
     from mindexp import ConfigError
     with pytest.raises(ConfigError, match="system_every_s"):
         Linear(system_every_s=-1)
+
+
+@pytest.mark.slow
+def test_report_and_dashboard_carry_system_panels_and_figure_frames(run):
+    import json
+    import threading
+    import urllib.request
+    from mindexp import load_run
+    from mindexp.analysis import payload
+    from mindexp.analysis.dashboard import make_server, url_of
+    report = payload.build([load_run(run.dir)], "one run")
+    system = [f for f in report["figures"] if f["id"].startswith("system:")]
+    assert [f["id"] for f in system] == ["system:rss_mb", "system:process_cpu_percent"]
+    assert system[0]["xtitle"] == "time (s)"
+    drawn = system[0]["traces"][0]["x"]  # against time_s (equal values inside runs dropped)
+    assert drawn[0] == run.system["time_s"].iloc[0] and drawn[-1] == run.system["time_s"].iloc[-1]
+    [fit] = report["images"]
+    assert [f["epoch"] for f in fit["frames"]] == [1, 2]
+    assert all(f["src"].startswith("data:image/png;base64,") for f in fit["frames"])
+    server = make_server([os.path.dirname(run.dir)], port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = url_of(server).rstrip("/")
+        with urllib.request.urlopen(base + "/api/data", timeout=60) as answer:
+            page = json.load(answer)["runs"][0]["page"]
+        with urllib.request.urlopen(base + "/api/data?run=" + page[len("/run/"):],
+                                    timeout=60) as answer:
+            [fit] = json.load(answer)["images"]
+        with urllib.request.urlopen(base + fit["frames"][-1]["src"], timeout=60) as answer:
+            assert answer.headers["Content-Type"] == "image/png"
+            assert answer.read()[:4] == b"\x89PNG"
+    finally:
+        server.shutdown()
+        server.server_close()
