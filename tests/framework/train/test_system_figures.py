@@ -132,3 +132,13 @@ def test_report_and_dashboard_carry_system_panels_and_figure_frames(run):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.slow
+def test_the_notebook_run_card_shows_the_latest_figures(run):
+    import base64
+    from mindexp import load_run
+    card = load_run(run.dir)._repr_html_()
+    with open(os.path.join(run.dir, schema.FIGURES_DIR, "fit.png"), "rb") as f:
+        latest = base64.b64encode(f.read()).decode("ascii")
+    assert f"data:image/png;base64,{latest}" in card and "title='fit'" in card
