@@ -1,6 +1,8 @@
 """system.csv for a run: the SystemMonitor the config asks for, when psutil is there."""
 import logging
 
+from ..callbacks import schema
+
 logger = logging.getLogger(__name__)
 _warned = []
 
@@ -16,8 +18,8 @@ def system_monitor(cfg, run_dir, resume=None):
     except ImportError:
         if not _warned:
             _warned.append(True)
-            logger.warning("system.csv is not written: it needs psutil "
-                           "(pip install 'mindexp[system]'); system_every_s=0 silences this")
+            logger.warning("%s is not written: it needs psutil (pip install 'mindexp[system]'); "
+                           "system_every_s=0 silences this", schema.SYSTEM.filename)
         return None
     from ..callbacks import SystemMonitor
     return SystemMonitor(run_dir, every_s=cfg.system_every_s, all_ranks=cfg.log_all_ranks,
