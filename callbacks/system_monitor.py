@@ -76,6 +76,9 @@ class SystemMonitor(LogCallback):
     def on_train_step_end(self, run_context):
         self.step += 1  # all the training thread does; the sampler reads it
 
+    def on_train_epoch_end(self, run_context):
+        pass  # each sample is written when taken (and the log is the sampler's)
+
     def _run(self):
         while not self._stop.wait(self.every_s):
             self._sample()

@@ -36,6 +36,14 @@ class BaseExperiment:
     returns ``(total, c1, ..., ck)`` (scalars, in this order); ``total`` is
     optimised and logged as ``loss``, each component is a loss.csv column."""
 
+    figures = None
+    """Optional hook ``figures(self, network, split)``: matplotlib figures of what
+    the model does (one figure, a list, or a dict name -> figure), drawn after
+    each evaluation (``split="eval"``), or once at the end of a run without an
+    eval split (``split="train"``), and saved as ``figures/<name>/epoch-<k>.png``
+    and ``figures/<name>.png``. A hook that raises fails nothing (a warning; the
+    traceback goes to figures.log)."""
+
     def __init__(self, config=None, **overrides):
         base = _config.to_dict(config) if dataclasses.is_dataclass(config) else dict(config or {})
         self.config = _config.resolve(type(self).Config, base, overrides)
