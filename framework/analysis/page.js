@@ -500,7 +500,7 @@
   function renderImages() {
     var box = document.getElementById("images");
     if (!box) {
-      box = el("div", {id: "images", "class": "grid"});
+      box = el("div", {id: "images", "class": "figure-grid"});
       document.getElementById("detail").before(box);
     }
     var groups = state.data.images || [], shownNow = JSON.stringify(groups);
@@ -512,7 +512,7 @@
       var run = state.data.runs[g.run], key = run.id + "/" + g.name;
       var last = g.frames.length - 1, at = state.imageAt[key];
       var index = at === undefined || at > last ? last : at;  // follows the newest until moved
-      var card = el("div", {"class": "card figure-card"});
+      var card = el("div", {"class": "figure-card"});  // not a .card: those hold Plotly figures
       card.appendChild(el("h3", {}, g.name + (state.data.runs.length > 1 ? " \u00b7 " + run.short : "")));
       var img = el("img", {src: g.frames[index].src, alt: g.name, "class": "run-figure"});
       var label = el("span", {"class": "hint"}, "epoch " + g.frames[index].epoch);

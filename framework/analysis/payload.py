@@ -16,7 +16,10 @@ from .reports import (compare, config_labels, differing_config, display_table, f
 MAX_POINTS = 1000      # drawn points per curve at most (min and max of 500 buckets)
 MAX_ELEMENTS = 16      # elements of a small tensor drawn one by one
 MAX_PARAM_FIGURES = 12
-MAX_DETAIL_RUNS = 10   # system.csv panels and figures/ images: pages of this many runs at most
+MAX_DETAIL_RUNS = 10   # figures/ images: pages of this many runs at most
+# system.csv panels: a run's own page (the dashboard's run page, a report of one run);
+# across runs, compare's peak_rss_mb and mean_cpu_percent say it in one number each
+MAX_SYSTEM_RUNS = 1
 MAX_EMBEDDED_EPOCHS = 20  # images of a figure embedded in an offline report (the last kept)
 # system.csv columns drawn (against time_s), with their titles
 SYSTEM_FIGURES = (("rss_mb", "system: resident memory (MB)"),
@@ -196,7 +199,7 @@ def figures(runs):
                         _column_figure(runs, "grad_norm", "grad_norm", "gradient norm (L2)"))
             if f is not None]
     out += _param_figures(runs)
-    if len(runs) <= MAX_DETAIL_RUNS:
+    if len(runs) <= MAX_SYSTEM_RUNS:
         out += _system_figures(runs)
     out.append(_final_loss_figure(runs))
     return [f for f in out if f is not None]
