@@ -30,7 +30,7 @@ ENVIRONMENT_FILE = "environment.txt"   # sorted `name==version`, one a line (pro
 TENSORBOARD_DIR = "tensorboard"        # event files of `mindexp tensorboard`
 REWRITTEN_NETWORK_DIR = "rewritten_network"  # AMP O1's rewritten module source
 MSRUN_DIR = "msrun"                    # msrun's own log and the workers' logs (--workers N)
-FIGURES_DIR = "figures"                # <FIGURES_DIR>/<name>/epoch-<k>.png and the latest <name>.png
+FIGURES_DIR = "figures"                # <name>/epoch-<k>.png and the latest <name>.png
 FIGURES_LOG = "figures.log"            # tracebacks of an experiment's figures() hook that raised
 
 

@@ -142,7 +142,8 @@ def _points(name, table):
     """``(key, value, step, seconds)`` of each number in the rows of log ``name``."""
     import math
     steps = table["step"].astype(int).tolist()
-    seconds = table["time_s"].fillna(0).tolist() if "time_s" in table.columns else [0.0] * len(table)
+    seconds = table["time_s"].fillna(0).tolist() if "time_s" in table.columns \
+        else [0.0] * len(table)
     if name == "params":
         keys = [_param_key(p) for p in table["param"]]
         columns = [(keys, table["value"].tolist())]
