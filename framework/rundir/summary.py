@@ -15,7 +15,9 @@ from ..define.config import direction_of_name
 
 SUMMARY_KEY = "summary"
 # Bump when the content changes: a record of another version is ignored.
-SUMMARY_VERSION = 3  # 2: the loss components' final values; 3: system.csv's peaks
+# (``system``, system.csv's peaks, came without a bump: runs older than it have no
+# system.csv, and readers take a missing ``system`` as none)
+SUMMARY_VERSION = 2  # 2: the loss components' final values
 
 
 def log_summary(run):
