@@ -15,7 +15,8 @@ _EXPORTS = {
     "EarlyStopping": "early_stopping", "EvalCell": "eval_loss", "EvalLoss": "eval_loss",
     "EvalMonitor": "eval_monitor",
     "GradNormMonitor": "grad_norm_monitor", "LossMonitor": "loss_monitor",
-    "ParameterTracker": "parameter_tracker", "TensorBoardLogger": "tensorboard_logger",
+    "ParameterTracker": "parameter_tracker", "SystemMonitor": "system_monitor",
+    "TensorBoardLogger": "tensorboard_logger",
     "Timer": "timer", "TrainStep": "train_step",
 }
 __all__ = sorted(_EXPORTS)

@@ -240,3 +240,19 @@ def rank_id() -> int:
         return int(get_rank())
     except Exception:  # not initialized: single process
         return int(os.environ.get("RANK_ID", os.environ.get("MS_NODE_ID", "0")) or 0)
+
+
+# -- device memory ------------------------------------------------------------------
+def device_memory_reader():
+    """A function giving the MiB of device memory MindSpore holds now, or None
+    when the device target is the CPU (MindSpore reports no device there:
+    system.csv then has no device column rather than zeros). Checked on 2.10:
+    ``mindspore.runtime.memory_allocated()`` answers bytes of the device's pool."""
+    import mindspore as ms
+    if ms.get_context("device_target") == "CPU":
+        return None
+    from mindspore import runtime
+
+    def read():
+        return runtime.memory_allocated() / 2 ** 20
+    return read

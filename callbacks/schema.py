@@ -38,6 +38,8 @@ REWRITTEN_NETWORK_DIR = "rewritten_network"  # AMP O1's rewritten module source
 MSRUN_DIR = "msrun"                    # msrun's own log and the workers' logs (--workers N)
 # -- beside the runs ------------------------------------------------------------
 SUMMARY_INDEX = ".mindexp-index.json"  # per output root: each run's run.json + config.json, by file signature
+FIGURES_DIR = "figures"                # <name>/epoch-<k>.png and the latest <name>.png
+FIGURES_LOG = "figures.log"            # tracebacks of an experiment's figures() hook that raised
 
 
 class Log:
@@ -66,10 +68,18 @@ EVAL = Log("eval", "eval.csv", ("epoch", "step"))  # then one column per metric
 CHECKPOINTS = Log("checkpoints", "checkpoints.csv",
                   ("step", "epoch", "loss", "file", "kind", "score"),
                   required=("step", "epoch", "file"))
+# The machine's side of a run, sampled off the training thread (SystemMonitor);
+# the device column is there only where MindSpore reports device memory.
+SYSTEM = Log("system", "system.csv",
+             ("time_s", "step", "process_cpu_percent", "machine_cpu_percent", "rss_mb",
+              "threads", "read_bytes", "write_bytes", "device_memory_mb"),
+             required=("time_s", "step", "process_cpu_percent", "machine_cpu_percent", "rss_mb",
+                       "threads", "read_bytes", "write_bytes"))
 
 # The logs a run reads back by name (Run.read("loss")), and those whose rows
 # carry a global step (resume cuts each back to the checkpoint's step).
-LOGS = {log.name: log for log in (LOSS, PARAMS, GRAD_NORM, GRAD_NORM_PARAMS, EVAL, CHECKPOINTS)}
+LOGS = {log.name: log for log in (LOSS, PARAMS, GRAD_NORM, GRAD_NORM_PARAMS, EVAL, CHECKPOINTS,
+                                  SYSTEM)}
 STEP_LOGS = tuple(log.filename for log in LOGS.values())
 # Columns that hold text; every other column holds numbers, these integers.
 TEXT_COLUMNS = ("param", "file", "kind")

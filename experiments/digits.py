@@ -62,6 +62,12 @@ class Digits(Experiment):
         from ._nets import SmallCNN
         return SmallCNN(8, 10, channels=self.config.channels, hidden=self.config.hidden)
 
+    def figures(self, network, split):
+        """The confusion matrix and the misclassified digits of ``split``."""
+        from ._figures import classifier_figures
+        images, labels = self.source(split)
+        return classifier_figures(network, images, labels, 10)
+
     def validate(self):
         cfg = self.config
         if not 0 < cfg.eval_fraction < 1:

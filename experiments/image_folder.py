@@ -114,6 +114,12 @@ class ImageFolder(Experiment):
         return ops + [vision.Rescale(1.0 / 255.0, 0.0), vision.HWC2CHW(),
                       transforms.Slice(slice(0, 1))]
 
+    def figures(self, network, split):
+        """The confusion matrix and the misclassified images of (up to 512 of) ``split``."""
+        from ._figures import classifier_figures, first_samples
+        images, labels = first_samples(self.source(split), 512)
+        return classifier_figures(network, images.astype(np.float32), labels, self.config.classes)
+
     def network(self):
         from ._nets import SmallCNN
         cfg = self.config

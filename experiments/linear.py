@@ -38,5 +38,18 @@ class Linear(Experiment):
     def network(self):
         return MinimalNet()
 
+    def figures(self, network, split):
+        """The fitted line over the training data (the seed tutorial's picture)."""
+        from ._figures import figure, predict
+        x, y = self.source("train")
+        grid = np.linspace(0, 1, 20, dtype=np.float32).reshape(-1, 1)
+        fig = figure()
+        ax = fig.add_subplot()
+        ax.scatter(x[:, 0], y[:, 0], s=8, alpha=0.6, label="data")
+        ax.plot(grid[:, 0], predict(network, grid)[:, 0], color="C1", label="fitted line")
+        ax.set(xlabel="x", ylabel="y", title="fit")
+        ax.legend()
+        return {"fit": fig}
+
     def targets(self):
         return {"dense.weight": self.config.slope, "dense.bias": 0.0}

@@ -56,6 +56,21 @@ class MlpSine(Experiment):
         from ._nets import MLP
         return MLP(1, 1, hidden=self.config.hidden, layers=self.config.layers)
 
+    def figures(self, network, split):
+        """The fitted curve against the true sin(f x) and the training points."""
+        from ._figures import figure, predict, sample
+        cfg = self.config
+        x = np.linspace(-cfg.x_range, cfg.x_range, 200, dtype=np.float32)[:, None]
+        tx, ty = sample(self.source("train"), 200)
+        fig = figure()
+        ax = fig.add_subplot()
+        ax.scatter(tx[:, 0], ty[:, 0], s=4, alpha=0.3, color="gray", label="training data")
+        ax.plot(x[:, 0], np.sin(cfg.frequency * x[:, 0]), color="C0", label="truth")
+        ax.plot(x[:, 0], predict(network, x)[:, 0], color="C1", label="fit")
+        ax.set(xlabel="x", ylabel="y", title="fit vs truth")
+        ax.legend(fontsize=7)
+        return {"fit": fig}
+
     def validate(self):
         from .. import ConfigError
         for name in ("hidden", "layers"):

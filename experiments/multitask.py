@@ -157,6 +157,24 @@ class Multitask(Experiment):
     def metrics(self):
         return {"regression_mse": TaskMSE(), "classification_accuracy": TaskAccuracy()}
 
+    def figures(self, network, split):
+        """Both heads: predicted vs true regression target, and the class map."""
+        from ._figures import figure, predict, sample
+        x, y = sample(self.source(split), 400)
+        out = predict(network, x)
+        reg = figure(3.2, 3.0)
+        ax = reg.add_subplot()
+        ax.scatter(y[:, 0], out[:, 0], s=5, alpha=0.5)
+        ax.plot([y[:, 0].min(), y[:, 0].max()], [y[:, 0].min(), y[:, 0].max()], color="gray",
+                linewidth=0.8)
+        ax.set(xlabel="true", ylabel="predicted", title="regression head")
+        cls = figure(3.2, 3.0)
+        cax = cls.add_subplot()
+        cax.scatter(x[:, 0], x[:, 1], c=out[:, 1:].argmax(1), cmap="viridis", s=5, vmin=0,
+                    vmax=CLASSES - 1)
+        cax.set(xlabel="x0", ylabel="x1", title="classification head (predicted class)")
+        return {"regression": reg, "classification": cls}
+
     def validate(self):
         cfg = self.config
         for name in ("regression_weight", "classification_weight", "noise"):

@@ -117,5 +117,27 @@ class PinnOde(Experiment):
         from ._nets import MLP
         return MLP(1, 1, hidden=self.config.hidden, layers=self.config.layers)
 
+    def figures(self, network, split):
+        """u(x) against the exact sin(pi x), and the equation's residual along x
+        (u'' by central differences of the network's output: no new graph to compile)."""
+        from ._figures import figure, predict
+        h = 1e-2
+        x = np.linspace(0.0, 1.0, 101, dtype=np.float32)
+        u = predict(network, np.concatenate([x - h, x, x + h])[:, None].astype(np.float32))
+        left, mid, right = u[:, 0].reshape(3, -1)
+        residual = (left - 2 * mid + right) / h ** 2 + np.pi ** 2 * np.sin(np.pi * x)
+        fig = figure()
+        ax = fig.add_subplot()
+        ax.plot(x, np.sin(np.pi * x), color="C0", label="exact sin(pi x)")
+        ax.plot(x, mid, color="C1", linestyle="--", label="network u(x)")
+        ax.set(xlabel="x", ylabel="u", title="solution")
+        ax.legend(fontsize=7)
+        res = figure()
+        rax = res.add_subplot()
+        rax.plot(x, residual, color="C3")
+        rax.axhline(0, color="gray", linewidth=0.5)
+        rax.set(xlabel="x", ylabel="u'' + pi^2 sin(pi x)", title="residual")
+        return {"solution": fig, "residual": res}
+
     def loss_network(self, net):
         return PinnLoss(net, self.config.boundary_weight)

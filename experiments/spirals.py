@@ -66,6 +66,22 @@ class Spirals(Experiment):
         from ._nets import MLP
         return MLP(2, 2, hidden=self.config.hidden, layers=self.config.layers, activation="relu")
 
+    def figures(self, network, split):
+        """The decision boundary over the points of ``split``."""
+        from ._figures import figure, predict, sample
+        xy, labels = sample(self.source(split), 400)
+        lo, hi = xy.min(0) - 0.1, xy.max(0) + 0.1
+        gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], 80), np.linspace(lo[1], hi[1], 80))
+        grid = np.stack([gx.ravel(), gy.ravel()], 1).astype(np.float32)
+        logits = predict(network, grid)
+        fig = figure(3.6, 3.4)
+        ax = fig.add_subplot()
+        ax.contourf(gx, gy, logits.argmax(1).reshape(gx.shape), levels=[-0.5, 0.5, 1.5],
+                    colors=["#c6dbef", "#fdd0a2"])
+        ax.scatter(xy[:, 0], xy[:, 1], c=labels, cmap="coolwarm", s=5)
+        ax.set(title=f"decision boundary ({split})", aspect="equal")
+        return {"boundary": fig}
+
     def validate(self):
         if self.config.loss != "cross_entropy":
             raise ConfigError("config field 'loss' must be cross_entropy for spirals (the labels "

@@ -119,6 +119,22 @@ class Transformer(Experiment):
         return TransformerClassifier(VOCAB, cfg.max_len, 2, width=cfg.width, heads=cfg.heads,
                                      layers=cfg.layers, ff=cfg.ff)
 
+    def figures(self, network, split):
+        """Accuracy by sequence length (the real tokens before the padding)."""
+        from ._figures import figure, predict
+        tokens, labels = self.source(split)
+        predicted = np.concatenate([predict(network, tokens[i:i + 256]).argmax(1)
+                                    for i in range(0, len(tokens), 256)])
+        lengths = (np.asarray(tokens) != PAD).sum(1)
+        found = np.unique(lengths)
+        accuracy = [float((predicted[lengths == n] == labels[lengths == n]).mean()) for n in found]
+        fig = figure()
+        ax = fig.add_subplot()
+        ax.bar(found, accuracy, color="C0")
+        ax.set(xlabel="sequence length", ylabel="accuracy", ylim=(0, 1.05),
+               title=f"accuracy by length ({split})")
+        return {"accuracy_by_length": fig}
+
     def validate(self):
         cfg = self.config
         for name in ("samples", "eval_samples", "width", "heads", "layers", "ff"):

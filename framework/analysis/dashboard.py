@@ -200,7 +200,9 @@ class RunIndex:
         if run_key:
             title = f"run {runs[0].run_id}" if runs else f"run {run_key} (not readable yet)"
         data = payload.build(runs, title, skipped=errors, progress=True,
-                             link=lambda run: f"/files/{quote(self.key_of(run.dir))}/")
+                             link=lambda run: f"/files/{quote(self.key_of(run.dir))}/",
+                             image_src=lambda run, rel: f"/files/{quote(self.key_of(run.dir))}/"
+                                                        f"{quote(rel)}")
         for entry, run in zip(data["runs"], runs):
             entry["page"] = f"/run/{quote(self.key_of(run.dir))}"
         if run_key and runs:

@@ -84,9 +84,36 @@ def run_html(run: Run) -> str:
     config = ", ".join(f"{k}={format_value(v)}" for k, v in run.config.items())
     return (f"<div class='mindexp-run'><b>{_e(run.meta.get('experiment'))}</b> "
             f"<code>{_e(run.run_id)}</code> {_status(run.status)}<br>"
-            f"{_sparkline(run)}<br>{_pairs(finals)}"
+            f"{_sparkline(run)}<br>{_pairs(finals)}{_last_figures(run)}"
             f"<details><summary>config</summary><small>{_e(config)}</small></details>"
             f"<small>{_e(run.dir)}</small></div>")
+
+
+MAX_CARD_FIGURES = 4     # the latest figures/<name>.png a Run card shows
+CARD_FIGURE_WIDTH = 240  # px
+
+
+def _last_figures(run: Run) -> str:
+    """The latest picture of each of the experiment's figures (figures/<name>.png),
+    embedded so the notebook keeps them."""
+    import base64
+    import os
+    from ..callbacks import schema
+    folder = os.path.join(run.dir, schema.FIGURES_DIR)
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".png"))[:MAX_CARD_FIGURES]
+    except OSError:
+        return ""
+    images = []
+    for name in names:
+        try:
+            with open(os.path.join(folder, name), "rb") as f:
+                data = base64.b64encode(f.read()).decode("ascii")
+        except OSError:
+            continue
+        images.append(f"<img src='data:image/png;base64,{data}' alt='{_e(name[:-4])}' "
+                      f"title='{_e(name[:-4])}' width='{CARD_FIGURE_WIDTH}'>")
+    return "<br>" + " ".join(images) if images else ""
 
 
 def run_table(table: pd.DataFrame) -> pd.DataFrame:

@@ -13,7 +13,8 @@
   var MAX_PLOT_HEIGHT = 720;
   var boot = JSON.parse(document.getElementById("mindexp-data").textContent);
   var state = {data: null, hidden: {}, filter: "", sortKey: null, sortDir: 1, labels: [],
-               smooth: 0.6, logy: {}, version: null, inflight: false, plots: {}};
+               smooth: 0.6, logy: {}, version: null, inflight: false, plots: {},
+               imageAt: {}, imagesShown: null};
 
   // -- small helpers ---------------------------------------------------------------
   function el(tag, attrs, text) {
@@ -431,7 +432,7 @@
     var lines = built.traces.filter(function (t) { return t.showlegend !== false; })
       .map(function (t) { return t.name.split("<br>").length; });
     var layout = {height: plotHeight(lines), margin: {l: 64, r: 8, t: MODEBAR_CLEARANCE, b: 40},
-                  xaxis: {title: {text: "step"}},
+                  xaxis: {title: {text: fig.xtitle || "step"}},
                   yaxis: yaxis, shapes: shapes, annotations: notes, hovermode: "closest",
                   legend: {font: {size: 11}, itemclick: "toggle", itemdoubleclick: false,
                            tracegroupgap: 2},
@@ -495,10 +496,48 @@
     document.getElementById("noplots").style.display = d.figures.length ? "none" : "";
   }
 
+  // -- the experiment's pictures (figures/), one card per run and name, an epoch slider --
+  function renderImages() {
+    var box = document.getElementById("images");
+    if (!box) {
+      box = el("div", {id: "images", "class": "figure-grid"});
+      document.getElementById("detail").before(box);
+    }
+    var groups = state.data.images || [], shownNow = JSON.stringify(groups);
+    if (shownNow === state.imagesShown) return;  // a poll without new pictures: keep the cards
+    state.imagesShown = shownNow;
+    box.innerHTML = "";
+    if (groups.length) box.before(document.getElementById("images-head") || el("h2", {id: "images-head"}, "Figures"));
+    groups.forEach(function (g) {
+      var run = state.data.runs[g.run], key = run.id + "/" + g.name;
+      var last = g.frames.length - 1, at = state.imageAt[key];
+      var index = at === undefined || at > last ? last : at;  // follows the newest until moved
+      var card = el("div", {"class": "figure-card"});  // not a .card: those hold Plotly figures
+      card.appendChild(el("h3", {}, g.name + (state.data.runs.length > 1 ? " \u00b7 " + run.short : "")));
+      var img = el("img", {src: g.frames[index].src, alt: g.name, "class": "run-figure"});
+      var label = el("span", {"class": "hint"}, "epoch " + g.frames[index].epoch);
+      var slider = el("input", {type: "range", min: "0", max: String(last), step: "1", value: String(index),
+                                "aria-label": "epoch of " + g.name});
+      slider.addEventListener("input", function () {
+        var i = Number(slider.value);
+        state.imageAt[key] = i === last ? undefined : i;
+        img.src = g.frames[i].src;
+        label.textContent = "epoch " + g.frames[i].epoch;
+      });
+      card.appendChild(img);
+      var row = el("div", {"class": "slider-row"});
+      row.appendChild(slider);
+      row.appendChild(label);
+      card.appendChild(row);
+      box.appendChild(card);
+    });
+  }
+
   function renderAll() {
     renderSummary();
     renderTable();
     renderPlots();
+    renderImages();
   }
 
   // -- controls, live updates ----------------------------------------------------------

@@ -16,17 +16,29 @@ from .reports import (compare, config_labels, differing_config, display_table, f
 MAX_POINTS = 1000      # drawn points per curve at most (min and max of 500 buckets)
 MAX_ELEMENTS = 16      # elements of a small tensor drawn one by one
 MAX_PARAM_FIGURES = 12
+MAX_DETAIL_RUNS = 10   # figures/ images: pages of this many runs at most
+# system.csv panels: a run's own page (the dashboard's run page, a report of one run);
+# across runs, compare's peak_rss_mb and mean_cpu_percent say it in one number each
+MAX_SYSTEM_RUNS = 1
+MAX_EMBEDDED_EPOCHS = 20  # images of a figure embedded in an offline report (the last kept)
+# system.csv columns drawn (against time_s), with their titles
+SYSTEM_FIGURES = (("rss_mb", "system: resident memory (MB)"),
+                  ("process_cpu_percent", "system: process CPU (%)"),
+                  ("device_memory_mb", "system: device memory (MB)"))
+_EPOCH_PNG = re.compile(r"^epoch-(\d+)\.png$")
 HEALTHY = ("completed", "running", "interrupted", "pruned")
 _RUN_ID = re.compile(r"^\d{8}-\d{6}-(.+)$")
 
 
-def build(runs, title, skipped=(), link=None, progress=False):
+def build(runs, title, skipped=(), link=None, progress=False, image_src=None):
     """The page's data for ``runs`` (loaded :class:`mindexp.Run` objects).
 
     ``skipped``: ``(run_dir, message, status)`` of runs that could not be read
     (status ``unreadable`` when run.json does not validate, else ``skipped``).
     ``link(run)``: the href of a run's folder (default: a file URI).
     ``progress``: add step/total, steps/s and ETA per run (the dashboard).
+    ``image_src(run, relative_path)``: the URL of a run's image (the
+    dashboard's); default: the PNG embedded as a data URI (the offline report).
     """
     link = link or (lambda run: _file_uri(run.dir))
     labels = config_labels(runs) if runs else []
@@ -38,7 +50,8 @@ def build(runs, title, skipped=(), link=None, progress=False):
             "skipped": [{"dir": s[0], "error": s[1], "status": s[2]} for s in skipped],
             "differing": differing,
             "table": _table(runs) if runs else {"columns": [], "rows": []},
-            "figures": figures(runs)}
+            "figures": figures(runs),
+            "images": images(runs, image_src) if len(runs) <= MAX_DETAIL_RUNS else []}
 
 
 # -- runs ------------------------------------------------------------------------
@@ -186,6 +199,8 @@ def figures(runs):
                         _column_figure(runs, "grad_norm", "grad_norm", "gradient norm (L2)"))
             if f is not None]
     out += _param_figures(runs)
+    if len(runs) <= MAX_SYSTEM_RUNS:
+        out += _system_figures(runs)
     out.append(_final_loss_figure(runs))
     return [f for f in out if f is not None]
 
@@ -249,6 +264,64 @@ def _param_figures(runs):
     return out
 
 
+def _system_figures(runs):
+    """system.csv's memory and CPU against the run's time (a small panel per column)."""
+    out = []
+    for column, title in SYSTEM_FIGURES:
+        traces = [_trace(i, run.system, column, x="time_s") for i, run in enumerate(runs)
+                  if column in run.system.columns]
+        fig = _figure(f"system:{column}", title, column.replace("_", " "), traces)
+        if fig is not None:
+            out.append(dict(fig, xtitle="time (s)"))
+    return out
+
+
+def images(runs, src=None):
+    """The experiments' pictures (figures/<name>/epoch-<k>.png): per run and name,
+    its frames ``{"epoch": k, "src": url}`` in epoch order, for the epoch slider."""
+    out = []
+    for index, run in enumerate(runs):
+        folder = os.path.join(run.dir, schema.FIGURES_DIR)
+        names = sorted(n for n in _listing(folder) if os.path.isdir(os.path.join(folder, n)))
+        for name in names:
+            epochs = sorted(int(m.group(1)) for m in map(_EPOCH_PNG.match,
+                                                         _listing(os.path.join(folder, name))) if m)
+            if src is None:
+                epochs = _spread(epochs, MAX_EMBEDDED_EPOCHS)
+            frames = [{"epoch": k, "src": _image_src(run, name, k, src)} for k in epochs]
+            frames = [f for f in frames if f["src"]]
+            if frames:
+                out.append({"run": index, "name": name, "frames": frames})
+    return out
+
+
+def _listing(folder):
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _spread(items, most):
+    """At most ``most`` of ``items``, evenly spread, the last always kept."""
+    if len(items) <= most:
+        return items
+    picked = {items[round(i * (len(items) - 1) / (most - 1))] for i in range(most)}
+    return sorted(picked)
+
+
+def _image_src(run, name, epoch, src):
+    relative = f"{schema.FIGURES_DIR}/{name}/epoch-{epoch}.png"
+    if src is not None:
+        return src(run, relative)
+    import base64
+    try:
+        with open(os.path.join(run.dir, *relative.split("/")), "rb") as f:
+            return "data:image/png;base64," + base64.b64encode(f.read()).decode("ascii")
+    except OSError:  # removed meanwhile
+        return None
+
+
 def _param_base(name):
     """``(tensor name, drawn?)``: elements up to MAX_ELEMENTS and norms are drawn."""
     if ":" in name:
@@ -276,13 +349,14 @@ def _figure(fig_id, title, ytitle, traces, targets=()):
             "traces": traces, "targets": list(targets), "log": None}
 
 
-def _trace(run_index, table, column, kind="train", name=None, smooth=False, legend=True):
-    if "step" not in table or column not in table:  # a log made but not yet written
-        x, y = [], []
+def _trace(run_index, table, column, kind="train", name=None, smooth=False, legend=True,
+           x="step"):
+    if x not in table or column not in table:  # a log made but not yet written
+        xs, y = [], []
     else:
-        x, y = downsample(table["step"].to_numpy(), table[column].to_numpy(dtype=float))
+        xs, y = downsample(table[x].to_numpy(), table[column].to_numpy(dtype=float))
     return {"run": run_index, "name": name or column, "kind": kind, "smooth": smooth,
-            "legend": legend, "x": x, "y": y}
+            "legend": legend, "x": xs, "y": y}
 
 
 def downsample(steps, values, max_points=MAX_POINTS):
@@ -302,7 +376,9 @@ def downsample(steps, values, max_points=MAX_POINTS):
         inner = (values[1:-1] == values[:-2]) & (values[1:-1] == values[2:])
         keep = np.concatenate(([True], ~inner, [True]))
         steps, values = steps[keep], values[keep]
-    return [int(s) for s in steps], [_round(v) for v in values.tolist()]
+    whole = np.issubdtype(steps.dtype, np.integer)  # steps; time_s stays a float
+    return ([int(s) if whole else _round(float(s)) for s in steps],
+            [_round(v) for v in values.tolist()])
 
 
 # -- helpers -----------------------------------------------------------------------

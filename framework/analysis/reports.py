@@ -263,6 +263,7 @@ def _row(run, config, summary):
                 for name, target in run.targets.items()
                 if finals.get(name) is not None and _is_number(target)})
     row.update(summary["eval"])
+    row.update(summary.get("system") or {})
     git = provenance_of(run.meta).get("git") or {}
     row.update(git_commit=git.get("commit"), dirty=git.get("dirty"))
     row["run_dir"] = run.dir

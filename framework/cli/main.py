@@ -5,6 +5,7 @@ import sys
 
 from ..callbacks import schema
 from ..errors import MindexpError
+from . import mlflow
 from ._console import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, fmt_number, log_to_stderr, one_line,
                        print_summary)
 
@@ -41,6 +42,7 @@ def build_parser():
     parser = _Parser(prog="mindexp", description="Callback-driven MindSpore experiments.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    mlflow.register(sub)  # a command group registers itself (the CLI's layout to come)
     listing = sub.add_parser("list", help="shipped experiments; list NAME: its config fields")
     listing.add_argument("name", nargs="?", help="an experiment (a shipped name, path/file.py:Class "
                          "or module:Class, as run takes): its fields, types, defaults")
@@ -277,7 +279,7 @@ def main(argv=None):
     args = None
     try:
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args)
+        return (COMMANDS.get(args.command) or args.handler)(args)
     except MindexpError as exc:
         if getattr(args, "verbose", False) and getattr(exc, "details", None):
             print(exc.details, file=sys.stderr, end="")

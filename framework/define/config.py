@@ -123,6 +123,8 @@ class Config:
     """value that ranks the best checkpoints (loss or eval_<metric>); empty = none"""
     keep_best: Optional[int] = None
     """how many best checkpoints to keep (1 when checkpoint_monitor is set)"""
+    system_every_s: float = 5.0
+    """seconds between samples of system.csv (CPU, memory, I/O; needs psutil); 0 = off"""
 
 
 # field -> (check, what is accepted); checked after type coercion
@@ -143,6 +145,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "param_log_budget": (lambda v: v is None or 0 < v <= 1, "a fraction in (0, 1], or none"),
     "checkpoint_every": (lambda v: v >= 0, "an integer >= 0 (0: only at the end)"),
     "checkpoint_interval_s": (lambda v: v >= 0, "a number >= 0"),
+    "system_every_s": (lambda v: v >= 0, "a number >= 0 (0: off)"),
     "keep_checkpoints": (lambda v: v >= 1, "an integer >= 1"),
     "eval_every": (lambda v: v >= 1, "an integer >= 1"),
     "metrics": (lambda v: set(v) <= set(METRIC_NAMES),

@@ -6,7 +6,7 @@ everything that trains or reads runs uses only this declaration.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from . import config as _config
 from .builders import build_learning_rate, build_loss, build_optimizer
@@ -43,6 +43,14 @@ class BaseExperiment:
     """Names of the loss components: with names here, ``loss_network()``
     returns ``(total, c1, ..., ck)`` (scalars, in this order); ``total`` is
     optimised and logged as ``loss``, each component is a loss.csv column."""
+
+    figures: Callable[..., Any] | None = None
+    """Optional hook ``figures(self, network, split)``: matplotlib figures of what
+    the model does (one figure, a list, or a dict name -> figure), drawn after
+    each evaluation (``split="eval"``), or once at the end of a run without an
+    eval split (``split="train"``), and saved as ``figures/<name>/epoch-<k>.png``
+    and ``figures/<name>.png``. A hook that raises fails nothing (a warning; the
+    traceback goes to figures.log)."""
 
     def __init__(self, config: Any = None, **overrides: Any) -> None:
         base = _config.to_dict(config) if dataclasses.is_dataclass(config) else dict(config or {})

@@ -34,7 +34,8 @@ def show_text(run):
     """The lines of ``mindexp show``: status and why, experiment, tags, config (fields
     that differ from the defaults marked ``*``), times, training values, eval metrics,
     parameters vs targets, checkpoints, resumes, error, files."""
-    sections = (_head, _config, _times, _training, _eval, _params, _checkpoints, _resumes,
+    sections = (_head, _config, _times, _training, _system, _eval, _params, _checkpoints,
+                _resumes,
                 _error, _files)
     lines = []
     for section in sections:
@@ -164,6 +165,20 @@ def _training(run):
                              f" (step {table['step'][low]})  max {values[high]:.6g}"
                              f" (step {table['step'][high]})")
     return ["training values"] + lines if lines else []
+
+
+def _system(run):
+    """Peak RSS and mean CPU of the process, from system.csv."""
+    from ..rundir.summary import system_summary
+    found = system_summary(run.system)
+    if not found:
+        return []
+    line = (f"  peak RSS {found['peak_rss_mb']:.1f} MB"
+            + (f"  mean CPU {found['mean_cpu_percent']:.1f} %" if "mean_cpu_percent" in found
+               else "")
+            + (f"  peak device memory {found['peak_device_memory_mb']:.1f} MB"
+               if "peak_device_memory_mb" in found else ""))
+    return [f"system ({len(run.system)} samples)", line]
 
 
 def _eval(run):

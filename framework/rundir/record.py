@@ -18,7 +18,8 @@ from ..errors import RunDirError
 from .io import now_iso, write_json
 from .meta import read_meta
 
-USER_FIELDS = ("tags", "note")  # changed by mindexp tag / note, also while a run trains
+# changed by mindexp tag / note / mlflow, also while a run trains
+USER_FIELDS = ("tags", "note", "mlflow")
 # Fields a resumed run carries over (a tuning trial stays one).
 RESUME_KEEPS = ("study", "trial", "tuned")
 

@@ -30,7 +30,7 @@ RunsOrPaths = Union[RunOrPath, Iterable[RunOrPath]]
 
 class Run:
     """A run directory: ``.config`` and ``.meta`` (dicts), ``.loss``,
-    ``.params``, ``.grad_norm``, ``.eval`` (DataFrames, empty when absent),
+    ``.params``, ``.grad_norm``, ``.eval``, ``.system`` (DataFrames, empty when absent),
     ``.targets``; :meth:`network` rebuilds the trained network."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -115,6 +115,11 @@ class Run:
     def eval(self) -> pd.DataFrame:
         """eval.csv (read once)."""
         return self.read("eval")
+
+    @functools.cached_property
+    def system(self) -> pd.DataFrame:
+        """system.csv: the process's and machine's load during the run (may be empty)."""
+        return self.read("system")
 
     def checkpoint(self, best: bool = False) -> str | None:
         """Path of the latest checkpoint, or of the newest best one, or None."""

@@ -15,6 +15,8 @@ from ..define.config import direction_of_name
 
 SUMMARY_KEY = "summary"
 # Bump when the content changes: a record of another version is ignored.
+# (``system``, system.csv's peaks, came without a bump: runs older than it have no
+# system.csv, and readers take a missing ``system`` as none)
 SUMMARY_VERSION = 2  # 2: the loss components' final values
 
 
@@ -23,7 +25,8 @@ def log_summary(run):
 
     Raises RunDirError when a log is unreadable (as reading it would)."""
     return {"version": SUMMARY_VERSION, "loss": _loss_summary(run.loss),
-            "params": _final_scalar_params(run.params), "eval": _eval_summary(run.eval)}
+            "params": _final_scalar_params(run.params), "eval": _eval_summary(run.eval),
+            "system": system_summary(run.system)}
 
 
 def stored_summary(meta):
@@ -50,6 +53,18 @@ def _loss_summary(loss):
             "last_epoch": int(loss["epoch"].iloc[-1]) if len(values) else None,
             "components": {str(c): float(loss[c].iloc[-1]) if len(values) else None
                            for c in loss.columns if c not in schema.LOSS.columns}}
+
+
+def system_summary(system):
+    """``peak_rss_mb`` and ``mean_cpu_percent`` (the process's) of system.csv,
+    plus ``peak_device_memory_mb`` where the device reports it; {} without samples."""
+    out = {}
+    for key, column, how in (("peak_rss_mb", "rss_mb", "max"),
+                             ("mean_cpu_percent", "process_cpu_percent", "mean"),
+                             ("peak_device_memory_mb", "device_memory_mb", "max")):
+        if column in system.columns and system[column].notna().any():
+            out[key] = round(float(getattr(system[column].astype(float), how)()), 2)
+    return out
 
 
 def _final_scalar_params(params):

@@ -155,6 +155,7 @@ class Session:
         cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks, steps_per_epoch=spe))
         if metrics:
             cbs.append(EvalMonitor(d, list(metrics), steps_per_epoch=spe))
+        cbs.extend(self._extras(bool(metrics), resume))
         from .progress import Progress, wanted
         if wanted(self.quiet):
             cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
@@ -174,6 +175,19 @@ class Session:
         cbs.append(self.stopper)
         self.cbs = cbs
         return cbs
+
+    def _extras(self, evaluates, resume):
+        """The sampler of system.csv and the experiment's figures, when wanted."""
+        from .figures import Figures, has_figures
+        from .system import system_monitor
+        cfg, extras = self.cfg, []
+        monitor = system_monitor(cfg, self.run_dir, resume)
+        if monitor is not None:
+            extras.append(monitor)
+        if self.shard_id == 0 and has_figures(self.exp):
+            extras.append(Figures(self.exp, self.net, self.run_dir, evaluates,
+                                  steps_per_epoch=self.plan.steps_per_epoch))
+        return extras
 
     def _status(self, meta):
         if self.stopper.signum is not None:

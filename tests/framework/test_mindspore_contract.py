@@ -363,3 +363,16 @@ def test_nn_adam_logs_a_fused_sparse_deprecation_that_the_builder_drops():
     assert fw.SPARSE_DEPRECATION.search(outputs["loud"]), outputs["loud"]
     assert not fw.SPARSE_DEPRECATION.search(outputs["quiet"]), outputs["quiet"]
     assert "another message still shows" in outputs["quiet"]
+
+
+def test_device_memory_is_reported_off_cpu_only_through_runtime_memory_allocated():
+    """callbacks._mindspore.device_memory_reader: None on CPU (system.csv has no
+    device column there); elsewhere mindspore.runtime.memory_allocated() in bytes."""
+    import mindspore as ms
+    from mindspore import runtime
+    from mindexp.callbacks._mindspore import device_memory_reader
+    assert callable(runtime.memory_allocated)
+    if ms.get_context("device_target") == "CPU":
+        assert device_memory_reader() is None
+    else:
+        assert device_memory_reader()() >= 0

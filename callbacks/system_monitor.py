@@ -1,0 +1,127 @@
+"""SystemMonitor: the machine's side of a run (CPU, memory, threads, I/O) to system.csv."""
+import threading
+import time
+
+from ._common import check_directory, log_path
+from ._log_callback import LogCallback
+from ._mindspore import device_memory_reader
+from . import schema
+from .csv_log import CsvLog
+
+__all__ = ["SystemMonitor"]
+
+
+def _psutil():
+    try:
+        import psutil
+    except ImportError:
+        raise ImportError("SystemMonitor needs psutil (the optional extra: "
+                          "pip install 'mindexp[system]')") from None
+    return psutil
+
+
+class SystemMonitor(LogCallback):
+    """Write the process's and machine's load to ``<directory>/system.csv``.
+
+    A daemon thread samples with psutil every ``every_s`` seconds (the first
+    sample when training begins, the last when it ends), so the training
+    thread only counts its steps. Columns: ``time_s, step,
+    process_cpu_percent, machine_cpu_percent, rss_mb, threads, read_bytes,
+    write_bytes`` and ``device_memory_mb`` where MindSpore reports device
+    memory (not on CPU). The CPU columns of the first sample are empty (a
+    percentage needs an interval).
+
+    Args:
+        directory: folder of ``system.csv``.
+        every_s: seconds between samples (> 0).
+        all_ranks: ranks other than 0 write ``system.rankN.csv``.
+        start_step: steps trained before (a resumed run).
+        time_offset: seconds added to ``time_s`` (a resumed run).
+    """
+
+    FILENAME = schema.SYSTEM.filename
+
+    def __init__(self, directory, every_s=5.0, all_ranks=False, start_step=0, time_offset=0.0):
+        super().__init__()
+        self.directory = check_directory(directory)
+        if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or every_s <= 0:
+            raise ValueError(f"`every_s` must be a number > 0. Received: every_s={every_s!r}")
+        self.every_s = float(every_s)
+        self.all_ranks = bool(all_ranks)
+        self.step = int(start_step)
+        self.time_offset = float(time_offset)
+        self._psutil = _psutil()
+        self._process = self._psutil.Process()
+        self._log = None
+        self._lock = threading.Lock()   # the sampler and flush()/close() share the log
+        self._stop = threading.Event()
+        self._thread = None
+        self._t0 = None
+        self._device = None
+
+    def on_train_begin(self, run_context):
+        path = log_path(self.directory, self.FILENAME, self.all_ranks)
+        if path is None:
+            return
+        self._device = device_memory_reader()
+        columns = schema.SYSTEM.columns if self._device else schema.SYSTEM.required
+        self._log = CsvLog(path, columns).check()
+        if self._t0 is None:  # a second Model.train on the same monitor keeps the clock
+            self._t0 = time.monotonic()
+        self._sample(first=True)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="mindexp-system", daemon=True)
+        self._thread.start()
+
+    def on_train_step_end(self, run_context):
+        self.step += 1  # all the training thread does; the sampler reads it
+
+    def on_train_epoch_end(self, run_context):
+        pass  # each sample is written when taken (and the log is the sampler's)
+
+    def _run(self):
+        while not self._stop.wait(self.every_s):
+            self._sample()
+
+    def _sample(self, first=False):
+        row = self._read(first)
+        with self._lock:
+            if self._log is not None:
+                self._log.write(row)
+                self._log.flush()  # a sample every few seconds: written at once
+
+    def _read(self, first):
+        proc, ps = self._process, self._psutil
+        with proc.oneshot():
+            cpu = proc.cpu_percent(None)
+            machine = ps.cpu_percent(None)
+            rss = proc.memory_info().rss / 2 ** 20
+            threads = proc.num_threads()
+            io = proc.io_counters() if hasattr(proc, "io_counters") else None
+        row = [round(time.monotonic() - self._t0 + self.time_offset, 3), self.step,
+               "" if first else round(cpu, 1), "" if first else round(machine, 1),
+               round(rss, 2), threads, io.read_bytes if io else "", io.write_bytes if io else ""]
+        if self._device:
+            row.append(round(self._device(), 2))
+        return row
+
+    def on_train_end(self, run_context):
+        self.close()
+
+    def flush(self):
+        """Write buffered rows (each sample is written when taken)."""
+        with self._lock:
+            if self._log is not None:
+                self._log.flush()
+
+    def close(self):
+        """Stop the sampler, take the last sample and close the log; safe twice."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join()
+        self._sample()
+        with self._lock:
+            self._log.close()
+            self._log = None

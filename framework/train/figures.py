@@ -1,0 +1,151 @@
+"""An experiment's pictures: its ``figures(network, split)`` hook, drawn after
+each evaluation (or once at the end of a run without an eval split) and saved
+as ``figures/<name>/epoch-<k>.png`` plus the latest as ``figures/<name>.png``.
+
+The hook runs on the training thread (it may call the network); the PNGs are
+rendered and written by one background thread, so the next step does not
+wait for them. A hook that raises fails nothing: one warning line, and the
+traceback goes to ``figures.log`` beside ``error.txt``.
+"""
+import io
+import logging
+import os
+import queue
+import re
+import threading
+import traceback
+
+from ..callbacks import schema
+from ..callbacks._quiet_callback import QuietCallback
+from ..callbacks._mindspore import eval_results
+from ..callbacks._common import step_info
+
+logger = logging.getLogger(__name__)
+
+_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def has_figures(exp):
+    """True when the experiment implements the optional ``figures`` hook."""
+    return callable(getattr(exp, "figures", None))
+
+
+def as_named(result):
+    """The hook's result as ``{name: figure}``: one figure, a list, or a dict."""
+    if result is None:
+        return {}
+    if isinstance(result, dict):
+        return {_safe_name(k): v for k, v in result.items()}
+    if isinstance(result, (list, tuple)):
+        return {f"figure-{i}": fig for i, fig in enumerate(result)}
+    return {"figure": result}
+
+
+def _safe_name(name):
+    return _NAME.sub("_", str(name)).strip("._") or "figure"
+
+
+class Figures(QuietCallback):
+    """Calls ``exp.figures(network, split)`` after each evaluation (split
+    ``"eval"``), or at the end of training when the run has no evaluation
+    (split ``"train"``), and saves what it returns under ``figures/``."""
+
+    def __init__(self, exp, network, run_dir, evaluates, steps_per_epoch=None):
+        super().__init__()
+        self.exp, self.network, self.run_dir = exp, network, run_dir
+        self.evaluates = evaluates
+        self.steps_per_epoch = steps_per_epoch
+        self.failures = 0
+        self._queue = None
+        self._thread = None
+        self._epoch = 0
+
+    def on_train_begin(self, run_context):
+        if self._thread is None:
+            self._queue = queue.Queue()
+            self._thread = threading.Thread(target=self._write_loop, name="mindexp-figures",
+                                            daemon=True)
+            self._thread.start()
+
+    def on_train_epoch_end(self, run_context):
+        cb_params = run_context.original_args()
+        self._epoch = step_info(cb_params, self.steps_per_epoch)[1]
+        if self.evaluates and eval_results(cb_params):
+            self.draw("eval", self._epoch)
+
+    def on_train_end(self, run_context):
+        if not self.evaluates and self._epoch:
+            self.draw("train", self._epoch)
+        self.close()
+
+    def _end_context(self):
+        self.close()
+
+    def draw(self, split, epoch):
+        """Call the hook and queue its figures for writing; never raises."""
+        was_training = getattr(self.network, "training", False)
+        try:
+            self.network.set_train(False)
+            figures = as_named(self.exp.figures(self.network, split))
+        except Exception as exc:
+            self._failed(f"{type(self.exp).__name__}.figures() raised at epoch {epoch}", exc)
+            return
+        finally:
+            self.network.set_train(was_training)
+        if self._queue is not None:
+            self._queue.put((epoch, figures))
+
+    def _write_loop(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            epoch, figures = item
+            for name, fig in figures.items():
+                try:
+                    _save(fig, self.run_dir, name, epoch)
+                except Exception as exc:
+                    self._failed(f"figure {name!r} of epoch {epoch} could not be saved", exc)
+
+    def _failed(self, what, exc):
+        self.failures += 1
+        path = os.path.join(self.run_dir, schema.FIGURES_LOG)
+        logger.warning("%s: %s: %s (traceback in %s); training goes on",
+                       what, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
+                       path)
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(f"{what}\n{''.join(traceback.format_exception(exc))}\n")
+        except OSError:
+            logger.debug("cannot write %s", path, exc_info=True)
+
+    def close(self):
+        """Wait for the queued figures to be written; safe to call twice."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._queue.put(None)
+        thread.join()
+
+
+def _save(fig, run_dir, name, epoch):
+    """Render ``fig`` to PNG once and write it atomically twice: the epoch's
+    file and the latest ``<name>.png``; the figure is closed after."""
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=fig.get_dpi())
+    finally:
+        _close(fig)
+    data = buffer.getvalue()
+    folder = os.path.join(run_dir, schema.FIGURES_DIR)
+    os.makedirs(os.path.join(folder, name), exist_ok=True)
+    schema.atomic_write(os.path.join(folder, name, f"epoch-{epoch}.png"), data)
+    schema.atomic_write(os.path.join(folder, f"{name}.png"), data)
+
+
+def _close(fig):
+    """Release a pyplot figure (a plain ``Figure`` needs nothing)."""
+    import sys
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is not None:
+        plt.close(fig)

@@ -1,0 +1,27 @@
+"""system.csv for a run: the SystemMonitor the config asks for, when psutil is there."""
+import logging
+
+from ..callbacks import schema
+
+logger = logging.getLogger(__name__)
+_warned = []
+
+
+def system_monitor(cfg, run_dir, resume=None):
+    """A :class:`~mindexp.callbacks.SystemMonitor` sampling every
+    ``cfg.system_every_s`` seconds, or None when that is 0 or psutil (the
+    optional extra ``system``) is missing (one warning per process)."""
+    if not cfg.system_every_s:
+        return None
+    try:
+        import psutil  # noqa: F401  (the optional extra)
+    except ImportError:
+        if not _warned:
+            _warned.append(True)
+            logger.warning("%s is not written: it needs psutil (pip install 'mindexp[system]'); "
+                           "system_every_s=0 silences this", schema.SYSTEM.filename)
+        return None
+    from ..callbacks import SystemMonitor
+    return SystemMonitor(run_dir, every_s=cfg.system_every_s, all_ranks=cfg.log_all_ranks,
+                         start_step=resume.step if resume else 0,
+                         time_offset=resume.time_offset if resume else 0.0)

@@ -1,0 +1,132 @@
+"""`mindexp mlflow`: runs copied into a real MLflow tracking server (started here on
+127.0.0.1 with a SQLite backend and a temporary artifact root), read back with
+MlflowClient; a second sync sends only the new rows; bad URIs are one line."""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import require
+from mindexp.callbacks import schema
+from mindexp.cli.main import main
+from rundirs import make_run
+
+STEPS = 300
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(uri, server, deadline_s=900):  # mlflow server starts slowly on a busy machine
+    import requests
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if server.poll() is not None:
+            pytest.fail(f"mlflow server exited ({server.returncode})")
+        try:
+            if requests.get(uri + "/health", timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    pytest.fail("mlflow server did not answer /health")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    require("mlflow", "mindexp mlflow needs mlflow (the mlflow extra)")
+    home = tmp_path_factory.mktemp("mlflow")
+    port = _free_port()
+    uri = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1", "--backend-store-uri", f"sqlite:///{home / 'mlflow.db'}",
+         "--artifacts-destination", str(home / "artifacts")],
+        cwd=home, stdout=subprocess.DEVNULL, stderr=open(home / "server.log", "wb"))
+    try:
+        _wait_healthy(uri, proc)
+        yield uri
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _one_run(tmp_path):
+    """A finished run of STEPS steps (loss, lr, a parameter), two evaluations,
+    system samples, a figure, tags and a note."""
+    run_dir = make_run(tmp_path, "r-mlflow", losses=[1.0 / (i + 1) for i in range(STEPS)],
+                       params={"w": [i * 0.001 for i in range(STEPS)]},
+                       eval_rows=[{"epoch": 1, "step": 2, "accuracy": 0.5},
+                                  {"epoch": 2, "step": 4, "accuracy": 0.75}],
+                       meta={"tags": ["baseline"], "note": "first try"})
+    with open(schema.path_of(run_dir, "system"), "w", encoding="utf-8") as f:
+        f.write(",".join(schema.SYSTEM.required) + "\n0.0,0,,,100.0,4,0,0\n1.0,2,90.0,50.0,120.0,5,1,2\n")
+    figures = os.path.join(run_dir, schema.FIGURES_DIR, "fit")
+    os.makedirs(figures)
+    for name in ("fit/epoch-1.png", "fit.png"):
+        with open(os.path.join(run_dir, schema.FIGURES_DIR, name), "wb") as f:
+            f.write(b"\x89PNG\r\n\x1a\n")
+    return run_dir
+
+
+def _steps(client, run_id, key):
+    """The steps of a metric's points, sorted (MLflow answers in timestamp order)."""
+    return sorted(m.step for m in client.get_metric_history(run_id, key))
+
+
+@pytest.mark.slow
+def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path, capsys):
+    from mlflow.tracking import MlflowClient
+    run_dir = _one_run(tmp_path)
+    assert main(["mlflow", str(tmp_path), "--tracking-uri", server]) == 0
+    client = MlflowClient(server)
+    [found] = client.search_runs([client.get_experiment_by_name("toy").experiment_id])
+    rid = found.info.run_id
+    assert found.data.params == {"seed": "0", "epochs": "3", "optimizer": "sgd", "lr": "0.1"}
+    assert found.data.tags["mindexp.run_id"] == "r-mlflow"
+    assert found.data.tags["mlflow.note.content"] == "first try"
+    assert found.data.tags["tag.baseline"] == "true"
+    assert found.info.status == "FINISHED"
+    assert _steps(client, rid, "loss") == list(range(1, STEPS + 1))
+    assert len(client.get_metric_history(rid, "lr")) == STEPS
+    assert _steps(client, rid, "param/w") == list(range(1, STEPS + 1))
+    assert [m.value for m in client.get_metric_history(rid, "eval_accuracy")] == [0.5, 0.75]
+    assert [m.value for m in client.get_metric_history(rid, "system/rss_mb")] == [100.0, 120.0]
+    artifacts = {a.path for a in client.list_artifacts(rid)}
+    assert {"loss.csv", "params.csv", "eval.csv", "system.csv", "figures"} <= artifacts
+    assert {a.path for a in client.list_artifacts(rid, "figures")} == {"figures/fit",
+                                                                      "figures/fit.png"}
+    from mindexp.rundir.meta import read_meta
+    assert read_meta(run_dir)["mlflow"] == {server: rid}
+
+    with open(schema.path_of(run_dir, "loss"), "a", encoding="utf-8") as f:  # the run went on
+        f.write(f"{STEPS + 1},3,0.0001,0.1,9.9\n")
+    capsys.readouterr()
+    assert main(["mlflow", run_dir, "--tracking-uri", server]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "(2 new metric points)" in out  # loss and lr
+    assert len(client.search_runs([found.info.experiment_id])) == 1
+    assert _steps(client, rid, "loss") == list(range(1, STEPS + 2))  # each step once
+
+
+@pytest.mark.slow  # the CLI in a subprocess
+@pytest.mark.parametrize("uri, says", [
+    ("http://127.0.0.1:{closed}", "no MLflow tracking server answers at"),
+    ("not a uri", "--tracking-uri must be an MLflow tracking URI"),
+])
+def test_a_bad_or_unreachable_tracking_uri_is_one_line_and_exit_2(cli, tmp_path, uri, says):
+    require("mlflow", "mindexp mlflow needs mlflow (the mlflow extra)")
+    run_dir = make_run(tmp_path, "r1")
+    result = cli("mlflow", run_dir, "--tracking-uri", uri.format(closed=_free_port()))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and says in result.stderr
+    assert "Traceback" not in result.stderr
