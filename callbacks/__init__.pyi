@@ -14,6 +14,7 @@ from .eval_monitor import EvalMonitor as EvalMonitor
 from .grad_norm_monitor import GradNormMonitor as GradNormMonitor
 from .loss_monitor import LossMonitor as LossMonitor
 from .parameter_tracker import ParameterTracker as ParameterTracker
+from .system_monitor import SystemMonitor as SystemMonitor
 from .tensorboard_logger import TensorBoardLogger as TensorBoardLogger
 from .timer import Timer as Timer
 from .train_step import TrainStep as TrainStep

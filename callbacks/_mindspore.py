@@ -243,7 +243,7 @@ def rank_id() -> int:
 
 
 # -- device memory ------------------------------------------------------------------
-def device_memory_reader():
+def device_memory_reader() -> Callable[[], float] | None:
     """A function giving the MiB of device memory MindSpore holds now, or None
     when the device target is the CPU (MindSpore reports no device there:
     system.csv then has no device column rather than zeros). Checked on 2.10:
@@ -253,6 +253,6 @@ def device_memory_reader():
         return None
     from mindspore import runtime
 
-    def read():
-        return runtime.memory_allocated() / 2 ** 20
+    def read() -> float:
+        return float(runtime.memory_allocated()) / 2 ** 20
     return read

@@ -1,6 +1,10 @@
 """SystemMonitor: the machine's side of a run (CPU, memory, threads, I/O) to system.csv."""
+from __future__ import annotations
+
+import os
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._common import check_directory, log_path
 from ._log_callback import LogCallback
@@ -8,10 +12,13 @@ from ._mindspore import device_memory_reader
 from . import schema
 from .csv_log import CsvLog
 
+if TYPE_CHECKING:
+    from mindspore.train import RunContext
+
 __all__ = ["SystemMonitor"]
 
 
-def _psutil():
+def _psutil() -> Any:
     try:
         import psutil
     except ImportError:
@@ -41,7 +48,8 @@ class SystemMonitor(LogCallback):
 
     FILENAME = schema.SYSTEM.filename
 
-    def __init__(self, directory, every_s=5.0, all_ranks=False, start_step=0, time_offset=0.0):
+    def __init__(self, directory: str | os.PathLike[str], every_s: float = 5.0, all_ranks: bool = False,
+                 start_step: int = 0, time_offset: float = 0.0) -> None:
         super().__init__()
         self.directory = check_directory(directory)
         if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or every_s <= 0:
@@ -52,14 +60,14 @@ class SystemMonitor(LogCallback):
         self.time_offset = float(time_offset)
         self._psutil = _psutil()
         self._process = self._psutil.Process()
-        self._log = None
+        self._log: CsvLog | None = None
         self._lock = threading.Lock()   # the sampler and flush()/close() share the log
         self._stop = threading.Event()
-        self._thread = None
-        self._t0 = None
-        self._device = None
+        self._thread: threading.Thread | None = None
+        self._t0: float | None = None
+        self._device: Callable[[], float] | None = None
 
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: RunContext) -> None:
         path = log_path(self.directory, self.FILENAME, self.all_ranks)
         if path is None:
             return
@@ -73,24 +81,24 @@ class SystemMonitor(LogCallback):
         self._thread = threading.Thread(target=self._run, name="mindexp-system", daemon=True)
         self._thread.start()
 
-    def on_train_step_end(self, run_context):
+    def on_train_step_end(self, run_context: RunContext) -> None:
         self.step += 1  # all the training thread does; the sampler reads it
 
-    def on_train_epoch_end(self, run_context):
+    def on_train_epoch_end(self, run_context: RunContext) -> None:
         pass  # each sample is written when taken (and the log is the sampler's)
 
-    def _run(self):
+    def _run(self) -> None:
         while not self._stop.wait(self.every_s):
             self._sample()
 
-    def _sample(self, first=False):
+    def _sample(self, first: bool = False) -> None:
         row = self._read(first)
         with self._lock:
             if self._log is not None:
                 self._log.write(row)
                 self._log.flush()  # a sample every few seconds: written at once
 
-    def _read(self, first):
+    def _read(self, first: bool) -> list[Any]:
         proc, ps = self._process, self._psutil
         with proc.oneshot():
             cpu = proc.cpu_percent(None)
@@ -98,23 +106,24 @@ class SystemMonitor(LogCallback):
             rss = proc.memory_info().rss / 2 ** 20
             threads = proc.num_threads()
             io = proc.io_counters() if hasattr(proc, "io_counters") else None
-        row = [round(time.monotonic() - self._t0 + self.time_offset, 3), self.step,
+        assert self._t0 is not None  # set when training began
+        row: list[Any] = [round(time.monotonic() - self._t0 + self.time_offset, 3), self.step,
                "" if first else round(cpu, 1), "" if first else round(machine, 1),
                round(rss, 2), threads, io.read_bytes if io else "", io.write_bytes if io else ""]
         if self._device:
             row.append(round(self._device(), 2))
         return row
 
-    def on_train_end(self, run_context):
+    def on_train_end(self, run_context: RunContext) -> None:
         self.close()
 
-    def flush(self):
+    def flush(self) -> None:
         """Write buffered rows (each sample is written when taken)."""
         with self._lock:
             if self._log is not None:
                 self._log.flush()
 
-    def close(self):
+    def close(self) -> None:
         """Stop the sampler, take the last sample and close the log; safe twice."""
         thread, self._thread = self._thread, None
         if thread is None:
@@ -123,5 +132,6 @@ class SystemMonitor(LogCallback):
         thread.join()
         self._sample()
         with self._lock:
-            self._log.close()
+            if self._log is not None:
+                self._log.close()
             self._log = None

@@ -8,6 +8,7 @@ from .analysis.notebook import compare as compare
 from .analysis.notebook import load_run as load_run
 from .analysis.notebook import load_runs as load_runs
 from .analysis.notebook import plot as plot
+from .analysis.mlflow_export import to_mlflow as to_mlflow
 from .analysis.reports import history as history
 from .api import Experiment as Experiment
 from .define.config import Config as Config

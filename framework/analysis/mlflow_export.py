@@ -12,9 +12,12 @@ since: the MLflow run carries the mindexp run id (tag ``mindexp.run_id``)
 and how many rows of each log it holds (tags ``mindexp.rows.<log>``), and
 run.json keeps the mapping (``mlflow``: tracking URI -> MLflow run id).
 """
+from __future__ import annotations
+
 import datetime as _dt
 import os
 import re
+from typing import Any
 
 from ..callbacks import schema
 from ..errors import MindexpError
@@ -32,7 +35,7 @@ _SCHEMES = ("http", "https", "file", "sqlite", "postgresql", "mysql", "mssql", "
 _BAD_KEY = re.compile(r"[^A-Za-z0-9_\-. /]")
 
 
-def to_mlflow(runs, tracking_uri, experiment=None):
+def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None) -> list[dict[str, Any]]:
     """Copy ``runs`` (run directories, folders of runs, or Run objects) into the
     MLflow tracking server at ``tracking_uri``; returns one dict per run:
     ``run_dir``, ``mlflow_run_id``, ``points`` (metric points sent now).

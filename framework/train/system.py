@@ -4,7 +4,7 @@ import logging
 from ..callbacks import schema
 
 logger = logging.getLogger(__name__)
-_warned = []
+_warned: list[bool] = []
 
 
 def system_monitor(cfg, run_dir, resume=None):
