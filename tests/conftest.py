@@ -47,6 +47,22 @@ def cli(tmp_path):
     return run
 
 
+
+@pytest.fixture
+def main_cli(tmp_path, monkeypatch, capsys):
+    """Run ``mindexp ARGS`` through the CLI's main() in this process (cwd: tmp_path);
+    returns CompletedProcess. For bad input that a built-in experiment refuses: a
+    subprocess would spend seconds importing MindSpore only to print one line.
+    (tests/framework/cli/test_cli.py checks the process itself: exit 2, no traceback.)"""
+    from mindexp.cli.main import main
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args):
+        code = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, captured.out, captured.err)
+    return run
+
 class CbParams(dict):
     """The attribute-style dict MindSpore passes as ``original_args()``."""
 
