@@ -34,10 +34,11 @@ from conftest import cli_env
 pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("MINDEXP_FAULT_SEED", "0"))
-# 40 kills (100 until 0.3.0, 10 minutes of a 2-core CI): every command is killed at
-# least 4 times, alternately by SIGKILL and SIGTERM, at seeded random moments of its
-# life, and every invariant is checked after every kill; run and resume get 8, their
-# lives span the most phases. A longer hunt: MINDEXP_FAULT_SCALE=2.5 (the old 100),
+# 40 rounds (100 until 0.3.0, 10 minutes of a 2-core CI): every command gets at least
+# 4, signalled alternately by SIGKILL and SIGTERM at seeded random moments of its life,
+# and every invariant is checked after every round; run and resume get 8, their lives
+# span the most phases. (resume and rm need a run to act on: without one, the round
+# makes a run instead.) A longer hunt: MINDEXP_FAULT_SCALE=2.5 (the old 100),
 # with MINDEXP_FAULT_SEED for other moments.
 KILLS = {"run": 8, "resume": 8, "sweep": 4, "tune": 4, "report": 5, "rm": 5, "gc": 6}
 _SCALE = float(os.environ.get("MINDEXP_FAULT_SCALE", "1"))
