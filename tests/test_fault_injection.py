@@ -1,6 +1,6 @@
 """Seeded fault injection: every long-lived command killed at random moments.
 
-40 kills (SIGKILL and SIGTERM, each command both) of ``run``, ``resume``,
+40 rounds of SIGKILL or SIGTERM (alternately, per command) of ``run``, ``resume``,
 ``sweep``, ``tune``, ``report``, ``rm`` and ``gc``, with ``tag``/``note``/``rm``/``gc`` racing
 them. After each kill, once the killed command and its workers are gone, the
 output root must hold:
