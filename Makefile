@@ -17,8 +17,10 @@ run: $(STAMP)
 
 # Tests run in two worker processes (pytest-xdist), a test file per worker at
 # a time, so module fixtures are made once: many tests wait on msrun,
-# signals or subprocesses rather than on the CPU.
-PYTEST := $(BIN)/python -m pytest -q -ra -p no:cacheprovider -n 2 --dist loadfile
+# signals or subprocesses rather than on the CPU. Files go out costliest first
+# (tests/conftest.py orders them; xdist's own reorder, by test count, would
+# leave the one-test 4-minute fault injection for last).
+PYTEST := $(BIN)/python -m pytest -q -ra -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder
 
 # The full suite (what CI runs).
 test: $(STAMP)

@@ -47,6 +47,22 @@ def cli(tmp_path):
     return run
 
 
+
+@pytest.fixture
+def main_cli(tmp_path, monkeypatch, capsys):
+    """Run ``mindexp ARGS`` through the CLI's main() in this process (cwd: tmp_path);
+    returns CompletedProcess. For bad input that a built-in experiment refuses: a
+    subprocess would spend seconds importing MindSpore only to print one line.
+    (tests/framework/cli/test_cli.py checks the process itself: exit 2, no traceback.)"""
+    from mindexp.cli.main import main
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args):
+        code = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, captured.out, captured.err)
+    return run
+
 class CbParams(dict):
     """The attribute-style dict MindSpore passes as ``original_args()``."""
 
@@ -101,3 +117,25 @@ def small_disk(tmp_path):
 
 DISK_ARGS = ["--set", "epochs=400", "--set", "checkpoint_interval_s=0", "--set",
              "optimizer=adam", "--set", "lr=0.05", "--quiet"]
+
+
+# -- the order files are handed to the xdist workers ----------------------------------
+
+def _file_cost(items):
+    """How long a test file is expected to take, from its own marks: the largest
+    ``timeout`` it declares (long tests declare one), then its count of slow tests."""
+    timeouts = [mark.args[0] for item in items for mark in item.iter_markers("timeout")
+                if mark.args]
+    slow = sum(1 for item in items if item.get_closest_marker("slow"))
+    return max(timeouts, default=0), slow
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Costliest files first (with ``--dist loadfile --no-loadscope-reorder``), so that
+    the 10-minute fault injection starts at once instead of being the last file of one
+    worker while the other idles: longest-first is what keeps two workers busy."""
+    by_file = {}
+    for item in items:
+        by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
+    ordered = sorted(by_file.values(), key=_file_cost, reverse=True)  # stable: ties keep order
+    items[:] = [item for group in ordered for item in group]

@@ -78,13 +78,13 @@ class WithDropout(Experiment):
         dropout: float | None = None
 
 
-def test_cli_set_rejects_a_pep604_field_with_one_line(cli, tmp_path):
+def test_cli_set_rejects_a_pep604_field_with_one_line(main_cli, tmp_path):
     src = tmp_path / "exp.py"
     src.write_text("from dataclasses import dataclass\nfrom mindexp import Experiment\n\n"
                    "class E(Experiment):\n    name = 'e'\n\n    @dataclass\n"
                    "    class Config(Experiment.Config):\n        dropout: float | None = None\n\n"
                    "    def source(self, split):\n        return None\n")
-    proc = cli("run", f"{src}:E", "--set", "dropout=abc")
+    proc = main_cli("run", f"{src}:E", "--set", "dropout=abc")
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "'dropout'" in lines[0] and "dropout='abc'" in lines[0]

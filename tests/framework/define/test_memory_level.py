@@ -11,8 +11,8 @@ def test_o1_reaches_mindspore_context_and_o0_sets_it_back(tmp_path):
     assert ms.get_context("memory_optimize_level") == 0
 
 
-def test_o3_is_rejected_naming_the_field_and_the_choices(cli, tmp_path):
-    done = cli("run", "linear", "--set", "memory_optimize_level=O3", "--out", "out")
+def test_o3_is_rejected_naming_the_field_and_the_choices(main_cli, tmp_path):
+    done = main_cli("run", "linear", "--set", "memory_optimize_level=O3", "--out", "out")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "mindexp: error: config field 'memory_optimize_level' must be one of O0, O1. "

@@ -59,8 +59,8 @@ def test_a_dying_worker_fails_the_run_with_its_logs_instead_of_hanging(cli, tmp_
     assert "msrun exited with status" in meta["error"] and "Error code: 3" in meta["error"]
 
 
-def test_workers_zero_is_bad_input(cli, tmp_path):
-    done = cli("run", "linear", "--workers", "0")
+def test_workers_zero_is_bad_input(main_cli, tmp_path):
+    done = main_cli("run", "linear", "--workers", "0")
     assert done.returncode == 2 and "--workers: must be an integer >= 1" in done.stderr
     assert not (tmp_path / "outputs").exists()
 

@@ -119,8 +119,8 @@ def test_metrics_without_an_eval_split_are_rejected_before_the_run_dir(tmp_path)
     assert not os.listdir(tmp_path)
 
 
-def test_cli_rejects_metrics_without_eval_with_exit_2(cli, tmp_path):
-    result = cli("run", "linear", "--set", "metrics=mae")
+def test_cli_rejects_metrics_without_eval_with_exit_2(main_cli, tmp_path):
+    result = main_cli("run", "linear", "--set", "metrics=mae")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "'metrics'" in lines[0] and "eval split" in lines[0]

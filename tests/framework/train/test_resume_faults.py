@@ -164,26 +164,34 @@ def test_a_held_lock_refuses_a_second_holder_with_one_line(tmp_path):
 
 # -- a CSV damaged in the middle -----------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def finished_linear(tmp_path_factory):
+    """One finished 2-epoch run, trained once: each case damages a copy of it."""
+    out = tmp_path_factory.mktemp("finished") / "out"
+    return Linear(epochs=2, checkpoint_interval_s=0).run(out=str(out)).dir
+
+
 @pytest.mark.parametrize("name, line, damage, why", [
     ("loss.csv", 5, "5,1,0.3x,0.1,0.2", "loss='0.3x' is not a number"),
     ("loss.csv", 8, "8,1", "expected 5 fields, got 2"),
     ("grad_norm.csv", 3, "\x00\x00\x00", "expected 3 fields, got 1"),
 ])
-def test_resume_refuses_a_csv_damaged_in_the_middle_naming_file_and_line(cli, tmp_path, name,
-                                                                         line, damage, why):
-    run = Linear(epochs=2, checkpoint_interval_s=0).run(out=str(tmp_path / "out"))
-    path = os.path.join(run.dir, name)
+def test_resume_refuses_a_csv_damaged_in_the_middle_naming_file_and_line(
+        main_cli, tmp_path, finished_linear, name, line, damage, why):
+    run_dir = str(tmp_path / "out" / "linear" / os.path.basename(finished_linear))
+    shutil.copytree(finished_linear, run_dir)
+    path = os.path.join(run_dir, name)
     with open(path) as f:
         lines = f.read().split("\n")
     lines[line - 1] = damage
     with open(path, "w") as f:
         f.write("\n".join(lines))
-    before = _files(run.dir)
-    done = cli("resume", run.dir, "--set", "epochs=4")
+    before = _files(run_dir)
+    done = main_cli("resume", run_dir, "--set", "epochs=4")
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert f"{name} line {line} is damaged ({why})" in done.stderr
-    assert _files(run.dir) == before
+    assert _files(run_dir) == before
 
 
 # -- a full disk --------------------------------------------------------------------------

@@ -48,6 +48,7 @@ def test_each_optimizer_reaches_the_targets(optimizer_runs, name):
     _assert_reaches_targets(run, tol=0.02)
 
 
+@pytest.mark.slow  # its module fixture trains several runs
 def test_optimizers_follow_different_trajectories(optimizer_runs):
     # Same data, same initial weights: the first losses agree, the second ones differ
     # because each optimizer made a different first update.
@@ -100,6 +101,7 @@ def test_lr_column_is_the_schedule(schedule_runs, case):
     np.testing.assert_allclose(run.loss.lr.to_numpy(), _expected_lr(*case), rtol=1e-6)
 
 
+@pytest.mark.slow  # its module fixture trains several runs
 @pytest.mark.parametrize("case", [("constant", 5), ("cosine", 3)])
 def test_sgd_really_uses_the_logged_lr(schedule_runs, case):
     # Plain SGD: ||theta_t - theta_{t-1}|| == lr_t * ||g_t||, step by step.
@@ -124,6 +126,7 @@ def clip_runs(tmp_path_factory):
     return {clip: Linear(epochs=3, clip_grad_norm=clip).run(out=out) for clip in (None, 0.2)}
 
 
+@pytest.mark.slow  # its module fixture trains several runs
 def test_clipping_bounds_the_update_and_logs_the_norm_before_clipping(clip_runs):
     plain, clipped = clip_runs[None], clip_runs[0.2]
     g = clipped.grad_norm.set_index("step").grad_norm
@@ -158,6 +161,7 @@ def test_accumulation_follows_the_large_batch_trajectory(accumulation_runs):
         np.testing.assert_allclose(b[value], a[value], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # its module fixture trains several runs
 def test_step_counts_optimizer_updates(accumulation_runs):
     big, accumulated = accumulation_runs
     # 128 samples / (8 x 4) = 4 updates per epoch, 5 epochs.
@@ -209,6 +213,7 @@ def test_o2_reaches_the_targets_with_a_looser_tolerance(amp_runs):
     assert 1e-6 < diff < 1e-2
 
 
+@pytest.mark.slow  # its module fixture trains several runs
 @pytest.mark.parametrize("level", ["O1", "O3"])
 def test_other_amp_levels_train_in_float16(amp_runs, level):
     run, base = amp_runs[level], amp_runs["O0"].loss.loss.iloc[:20]
@@ -242,6 +247,7 @@ def test_amp_output_loss_and_grad_norm_stay_float32(ms_graph, tmp_path, monkeypa
         assert [p.dtype for p in net.trainable_params()] == [ms_graph.float32] * 2
 
 
+@pytest.mark.slow  # its module fixture trains several runs
 def test_fixed_loss_scale_is_divided_out(amp_runs):
     # A power-of-two scale is exact: the same trajectory as no scaling.
     scaled, base = amp_runs["scaled"], amp_runs["O0"]

@@ -71,15 +71,15 @@ def test_monitor_direction_follows_the_name():
     assert monitor_mode("eval_custom") is None
 
 
-def test_watching_an_eval_value_without_eval_split_is_rejected_before_any_run_dir(cli, tmp_path):
-    done = cli("run", "linear", "--set", "early_stop=eval_accuracy", "--out", "out")
+def test_watching_an_eval_value_without_eval_split_is_rejected_before_any_run_dir(main_cli, tmp_path):
+    done = main_cli("run", "linear", "--set", "early_stop=eval_accuracy", "--out", "out")
     line = one_line_error(done)
     assert "'early_stop'" in line and "accepted: loss" in line
     assert not (tmp_path / "out").exists()
 
 
-def test_early_stop_on_the_loss_is_refused_with_several_workers(cli, tmp_path):
-    line = one_line_error(cli("run", "linear", "--set", "early_stop=loss", "--workers", "2",
+def test_early_stop_on_the_loss_is_refused_with_several_workers(main_cli, tmp_path):
+    line = one_line_error(main_cli("run", "linear", "--set", "early_stop=loss", "--workers", "2",
                               "--out", "out"))
     assert "config field 'early_stop'" in line and "eval_<metric>" in line
     assert not (tmp_path / "out").exists()
@@ -450,7 +450,7 @@ def test_export_onnx_of_an_operator_mindspore_cannot_convert(cli, tmp_path):
     assert os.listdir(run_dir / "exported") == ["epoch0001-step0000010.mindir"]
 
 
-def test_bad_keep_best_on_the_command_line_creates_nothing(cli, tmp_path):
-    line = one_line_error(cli("run", "linear", "--set", "keep_best=2", "--out", "out"))
+def test_bad_keep_best_on_the_command_line_creates_nothing(main_cli, tmp_path):
+    line = one_line_error(main_cli("run", "linear", "--set", "keep_best=2", "--out", "out"))
     assert "config field 'keep_best' needs checkpoint_monitor" in line
     assert not (tmp_path / "out").exists()
