@@ -1,8 +1,8 @@
-"""The public layer: ``Experiment.run`` and resuming a run, returning a :class:`Run`.
+"""The public layer: ``Experiment.run`` and resuming a run, returning a ``Run``.
 
-The runner (:mod:`mindexp.train`) trains and returns the run's directory;
+The runner (``mindexp.train``) trains and returns the run's directory;
 this layer draws the run's plots after it and wraps the directory in a
-:class:`Run`. The command line and sweep workers start runs here too.
+``Run``. The command line and sweep workers start runs here too.
 """
 import logging
 
@@ -17,7 +17,7 @@ class Experiment(BaseExperiment):
     __doc__ = BaseExperiment.__doc__
 
     def run(self, out="outputs", name=None, quiet=None):
-        """Train in a new run directory under ``out``; returns a :class:`Run`.
+        """Train in a new run directory under ``out``; returns a ``Run``.
 
         ``quiet=None`` (the default): a progress bar in Jupyter (tqdm's
         notebook widget), nothing elsewhere; False: a bar in a terminal too.
@@ -29,7 +29,7 @@ class Experiment(BaseExperiment):
 
 
 def run_experiment(exp, out="outputs", label=None, quiet=True, entry=None):
-    """Train ``exp`` in a new run directory under ``out``; returns its :class:`Run`
+    """Train ``exp`` in a new run directory under ``out``; returns its ``Run``
     (None on a rank other than 0 under the user's own msrun).
 
     Raises ConfigError/DataError before anything is created, TrainingError
@@ -42,7 +42,7 @@ def run_experiment(exp, out="outputs", label=None, quiet=True, entry=None):
 
 def resume_run(run_dir, overrides=None, quiet=True):
     """Continue a run in its own directory from its latest good checkpoint;
-    returns its :class:`Run`. ``overrides`` change config fields (``epochs``).
+    returns its ``Run``. ``overrides`` change config fields (``epochs``).
 
     Holds the run directory's lock from before it reads the run until its
     record is final: a second resume, ``rm`` or ``gc`` of the run meanwhile
@@ -62,7 +62,7 @@ def _finished(start):
     """Run ``start()`` (which returns a run directory, its plots drawn), wrap it.
 
     The run's record is read at once: once it is final, ``mindexp gc`` may
-    remove the folder, and the returned :class:`Run` must still say how the
+    remove the folder, and the returned ``Run`` must still say how the
     run ended (a sweep's worker answers with it).
     """
     try:

@@ -12,7 +12,7 @@ GIT_FIELDS = ("commit", "branch", "dirty", "diff_bytes")
 
 
 def diff(run_a, run_b):
-    """What differs between two runs (paths or :class:`mindexp.Run`).
+    """What differs between two runs (paths or `mindexp.Run`).
 
     Returns a dict: ``a``/``b`` (the run directories); DataFrames with
     columns ``name, a, b``: ``config`` (fields that differ), ``git``

@@ -97,7 +97,7 @@ def save_plots(study, folder):
 
 
 def study_frame(study=None, out="outputs", storage=None):
-    """The trials of a study as a DataFrame (see :func:`frame`).
+    """The trials of a study as a DataFrame (see ``frame``).
 
     ``study`` is a study name (its storage found under ``out`` unless
     ``storage`` is given) or an ``optuna.Study``.
