@@ -3,6 +3,7 @@ import argparse
 import os
 import sys
 
+from .. import __version__
 from ..callbacks import schema
 from ..errors import MindexpError
 from ._console import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, fmt_number, log_to_stderr, one_line,
@@ -39,6 +40,7 @@ def _unknown_command(message):
 
 def build_parser():
     parser = _Parser(prog="mindexp", description="Callback-driven MindSpore experiments.")
+    parser.add_argument("--version", action="version", version=f"mindexp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     listing = sub.add_parser("list", help="shipped experiments; list NAME: its config fields")
