@@ -77,8 +77,6 @@ for name, content in files.items():
     else:
         open(name, "w").write(content)
 namespace = sys.modules["__main__"].__dict__  # as in a user's own script or REPL
-driver_names = set(namespace) | {"driver_names", "page", "steps", "i", "kind", "text", "code",
-                                 "args", "done"}
 
 
 def with_runs(text):
@@ -95,6 +93,8 @@ def with_runs(text):
     return text
 
 
+driver_names = set(namespace) | {"driver_names", "page", "steps", "i", "kind", "text", "code",
+                                 "args", "done", "leftover"}
 for page, steps in pages:
     for leftover in set(namespace) - driver_names:  # each page starts afresh
         del namespace[leftover]
