@@ -156,14 +156,26 @@ def _read(page):
 
 def page_steps(page):
     """``[("python", code, 0) | ("console", command, exit status)]`` of one page, in order."""
+    return text_steps(_read(page))
+
+
+def text_steps(text):
     steps = []
-    for not_run, lang, body in BLOCK.findall(_read(page)):
+    for not_run, lang, body in BLOCK.findall(text):
         if lang == "python" and not not_run:
             steps.append(("python", body, 0))
         elif lang in ("", "console", "bash", "sh", "shell"):
             steps.extend(("console", line, 2 if line in EXIT_2 else 0)
                          for line in shell_lines(body) if not skipped(line))
     return steps
+
+
+def test_a_marked_block_is_not_run_and_the_others_are_in_order():
+    text = ("```python\nfirst = 1\n```\n\n<!-- not run: a placeholder -->\n```python\nnope()\n```\n"
+            "```console\n$ mindexp serve outputs\n$ mindexp list\noutput line\n```\n"
+            "```python\nsecond = first\n```\n")
+    assert text_steps(text) == [("python", "first = 1\n", 0), ("console", "mindexp list", 0),
+                                ("python", "second = first\n", 0)]
 
 
 def all_shell_lines():
