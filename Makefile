@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test test-fast bench bench-lightning-venv clean
+.PHONY: run test test-fast docs bench bench-lightning-venv clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow"
 
+# The manual (docs/, mkdocs.yml) as a static site in site/, offline; --strict: a
+# broken link or a missing API object fails the build.
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
@@ -38,4 +43,4 @@ bench-lightning-venv:
 	benchmarks/setup_lightning.sh
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -1,7 +1,7 @@
 """Reusable MindSpore callbacks that write crash-safe CSV logs.
 
 Import only mindspore, numpy and the standard library (pandas lazily in
-:func:`read_csv`), so they work in any MindSpore project.
+``read_csv``), so they work in any MindSpore project.
 
 Names are imported on first use: reading logs (``read_csv``) does not pay
 for importing mindspore.

@@ -35,7 +35,7 @@ class Checkpoint(QuietCallback):
     so a run can resume exactly. Every save is indexed in
     ``<directory>/checkpoints.csv`` (``step,epoch,loss,file,kind,score``).
     Training always ends with a save, unless it diverged: once the loss or
-    a weight is NaN/Inf nothing more is saved (:attr:`skipped_reason` says
+    a weight is NaN/Inf nothing more is saved (``skipped_reason`` says
     why), so the newest checkpoint is the last finite one. Before saving,
     the callbacks given as ``flush`` are flushed, so their logs on disk are
     never behind the newest checkpoint. Nothing is created on disk before

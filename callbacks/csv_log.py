@@ -33,7 +33,7 @@ class CsvLog:
     The header is written only when the file is new or empty; an existing
     header must equal ``fieldnames``. Rows are buffered and written whole,
     every ``flush_rows`` rows or ``flush_seconds`` seconds, and on
-    :meth:`flush`/:meth:`close`, so a crash loses at most the buffer and never
+    ``flush``/``close``, so a crash loses at most the buffer and never
     leaves half a row. A half row left by a killed process is cut off when
     the file is opened again.
 
@@ -65,7 +65,7 @@ class CsvLog:
     def check(self) -> CsvLog:
         """Check an existing file's header, creating nothing; returns self.
 
-        Callbacks call this at train begin and let the first :meth:`flush`
+        Callbacks call this at train begin and let the first ``flush``
         open the file, so a run rejected by any callback there leaves no
         file behind.
         """
@@ -181,7 +181,7 @@ class CsvLog:
     def truncate_after(self, step: int, column: str = "step") -> int:
         """Drop every row whose ``column`` is greater than ``step``.
 
-        Rewrites the file atomically (:func:`schema.atomic_write`) so a crash
+        Rewrites the file atomically (``schema.atomic_write``) so a crash
         during truncation leaves either the old or the new file.
         """
         self.flush()
@@ -265,12 +265,12 @@ def read_rows(path: str | os.PathLike[str]) -> list[dict[str, str]]:
 
 
 def read_csv(path: str | os.PathLike[str], name: str | None = None) -> pd.DataFrame:
-    """Read a log the way :class:`CsvLog` wrote it, as a pandas DataFrame.
+    """Read a log the way ``CsvLog`` wrote it, as a pandas DataFrame.
 
     ``path`` is the file, or a directory together with ``name`` (the file
     name inside it, e.g. ``"loss.csv"``). A missing or empty file gives an
     empty DataFrame. Every complete line must have as many fields as the
-    header, else :class:`CsvFormatError` names the file and the first bad
+    header, else ``CsvFormatError`` names the file and the first bad
     line (a last row without line end, left by a writer that was killed,
     is the caller's to judge). pandas is imported here, lazily, so that the
     callbacks stay importable without it.
@@ -289,7 +289,7 @@ def read_csv(path: str | os.PathLike[str], name: str | None = None) -> pd.DataFr
 
 
 def check_fields(path: str, data: bytes) -> None:
-    """Raise :class:`CsvFormatError` at the first complete line of ``data``
+    """Raise ``CsvFormatError`` at the first complete line of ``data``
     (a CSV file's bytes) whose field count differs from the header's."""
     if b'"' in data:  # quoted fields may hold commas or line ends: parse them
         _check_fields_parsed(path, data)

@@ -3,14 +3,14 @@
 MindSpore's own ``eval_loss`` (the one ``Model.fit`` hands to callbacks) is
 the last batch's loss, and its ``Loss`` metric averages batch losses with
 equal weights, so a small last batch counts as much as a full one. mindexp
-weights each batch's loss by its number of samples: :class:`EvalCell`
-returns the batch's loss once per sample, and :class:`EvalLoss` averages
+weights each batch's loss by its number of samples: ``EvalCell``
+returns the batch's loss once per sample, and ``EvalLoss`` averages
 those, which is the mean loss over the whole eval set, whatever the batch
 size. The loss is computed once, inside the eval network.
 
 The callbacks read the eval loss from the Model's ``"loss"`` metric only
 (``"eval_loss"`` is its name everywhere else, as for every eval metric);
-:func:`check_loss_metric` refuses a Model without it, or with MindSpore's
+``check_loss_metric`` refuses a Model without it, or with MindSpore's
 ``Loss`` there, in one line naming what to add.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ HOW_TO_ADD = ("add mindexp's metric to the Model: metrics={..., 'loss': EvalLoss
 
 class EvalCell(nn.WithEvalCell):
     """``nn.WithEvalCell`` whose loss output holds the batch's loss once per
-    sample (shape ``(batch,)``), for :class:`EvalLoss`.
+    sample (shape ``(batch,)``), for ``EvalLoss``.
 
     Returns ``(loss per sample, outputs, label)``; use it with
     ``eval_indexes=[0, 1, 2]``. MindSpore's own ``Loss`` metric and
@@ -59,7 +59,7 @@ class EvalCell(nn.WithEvalCell):
 class EvalLoss(Loss):
     """The mean loss over the whole eval set: each batch weighted by its samples.
 
-    Register it as the Model's ``"loss"`` metric, with :class:`EvalCell` as
+    Register it as the Model's ``"loss"`` metric, with ``EvalCell`` as
     the eval network; ``EvalMonitor``, ``EarlyStopping`` and ``Checkpoint``
     read it as ``"eval_loss"`` (or ``"loss"``)::
 
@@ -91,7 +91,7 @@ class EvalLoss(Loss):
         self._samples += per_sample.size
 
     def eval(self) -> float:
-        """The sample-weighted mean loss of the batches since :meth:`clear`."""
+        """The sample-weighted mean loss of the batches since ``clear``."""
         if not self._samples:
             raise RuntimeError("EvalLoss.eval: no batch was evaluated (an empty eval dataset?)")
         return float(self._total / self._samples)

@@ -25,7 +25,7 @@ class EvalMonitor(LogCallback):
     Model's ``metrics``, each also spelled ``eval_<name>``; any other name
     is rejected at train begin, listing them. ``"eval_loss"`` (and
     ``"loss"``) is the Model's ``"loss"`` metric, which must be mindexp's
-    :class:`~mindexp.callbacks.EvalLoss` (the eval set's sample-weighted
+    ``mindexp.callbacks.EvalLoss`` (the eval set's sample-weighted
     mean loss) or a metric of your own: never MindSpore's ``eval_loss``
     (the last batch's) nor its ``Loss`` metric (batches weighted alike),
     refused at train begin with what to add.

@@ -26,7 +26,7 @@ class LossMonitor(LogCallback):
     is the loss. The last step of every epoch is always written. A NaN or
     infinite loss (checked on written steps) stops training at that step
     (``run_context.request_stop()``, so every callback still sees the step
-    and the logs stay consistent) and is kept in :attr:`stop_reason`. Then,
+    and the logs stay consistent) and is kept in ``stop_reason``. Then,
     with ``on_nan="raise"`` (the default), the end of training closes the
     log and raises ``FloatingPointError`` naming the step, so a plain
     ``model.train(...)`` cannot return as if all went well; with

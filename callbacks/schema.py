@@ -5,9 +5,9 @@ Everything that writes or reads a run directory (the callbacks, the run
 record, resume, reports, plots, provenance, use, manage) takes names from
 here. It lives in ``callbacks/`` because the callbacks write most of these
 files and must not import the framework; it imports only the standard
-library (pandas lazily, through :func:`read_log`). The writers are
-:func:`atomic_write` (whole files) and ``CsvLog`` (appended logs); the
-readers :func:`read_log` (a DataFrame) and :func:`read_rows` (dicts).
+library (pandas lazily, through ``read_log``). The writers are
+``atomic_write`` (whole files) and ``CsvLog`` (appended logs); the
+readers ``read_log`` (a DataFrame) and ``read_rows`` (dicts).
 """
 from __future__ import annotations
 
@@ -93,5 +93,5 @@ def path_of(run_dir: str | os.PathLike[str], name: str) -> str:
 
 
 def read_log(run_dir: str | os.PathLike[str], name: str) -> pd.DataFrame:
-    """A log of ``run_dir`` as a pandas DataFrame (see :func:`csv_log.read_csv`)."""
+    """A log of ``run_dir`` as a pandas DataFrame (see ``csv_log.read_csv``)."""
     return read_csv(path_of(run_dir, name))

@@ -31,14 +31,14 @@ class TrainStep(nn.TrainOneStepCell):
     micro-batches whose gradients are averaged before ONE update, so a step
     is always one optimizer update. With ``per_param_norms=True`` a third
     output holds the norm of each parameter's gradient (in the order of
-    :attr:`param_names`).
+    ``param_names``).
 
     Loss components: when the loss network returns ``(total, c1, ..., ck)``
     (scalars) and names them, in ``components=("c1", ..., "ck")`` or in its
     own attribute ``loss_components``, only ``total`` is differentiated
     and optimised; the components are returned as one float32 tensor of
-    shape ``(k,)`` after the other outputs (index :attr:`components_index`,
-    names :attr:`component_names`), which :class:`LossMonitor` logs as
+    shape ``(k,)`` after the other outputs (index ``components_index``,
+    names ``component_names``), which ``LossMonitor`` logs as
     extra ``loss.csv`` columns. With accumulation they are averaged like
     the loss.
 
@@ -63,7 +63,7 @@ class TrainStep(nn.TrainOneStepCell):
 
         With ``metrics`` (for ``Model.fit``/``Model.eval``) the Model also
         gets ``eval_network=EvalCell(network, loss_fn)`` (``nn.WithEvalCell``
-        with the loss once per sample, for :class:`~mindexp.callbacks.EvalLoss`)
+        with the loss once per sample, for ``mindexp.callbacks.EvalLoss``)
         and ``eval_indexes=[0, 1, 2]`` (its loss, prediction and label
         outputs), which ``Model`` needs when given a train cell instead of a
         loss and optimizer. ``kwargs`` go to ``TrainStep`` (``clip_grad_norm``, ...).

@@ -1,8 +1,8 @@
-"""The public layer: ``Experiment.run`` and resuming a run, returning a :class:`Run`.
+"""The public layer: ``Experiment.run`` and resuming a run, returning a ``Run``.
 
-The runner (:mod:`mindexp.train`) trains and returns the run's directory;
+The runner (``mindexp.train``) trains and returns the run's directory;
 this layer draws the run's plots after it and wraps the directory in a
-:class:`Run`. The command line and sweep workers start runs here too.
+``Run``. The command line and sweep workers start runs here too.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class Experiment(BaseExperiment):
 
     def run(self, out: str | os.PathLike[str] = "outputs", name: str | None = None,
             quiet: bool | None = None) -> Run | None:
-        """Train in a new run directory under ``out``; returns a :class:`Run`.
+        """Train in a new run directory under ``out``; returns a ``Run``.
 
         ``quiet=None`` (the default): a progress bar in Jupyter (tqdm's
         notebook widget), nothing elsewhere; False: a bar in a terminal too.
@@ -36,7 +36,7 @@ class Experiment(BaseExperiment):
 def run_experiment(exp: BaseExperiment, out: str | os.PathLike[str] = "outputs",
                    label: str | None = None, quiet: bool = True,
                    entry: str | None = None) -> Run | None:
-    """Train ``exp`` in a new run directory under ``out``; returns its :class:`Run`
+    """Train ``exp`` in a new run directory under ``out``; returns its ``Run``
     (None on a rank other than 0 under the user's own msrun).
 
     Raises ConfigError/DataError before anything is created, TrainingError
@@ -50,7 +50,7 @@ def run_experiment(exp: BaseExperiment, out: str | os.PathLike[str] = "outputs",
 def resume_run(run_dir: str, overrides: Mapping[str, Any] | None = None,
                quiet: bool = True) -> Run | None:
     """Continue a run in its own directory from its latest good checkpoint;
-    returns its :class:`Run`. ``overrides`` change config fields (``epochs``).
+    returns its ``Run``. ``overrides`` change config fields (``epochs``).
 
     Holds the run directory's lock from before it reads the run until its
     record is final: a second resume, ``rm`` or ``gc`` of the run meanwhile
@@ -70,7 +70,7 @@ def _finished(start: Callable[[], str | None]) -> Run | None:
     """Run ``start()`` (which returns a run directory, its plots drawn), wrap it.
 
     The run's record is read at once: once it is final, ``mindexp gc`` may
-    remove the folder, and the returned :class:`Run` must still say how the
+    remove the folder, and the returned ``Run`` must still say how the
     run ended (a sweep's worker answers with it).
     """
     try:

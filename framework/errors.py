@@ -32,7 +32,7 @@ class TrainingError(Exception):
     """Training itself failed (exit status 1, not bad input).
 
     ``run_dir`` is the run's directory (run.json says failed), None when none
-    was made; ``run`` is its :class:`mindexp.Run`, set by the public layer
+    was made; ``run`` is its `mindexp.Run`, set by the public layer
     (``Experiment.run``, the command line).
     """
 

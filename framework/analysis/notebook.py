@@ -28,9 +28,9 @@ SPARK_SIZE = (160, 36)
 
 
 class Run(_RunReader):
-    """A run directory (see :class:`mindexp.rundir.run.Run`) that also
+    """A run directory (see ``mindexp.rundir.run.Run``) that also
     renders in Jupyter (status, config, final values, a small loss curve)
-    and plots itself with :meth:`plot`."""
+    and plots itself with ``plot``."""
 
     def plot(self, what: str = "loss") -> Figure:
         """A matplotlib figure of this run: ``"loss"`` (with loss components),
@@ -59,14 +59,14 @@ compare.__doc__ = (reports.compare.__doc__ or "") + """
 
 
 def load_run(path: str | os.PathLike[str]) -> Run:
-    """Read one run directory back as a :class:`mindexp.Run` (RunDirError
+    """Read one run directory back as a ``mindexp.Run`` (RunDirError
     naming the file when it is broken)."""
     reports.load_run(path)  # reads everything reports use: a broken run fails here
     return Run(path)
 
 
 def load_runs(paths: RunsOrPaths) -> Runs:
-    """The runs at or below ``paths`` as :class:`Runs` (a list); broken
+    """The runs at or below ``paths`` as ``Runs`` (a list); broken
     ones are skipped with a warning (RunDirError when none is readable)."""
     loaded = reports.load_runs(paths)
     return Runs([Run(run.dir) for run in loaded], loaded.errors)
@@ -117,7 +117,7 @@ def _last_figures(run: Run) -> str:
 
 
 def run_table(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` (compare()'s DataFrame) as a :class:`RunFrame`: the same
+    """``table`` (compare()'s DataFrame) as a ``RunFrame``: the same
     DataFrame, rendered in Jupyter as the display table plus a loss curve per run."""
     frame = _frame_class()(table)
     frame.attrs.update(table.attrs)
@@ -163,11 +163,11 @@ def table_html(table: pd.DataFrame) -> str:
 
 
 class Runs(reports.RunList):
-    """A list of :class:`Run` (a sweep's or a study's runs; ``errors`` lists
-    the broken ones) that Jupyter renders as their :func:`mindexp.compare` table."""
+    """A list of ``Run`` (a sweep's or a study's runs; ``errors`` lists
+    the broken ones) that Jupyter renders as their ``mindexp.compare`` table."""
 
     def compare(self, sort: str = "final_loss") -> pd.DataFrame:
-        """:func:`mindexp.compare` of these runs."""
+        """``mindexp.compare`` of these runs."""
         return compare(list(self), sort=sort)
 
     def _repr_html_(self) -> str:
@@ -178,7 +178,7 @@ class Runs(reports.RunList):
 
 def plot(runs: RunsOrPaths, metric: str = "loss") -> Figure:
     """A matplotlib figure of ``metric`` per step for each run (any name
-    :func:`mindexp.history` accepts: ``loss``, a loss component,
+    ``mindexp.history`` accepts: ``loss``, a loss component,
     ``eval_accuracy``, a parameter); Jupyter shows it inline."""
     from .plots import _figure
     from .reports import config_labels

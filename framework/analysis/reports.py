@@ -39,7 +39,7 @@ Skipped = collections.namedtuple("Skipped", "run_dir error status")
 
 
 class RunList(list):
-    """The runs that loaded, plus ``errors``: a :data:`Skipped` ``(run_dir, error,
+    """The runs that loaded, plus ``errors``: a ``Skipped`` ``(run_dir, error,
     status)`` per broken run."""
 
     def __init__(self, runs: Iterable[Run] = (), errors: Iterable[Skipped] = ()) -> None:
@@ -50,7 +50,7 @@ class RunList(list):
 # -- loading -----------------------------------------------------------------
 
 def load_run(path):
-    """Read one run directory back as a :class:`mindexp.Run`.
+    """Read one run directory back as a ``mindexp.Run``.
 
     Reads run.json, config.json and the logs reports use (loss, params,
     eval), so a broken run fails here, with a RunDirError naming the file.
@@ -152,7 +152,7 @@ def _nothing_loaded(errors):
 
 
 def as_runs(runs_or_paths: RunsOrPaths, read: Callable[[str], Run] | None = None) -> list[Run]:
-    """Runs from a Run, a path, or a list of either (paths go through :func:`load_runs`,
+    """Runs from a Run, a path, or a list of either (paths go through ``load_runs``,
     or through ``read(run_dir)`` when given)."""
     items = [runs_or_paths] if isinstance(runs_or_paths, (str, os.PathLike, Run)) \
         else list(runs_or_paths)
@@ -164,7 +164,7 @@ def as_runs(runs_or_paths: RunsOrPaths, read: Callable[[str], Run] | None = None
 
 
 def _load_for_compare(path):
-    """A run with what :func:`compare` reads: run.json and config.json, and its
+    """A run with what ``compare`` reads: run.json and config.json, and its
     logs only when run.json holds no final summary (running or old runs)."""
     run = path if isinstance(path, Run) else Run(path)
     parts = ("meta", "config") if stored_summary(run.meta) else \
@@ -406,7 +406,7 @@ def _per_run(values, lengths):
 
 
 def available_metrics(run):
-    """Metric names :func:`history` accepts for this run."""
+    """Metric names ``history`` accepts for this run."""
     names = set()
     for table in (run.loss, run.grad_norm, _eval_table(run)):
         names.update(c for c in table.columns if c not in ("step", "epoch"))

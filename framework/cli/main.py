@@ -3,6 +3,7 @@ import argparse
 import os
 import sys
 
+from .. import __version__
 from ..callbacks import schema
 from ..errors import MindexpError
 from . import mlflow
@@ -40,6 +41,7 @@ def _unknown_command(message):
 
 def build_parser():
     parser = _Parser(prog="mindexp", description="Callback-driven MindSpore experiments.")
+    parser.add_argument("--version", action="version", version=f"mindexp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     mlflow.register(sub)  # a command group registers itself (the CLI's layout to come)

@@ -1,6 +1,6 @@
 """What an experiment declares: data, network, loss, optimizer, config.
 
-:class:`mindexp.Experiment` (in :mod:`mindexp.api`) adds ``run()`` to it;
+``mindexp.Experiment`` (in ``mindexp.api``) adds ``run()`` to it;
 everything that trains or reads runs uses only this declaration.
 """
 from __future__ import annotations
@@ -32,8 +32,8 @@ class BaseExperiment:
     ``optimizer``, ``metrics``, ``callbacks``, ``targets``, ``validate``.
 
     ``MyExperiment(lr=0.1).run(out="outputs")`` trains and returns a
-    :class:`mindexp.Run`. Unknown or ill-typed config values raise
-    :class:`mindexp.ConfigError` naming the field, before anything runs.
+    ``mindexp.Run``. Unknown or ill-typed config values raise
+    ``mindexp.ConfigError`` naming the field, before anything runs.
     """
 
     name: str | None = None
@@ -76,10 +76,10 @@ class BaseExperiment:
         A tuple of equal-length arrays (memory-mapped ``.npy`` arrays stay
         memory-mapped), a random-access source (items are tuples, one value
         per column; stacked in memory unless it has ``lazy = True`` or is
-        wrapped in :class:`mindexp.define.sources.Lazy`), or an unbatched MindSpore
+        wrapped in ``mindexp.define.sources.Lazy``), or an unbatched MindSpore
         dataset of samples (``ImageFolderDataset`` ... with ``map``
         operations), which mindexp shuffles per epoch from the seed,
-        shards and batches. See README "Data on disk".
+        shards and batches. See the manual's "Data on disk" (docs/data.md).
         """
         raise NotImplementedError(f"{type(self).__name__} must implement source(split)")
 
@@ -185,7 +185,7 @@ class BaseExperiment:
         """
 
     def has_own_loss_network(self) -> bool:
-        """True when this experiment overrides :meth:`loss_network` (a custom
+        """True when this experiment overrides ``loss_network`` (a custom
         loss cell decides what output shape matches the labels)."""
         return type(self).loss_network is not BaseExperiment.loss_network
 

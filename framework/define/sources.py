@@ -5,15 +5,15 @@
   random-access source, with ``map`` operations): mindexp puts its own
   sampler on the dataset's leaf (the order of epoch ``e`` drawn from
   ``(seed, e)``, this rank's batches only, a resumed epoch from its first
-  untrained batch) and batches it. :class:`SampleSource`.
-- a **lazy random-access source** (``lazy = True``, or :class:`Lazy`
+  untrained batch) and batches it. ``SampleSource``.
+- a **lazy random-access source** (``lazy = True``, or ``Lazy``
   around it): read one batch at a time by the in-memory fast path
-  (:class:`~mindexp.define.data.BatchSource`), never stacked. :class:`LazyRows`.
+  (``mindexp.define.data.BatchSource``), never stacked. ``LazyRows``.
 - memory-mapped ``.npy`` arrays (``np.load(path, mmap_mode="r")``) stay
-  memory-mapped: :func:`mindexp.define.data.as_arrays` keeps them, batches are
+  memory-mapped: ``mindexp.define.data.as_arrays`` keeps them, batches are
   converted as they are read.
 
-And :class:`Finished`: an experiment whose ``dataset(split)`` takes only
+And ``Finished``: an experiment whose ``dataset(split)`` takes only
 the split returns a finished (batched) dataset; a resume skips the
 batches already trained.
 
@@ -103,8 +103,8 @@ class LazyRows:
 
 
 def load_split(exp, split, raw):
-    """What preflight keeps of ``source(split)``: arrays, :class:`LazyRows` or a
-    :class:`SampleSource` (None for None)."""
+    """What preflight keeps of ``source(split)``: arrays, ``LazyRows`` or a
+    ``SampleSource`` (None for None)."""
     if raw is None:
         return None
     if is_ms_dataset(raw):
@@ -124,7 +124,7 @@ def first_rows(data, k):
 
 
 def split_size(data):
-    """Samples in a split (a :class:`Finished` split: its batches)."""
+    """Samples in a split (a ``Finished`` split: its batches)."""
     return len(data[0]) if isinstance(data, tuple) else len(data)
 
 
@@ -256,7 +256,7 @@ def _epoch_sampler_class():
 
             MindSpore calls ``__iter__`` once per epoch, in order, on its own
             copy of the sampler: the call count tells the epoch. The order
-            and sharding are those of :class:`~mindexp.define.data.BatchSource`.
+            and sharding are those of ``mindexp.define.data.BatchSource``.
             """
 
             def __init__(self, n, batch_size, shuffle, seed, start_epoch, num_shards, shard_id,

@@ -20,7 +20,7 @@ GIT_FIELDS = ("commit", "branch", "dirty", "diff_bytes")
 
 
 def diff(run_a: RunOrPath, run_b: RunOrPath) -> dict[str, Any]:
-    """What differs between two runs (paths or :class:`mindexp.Run`).
+    """What differs between two runs (paths or ``mindexp.Run``).
 
     Returns a dict: ``a``/``b`` (the run directories); DataFrames with
     columns ``name, a, b``: ``config`` (fields that differ), ``git``

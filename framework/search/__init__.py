@@ -29,7 +29,7 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
          timeout: float | str | None = None, study: str | None = None,
          storage: str | None = None, config: Mapping[str, Any] | None = None,
          seed: int | None = None, out: str | os.PathLike[str] = "outputs") -> Run | None:
-    """Search ``space`` for ``experiment`` and return the best trial's :class:`mindexp.Run`
+    """Search ``space`` for ``experiment`` and return the best trial's ``mindexp.Run``
     (None when no trial completed).
 
     Args:
@@ -44,18 +44,20 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
             objective's name as ``early_stop_mode=auto`` does (``loss``, ``mse``,
             ``error``: minimize; ``accuracy``, ``f1``, ``auc``, ``r2``: maximize),
             ConfigError when the name does not tell.
-        sampler: ``"tpe"``, ``"random"`` or ``"grid"``; pruner: ``"median"``,
-            ``"hyperband"`` or ``"none"``.
+        sampler: ``"tpe"``, ``"random"`` or ``"grid"``.
+        pruner: ``"median"``, ``"hyperband"`` or ``"none"``.
         workers: trials at once, each worker a process (needs an importable
             experiment class); 1 runs the trials in this process.
         timeout: no new trial after this long (seconds or ``"10m"``).
-        study, storage: the study's name (default: the experiment's) and an
-            RDB URL or journal file (default: ``<out>/studies/<study>/journal.log``).
-            An existing study is continued; with another space, objective or
-            direction it is refused (ConfigError naming the difference).
+        study: the study's name (default: the experiment's). An existing study
+            is continued; with another space, objective or direction it is
+            refused (ConfigError naming the difference).
+        storage: an RDB URL or a journal file (default:
+            ``<out>/studies/<study>/journal.log``).
         config: fixed config values of every trial.
         seed: the sampler's seed (same seed, sampler and ``workers=1``: same
             sequence of parameters; a continued study draws new ones).
+        out: the output root; the study's folder is ``<out>/studies/<study>/``.
     """
     from ..analysis.notebook import load_run  # renders in Jupyter
     from .driver import make_spec, run_workers, start

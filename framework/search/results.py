@@ -105,7 +105,7 @@ def save_plots(study, folder):
 
 def study_frame(study: str | optuna.Study | None = None, out: str | os.PathLike[str] = "outputs",
                 storage: str | None = None) -> pd.DataFrame:
-    """The trials of a study as a DataFrame (see :func:`frame`).
+    """The trials of a study as a DataFrame (see ``frame``).
 
     ``study`` is a study name (its storage found under ``out`` unless
     ``storage`` is given) or an ``optuna.Study``.

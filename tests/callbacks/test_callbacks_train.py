@@ -49,8 +49,8 @@ def test_plain_script_uses_the_callbacks_without_framework(tmp_path):
     assert latest_checkpoint(tmp_path / "logs")[0] == 300
 
 
-def test_readme_shows_the_plain_script_verbatim():
-    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+def test_the_callbacks_page_shows_the_plain_script_verbatim():
+    readme = open(os.path.join(ROOT, "docs", "callbacks.md"), encoding="utf-8").read()
     body = open(os.path.join(ROOT, "examples", "callbacks_only.py")).read()
     assert body.split('"""\n', 2)[-1].strip() in readme
 
