@@ -9,15 +9,23 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from types import ModuleType
+from typing import Protocol
 
 from .. import __version__
 from ..errors import MindexpError
 from . import look, manage, run, search, use
 from ._console import EXIT_BAD_INPUT, EXIT_OK, log_to_stderr, one_line
 
+
+class CommandGroup(Protocol):
+    """A module of commands: ``register`` adds their parsers to ``subparsers``, each
+    with ``set_defaults(handler=f)``, ``f(args) -> exit status``."""
+
+    def register(self, subparsers: argparse._SubParsersAction) -> None: ...
+
+
 # The command groups, in the order `mindexp --help` lists their commands.
-GROUPS: tuple[ModuleType, ...] = (run, look, manage, use, search)
+GROUPS: tuple[CommandGroup, ...] = (run, look, manage, use, search)
 
 # What users of other tools type, and the command that does it here.
 _SYNONYMS = {"train": "run", "fit": "run", "ls": "runs", "info": "show", "inspect": "show",
@@ -48,7 +56,7 @@ def _unknown_command(message, commands):
             f"Received: {match[1]}")
 
 
-def build_parser(groups: Sequence[ModuleType] = GROUPS) -> argparse.ArgumentParser:
+def build_parser(groups: Sequence[CommandGroup] = GROUPS) -> argparse.ArgumentParser:
     """The top parser with the commands of ``groups``; each command's parser has a
     ``handler`` default (the function that runs it)."""
     parser = _Parser(prog="mindexp", description="Callback-driven MindSpore experiments.")
@@ -62,7 +70,7 @@ def build_parser(groups: Sequence[ModuleType] = GROUPS) -> argparse.ArgumentPars
 
 
 def main(argv: Sequence[str] | None = None,
-         groups: Sequence[ModuleType] = GROUPS) -> int:
+         groups: Sequence[CommandGroup] = GROUPS) -> int:
     """Entry point of the ``mindexp`` console script; returns the exit status: 0 ok,
     1 failed, 2 bad input, 130/143 stopped by SIGINT/SIGTERM."""
     # MindSpore's C++ log: nothing on stderr. Its errors reach us as exceptions,
@@ -74,8 +82,9 @@ def main(argv: Sequence[str] | None = None,
         args = build_parser(groups).parse_args(argv)
         return args.handler(args)
     except MindexpError as exc:
-        if getattr(args, "verbose", False) and getattr(exc, "details", None):
-            print(exc.details, file=sys.stderr, end="")
+        details = getattr(exc, "details", None)  # user code's traceback (train.failures)
+        if getattr(args, "verbose", False) and details:
+            print(details, file=sys.stderr, end="")
         print(f"mindexp: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
