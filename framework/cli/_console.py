@@ -3,6 +3,7 @@ errors and warnings, a finished run's summary."""
 import logging
 import os
 import sys
+from typing import Any, Callable
 
 from ..callbacks import schema
 
@@ -68,3 +69,35 @@ def _eval_lines(run):
     except Exception as exc:  # a damaged eval.csv: the summary still ends
         logging.getLogger("mindexp").warning("no eval summary: %s", one_line(exc))
         return []
+
+
+def train_and_report(start: Callable[[], Any], verbose: bool = False) -> int:
+    """Train with ``start()`` and print the run's summary, or its failure as one
+    line; the exit status (0, 1, or 130/143 when stopped by SIGINT/SIGTERM)."""
+    from ..errors import TrainingError
+    from ..train.failures import exit_status_of
+    try:
+        run = start()
+        if run is None:  # a rank other than 0 under the user's own msrun: nothing to show
+            return EXIT_OK
+    except TrainingError as exc:
+        _print_failure(exc, verbose)
+        return EXIT_FAILED
+    print_summary(run)
+    return exit_status_of(run.meta)
+
+
+def _print_failure(exc, verbose):
+    """One line and the run directory; the traceback file's path (its text
+    too with ``--verbose``)."""
+    error_file = os.path.join(exc.run.dir, schema.ERROR_FILE) if exc.run is not None else None
+    if not (error_file and os.path.isfile(error_file)):
+        error_file = None
+    if verbose and error_file:
+        with open(error_file, encoding="utf-8") as f:
+            print(f.read(), file=sys.stderr, end="")
+    print(f"mindexp: training failed: {one_line(exc)}", file=sys.stderr)
+    if exc.run is not None:
+        print(f"run directory: {exc.run.dir}", file=sys.stderr)
+    if error_file:
+        print(f"traceback: {error_file}", file=sys.stderr)

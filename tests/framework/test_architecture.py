@@ -120,7 +120,7 @@ def test_running_and_reading_runs_do_not_import_each_other():
     assert sideways == []
 
 
-@pytest.mark.parametrize("edge", [("mindexp.cli.main", "mindexp.api"),
+@pytest.mark.parametrize("edge", [("mindexp.cli.run", "mindexp.api"),
                                   ("mindexp.analysis.reports", "mindexp.rundir.run"),
                                   ("mindexp.train.session", "mindexp.callbacks")])
 def test_the_graph_sees_imports_inside_functions_too(edge):

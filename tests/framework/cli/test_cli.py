@@ -109,13 +109,3 @@ def test_bad_input_is_one_line_and_exit_2(cli, tmp_path, args, message):
     assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "outputs").exists()
-
-
-def test_python_m_mindexp_help_lists_every_command(cli):
-    from mindexp.cli.main import COMMANDS
-    done = cli("--help")  # python -m mindexp --help (what `python -m framework` became)
-    assert done.returncode == 0 and done.stderr == "", done.stderr
-    assert done.stdout.startswith("usage: mindexp ")
-    listed = {line.split()[0] for line in done.stdout.splitlines()
-              if line.startswith("    ") and not line.startswith("     ")}
-    assert listed == {name for name in COMMANDS if not name.startswith("_")}

@@ -1,0 +1,217 @@
+"""Commands over many runs: ``runs``, ``show``, ``tag``, ``note``, ``rm``, ``gc``,
+``diff``, ``rerun`` (the logic is in mindexp.manage)."""
+import argparse
+import os
+import sys
+
+from ..errors import MindexpError
+from ._args import add_verbose, positive_int
+from ._console import EXIT_OK, train_and_report
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add runs, show, tag, note, rm, gc, diff and rerun, each bound to its handler."""
+    _add_listing_commands(subparsers)
+    _add_labelling_commands(subparsers)
+    _add_removal_commands(subparsers)
+    _add_comparison_commands(subparsers)
+
+
+def _add_listing_commands(sub):
+    runs = sub.add_parser("runs", help="list runs; filter with --status/--tag/--since/--where")
+    runs.add_argument("paths", nargs="*", metavar="DIR", help="folders of runs (default: outputs/)")
+    _add_filter_args(runs)
+    runs.add_argument("--sort", metavar="COL", help="sort by a column; --sort=-COL: descending "
+                      "(default: newest first)")
+    runs.add_argument("--limit", type=positive_int, metavar="N", help="show the first N runs")
+    runs.add_argument("--wide", action="store_true", help="do not cut wide values; show notes")
+    form = runs.add_mutually_exclusive_group()
+    form.add_argument("--csv", action="store_true", help="every column as CSV on stdout")
+    form.add_argument("--json", action="store_true", help="every column as JSON on stdout")
+    runs.set_defaults(handler=_list_runs)
+    show = sub.add_parser("show", help="everything about one run")
+    show.add_argument("run", metavar="RUN", help="a run directory, or a run id below --out")
+    show.add_argument("--out", default="outputs", help="where run ids are looked up")
+    show.set_defaults(handler=_show_run)
+
+
+def _add_labelling_commands(sub):
+    tag = sub.add_parser("tag", help="add (+TAG) and remove (-TAG) tags of a run")
+    tag.add_argument("run", metavar="RUN", help="a run directory, or a run id below outputs/")
+    # REMAINDER: "-x" is a tag to remove, not an option
+    tag.add_argument("changes", nargs=argparse.REMAINDER, metavar="+TAG|-TAG")
+    tag.set_defaults(handler=_tag_run)
+    note = sub.add_parser("note", help="set the note of a run (\"\" removes it)")
+    note.add_argument("run", metavar="RUN", help="a run directory, or a run id below outputs/")
+    note.add_argument("text", help="the note")
+    note.set_defaults(handler=_note_run)
+
+
+def _add_removal_commands(sub):
+    rm = sub.add_parser("rm", help="remove runs, or a sweep/study folder with its runs")
+    rm.add_argument("targets", nargs="+", metavar="RUN_OR_FOLDER")
+    _add_removal_args(rm)
+    rm.set_defaults(handler=_remove_targets)
+    gc = sub.add_parser("gc", help="remove the runs that match (default: the unfinished ones)")
+    gc.add_argument("paths", nargs="*", metavar="DIR", help="folders of runs (default: outputs/)")
+    _add_filter_args(gc, statuses="failed,interrupted,diverged,pruned,running")
+    gc.add_argument("--older", metavar="AGE|DATE", help="ended before: 7d, 12h, or a date")
+    gc.add_argument("--keep-best", type=positive_int, metavar="K",
+                    help="keep the K best runs of each experiment by --by")
+    gc.add_argument("--by", default="final_loss", metavar="COL",
+                    help="column --keep-best ranks by (default: final_loss)")
+    _add_removal_args(gc)
+    gc.set_defaults(handler=_collect_garbage)
+
+
+def _add_comparison_commands(sub):
+    diff = sub.add_parser("diff", help="what differs between two runs: config, code, git, "
+                                 "packages, outcomes")
+    diff.add_argument("run_a")
+    diff.add_argument("run_b")
+    diff.add_argument("--json", action="store_true", help="print JSON for scripts")
+    diff.set_defaults(handler=_diff_runs)
+    rerun = sub.add_parser("rerun", help="a new run with a run's config, from its captured "
+                                  "code")
+    rerun.add_argument("run_dir", help="outputs/<experiment>/<run_id>")
+    rerun.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                       help="change a config field of the rerun")
+    rerun.add_argument("--out", help="output root (default: the original run's)")
+    rerun.add_argument("--current-code", action="store_true",
+                       help="use the experiment's file as it is now, not the captured copy")
+    rerun.add_argument("--name", help="label that goes into the run id")
+    rerun.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_verbose(rerun)
+    rerun.set_defaults(handler=_rerun_run)
+
+
+def _add_filter_args(p, statuses=None):
+    p.add_argument("--experiment", metavar="NAME[,NAME]", help="only these experiments")
+    p.add_argument("--status", default=statuses, metavar="S[,S]",
+                   help="only these statuses" + (f" (default: {statuses})" if statuses else ""))
+    p.add_argument("--tag", action="append", default=[], metavar="TAG",
+                   help="only runs with this tag (repeatable: all of them)")
+    p.add_argument("--since", metavar="AGE|DATE", help="started since: 2h, 3d, or a date")
+    p.add_argument("--where", metavar="EXPR",
+                   help="pandas query over config fields and outcomes, e.g. \"lr > 0.01\"")
+
+
+def _add_removal_args(p):
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--dry-run", action="store_true", help="list what would go; remove nothing")
+    p.add_argument("--out", default="outputs", help="where run ids are looked up")
+
+
+def _list_runs(args: argparse.Namespace) -> int:
+    from ..manage import runs as r
+    filters = r.Filters(args.experiment, args.status, args.tag, args.since, where=args.where)
+    table = r.order(r.select(r.runs_table(args.paths or ["outputs"]), filters), args.sort,
+                    args.limit)
+    if args.csv or args.json:
+        print(table.to_csv(index=False) if args.csv else
+              table.to_json(orient="records", indent=1), end="" if args.csv else "\n")
+        return EXIT_OK
+    extra = r.named_columns(table, args.where, (args.sort or "").lstrip("-"))
+    shown = r.display(table, extra, wide=args.wide)
+    print(r.format_fitted(shown, width=None if args.wide else 100) if len(table)
+          else "no runs match")
+    return EXIT_OK
+
+
+def _show_run(args: argparse.Namespace) -> int:
+    from ..manage.show import find_run, show_text
+    print(show_text(find_run(args.run, args.out)), end="")
+    return EXIT_OK
+
+
+def _tag_run(args: argparse.Namespace) -> int:
+    from ..manage.show import find_run
+    from ..manage.tags import change_tags, parse_changes
+    add, remove = parse_changes(args.changes)
+    run = find_run(args.run)
+    tags = change_tags(run.dir, add, remove)
+    print(f"{run.run_id}: tags {', '.join(tags) or '(none)'}")
+    return EXIT_OK
+
+
+def _note_run(args: argparse.Namespace) -> int:
+    from ..manage.show import find_run
+    from ..manage.tags import set_note
+    run = find_run(args.run)
+    note = set_note(run.dir, args.text)
+    print(f"{run.run_id}: note {note!r}" if note else f"{run.run_id}: note removed")
+    return EXIT_OK
+
+
+def _remove_targets(args: argparse.Namespace) -> int:
+    from ..manage.cleanup import plan_rm
+    return _remove(plan_rm(args.targets, args.out), args)
+
+
+def _collect_garbage(args: argparse.Namespace) -> int:
+    from ..manage import runs as r
+    from ..manage.cleanup import plan_gc, remove_leftovers
+    filters = r.Filters(args.experiment, args.status, args.tag, args.since, args.older,
+                        args.where)
+    table = r.select(r.runs_table(args.paths or ["outputs"]), filters)
+    if args.keep_best and args.by not in table.columns:
+        table = r.with_log_columns(table)
+    targets, kept = plan_gc(table, args.keep_best, args.by)
+    for target, holder in kept:
+        print(f"kept {target.path}: it is live ({holder} holds it)", file=sys.stderr)
+    code = _remove(targets, args)
+    left = remove_leftovers(args.paths or ["outputs"], dry_run=args.dry_run)
+    if left:
+        print(f"{'would remove' if args.dry_run else 'removed'} {len(left)} temporary "
+              f"file(s) left by a killed writer")
+    return code
+
+
+def _remove(targets, args):
+    from ..manage.cleanup import describe, remove
+    if not targets:
+        print("nothing to remove")
+        return EXIT_OK
+    lines, total = describe(targets)
+    print("\n".join(lines))
+    if args.dry_run:
+        print(f"dry run: would remove {total}; nothing removed")
+        return EXIT_OK
+    if not args.yes and not _confirmed(f"remove {total}?"):
+        print("nothing removed")
+        return EXIT_OK
+    removed = remove(targets)
+    print(f"removed {total}" if len(removed) == len(targets) else
+          f"removed {len(removed)} of {len(targets)} (the others were gone already)")
+    return EXIT_OK
+
+
+def _confirmed(question):
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise MindexpError(f"{question[:-1]} needs a confirmation, and standard input is not a "
+                           "terminal; pass --yes to remove without asking. Nothing was removed.")
+    print(f"{question} [y/N] ", end="", flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def _diff_runs(args: argparse.Namespace) -> int:
+    from ..manage.diff import diff, format_diff, to_json
+    result = diff(args.run_a, args.run_b)
+    print(to_json(result) if args.json else format_diff(result))
+    return EXIT_OK
+
+
+def _rerun_run(args: argparse.Namespace) -> int:
+    from ..define.config import parse_assignments
+    from ..manage.rerun import prepare_rerun, train_rerun
+    exp, entry = prepare_rerun(args.run_dir, parse_assignments(args.set), args.current_code)
+    if args.current_code and exp.rerun_of["config_set_unknown"]:
+        print("mindexp: note: the run does not record which config fields were set (made "
+              "before mindexp recorded it): every field keeps its value", file=sys.stderr)
+    changes = exp.rerun_of["environment_differs"]
+    if changes:
+        print(f"mindexp: note: the environment differs from the one captured: "
+              f"{'; '.join(changes)}", file=sys.stderr)
+    out = os.path.abspath(args.out) if args.out else None
+    return train_and_report(lambda: train_rerun(exp, entry, out, args.name, args.quiet),
+                            args.verbose)

@@ -1,0 +1,234 @@
+"""Commands that train many runs: ``sweep`` (a config grid) and ``tune`` (an Optuna
+study), and ``_tune_worker``, what a study's worker process runs. The logic is in
+cli/sweep.py and mindexp.search; this module parses, calls and prints."""
+import argparse
+import os
+import sys
+
+from ..errors import ConfigError, MindexpError
+from ._args import add_config_args, add_tag_args, positive_int
+from ._console import EXIT_FAILED, EXIT_OK, fmt_number
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add sweep, tune and the internal _tune_worker, each bound to its handler."""
+    _add_sweep_command(subparsers)
+    _add_tune_command(subparsers)
+
+
+def _add_sweep_command(sub):
+    sweep = sub.add_parser("sweep", help="run the cartesian product of a config grid")
+    sweep.add_argument("experiment", help="a shipped name or path/file.py:Class")
+    sweep.add_argument("--grid", action="append", required=True, metavar="FIELD=V1,V2",
+                       help="values of one config field (repeatable)")
+    add_config_args(sweep)
+    sweep.add_argument("--workers", type=positive_int, metavar="N",
+                       help="runs at the same time (default: the number of CPU cores)")
+    sweep.add_argument("--name", help="label for the sweep id and its runs' ids")
+    sweep.add_argument("--resume", action="store_true",
+                       help="continue the unfinished sweep of this same command (which the "
+                            "command does by itself when there is one); refuse when there is none")
+    add_tag_args(sweep)
+    sweep.set_defaults(handler=_run_sweep)
+
+
+def _add_tune_command(sub):
+    tune = sub.add_parser("tune", help="search config values with Optuna (extra mindexp[tune])")
+    tune.add_argument("experiment", nargs="?", help="a shipped name or path/file.py:Class")
+    tune.add_argument("--param", action="append", default=[], metavar="FIELD=KIND:...",
+                      help="uniform:A:B, loguniform:A:B, int:A:B, int-log:A:B or choice:a,b,c")
+    tune.add_argument("--trials", type=positive_int, default=20, metavar="N",
+                      help="trials in the study in total (default: 20)")
+    tune.add_argument("--objective", default="final_loss", metavar="COLUMN",
+                      help="a column of `mindexp compare` (default: final_loss)")
+    tune.add_argument("--direction", choices=("minimize", "maximize"),
+                      help="default: from the objective's name (loss, error: minimize; "
+                           "accuracy, f1: maximize)")
+    tune.add_argument("--pruner", default="median", choices=("median", "hyperband", "none"))
+    tune.add_argument("--sampler", default="tpe", choices=("tpe", "random", "grid"))
+    tune.add_argument("--workers", type=positive_int, default=1, metavar="N",
+                      help="trials at the same time, each in a worker process (default: 1)")
+    tune.add_argument("--timeout", metavar="DURATION",
+                      help="no new trial after this (90s, 10m, 2h)")
+    tune.add_argument("--study", metavar="NAME", help="study name (default: the experiment's)")
+    tune.add_argument("--storage", metavar="URL_OR_FILE",
+                      help="RDB URL or journal file (default: <out>/studies/<study>/journal.log)")
+    tune.add_argument("--seed", type=int, metavar="N", help="the sampler's seed")
+    tune.add_argument("--show", action="store_true", help="print the results of --study and exit")
+    add_config_args(tune)
+    tune.set_defaults(handler=_run_tune)
+    worker = sub.add_parser("_tune_worker")  # internal, see search.worker
+    worker.add_argument("task", nargs=2)
+    worker.set_defaults(handler=_serve_tune_worker)
+
+
+# -- sweep ---------------------------------------------------------------------------
+
+def _run_sweep(args: argparse.Namespace) -> int:
+    from ..define.catalog import resolve_spec
+    from ..define.config import load_toml, parse_assignments
+    from .sweep import Sweep, check_points, parse_grid
+    cls, entry = resolve_spec(args.experiment)
+    grid, sets = parse_grid(args.grid, cls), parse_assignments(args.set)
+    check_points(cls, grid, sets, load_toml(args.config) if args.config else {})
+    spec = entry if ":" in args.experiment or args.experiment.endswith(".py") else args.experiment
+    sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name, entry=entry)
+    from ..manage.tags import check_tags
+    sweep.tags, sweep.note = check_tags(args.tag), args.note
+    folder = sweep.start(cls.experiment_name(), resume=True if args.resume else "auto")
+    todo = len(sweep.todo())
+    if sweep.continued:
+        print(f"sweep {sweep.sweep_id}: continuing it, {todo} of {len(sweep.runs)} runs to "
+              f"train ({len(sweep.runs) - todo} done), {sweep.workers} at a time; sweep.json in "
+              f"{folder}", flush=True)
+    else:
+        print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
+              f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)
+    status = sweep.run(on_finish=_sweep_progress(todo))
+    _print_sweep_summary(sweep)
+    return _sweep_exit(sweep, status)
+
+
+def _sweep_progress(total):
+    done = []
+
+    def report(run):
+        done.append(run)
+        loss = f"  final loss {fmt_number(run.final_loss)}" if run.final_loss is not None else ""
+        print(f"[{len(done)}/{total}] {_values_text(run.values)}: {run.status}{loss}"
+              f"  ({run.run_id or 'no run directory'})", flush=True)
+    return report
+
+
+def _values_text(values):
+    return ", ".join(f"{k}={v}" for k, v in values.items())
+
+
+def _print_sweep_summary(sweep):
+    from ..analysis.reports import compare, display_table, format_table, load_runs
+    if not sweep.run_dirs():
+        return
+    try:
+        runs = load_runs(sweep.run_dirs())
+    except MindexpError as exc:  # every run removed meanwhile (mindexp gc): no table
+        print(f"mindexp: warning: no table of the sweep's runs: {exc}", file=sys.stderr)
+        return
+    print()
+    print(format_table(display_table(compare(runs))))
+    if sweep.disk_error:   # no room for plots
+        return
+    try:
+        from ..analysis.plots import save_overlay_plots
+        plots = save_overlay_plots(runs, sweep.dir)
+        print(f"plots: {', '.join(plots)}")
+    except Exception as exc:  # the table is the answer; plots are a convenience
+        print(f"mindexp: warning: could not draw the sweep's plots: {exc}", file=sys.stderr)
+
+
+def _sweep_exit(sweep, status):
+    failures = sweep.failures()
+    if sweep.disk_error:   # one line: listing every run would only repeat the cause
+        where = f"sweep.json in {sweep.dir}" if sweep.record_error is None else \
+            "sweep.json is not current" if sweep.record_error == sweep.disk_error else \
+            f"sweep.json is not current: {sweep.record_error}"
+        not_started = sum(r.status == "not started" for r in failures)
+        print(f"mindexp: {sweep.disk_error}; {len(failures) - not_started} of "
+              f"{len(sweep.runs)} runs did not complete, {not_started} not started ({where}); "
+              "free space and run the same command again to continue", file=sys.stderr)
+        return EXIT_FAILED
+    if not failures:
+        return EXIT_OK
+    what = "sweep interrupted; " if status == "interrupted" else ""
+    print(f"mindexp: {what}{len(failures)} of {len(sweep.runs)} runs did not complete:",
+          file=sys.stderr)
+    for run in failures:
+        where = f"run directory: {run.run_dir}" if run.run_dir else f"log: {run.log_path}"
+        print(f"  {_values_text(run.values)}: {run.status}: {run.error}"
+              + (f" ({where})" if run.log_path else ""), file=sys.stderr)
+    if status == "interrupted":
+        from ..train.failures import exit_status
+        return exit_status(sweep.signum or 2)  # 130 for SIGINT, 143 for SIGTERM
+    return EXIT_FAILED
+
+
+# -- tune ----------------------------------------------------------------------------
+
+def _run_tune(args: argparse.Namespace) -> int:
+    """Run (or continue) a study, or ``--show`` one; returns the exit status."""
+    from ..search.results import best, open_existing, save_plots
+    if args.show:
+        _print_study(open_existing(args.study, args.out, args.storage))
+        return EXIT_OK
+    if not args.experiment:
+        raise ConfigError("tune needs an EXPERIMENT (or --show --study NAME). Received: none")
+    from ..define.catalog import resolve_spec
+    from ..define.config import load_toml, parse_assignments
+    from ..search.driver import make_spec, run_workers, start
+    from ..search.study import remaining
+    cls, entry = resolve_spec(args.experiment)
+    base = {**(load_toml(args.config) if args.config else {}), **parse_assignments(args.set)}
+    spec = make_spec(cls, entry, args.param, args.objective, args.trials, args.direction,
+                     args.sampler, args.pruner, args.seed, args.timeout, args.study,
+                     args.storage, base, args.out)
+    study = start(spec)
+    left = remaining(study, spec.trials)
+    how = f"{spec.direction}, from its name; --direction to choose" \
+        if spec.direction_inferred else spec.direction
+    print(f"study {spec.study}: {spec.objective} ({how}) of {spec.experiment}, "
+          f"{left} of {spec.trials} trials to run, {args.workers} worker(s)\n"
+          f"storage: {spec.storage}\nfolder: {spec.study_dir}", flush=True)
+    signum = run_workers(spec, args.workers, on_line=_print_trial) if left else None
+    save_plots(study, spec.study_dir)
+    _print_study(study)
+    if signum is not None:
+        print(f"mindexp: study {spec.study} interrupted; run the same command again to "
+              "continue it", file=sys.stderr)
+        return 128 + signum
+    return EXIT_OK if best(study) is not None else EXIT_FAILED
+
+
+def _print_trial(event):
+    """One line per finished trial; a failed one with its reason."""
+    value = "" if event.get("value") is None else f"  value {event['value']:.6g}"
+    params = ", ".join(f"{k}={_fmt(v)}" for k, v in (event.get("params") or {}).items())
+    reason = f": {event['error']}" if event.get("state") == "failed" and event.get("error") else ""
+    print(f"trial {event['trial']}: {event['state']}{value}  ({params}){reason}", flush=True)
+
+
+def _print_study(study):
+    """The best trial (value, parameters, run directory) and the table of trials."""
+    from ..analysis.reports import format_table
+    from ..search.results import best, frame
+    table = frame(study)
+    found = best(study)
+    print()
+    if found is None:
+        print(f"study {study.study_name}: no complete trial yet")
+    else:
+        params = ", ".join(f"{k}={_fmt(v)}" for k, v in found.params.items())
+        print(f"best trial {found.number}: value {found.value:.6g}  ({params})")
+        print(f"run directory: {found.user_attrs.get('run_dir')}")
+    if len(table):
+        shown = table.drop(columns=["run_dir", "error"])
+        shown["run_id"] = [os.path.basename(d) if isinstance(d, str) else None
+                           for d in table["run_dir"]]  # pandas makes a missing one NaN
+        print()
+        print(format_table(shown))
+    folder = _plots_folder(study)
+    if folder:
+        print(f"plots: {folder}")
+
+
+def _plots_folder(study):
+    from ..search.results import PLOTS
+    folder = (study.user_attrs.get("mindexp") or {}).get("study_dir")
+    return folder if folder and os.path.isfile(os.path.join(folder, PLOTS[0])) else None
+
+
+def _fmt(value):
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _serve_tune_worker(args: argparse.Namespace) -> int:
+    from ..search.worker import serve
+    return serve(args.task[0], int(args.task[1]))
