@@ -71,13 +71,6 @@ class EarlyStopping(Callback):
         self.wait += 1
         return self.wait >= self.patience
 
-    def state_dict(self):
-        """Resumable state (Lightning style)."""
-        return {"best": self.best, "wait": self.wait}
-
-    def load_state_dict(self, state):
-        self.best, self.wait = state.get("best"), int(state.get("wait", 0))
-
     def _improved(self, value):
         if self.mode == "min":
             return value < self.best - self.min_delta

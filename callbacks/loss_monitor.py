@@ -125,11 +125,6 @@ class LossMonitor(LogCallback):
                 "or clip gradients; LossMonitor(..., on_nan='stop') stops without raising. "
                 f"Received: loss={loss} at step {step}")
 
-    def state_dict(self):
-        """What a resumed run needs to continue this log."""
-        return {"last_step": self.last_step, "last_loss": self.last_loss,
-                "stop_reason": self.stop_reason}
-
 
 def _components_of(network):
     """``(names, output index)`` of the loss components the train network returns."""

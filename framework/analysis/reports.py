@@ -4,7 +4,6 @@ pandas is imported inside the functions, so importing ``framework`` stays
 light (``mindexp list`` imports neither pandas nor mindspore).
 """
 import collections
-import datetime as _dt
 import logging
 import math
 import os
@@ -15,7 +14,6 @@ from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
 from ..rundir.meta import UNREADABLE, UnreadableRun
-from ..rundir.run_lock import shown_status
 from ..rundir.summary import eval_name, log_summary, lower_is_better, stored_summary  # noqa: F401
 
 logger = logging.getLogger(__name__)
@@ -456,47 +454,6 @@ def export_table(table):
 def format_table(table):
     """Aligned plain text of a (display) table, numbers to 6 significant digits."""
     return table.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.6g}")
-
-
-# -- listing -------------------------------------------------------------------
-
-def list_runs(paths):
-    """Runs below ``paths`` from their run.json alone, newest first: run_id,
-    experiment, status, started_at, age_s, steps, final_loss, run_dir.
-
-    A run still marked running whose lock no process holds shows as
-    ``running (process gone)``.
-    """
-    import pandas as pd
-    rows, errors = _read_each(paths, lambda run_dir: _listing_row(Run(run_dir)))
-    table = pd.DataFrame(rows, columns=["run_id", "experiment", "status", "started_at", "age_s",
-                                        "steps", "final_loss", "run_dir"])
-    table = table.sort_values("started_at", ascending=False, kind="stable", na_position="last")
-    table.attrs["errors"] = errors
-    return table.reset_index(drop=True)
-
-
-def _listing_row(run):
-    meta = run.meta
-    steps, final = meta.get("steps"), meta.get("final_loss")
-    if meta.get("status") == "running":  # run.json is only final at the end: ask loss.csv
-        loss = run.loss
-        steps = int(loss["step"].iloc[-1]) if len(loss) else 0
-        final = float(loss["loss"].iloc[-1]) if len(loss) else None
-    return {"run_id": run.run_id, "experiment": meta.get("experiment"),
-            "status": shown_status(run.dir, meta.get("status")),
-            "started_at": meta.get("started_at"),
-            "age_s": _age_s(meta.get("started_at")), "steps": steps, "final_loss": final,
-            "run_dir": run.dir}
-
-
-def _age_s(started_at):
-    try:
-        started = _dt.datetime.fromisoformat(started_at)
-    except (TypeError, ValueError):
-        return None
-    now = _dt.datetime.now(started.tzinfo) if started.tzinfo else _dt.datetime.now()
-    return max(0.0, (now - started).total_seconds())
 
 
 def format_age(seconds):

@@ -70,7 +70,7 @@ def early_stopping(exp, run_dir, resume, steps_per_epoch):
         return None
     callback = EarlyStopping(cfg.early_stop, patience=cfg.patience, min_delta=cfg.min_delta,
                              mode=monitor_mode_of(exp, cfg.early_stop))
-    if resume is not None and not getattr(resume, "early_stopped", False):
+    if resume is not None and not resume.early_stopped:
         replay_early_stop(callback, run_dir, resume.step, steps_per_epoch)
     return callback
 
