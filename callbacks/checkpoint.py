@@ -61,9 +61,6 @@ class Checkpoint(QuietCallback):
             resume mid-epoch); None: the dataset's size.
     """
 
-    INDEX = schema.CHECKPOINTS.filename
-    COLUMNS = schema.CHECKPOINTS.columns
-
     def __init__(self, directory, every_epochs=1, every_steps=None, keep_last=3,
                  monitor=None, mode=None, keep_best=1, min_interval_s=0.0, all_ranks=False,
                  flush=(), steps_per_epoch=None):
@@ -93,16 +90,16 @@ class Checkpoint(QuietCallback):
     def on_train_begin(self, run_context):
         if self.monitor == EVAL_LOSS:
             check_loss_metric(f"Checkpoint(monitor={EVAL_LOSS!r})")
-        index_path = log_path(self.directory, self.INDEX, self.all_ranks)
+        index_path = log_path(self.directory, schema.CHECKPOINTS.filename, self.all_ranks)
         if index_path is None:
             return  # another rank: save nothing
-        stem = os.path.splitext(self.INDEX)[0]
+        stem = os.path.splitext(schema.CHECKPOINTS.filename)[0]
         rank_suffix = os.path.splitext(os.path.basename(index_path))[0][len(stem):]
         self.ckpt_dir = os.path.join(self.directory,
                                      schema.CHECKPOINT_DIR + rank_suffix.replace(".", "/"))
         # Nothing is created before the first save: a callback that rejects the
         # run at train begin leaves no empty folders or files behind.
-        self._index = CsvLog(index_path, self.COLUMNS, flush_rows=1).check()
+        self._index = CsvLog(index_path, schema.CHECKPOINTS.columns, flush_rows=1).check()
         self._last, self.best = self._scan(index_path)
         self._last_save_time = time.monotonic()
         self.skipped_reason = None

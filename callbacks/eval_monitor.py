@@ -38,8 +38,6 @@ class EvalMonitor(LogCallback):
             resume mid-epoch); None: the dataset's size.
     """
 
-    FILENAME = schema.EVAL.filename
-
     def __init__(self, directory, metrics, all_ranks=False, steps_per_epoch=None):
         super().__init__()
         self.directory = check_directory(directory)
@@ -61,7 +59,7 @@ class EvalMonitor(LogCallback):
             if any(reads_eval_loss(m) for m in self.metrics):
                 check_loss_metric("EvalMonitor")
             self._check_names(list(metric_fns))
-        path = log_path(self.directory, self.FILENAME, self.all_ranks)
+        path = log_path(self.directory, schema.EVAL.filename, self.all_ranks)
         self._log = CsvLog(path, list(schema.EVAL.columns) + self.metrics, flush_rows=1).check() \
             if path else None
 

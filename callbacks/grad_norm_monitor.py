@@ -32,11 +32,6 @@ class GradNormMonitor(LogCallback):
             resume mid-epoch); None: the dataset's size.
     """
 
-    FILENAME = schema.GRAD_NORM.filename
-    PARAMS_FILENAME = schema.GRAD_NORM_PARAMS.filename
-    COLUMNS = schema.GRAD_NORM.columns
-    PARAMS_COLUMNS = schema.GRAD_NORM_PARAMS.columns
-
     def __init__(self, directory, every=1, per_param=False, all_ranks=False,
                  steps_per_epoch=None):
         super().__init__()
@@ -56,11 +51,11 @@ class GradNormMonitor(LogCallback):
         self._check_network(network)
         self._names = tuple(getattr(network, "param_names", ()))
         self._read = None
-        path = log_path(self.directory, self.FILENAME, self.all_ranks)
-        self._log = CsvLog(path, self.COLUMNS).check() if path else None
-        ppath = log_path(self.directory, self.PARAMS_FILENAME, self.all_ranks)
+        path = log_path(self.directory, schema.GRAD_NORM.filename, self.all_ranks)
+        self._log = CsvLog(path, schema.GRAD_NORM.columns).check() if path else None
+        ppath = log_path(self.directory, schema.GRAD_NORM_PARAMS.filename, self.all_ranks)
         if self.per_param and ppath:
-            self._params_log = CsvLog(ppath, self.PARAMS_COLUMNS).check()
+            self._params_log = CsvLog(ppath, schema.GRAD_NORM_PARAMS.columns).check()
 
     def on_train_step_end(self, run_context):
         cb_params = run_context.original_args()

@@ -50,9 +50,6 @@ class LossMonitor(LogCallback):
             resume mid-epoch); None: the dataset's size.
     """
 
-    FILENAME = schema.LOSS.filename
-    COLUMNS = schema.LOSS.columns
-
     ON_NAN = ("raise", "stop")
 
     def __init__(self, directory, every=1, all_ranks=False, time_offset=0.0, on_nan="raise",
@@ -81,9 +78,9 @@ class LossMonitor(LogCallback):
 
     def on_train_begin(self, run_context):
         cb_params = run_context.original_args()
-        path = log_path(self.directory, self.FILENAME, self.all_ranks)
+        path = log_path(self.directory, schema.LOSS.filename, self.all_ranks)
         self._parts = _components_of(getattr(cb_params, "train_network", None))
-        columns = self.COLUMNS + self._parts[0]
+        columns = schema.LOSS.columns + self._parts[0]
         self._log = CsvLog(path, columns).check() if path else None
         self._lr = _LearningRate(None if self.lr is not None else optimizer_of(cb_params), self.lr)
         self._read = None
@@ -129,10 +126,10 @@ class LossMonitor(LogCallback):
 def _components_of(network):
     """``(names, output index)`` of the loss components the train network returns."""
     names = tuple(getattr(network, "component_names", None) or ())
-    clash = sorted(set(names) & set(LossMonitor.COLUMNS))
+    clash = sorted(set(names) & set(schema.LOSS.columns))
     if clash:
         raise ValueError(f"loss component names must differ from {schema.LOSS.filename}'s columns "
-                         f"{', '.join(LossMonitor.COLUMNS)}. Received: components={names!r}")
+                         f"{', '.join(schema.LOSS.columns)}. Received: components={names!r}")
     return names, getattr(network, "components_index", None)
 
 

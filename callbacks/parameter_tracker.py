@@ -51,9 +51,6 @@ class ParameterTracker(LogCallback):
             resume mid-epoch); None: the dataset's size.
     """
 
-    FILENAME = schema.PARAMS.filename
-    COLUMNS = schema.PARAMS.columns
-
     def __init__(self, directory, names=None, every=1, max_values=16, all_ranks=False,
                  steps_per_epoch=None):
         super().__init__()
@@ -71,8 +68,8 @@ class ParameterTracker(LogCallback):
     def on_train_begin(self, run_context):
         cb_params = run_context.original_args()
         self._params = self._select(trained_parameters(cb_params))
-        path = log_path(self.directory, self.FILENAME, self.all_ranks)
-        self._log = CsvLog(path, self.COLUMNS).check() if path else None
+        path = log_path(self.directory, schema.PARAMS.filename, self.all_ranks)
+        self._log = CsvLog(path, schema.PARAMS.columns).check() if path else None
         self._host = HostViews(self._params)
         self._block = _Block([(int(p.size), self._labels(p.name, p.size), p.dtype == mstype.float32)
                               for p in self._params], self.max_values)

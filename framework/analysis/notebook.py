@@ -8,6 +8,7 @@ network), so a table of many runs renders at once.
 import html
 import math
 
+from ..callbacks import schema
 from ..rundir.run import Run as _RunReader
 from . import reports
 from .reports import as_runs, display_table, format_value, history, loss_components
@@ -150,7 +151,8 @@ def plot(runs, metric="loss"):
     fig = _figure()
     ax = fig.add_subplot()
     for run_id, rows in table.groupby("run_id", sort=False):
-        ax.plot(rows["step"], rows[metric], lw=1, label=f"{run_id} {labels.get(run_id, '')}")
+        ax.plot(rows[schema.Col.STEP], rows[metric], lw=1,
+                label=f"{run_id} {labels.get(run_id, '')}")
     ax.set(xlabel="step", ylabel=metric, title=metric)
     if len(runs) <= 12:
         ax.legend(fontsize=7)
@@ -202,7 +204,8 @@ def _sparkline(run):
     loss = run.loss
     if not len(loss):
         return ""
-    values = [float(v) for v in loss["loss"].to_numpy(dtype=float)[::max(1, len(loss) // SPARK_POINTS)]]
+    every = max(1, len(loss) // SPARK_POINTS)
+    values = [float(v) for v in loss[schema.Col.LOSS].to_numpy(dtype=float)[::every]]
     values = [v for v in values if math.isfinite(v)]
     if len(values) < 2:
         return ""

@@ -341,11 +341,11 @@ def _metric_arrays(run, metric):
     # one log after the other: most metrics are in the first (loss.csv)
     for table_of in (lambda: run.loss, lambda: run.grad_norm, lambda: _eval_table(run)):
         table = table_of()
-        if metric in table.columns and metric not in ("step", "epoch"):
+        if metric in table.columns and metric not in (schema.Col.STEP, schema.Col.EPOCH):
             return tuple(table[c].to_numpy() for c in ("step", "epoch", metric))
     params = run.params
     if len(params):
-        mask = params["param"].to_numpy() == metric
+        mask = params[schema.Col.PARAM].to_numpy() == metric
         if mask.any():
             return tuple(params[c].to_numpy()[mask] for c in ("step", "epoch", "value"))
     return None
@@ -379,9 +379,9 @@ def available_metrics(run):
     """Metric names :func:`history` accepts for this run."""
     names = set()
     for table in (run.loss, run.grad_norm, _eval_table(run)):
-        names.update(c for c in table.columns if c not in ("step", "epoch"))
+        names.update(c for c in table.columns if c not in (schema.Col.STEP, schema.Col.EPOCH))
     if len(run.params):
-        names.update(map(str, run.params["param"].unique()))
+        names.update(map(str, run.params[schema.Col.PARAM].unique()))
     return names
 
 

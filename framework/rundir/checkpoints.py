@@ -80,7 +80,7 @@ def _scores(run_dir):
     out = {}
     for row in schema.read_rows(schema.path_of(run_dir, schema.CHECKPOINTS.filename)):
         try:
-            out[os.path.basename(row["file"])] = float(row["score"])
+            out[os.path.basename(row[schema.Col.FILE])] = float(row[schema.Col.SCORE])
         except (KeyError, TypeError, ValueError):
             continue
     return out

@@ -20,7 +20,8 @@ class Resume:
 
     ``path``, ``params``, ``step``, ``epoch``: the latest good checkpoint,
     its loaded parameters, global step and (1-based) epoch; ``time_offset``:
-    the run's training time up to that step (loss.csv's ``time_s``);
+    the run's training time up to that step and ``loss`` the loss logged
+    there (loss.csv's ``time_s`` and ``loss``, None when not logged);
     ``early_stopped``: the run had stopped early (its patience counter then
     restarts); ``run_dir``, ``meta`` (run.json), ``entry``: the run itself.
     """
@@ -30,6 +31,7 @@ class Resume:
     step: int
     epoch: int
     time_offset: float
+    loss: float | None
     early_stopped: bool
     run_dir: str
     meta: dict
@@ -84,8 +86,9 @@ def resume_point(run_dir, meta=None):
     """
     meta = read_meta(run_dir) if meta is None else meta
     path, params, step, epoch = _latest_good_checkpoint(run_dir)
+    time_offset, loss = _logged_at(run_dir, step)
     return Resume(path=path, params=params, step=step, epoch=epoch,
-                  time_offset=_last_time(run_dir, step),
+                  time_offset=time_offset, loss=loss,
                   early_stopped=bool(meta.get("stop_reason")),
                   run_dir=run_dir, meta=meta, entry=meta.get("entry"))
 
@@ -157,13 +160,14 @@ def truncate_logs(run_dir, step):
     for name in schema.STEP_LOGS:
         path = os.path.join(run_dir, name)
         header = read_header(path)
-        if header and "step" in header:
+        if header and schema.Col.STEP in header:
             CsvLog(path, header).truncate_after(step)
 
 
-def _last_time(run_dir, step):
-    last = 0.0
-    for row in schema.read_rows(schema.path_of(run_dir, "loss")):
-        if (row.get("step") or "").isdigit() and int(row["step"]) <= step and row.get("time_s"):
-            last = float(row["time_s"])
-    return last
+def _logged_at(run_dir, step):
+    """``(time_s, loss)`` of loss.csv at ``step``: each the last one logged up to it."""
+    logged = {schema.Col.TIME_S: 0.0, schema.Col.LOSS: None}
+    for row in schema.read_rows(schema.path_of(run_dir, schema.LOSS.name)):
+        if (row.get(schema.Col.STEP) or "").isdigit() and int(row[schema.Col.STEP]) <= step:
+            logged.update({k: float(row[k]) for k in logged if row.get(k)})
+    return logged[schema.Col.TIME_S], logged[schema.Col.LOSS]

@@ -149,10 +149,10 @@ def test_the_resume_point_is_one_declared_frozen_shape(tmp_path):
     ms.save_checkpoint([{"name": "w", "data": ms.Tensor(np.ones(2, np.float32))}], ckpt)
     point = resume_point(str(tmp_path))
     assert [f.name for f in dataclasses.fields(Resume)] == [
-        "path", "params", "step", "epoch", "time_offset", "early_stopped", "run_dir", "meta",
-        "entry"]
-    assert (point.path, point.step, point.epoch, point.time_offset, point.early_stopped,
-            point.entry) == (ckpt, 10, 1, 2.5, True, "m.py:E")
+        "path", "params", "step", "epoch", "time_offset", "loss", "early_stopped", "run_dir",
+        "meta", "entry"]
+    assert (point.path, point.step, point.epoch, point.time_offset, point.loss,
+            point.early_stopped, point.entry) == (ckpt, 10, 1, 2.5, 0.5, True, "m.py:E")
     with pytest.raises(dataclasses.FrozenInstanceError):
         point.step = 0
     with pytest.raises((dataclasses.FrozenInstanceError, AttributeError, TypeError)):
