@@ -1,7 +1,7 @@
 """GradNormMonitor: the global gradient norm of every step to grad_norm.csv."""
 
-from ._common import (check_directory, check_every, check_steps_per_epoch, float_reader,
-                      log_path, net_outputs, to_float)
+from ._common import (check_directory, check_every, check_steps_per_epoch, log_path,
+                      net_outputs, to_float)
 from ._log_callback import LogCallback
 from . import schema
 from .csv_log import CsvLog
@@ -64,10 +64,7 @@ class GradNormMonitor(LogCallback):
             return
         step, epoch, _ = logged
         outputs = net_outputs(cb_params)
-        norm = outputs[1]
-        if self._read is None:   # chosen on the first step: outputs keep their type
-            self._read = float_reader(norm)
-        self.last_grad_norm = self._read(norm)
+        self.last_grad_norm = self._as_float(outputs[1])
         if self._log is not None:
             self._log.write((step, epoch, self.last_grad_norm))
         if self._params_log is not None:

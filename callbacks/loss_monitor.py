@@ -2,7 +2,7 @@
 import time
 
 from ._common import (check_directory, check_every, check_steps_per_epoch, first_output,
-                      float_reader, is_finite, item_readable, log_path, net_outputs, optimizer_of,
+                      is_finite, item_readable, log_path, net_outputs, optimizer_of,
                       tensor_values, to_float)
 from ._log_callback import LogCallback
 from ._mindspore import learning_rate_of, schedule_at
@@ -96,9 +96,7 @@ class LossMonitor(LogCallback):
         step, epoch, _ = logged
         outputs = net_outputs(cb_params)
         loss_output = first_output(outputs)
-        if self._read is None:   # chosen on the first step: outputs keep their type
-            self._read = float_reader(loss_output)
-        loss = self._read(loss_output) if loss_output is not None else None
+        loss = self._as_float(loss_output) if loss_output is not None else None
         self.last_loss, self.last_step = loss, step
         names, index = self._parts
         parts = tuple(tensor_values(outputs[index])) if names else ()

@@ -43,9 +43,7 @@ def loss_plot(run, ax=None):
                 label="eval_loss")
     if components or schema.Col.LOSS in run.eval.columns:
         _legend(ax)
-    _log_if_wide(ax, run.loss[schema.Col.LOSS])
-    _mark_divergence(ax, run, run.loss, schema.Col.LOSS, line.get_color())
-    ax.set(xlabel="step", ylabel="loss", title=_title(run, "loss"))
+    _finish_curve(ax, run, run.loss, schema.Col.LOSS, line, ("loss", "loss"))
     return fig
 
 
@@ -103,10 +101,17 @@ def grad_norm_plot(run, ax=None):
     if _is_number(clip):
         ax.axhline(clip, ls=":", lw=1, color="black", label=f"clip_grad_norm {clip:g}")
         _legend(ax)
-    _log_if_wide(ax, run.grad_norm[schema.Col.GRAD_NORM])
-    _mark_divergence(ax, run, run.grad_norm, schema.Col.GRAD_NORM, line.get_color())
-    ax.set(xlabel="step", ylabel="gradient L2 norm", title=_title(run, "gradient norm"))
+    _finish_curve(ax, run, run.grad_norm, schema.Col.GRAD_NORM, line,
+                  ("gradient L2 norm", "gradient norm"))
     return fig
+
+
+def _finish_curve(ax, run, table, column, line, labels):
+    """Log scale when ``column`` spans decades, the divergence marked, the axes
+    named: ``labels`` is ``(y label, title)``."""
+    _log_if_wide(ax, table[column])
+    _mark_divergence(ax, run, table, column, line.get_color())
+    ax.set(xlabel="step", ylabel=labels[0], title=_title(run, labels[1]))
 
 
 # -- several runs ----------------------------------------------------------------
