@@ -45,7 +45,7 @@ from . import interactive, payload
 
 logger = logging.getLogger(__name__)
 RUN_FILES = (schema.RUN_JSON, schema.CONFIG_JSON) + tuple(
-    schema.LOGS[name].filename for name in ("loss", "params", "grad_norm", "eval"))
+    log.filename for log in (schema.LOSS, schema.PARAMS, schema.GRAD_NORM, schema.EVAL))
 
 
 # Sent on every response: never sniffed into another type, never framed, no referrer.

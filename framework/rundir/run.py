@@ -7,11 +7,6 @@ from ..errors import RunDirError
 from .io import is_run_dir, read_json
 from .meta import read_meta
 
-LOGS = {name: log.filename for name, log in schema.LOGS.items()}
-# Columns each log must have; reports rely on them. Every other column but
-# the text ones holds numbers, and step/epoch hold integers.
-REQUIRED = {name: log.required for name, log in schema.LOGS.items()}
-
 
 class Run:
     """A run directory: ``.config`` and ``.meta`` (dicts), ``.loss``,
@@ -55,7 +50,7 @@ class Run:
         without line end) or malformed. A running run's last row may still
         be in flight: it is dropped instead.
         """
-        path = os.path.join(self.dir, LOGS.get(name, name))
+        path = schema.path_of(self.dir, name)
         partial = _ends_mid_row(path)
         if partial and self.status != "running":
             raise RunDirError(f"{path} is truncated: its last row has no line end "
@@ -63,24 +58,25 @@ class Run:
         table = _parse_csv(path)
         if partial:  # no rows parsed: even the header is still in flight
             table = table.iloc[:-1] if len(table) else table.iloc[:0, :0]
-        _check_columns(path, table, REQUIRED.get(name, ()))
+        log = schema.LOGS.get(name)  # reports rely on a log's required columns
+        _check_columns(path, table, log.required if log else ())
         return table
 
     @functools.cached_property
     def loss(self):
-        return self.read("loss")
+        return self.read(schema.LOSS.name)
 
     @functools.cached_property
     def params(self):
-        return self.read("params")
+        return self.read(schema.PARAMS.name)
 
     @functools.cached_property
     def grad_norm(self):
-        return self.read("grad_norm")
+        return self.read(schema.GRAD_NORM.name)
 
     @functools.cached_property
     def eval(self):
-        return self.read("eval")
+        return self.read(schema.EVAL.name)
 
     def checkpoint(self, best=False):
         """Path of the latest checkpoint, or of the newest best one, or None."""

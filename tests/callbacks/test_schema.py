@@ -1,6 +1,7 @@
 """callbacks/schema.py is the one owner of the run directory's names, and its
 atomic write leaves the old file or the new one, never a part."""
 import ast
+import functools
 import os
 import re
 
@@ -26,6 +27,14 @@ COLUMN_GROUPS = {frozenset(group) for group in [schema.TEXT_COLUMNS] + [
 FOLDER_NAMES = {name for name in FILE_NAMES if "." not in name}
 _PATH_CALLS = {"join", "path_of", "glob", "isdir", "isfile", "exists", "listdir", "makedirs",
                "mkdir"}
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(path):
+    """``(lines, tree)`` of a module, parsed once for all the scans."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return text.splitlines(), ast.parse(text, str(path))
 
 
 def _docstrings(tree):
@@ -76,8 +85,7 @@ def _column_lists_in(node):
 
 def _spellings(path):
     """(line, text) of each schema name a module spells (docstrings left out)."""
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
+    tree = _parsed(path)[1]
     skip = _docstrings(tree)
     path_args = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
                  and getattr(node.func, "attr", getattr(node.func, "id", None)) in _PATH_CALLS
@@ -178,10 +186,9 @@ def _column_literals(path):
     a subscript (``row["step"]``, ``t.loc[m, "step"]``), a column call's argument
     (``row.get("loss")``, ``t.groupby("param")``) or an ``in`` test
     (``"loss" in t.columns``, ``c not in ("epoch", "step")``); the NOT_COLUMNS left out."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    lines, where = text.splitlines(), os.path.relpath(path, ROOT)
-    return [(line, name) for line, name in _column_spots(ast.parse(text, path))
+    lines, tree = _parsed(path)
+    where = os.path.relpath(path, ROOT)
+    return [(line, name) for line, name in _column_spots(tree)
             if not _not_a_column(where, lines[line - 1], name)]
 
 
@@ -203,8 +210,7 @@ def _schema_aliases(path):
     """(line, text) of each schema name a module gives another name: ``import X as Y``
     from the schema, or a module/class-level ``Y = schema.X`` (also wrapped in
     ``set``/``tuple``/``frozenset``/``list``)."""
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
+    tree = _parsed(path)[1]
     found = [(node.lineno, f"{a.name} as {a.asname}") for node in ast.walk(tree)
              if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("schema")
              for a in node.names if a.asname and a.asname != a.name]
