@@ -211,7 +211,7 @@ class Checkpoint(QuietCallback):
 
     def _scan(self, index_path):
         """Rebuild retention state from the files on disk (after a restart)."""
-        scores = _scores_from_index(index_path)
+        scores = best_scores(index_path)
         last, best = [], []
         if not os.path.isdir(self.ckpt_dir):
             return last, best
@@ -257,10 +257,18 @@ def _check_flush(flush):
     return flush
 
 
-def _scores_from_index(index_path):
-    rows = read_rows(index_path)
-    return {os.path.basename(r["file"]): float(r["score"]) for r in rows
-            if r.get("kind") == "best" and r.get("score")}
+def best_scores(index_path):
+    """``{file name: score}`` of the best checkpoints an index (checkpoints.csv)
+    lists; a row without a readable score is left out."""
+    scores = {}
+    for row in read_rows(index_path):
+        if row.get(schema.Col.KIND) != "best":
+            continue
+        try:
+            scores[os.path.basename(row[schema.Col.FILE])] = float(row[schema.Col.SCORE])
+        except (KeyError, TypeError, ValueError):  # no score, or a torn row
+            continue
+    return scores
 
 
 def _remove(path):
