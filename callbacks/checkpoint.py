@@ -65,9 +65,6 @@ class Checkpoint(QuietCallback):
             resume mid-epoch); None: the dataset's size.
     """
 
-    INDEX = schema.CHECKPOINTS.filename
-    COLUMNS = schema.CHECKPOINTS.columns
-
     def __init__(self, directory: str | os.PathLike[str], every_epochs: int | None = 1,
                  every_steps: int | None = None, keep_last: int | None = 3,
                  monitor: str | None = None, mode: str | None = None, keep_best: int = 1,
@@ -99,16 +96,16 @@ class Checkpoint(QuietCallback):
     def on_train_begin(self, run_context: RunContext) -> None:
         if self.monitor == EVAL_LOSS:
             check_loss_metric(f"Checkpoint(monitor={EVAL_LOSS!r})")
-        index_path = log_path(self.directory, self.INDEX, self.all_ranks)
+        index_path = log_path(self.directory, schema.CHECKPOINTS.filename, self.all_ranks)
         if index_path is None:
             return  # another rank: save nothing
-        stem = os.path.splitext(self.INDEX)[0]
+        stem = os.path.splitext(schema.CHECKPOINTS.filename)[0]
         rank_suffix = os.path.splitext(os.path.basename(index_path))[0][len(stem):]
         self.ckpt_dir = os.path.join(self.directory,
                                      schema.CHECKPOINT_DIR + rank_suffix.replace(".", "/"))
         # Nothing is created before the first save: a callback that rejects the
         # run at train begin leaves no empty folders or files behind.
-        self._index = CsvLog(index_path, self.COLUMNS, flush_rows=1).check()
+        self._index = CsvLog(index_path, schema.CHECKPOINTS.columns, flush_rows=1).check()
         self._last, self.best = self._scan(index_path)
         self._last_save_time = time.monotonic()
         self.skipped_reason = None
@@ -224,11 +221,11 @@ class Checkpoint(QuietCallback):
 
     def _scan(self, index_path: str) -> tuple[list[str], list[tuple[float, int, str]]]:
         """Rebuild retention state from the files on disk (after a restart)."""
-        scores = _scores_from_index(index_path)
+        scores = best_scores(index_path)
         last: list[tuple[int, str]] = []
         best: list[tuple[float, int, str]] = []
         if self.ckpt_dir is None or not os.path.isdir(self.ckpt_dir):
-            return [], best
+            return last, best
         for name in os.listdir(self.ckpt_dir):
             match = _NAME.match(name)
             if not match:
@@ -272,10 +269,18 @@ def _check_flush(flush: Iterable[Any]) -> list[Any]:
     return flush
 
 
-def _scores_from_index(index_path: str) -> dict[str, float]:
-    rows = read_rows(index_path)
-    return {os.path.basename(r["file"]): float(r["score"]) for r in rows
-            if r.get("kind") == "best" and r.get("score")}
+def best_scores(index_path: str) -> dict[str, float]:
+    """``{file name: score}`` of the best checkpoints an index (checkpoints.csv)
+    lists; a row without a readable score is left out."""
+    scores: dict[str, float] = {}
+    for row in read_rows(index_path):
+        if row.get(schema.Col.KIND) != "best":
+            continue
+        try:
+            scores[os.path.basename(row[schema.Col.FILE])] = float(row[schema.Col.SCORE])
+        except (KeyError, TypeError, ValueError):  # no score, or a torn row
+            continue
+    return scores
 
 
 def _remove(path: str) -> None:

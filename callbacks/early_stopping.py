@@ -75,14 +75,6 @@ class EarlyStopping(Callback):
         self.wait += 1
         return self.wait >= self.patience
 
-    def state_dict(self) -> dict[str, Any]:
-        """Resumable state (Lightning style)."""
-        return {"best": self.best, "wait": self.wait}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
-        self.best, self.wait = state.get("best"), int(state.get("wait", 0))
-
     def _improved(self, value: float) -> bool:
         assert self.best is not None  # update() sets it first
         if self.mode == "min":

@@ -45,8 +45,6 @@ class EvalMonitor(LogCallback):
             resume mid-epoch); None: the dataset's size.
     """
 
-    FILENAME = schema.EVAL.filename
-
     def __init__(self, directory: str | os.PathLike[str], metrics: str | Sequence[str],
                  all_ranks: bool = False, steps_per_epoch: int | None = None) -> None:
         super().__init__()
@@ -69,7 +67,7 @@ class EvalMonitor(LogCallback):
             if any(reads_eval_loss(m) for m in self.metrics):
                 check_loss_metric("EvalMonitor")
             self._check_names(list(metric_fns))
-        path = log_path(self.directory, self.FILENAME, self.all_ranks)
+        path = log_path(self.directory, schema.EVAL.filename, self.all_ranks)
         self._log = CsvLog(path, list(schema.EVAL.columns) + self.metrics, flush_rows=1).check() \
             if path else None
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ._common import (check_directory, check_every, check_steps_per_epoch, float_reader,
-                      log_path, net_outputs, to_float)
+from ._common import (check_directory, check_every, check_steps_per_epoch, log_path,
+                      net_outputs, to_float)
 from ._log_callback import LogCallback
 from . import schema
 from .csv_log import CsvLog
@@ -39,11 +39,6 @@ class GradNormMonitor(LogCallback):
             resume mid-epoch); None: the dataset's size.
     """
 
-    FILENAME = schema.GRAD_NORM.filename
-    PARAMS_FILENAME = schema.GRAD_NORM_PARAMS.filename
-    COLUMNS = schema.GRAD_NORM.columns
-    PARAMS_COLUMNS = schema.GRAD_NORM_PARAMS.columns
-
     def __init__(self, directory: str | os.PathLike[str], every: int = 1, per_param: bool = False,
                  all_ranks: bool = False, steps_per_epoch: int | None = None) -> None:
         super().__init__()
@@ -63,11 +58,11 @@ class GradNormMonitor(LogCallback):
         self._check_network(network)
         self._names = tuple(getattr(network, "param_names", ()))
         self._read = None
-        path = log_path(self.directory, self.FILENAME, self.all_ranks)
-        self._log = CsvLog(path, self.COLUMNS).check() if path else None
-        ppath = log_path(self.directory, self.PARAMS_FILENAME, self.all_ranks)
+        path = log_path(self.directory, schema.GRAD_NORM.filename, self.all_ranks)
+        self._log = CsvLog(path, schema.GRAD_NORM.columns).check() if path else None
+        ppath = log_path(self.directory, schema.GRAD_NORM_PARAMS.filename, self.all_ranks)
         if self.per_param and ppath:
-            self._params_log = CsvLog(ppath, self.PARAMS_COLUMNS).check()
+            self._params_log = CsvLog(ppath, schema.GRAD_NORM_PARAMS.columns).check()
 
     def on_train_step_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
@@ -76,10 +71,7 @@ class GradNormMonitor(LogCallback):
             return
         step, epoch, _ = logged
         outputs = net_outputs(cb_params)
-        norm = outputs[1]
-        if self._read is None:   # chosen on the first step: outputs keep their type
-            self._read = float_reader(norm)
-        self.last_grad_norm = self._read(norm)
+        self.last_grad_norm = self._as_float(outputs[1])
         if self._log is not None:
             self._log.write((step, epoch, self.last_grad_norm))
         if self._params_log is not None:

@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ._common import (check_directory, check_every, check_steps_per_epoch, first_output,
-                      float_reader, is_finite, item_readable, log_path, net_outputs, optimizer_of,
+                      is_finite, item_readable, log_path, net_outputs, optimizer_of,
                       tensor_values, to_float)
 from ._log_callback import LogCallback
 from ._mindspore import learning_rate_of, schedule_at
@@ -57,9 +57,6 @@ class LossMonitor(LogCallback):
             resume mid-epoch); None: the dataset's size.
     """
 
-    FILENAME = schema.LOSS.filename
-    COLUMNS = schema.LOSS.columns
-
     ON_NAN = ("raise", "stop")
 
     def __init__(self, directory: str | os.PathLike[str], every: int = 1, all_ranks: bool = False,
@@ -90,9 +87,9 @@ class LossMonitor(LogCallback):
 
     def on_train_begin(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
-        path = log_path(self.directory, self.FILENAME, self.all_ranks)
+        path = log_path(self.directory, schema.LOSS.filename, self.all_ranks)
         self._parts = _components_of(getattr(cb_params, "train_network", None))
-        columns = self.COLUMNS + self._parts[0]
+        columns = schema.LOSS.columns + self._parts[0]
         self._log = CsvLog(path, columns).check() if path else None
         self._lr = _LearningRate(None if self.lr is not None else optimizer_of(cb_params), self.lr)
         self._read = None
@@ -108,9 +105,7 @@ class LossMonitor(LogCallback):
         step, epoch, _ = logged
         outputs = net_outputs(cb_params)
         loss_output = first_output(outputs)
-        if self._read is None:   # chosen on the first step: outputs keep their type
-            self._read = float_reader(loss_output)
-        loss = self._read(loss_output) if loss_output is not None else None
+        loss = self._as_float(loss_output) if loss_output is not None else None
         self.last_loss, self.last_step = loss, step
         names, index = self._parts
         parts = tuple(tensor_values(outputs[index])) if names else ()
@@ -135,19 +130,14 @@ class LossMonitor(LogCallback):
                 "or clip gradients; LossMonitor(..., on_nan='stop') stops without raising. "
                 f"Received: loss={loss} at step {step}")
 
-    def state_dict(self) -> dict[str, Any]:
-        """What a resumed run needs to continue this log."""
-        return {"last_step": self.last_step, "last_loss": self.last_loss,
-                "stop_reason": self.stop_reason}
-
 
 def _components_of(network: Any) -> tuple[tuple[str, ...], int | None]:
     """``(names, output index)`` of the loss components the train network returns."""
     names = tuple(getattr(network, "component_names", None) or ())
-    clash = sorted(set(names) & set(LossMonitor.COLUMNS))
+    clash = sorted(set(names) & set(schema.LOSS.columns))
     if clash:
         raise ValueError(f"loss component names must differ from {schema.LOSS.filename}'s columns "
-                         f"{', '.join(LossMonitor.COLUMNS)}. Received: components={names!r}")
+                         f"{', '.join(schema.LOSS.columns)}. Received: components={names!r}")
     return names, getattr(network, "components_index", None)
 
 

@@ -66,9 +66,6 @@ class ParameterTracker(LogCallback):
             stay on every logged step.
     """
 
-    FILENAME = schema.PARAMS.filename
-    COLUMNS = schema.PARAMS.columns
-
     def __init__(self, directory: str | os.PathLike[str], names: str | Sequence[str] | None = None,
                  every: int = 1, max_values: int = 16, all_ranks: bool = False,
                  steps_per_epoch: int | None = None, budget: float | None = None) -> None:
@@ -91,8 +88,8 @@ class ParameterTracker(LogCallback):
     def on_train_begin(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
         self._params = self._select(trained_parameters(cb_params))
-        path = log_path(self.directory, self.FILENAME, self.all_ranks)
-        self._log = CsvLog(path, self.COLUMNS).check() if path else None
+        path = log_path(self.directory, schema.PARAMS.filename, self.all_ranks)
+        self._log = CsvLog(path, schema.PARAMS.columns).check() if path else None
         self._host = HostViews(self._params)
         self._block = _Block([(int(p.size), self._labels(p.name, p.size), p.dtype == mstype.float32)
                               for p in self._params], self.max_values)

@@ -58,23 +58,53 @@ class Log:
         return f"Log({self.filename!r}, columns={self.columns!r})"
 
 
-LOSS = Log("loss", "loss.csv", ("step", "epoch", "loss", "lr", "time_s"),
-           required=("step", "epoch", "loss"))
-PARAMS = Log("params", "params.csv", ("step", "epoch", "param", "value"))
-GRAD_NORM = Log("grad_norm", "grad_norm.csv", ("step", "epoch", "grad_norm"))
+class Col:
+    """The name of each column of the logs, one definition each: the logs
+    below are built from these, and readers index rows by them
+    (``loss[schema.Col.STEP]``)."""
+
+    STEP = "step"            # the global step, 1-based, counted across epochs
+    EPOCH = "epoch"          # 1-based
+    LOSS = "loss"            # the training loss (eval.csv: the eval loss metric)
+    LR = "lr"                # the learning rate used at the step
+    TIME_S = "time_s"        # training seconds since the run started, resumes included
+    PARAM = "param"          # a watched parameter's name (with ``:norm`` or ``[i]``)
+    VALUE = "value"          # its value
+    GRAD_NORM = "grad_norm"  # the global (or one parameter's) gradient L2 norm
+    FILE = "file"            # a checkpoint's path, relative to the run directory
+    KIND = "kind"            # a checkpoint's kind: "last" or "best"
+    SCORE = "score"          # a best checkpoint's monitored value
+    EVALUATED_AT = "evaluated_at"  # evaluations.csv: when
+    CHECKPOINT = "checkpoint"      # evaluations.csv: which checkpoint file
+    SPLIT = "split"                # evaluations.csv: "eval" or "train"
+    PROCESS_CPU_PERCENT = "process_cpu_percent"  # system.csv: this process, % of one core
+    MACHINE_CPU_PERCENT = "machine_cpu_percent"  # system.csv: the whole machine, %
+    RSS_MB = "rss_mb"                            # system.csv: this process's resident memory
+    THREADS = "threads"                          # system.csv: this process's threads
+    READ_BYTES = "read_bytes"                    # system.csv: bytes read by this process so far
+    WRITE_BYTES = "write_bytes"                  # system.csv: bytes written so far
+    DEVICE_MEMORY_MB = "device_memory_mb"        # system.csv: device memory held (not on CPU)
+
+
+LOSS = Log("loss", "loss.csv", (Col.STEP, Col.EPOCH, Col.LOSS, Col.LR, Col.TIME_S),
+           required=(Col.STEP, Col.EPOCH, Col.LOSS))
+PARAMS = Log("params", "params.csv", (Col.STEP, Col.EPOCH, Col.PARAM, Col.VALUE))
+GRAD_NORM = Log("grad_norm", "grad_norm.csv", (Col.STEP, Col.EPOCH, Col.GRAD_NORM))
 GRAD_NORM_PARAMS = Log("grad_norm_params", "grad_norm_params.csv",
-                       ("step", "epoch", "param", "grad_norm"))
-EVAL = Log("eval", "eval.csv", ("epoch", "step"))  # then one column per metric
+                       (Col.STEP, Col.EPOCH, Col.PARAM, Col.GRAD_NORM))
+EVAL = Log("eval", "eval.csv", (Col.EPOCH, Col.STEP))  # then one column per metric
 CHECKPOINTS = Log("checkpoints", "checkpoints.csv",
-                  ("step", "epoch", "loss", "file", "kind", "score"),
-                  required=("step", "epoch", "file"))
+                  (Col.STEP, Col.EPOCH, Col.LOSS, Col.FILE, Col.KIND, Col.SCORE),
+                  required=(Col.STEP, Col.EPOCH, Col.FILE))
+# Not in LOGS: written by `mindexp evaluate` after the run, never cut back by a resume.
+EVALUATIONS = Log("evaluations", EVALUATIONS_CSV,
+                  (Col.EVALUATED_AT, Col.CHECKPOINT, Col.STEP, Col.EPOCH, Col.SPLIT))
 # The machine's side of a run, sampled off the training thread (SystemMonitor);
 # the device column is there only where MindSpore reports device memory.
-SYSTEM = Log("system", "system.csv",
-             ("time_s", "step", "process_cpu_percent", "machine_cpu_percent", "rss_mb",
-              "threads", "read_bytes", "write_bytes", "device_memory_mb"),
-             required=("time_s", "step", "process_cpu_percent", "machine_cpu_percent", "rss_mb",
-                       "threads", "read_bytes", "write_bytes"))
+_SYSTEM_COLUMNS = (Col.TIME_S, Col.STEP, Col.PROCESS_CPU_PERCENT, Col.MACHINE_CPU_PERCENT,
+                   Col.RSS_MB, Col.THREADS, Col.READ_BYTES, Col.WRITE_BYTES)
+SYSTEM = Log("system", "system.csv", _SYSTEM_COLUMNS + (Col.DEVICE_MEMORY_MB,),
+             required=_SYSTEM_COLUMNS)
 
 # The logs a run reads back by name (Run.read("loss")), and those whose rows
 # carry a global step (resume cuts each back to the checkpoint's step).
@@ -82,8 +112,8 @@ LOGS = {log.name: log for log in (LOSS, PARAMS, GRAD_NORM, GRAD_NORM_PARAMS, EVA
                                   SYSTEM)}
 STEP_LOGS = tuple(log.filename for log in LOGS.values())
 # Columns that hold text; every other column holds numbers, these integers.
-TEXT_COLUMNS = ("param", "file", "kind")
-INTEGER_COLUMNS = ("step", "epoch")
+TEXT_COLUMNS = (Col.PARAM, Col.FILE, Col.KIND)
+INTEGER_COLUMNS = (Col.STEP, Col.EPOCH)
 
 
 def path_of(run_dir: str | os.PathLike[str], name: str) -> str:

@@ -46,8 +46,6 @@ class SystemMonitor(LogCallback):
         time_offset: seconds added to ``time_s`` (a resumed run).
     """
 
-    FILENAME = schema.SYSTEM.filename
-
     def __init__(self, directory: str | os.PathLike[str], every_s: float = 5.0, all_ranks: bool = False,
                  start_step: int = 0, time_offset: float = 0.0) -> None:
         super().__init__()
@@ -68,7 +66,7 @@ class SystemMonitor(LogCallback):
         self._device: Callable[[], float] | None = None
 
     def on_train_begin(self, run_context: RunContext) -> None:
-        path = log_path(self.directory, self.FILENAME, self.all_ranks)
+        path = log_path(self.directory, schema.SYSTEM.filename, self.all_ranks)
         if path is None:
             return
         self._device = device_memory_reader()

@@ -63,6 +63,27 @@ def main_cli(tmp_path, monkeypatch, capsys):
         return subprocess.CompletedProcess(args, code, captured.out, captured.err)
     return run
 
+@pytest.fixture
+def holder():
+    """``holder(run_dir, action="resume")``: another process holding the run's
+    lock (as a run or a resume does) until the test ends; returns its Popen."""
+    procs = []
+
+    def hold(run_dir, action="resume"):
+        code = ("import sys, time; from mindexp.rundir.run_lock import run_locked\n"
+                "with run_locked(sys.argv[1], sys.argv[2]):\n"
+                "    print('held', flush=True); time.sleep(120)\n")
+        proc = subprocess.Popen([sys.executable, "-c", code, str(run_dir), action],
+                                env=cli_env(), stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        assert proc.stdout.readline() == "held\n"
+        return proc
+    yield hold
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
 class CbParams(dict):
     """The attribute-style dict MindSpore passes as ``original_args()``."""
 

@@ -49,7 +49,7 @@ from .cursor import ChangeFeed
 
 logger = logging.getLogger(__name__)
 RUN_FILES = (schema.RUN_JSON, schema.CONFIG_JSON) + tuple(
-    schema.LOGS[name].filename for name in ("loss", "params", "grad_norm", "eval"))
+    log.filename for log in (schema.LOSS, schema.PARAMS, schema.GRAD_NORM, schema.EVAL))
 
 
 # Sent on every response: never sniffed into another type, never framed, no referrer.

@@ -11,6 +11,7 @@ import html
 import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from ..callbacks import schema
 from ..rundir.run import Run as _RunReader
 from . import reports
 from .reports import as_runs, display_table, format_value, history, loss_components
@@ -188,7 +189,8 @@ def plot(runs: RunsOrPaths, metric: str = "loss") -> Figure:
     fig = _figure()
     ax = fig.add_subplot()
     for run_id, rows in table.groupby("run_id", sort=False):
-        ax.plot(rows["step"], rows[metric], lw=1, label=f"{run_id} {labels.get(run_id, '')}")
+        ax.plot(rows[schema.Col.STEP], rows[metric], lw=1,
+                label=f"{run_id} {labels.get(run_id, '')}")
     ax.set(xlabel="step", ylabel=metric, title=metric)
     if len(runs) <= 12:
         ax.legend(fontsize=7)
@@ -240,7 +242,8 @@ def _sparkline(run: _RunReader) -> str:
     loss = run.loss
     if not len(loss):
         return ""
-    values = [float(v) for v in loss["loss"].to_numpy(dtype=float)[::max(1, len(loss) // SPARK_POINTS)]]
+    every = max(1, len(loss) // SPARK_POINTS)
+    values = [float(v) for v in loss[schema.Col.LOSS].to_numpy(dtype=float)[::every]]
     values = [v for v in values if math.isfinite(v)]
     if len(values) < 2:
         return ""

@@ -89,9 +89,9 @@ def _diverged_at(run):
     if run.status != "diverged" or not len(run.loss):
         return None
     import numpy as np
-    values = run.loss["loss"].to_numpy(dtype=float)
+    values = run.loss[schema.Col.LOSS].to_numpy(dtype=float)
     bad = np.flatnonzero(~np.isfinite(values))
-    return int(run.loss["step"].iloc[bad[0] if len(bad) else -1])
+    return int(run.loss[schema.Col.STEP].iloc[bad[0] if len(bad) else -1])
 
 
 def run_progress(run):
@@ -100,7 +100,7 @@ def run_progress(run):
     (early stop, pruning) is complete: ``total`` is its last step, ``stop`` says
     why (``"early stop"``, ``"pruned"``) and ``planned`` keeps the plan."""
     loss = run.loss
-    step = int(loss["step"].iloc[-1]) if len(loss) else 0
+    step = int(loss[schema.Col.STEP].iloc[-1]) if len(loss) else 0
     total = run.meta.get("total_steps") or _planned_steps(run)
     rate = _recent_rate(loss) if run.status == "running" else run.meta.get("steps_per_s")
     eta = (total - step) / rate if run.status == "running" and rate and total else None
@@ -124,18 +124,18 @@ def _stopped_on_purpose(run):
 def _planned_steps(run):
     """epochs x steps per epoch, once epoch 1 is logged whole (its last step is always logged)."""
     loss, epochs = run.loss, run.config.get("epochs")
-    if not isinstance(epochs, int) or not len(loss) or int(loss["epoch"].iloc[0]) != 1 \
-            or int(loss["epoch"].iloc[-1]) < 2:  # a resumed run's log may start later
+    if not isinstance(epochs, int) or not len(loss) or int(loss[schema.Col.EPOCH].iloc[0]) != 1 \
+            or int(loss[schema.Col.EPOCH].iloc[-1]) < 2:  # a resumed run's log may start later
         return None
-    return int(loss.loc[loss["epoch"] == 1, "step"].max()) * epochs
+    return int(loss.loc[loss[schema.Col.EPOCH] == 1, schema.Col.STEP].max()) * epochs
 
 
 def _recent_rate(loss, window=50):
-    if "time_s" not in loss.columns or len(loss) < 2:
+    if schema.Col.TIME_S not in loss.columns or len(loss) < 2:
         return None
     tail = loss.tail(window)
-    dt = float(tail["time_s"].iloc[-1]) - float(tail["time_s"].iloc[0])
-    steps = int(tail["step"].iloc[-1]) - int(tail["step"].iloc[0])
+    dt = float(tail[schema.Col.TIME_S].iloc[-1]) - float(tail[schema.Col.TIME_S].iloc[0])
+    steps = int(tail[schema.Col.STEP].iloc[-1]) - int(tail[schema.Col.STEP].iloc[0])
     return steps / dt if dt > 0 and steps > 0 else None
 
 
@@ -195,8 +195,8 @@ def figures(runs):
     out = [_loss_figure(runs)]
     out += _component_figures(runs)
     out += _eval_figures(runs)
-    out += [f for f in (_column_figure(runs, "loss", "lr", "learning rate"),
-                        _column_figure(runs, "grad_norm", "grad_norm", "gradient norm (L2)"))
+    out += [f for f in (_column_figure(runs, "loss", schema.Col.LR, "learning rate"),
+                        _column_figure(runs, "grad_norm", schema.Col.GRAD_NORM, "gradient norm (L2)"))
             if f is not None]
     out += _param_figures(runs)
     if len(runs) <= MAX_SYSTEM_RUNS:
@@ -208,9 +208,9 @@ def figures(runs):
 def _loss_figure(runs):
     traces = []
     for index, run in enumerate(runs):
-        traces.append(_trace(index, run.loss, "loss", smooth=True))
-        if "loss" in run.eval.columns:
-            traces.append(_trace(index, run.eval, "loss", kind="eval", name="eval_loss"))
+        traces.append(_trace(index, run.loss, schema.Col.LOSS, smooth=True))
+        if schema.Col.LOSS in run.eval.columns:
+            traces.append(_trace(index, run.eval, schema.Col.LOSS, kind="eval", name="eval_loss"))
     return _figure("loss", "loss (train; eval dotted)", "loss", traces)
 
 
@@ -223,7 +223,7 @@ def _component_figures(runs):
 
 def _eval_figures(runs):
     metrics = list(dict.fromkeys(c for run in runs for c in run.eval.columns
-                                 if c not in (*schema.EVAL.columns, "loss")))
+                                 if c not in (*schema.EVAL.columns, schema.Col.LOSS)))
     return [_figure(f"eval_{m}", f"eval_{m}", f"eval_{m}",
                     [_trace(i, run.eval, m, kind="eval", name=f"eval_{m}")
                      for i, run in enumerate(runs) if m in run.eval.columns])
@@ -231,7 +231,7 @@ def _eval_figures(runs):
 
 
 def _column_figure(runs, table, column, title):
-    traces = [_trace(i, getattr(run, table), column, smooth=column == "grad_norm")
+    traces = [_trace(i, getattr(run, table), column, smooth=column == schema.Col.GRAD_NORM)
               for i, run in enumerate(runs) if column in getattr(run, table).columns]
     traces = [t for t in traces if t["x"]]
     return _figure(column, title, column, traces) if traces else None
@@ -244,7 +244,7 @@ def _param_figures(runs):
     for index, run in enumerate(runs):
         if not len(run.params):
             continue
-        for name, rows in run.params.groupby("param", sort=False):
+        for name, rows in run.params.groupby(schema.Col.PARAM, sort=False):
             base, shown = _param_base(str(name))
             if shown:
                 groups.setdefault(base, []).append((index, run, str(name), rows))
@@ -252,7 +252,7 @@ def _param_figures(runs):
     for base, members in list(groups.items())[:MAX_PARAM_FIGURES]:
         traces, targets = [], {}
         for index, run, name, rows in members:
-            traces.append(_trace(index, rows, "value", name=name,
+            traces.append(_trace(index, rows, schema.Col.VALUE, name=name,
                                  legend=not any(t["run"] == index for t in traces)))
             target = run.targets.get(name)
             if _is_number(target):
@@ -335,7 +335,7 @@ def _param_base(name):
 
 def _final_loss_figure(runs):
     points = [{"run": i, "value": _round(float(v))} for i, run in enumerate(runs)
-              if len(run.loss) and _finite(v := run.loss["loss"].iloc[-1])]
+              if len(run.loss) and _finite(v := run.loss[schema.Col.LOSS].iloc[-1])]
     return {"id": "final_loss", "kind": "final", "title": "final loss per run", "ytitle":
             "final loss", "points": points, "log": True} if points else None
 
@@ -350,7 +350,7 @@ def _figure(fig_id, title, ytitle, traces, targets=()):
 
 
 def _trace(run_index, table, column, kind="train", name=None, smooth=False, legend=True,
-           x="step"):
+           x=schema.Col.STEP):
     if x not in table or column not in table:  # a log made but not yet written
         xs, y = [], []
     else:

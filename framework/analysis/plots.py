@@ -34,18 +34,16 @@ def loss_plot(run, ax=None):
     each loss component as a thin dashed line."""
     run = _one(run)
     fig, ax = _axes(ax)
-    line, = ax.plot(*_finite_xy(run.loss, "loss"), lw=1, label="train loss")
+    line, = ax.plot(*_finite_xy(run.loss, schema.Col.LOSS), lw=1, label="train loss")
     components = loss_components(run)
     for name in components:
         ax.plot(*_finite_xy(run.loss, name), "--", lw=0.8, label=name)
-    if "loss" in run.eval.columns:
-        ax.plot(*_finite_xy(run.eval, "loss"), "o:", ms=3, lw=1, color=line.get_color(),
+    if schema.Col.LOSS in run.eval.columns:
+        ax.plot(*_finite_xy(run.eval, schema.Col.LOSS), "o:", ms=3, lw=1, color=line.get_color(),
                 label="eval_loss")
-    if components or "loss" in run.eval.columns:
+    if components or schema.Col.LOSS in run.eval.columns:
         _legend(ax)
-    _log_if_wide(ax, run.loss["loss"])
-    _mark_divergence(ax, run, run.loss, "loss", line.get_color())
-    ax.set(xlabel="step", ylabel="loss", title=_title(run, "loss"))
+    _finish_curve(ax, run, run.loss, schema.Col.LOSS, line, ("loss", "loss"))
     return fig
 
 
@@ -77,11 +75,11 @@ def params_plot(run, ax=None):
     fig, axes = _panels(ax, len(groups))
     for (base, series), panel in zip(groups, axes):
         for name, rows in series:
-            line, = panel.plot(*_finite_xy(rows, "value"), lw=1, label=name)
+            line, = panel.plot(*_finite_xy(rows, schema.Col.VALUE), lw=1, label=name)
             if _is_number(run.targets.get(name)):
                 panel.axhline(run.targets[name], ls="--", lw=1, color=line.get_color(),
                               label=f"{name} target {run.targets[name]:g}")
-        _fit_finite(panel, [rows["value"] for _, rows in series])
+        _fit_finite(panel, [rows[schema.Col.VALUE] for _, rows in series])
         if ax is None:
             panel.set(ylabel=_param_kind(series), title=base)
         if len(series) <= 8 or ax is not None:
@@ -98,15 +96,22 @@ def grad_norm_plot(run, ax=None):
     """The global gradient norm per step, with the clipping threshold if any."""
     run = _one(run)
     fig, ax = _axes(ax)
-    line, = ax.plot(*_finite_xy(run.grad_norm, "grad_norm"), lw=1, label="grad norm")
+    line, = ax.plot(*_finite_xy(run.grad_norm, schema.Col.GRAD_NORM), lw=1, label="grad norm")
     clip = run.config.get("clip_grad_norm")
     if _is_number(clip):
         ax.axhline(clip, ls=":", lw=1, color="black", label=f"clip_grad_norm {clip:g}")
         _legend(ax)
-    _log_if_wide(ax, run.grad_norm["grad_norm"])
-    _mark_divergence(ax, run, run.grad_norm, "grad_norm", line.get_color())
-    ax.set(xlabel="step", ylabel="gradient L2 norm", title=_title(run, "gradient norm"))
+    _finish_curve(ax, run, run.grad_norm, schema.Col.GRAD_NORM, line,
+                  ("gradient L2 norm", "gradient norm"))
     return fig
+
+
+def _finish_curve(ax, run, table, column, line, labels):
+    """Log scale when ``column`` spans decades, the divergence marked, the axes
+    named: ``labels`` is ``(y label, title)``."""
+    _log_if_wide(ax, table[column])
+    _mark_divergence(ax, run, table, column, line.get_color())
+    ax.set(xlabel="step", ylabel=labels[0], title=_title(run, labels[1]))
 
 
 # -- several runs ----------------------------------------------------------------
@@ -115,19 +120,19 @@ def loss_overlay(runs, ax=None):
     """Loss curves of several runs, labelled by the config fields that differ."""
     runs = as_runs(runs)
     fig, ax = _axes(ax)
-    healthy = [run.loss["loss"] for run in runs if run.status in HEALTHY] or \
-        [run.loss["loss"] for run in runs]
+    healthy = [run.loss[schema.Col.LOSS] for run in runs if run.status in HEALTHY] or \
+        [run.loss[schema.Col.LOSS] for run in runs]
     _log_if_wide(ax, *healthy)
     _fit_finite(ax, healthy)
     for run, label, color in zip(runs, config_labels(runs), run_colors(len(runs))):
-        ax.plot(*_cut_outliers(ax, run, *_finite_xy(run.loss, "loss")), lw=1, color=color,
+        ax.plot(*_cut_outliers(ax, run, *_finite_xy(run.loss, schema.Col.LOSS)), lw=1, color=color,
                 label=_short_label(run, label))
-        if "loss" in run.eval.columns:
-            ax.plot(*_cut_outliers(ax, run, *_finite_xy(run.eval, "loss")), "o:", ms=3, lw=1,
+        if schema.Col.LOSS in run.eval.columns:
+            ax.plot(*_cut_outliers(ax, run, *_finite_xy(run.eval, schema.Col.LOSS)), "o:", ms=3, lw=1,
                     color=color)
-        _mark_divergence(ax, run, run.loss, "loss", color)
+        _mark_divergence(ax, run, run.loss, schema.Col.LOSS, color)
     ax.set(xlabel="step", ylabel="loss (eval dotted)" if any(
-        "loss" in run.eval.columns for run in runs) else "loss", title="loss")
+        schema.Col.LOSS in run.eval.columns for run in runs) else "loss", title="loss")
     _legend_below(fig, ax)
     return fig
 
@@ -157,16 +162,16 @@ def params_overlay(runs, ax=None, params=None):
 
 
 def _overlay_param(ax, runs, labels, name, prefix):
-    tables = [run.params[run.params["param"] == name] if len(run.params) else run.params
+    tables = [run.params[run.params[schema.Col.PARAM] == name] if len(run.params) else run.params
               for run in runs]
-    healthy = [rows["value"] for run, rows in zip(runs, tables) if run.status in HEALTHY]
+    healthy = [rows[schema.Col.VALUE] for run, rows in zip(runs, tables) if run.status in HEALTHY]
     _fit_finite(ax, healthy + [[run.targets[name]] for run in runs
                                if _is_number(run.targets.get(name))])
     for run, label, rows, color in zip(runs, labels, tables, run_colors(len(runs))):
         if len(rows):
-            ax.plot(*_cut_outliers(ax, run, *_finite_xy(rows, "value")), lw=1,
+            ax.plot(*_cut_outliers(ax, run, *_finite_xy(rows, schema.Col.VALUE)), lw=1,
                     color=color, label=prefix + _short_label(run, label))
-            _mark_divergence(ax, run, rows, "value", color)
+            _mark_divergence(ax, run, rows, schema.Col.VALUE, color)
     targets = {run.targets[name] for run in runs if _is_number(run.targets.get(name))}
     for target in sorted(targets):
         ax.axhline(target, ls="--", lw=1, color="black", label=f"{name} target {target:g}")
@@ -297,7 +302,7 @@ def _panels(ax, count, height=2.6):
 
 
 def _eval_metrics(run):
-    return [c for c in run.eval.columns if c not in ("epoch", "step")]
+    return [c for c in run.eval.columns if c not in (schema.Col.EPOCH, schema.Col.STEP)]
 
 
 def _param_groups(params):
@@ -306,7 +311,7 @@ def _param_groups(params):
     if not len(params):
         return []
     groups = {}
-    for name, rows in params.groupby("param", sort=False):
+    for name, rows in params.groupby(schema.Col.PARAM, sort=False):
         name = str(name)
         if ":" in name:
             base, stat = name.rsplit(":", 1)
@@ -333,7 +338,7 @@ def _finite_xy(table, column):
     import numpy as np
     values = table[column].to_numpy(dtype=float)
     keep = np.isfinite(values)
-    return table["step"].to_numpy()[keep], values[keep]
+    return table[schema.Col.STEP].to_numpy()[keep], values[keep]
 
 
 def _fit_finite(ax, series, margin=0.05):
@@ -367,7 +372,7 @@ def _mark_divergence(ax, run, table, column, color):
     y = float(finite[-1]) if len(finite) else float("nan")
     lo, hi = ax.get_ylim()
     y = min(max(y, lo), hi) if math.isfinite(y) else hi
-    ax.plot([table["step"].iloc[stop]], [y], "x", ms=9, mew=2, color=color,
+    ax.plot([table[schema.Col.STEP].iloc[stop]], [y], "x", ms=9, mew=2, color=color,
             label="_stop")  # "_": not in the legend; the run's label says [diverged]
 
 
@@ -404,10 +409,10 @@ def _param_series(params):
     """``(name, rows)`` per scalar parameter, or per ``name:norm`` when there are none."""
     if not len(params):
         return []
-    names = [str(n) for n in params["param"].unique()]
+    names = [str(n) for n in params[schema.Col.PARAM].unique()]
     picked = [n for n in names if "[" not in n and ":" not in n] or \
         [n for n in names if n.endswith(":norm")]
-    return [(name, params[params["param"] == name]) for name in picked]
+    return [(name, params[params[schema.Col.PARAM] == name]) for name in picked]
 
 
 def _scalar_names(runs):

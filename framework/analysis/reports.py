@@ -6,7 +6,6 @@ light (``mindexp list`` imports neither pandas nor mindspore).
 from __future__ import annotations
 
 import collections
-import datetime as _dt
 import logging
 import math
 import os
@@ -18,7 +17,6 @@ from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
 from ..rundir.meta import UNREADABLE, UnreadableRun
-from ..rundir.run_lock import shown_status
 from ..rundir.summary import eval_name, log_summary, lower_is_better, stored_summary  # noqa: F401
 
 if TYPE_CHECKING:
@@ -371,11 +369,11 @@ def _metric_arrays(run, metric):
     # one log after the other: most metrics are in the first (loss.csv)
     for table_of in (lambda: run.loss, lambda: run.grad_norm, lambda: _eval_table(run)):
         table = table_of()
-        if metric in table.columns and metric not in ("step", "epoch"):
+        if metric in table.columns and metric not in (schema.Col.STEP, schema.Col.EPOCH):
             return tuple(table[c].to_numpy() for c in ("step", "epoch", metric))
     params = run.params
     if len(params):
-        mask = params["param"].to_numpy() == metric
+        mask = params[schema.Col.PARAM].to_numpy() == metric
         if mask.any():
             return tuple(params[c].to_numpy()[mask] for c in ("step", "epoch", "value"))
     return None
@@ -409,9 +407,9 @@ def available_metrics(run):
     """Metric names ``history`` accepts for this run."""
     names = set()
     for table in (run.loss, run.grad_norm, _eval_table(run)):
-        names.update(c for c in table.columns if c not in ("step", "epoch"))
+        names.update(c for c in table.columns if c not in (schema.Col.STEP, schema.Col.EPOCH))
     if len(run.params):
-        names.update(map(str, run.params["param"].unique()))
+        names.update(map(str, run.params[schema.Col.PARAM].unique()))
     return names
 
 
@@ -484,47 +482,6 @@ def export_table(table):
 def format_table(table):
     """Aligned plain text of a (display) table, numbers to 6 significant digits."""
     return table.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.6g}")
-
-
-# -- listing -------------------------------------------------------------------
-
-def list_runs(paths):
-    """Runs below ``paths`` from their run.json alone, newest first: run_id,
-    experiment, status, started_at, age_s, steps, final_loss, run_dir.
-
-    A run still marked running whose lock no process holds shows as
-    ``running (process gone)``.
-    """
-    import pandas as pd
-    rows, errors = _read_each(paths, _listing_row)
-    table = pd.DataFrame(rows, columns=["run_id", "experiment", "status", "started_at", "age_s",
-                                        "steps", "final_loss", "run_dir"])
-    table = table.sort_values("started_at", ascending=False, kind="stable", na_position="last")
-    table.attrs["errors"] = errors
-    return table.reset_index(drop=True)
-
-
-def _listing_row(run):
-    meta = run.meta
-    steps, final = meta.get("steps"), meta.get("final_loss")
-    if meta.get("status") == "running":  # run.json is only final at the end: ask loss.csv
-        loss = run.loss
-        steps = int(loss["step"].iloc[-1]) if len(loss) else 0
-        final = float(loss["loss"].iloc[-1]) if len(loss) else None
-    return {"run_id": run.run_id, "experiment": meta.get("experiment"),
-            "status": shown_status(run.dir, meta.get("status")),
-            "started_at": meta.get("started_at"),
-            "age_s": _age_s(meta.get("started_at")), "steps": steps, "final_loss": final,
-            "run_dir": run.dir}
-
-
-def _age_s(started_at):
-    try:
-        started = _dt.datetime.fromisoformat(started_at)
-    except (TypeError, ValueError):
-        return None
-    now = _dt.datetime.now(started.tzinfo) if started.tzinfo else _dt.datetime.now()
-    return max(0.0, (now - started).total_seconds())
 
 
 def format_age(seconds):

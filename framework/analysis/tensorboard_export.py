@@ -57,14 +57,14 @@ def write_run(run, logdir):
     try:
         metrics = _final_metrics(run)
         writer.hparams(_hparams(run.config), [f"final/{name}" for name in metrics])
-        for column in ("loss", "lr"):
+        for column in (schema.Col.LOSS, schema.Col.LR):
             _write_column(writer, run.loss, column, column, clock)
-        _write_column(writer, run.grad_norm, "grad_norm", "grad_norm", clock)
+        _write_column(writer, run.grad_norm, schema.Col.GRAD_NORM, schema.Col.GRAD_NORM, clock)
         for column in run.eval.columns:
-            if column not in ("epoch", "step"):
+            if column not in (schema.Col.EPOCH, schema.Col.STEP):
                 _write_column(writer, run.eval, column, f"eval_{column}", clock)
         _write_params(writer, run.params, clock)
-        last = int(run.loss["step"].iloc[-1]) if len(run.loss) else 0
+        last = int(run.loss[schema.Col.STEP].iloc[-1]) if len(run.loss) else 0
         for name, value in metrics.items():
             writer.scalar(f"final/{name}", value, last, clock(last))
         writer.session_end(run.status == "completed", last)
@@ -75,7 +75,7 @@ def write_run(run, logdir):
 def _write_column(writer, table, column, tag, clock):
     if column not in table.columns or not len(table):
         return
-    for step, value in zip(table["step"].tolist(), table[column].tolist()):
+    for step, value in zip(table[schema.Col.STEP].tolist(), table[column].tolist()):
         if isinstance(value, numbers.Real):
             writer.scalar(tag, value, int(step), clock(int(step)))
 
@@ -83,21 +83,21 @@ def _write_column(writer, table, column, tag, clock):
 def _write_params(writer, params, clock):
     if not len(params):
         return
-    for step, name, value in zip(params["step"].tolist(), params["param"].tolist(),
-                                 params["value"].tolist()):
+    columns = (schema.Col.STEP, schema.Col.PARAM, schema.Col.VALUE)
+    for step, name, value in zip(*(params[c].tolist() for c in columns)):
         writer.scalar(f"params/{name}", value, int(step), clock(int(step)))
 
 
 def _final_metrics(run):
     out = {}
-    losses = run.loss["loss"].tolist() if len(run.loss) else []
+    losses = run.loss[schema.Col.LOSS].tolist() if len(run.loss) else []
     finite = [v for v in losses if isinstance(v, numbers.Real) and math.isfinite(v)]
     if losses and isinstance(losses[-1], numbers.Real):
         out["loss"] = float(losses[-1])
     if finite:
         out["min_loss"] = min(finite)
     for column in run.eval.columns:
-        if column not in ("epoch", "step"):
+        if column not in (schema.Col.EPOCH, schema.Col.STEP):
             values = run.eval[column].dropna()
             if len(values):
                 out[f"eval_{column}"] = float(values.iloc[-1])
@@ -124,8 +124,9 @@ class _Clock:
         self.start = _start_time(run.meta.get("started_at"))
         loss = run.loss
         self.times = {}
-        if "time_s" in loss.columns:
-            self.times = {int(s): float(t) for s, t in zip(loss["step"], loss["time_s"])
+        if schema.Col.TIME_S in loss.columns:
+            self.times = {int(s): float(t)
+                          for s, t in zip(loss[schema.Col.STEP], loss[schema.Col.TIME_S])
                           if isinstance(t, numbers.Real) and math.isfinite(t)}
 
     def __call__(self, step):

@@ -5,6 +5,7 @@ from ..callbacks import schema
 from ..errors import RunDirError
 from ..rundir.io import is_run_dir, read_json
 from ..rundir.meta import read_meta
+from ..rundir.run_lock import refuse_if_held
 from ..provenance import files as F
 from ..provenance.capture import installed_packages, mindspore_env
 
@@ -25,7 +26,7 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not is_run_dir(run_dir):
         raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no {schema.RUN_JSON})")
-    _check_not_live(run_dir)
+    refuse_if_held(run_dir, "rerun")  # a live run may still change
     meta = read_meta(run_dir, require=("entry",))
     config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     if current_code:
@@ -70,16 +71,6 @@ def _refuse_unlisted(run_dir, meta):
         raise RunDirError(f"{run_dir}: {unlisted[0]}{more} is not in the captured source's "
                           f"manifest ({schema.RUN_JSON}); only the files captured with the run are "
                           "accepted, remove it")
-
-
-def _check_not_live(run_dir):
-    """A live run (a process holds its lock) may still change: refuse, naming the holder."""
-    from ..rundir.run_lock import RunLockedError, holder
-    live = holder(run_dir)
-    if live:
-        raise RunLockedError(f"cannot rerun {run_dir}: {live} holds it "
-                             f"(lock file {schema.RESUME_LOCK}); "
-                             "wait for it to finish or stop it first")
 
 
 def rerun(run_dir, overrides=None, out=None, current_code=False, name=None, quiet=True):

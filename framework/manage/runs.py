@@ -11,6 +11,7 @@ import difflib
 import os
 import re
 
+from ..callbacks import schema
 from ..errors import ConfigError
 from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, format_age,
                        format_value, sort_table, unreadable_rows)
@@ -95,8 +96,8 @@ def _row(run):
     outcomes = {k: meta.get(k) for k in OUTCOMES}
     if meta.get("status") == "running":  # run.json is final only at the end: ask loss.csv
         loss = run.loss
-        outcomes["steps"] = int(loss["step"].iloc[-1]) if len(loss) else 0
-        outcomes["final_loss"] = float(loss["loss"].iloc[-1]) if len(loss) else None
+        outcomes["steps"] = int(loss[schema.Col.STEP].iloc[-1]) if len(loss) else 0
+        outcomes["final_loss"] = float(loss[schema.Col.LOSS].iloc[-1]) if len(loss) else None
     row.update({_outcome_column(k, config): v for k, v in outcomes.items()})
     for name, value in (meta.get("params") or {}).items():
         row[f"param.{name}" if name in row else name] = value

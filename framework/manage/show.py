@@ -156,14 +156,14 @@ def _training(run):
     lines = []
     for table in (run.loss, run.grad_norm):
         for column in table.columns:
-            if column in ("step", "epoch", "time_s"):
+            if column in (schema.Col.STEP, schema.Col.EPOCH, schema.Col.TIME_S):
                 continue
             values = table[column].astype(float)
             if values.notna().any():
                 low, high = values.idxmin(), values.idxmax()
                 lines.append(f"  {column:<12} final {values.iloc[-1]:.6g}  min {values[low]:.6g}"
-                             f" (step {table['step'][low]})  max {values[high]:.6g}"
-                             f" (step {table['step'][high]})")
+                             f" (step {table[schema.Col.STEP][low]})  max {values[high]:.6g}"
+                             f" (step {table[schema.Col.STEP][high]})")
     return ["training values"] + lines if lines else []
 
 
@@ -191,14 +191,14 @@ def eval_lines(run):
     value, each with its epoch (the end of ``mindexp run`` prints them too)."""
     table = run.eval
     lines = []
-    for metric in [c for c in table.columns if c not in ("epoch", "step")]:
+    for metric in [c for c in table.columns if c not in (schema.Col.EPOCH, schema.Col.STEP)]:
         values = table[metric].astype(float)
         if not values.notna().any():
             continue
         best = values.idxmin() if lower_is_better(metric) else values.idxmax()
         lines.append(f"  eval_{metric:<12} last {values.iloc[-1]:.6g} (epoch "
-                     f"{table['epoch'].iloc[-1]})  best {values[best]:.6g} "
-                     f"(epoch {table['epoch'][best]})")
+                     f"{table[schema.Col.EPOCH].iloc[-1]})  best {values[best]:.6g} "
+                     f"(epoch {table[schema.Col.EPOCH][best]})")
     return lines
 
 
@@ -228,13 +228,14 @@ def _checkpoints(run):
         return []
     lines = [f"checkpoints ({len(table)} saved; files on disk marked +)"]
     for _, row in table.iterrows():
-        kind = row.get("kind") if isinstance(row.get("kind"), str) else "last"
-        score = row.get("score")
-        score = row.get("loss") if score is None or score != score else score
-        there = "+" if os.path.isfile(os.path.join(run.dir, schema.CHECKPOINT_DIR,
-                                                   os.path.basename(str(row["file"])))) else " "
-        lines.append(f" {there} {kind:<5} step {row['step']:<7} epoch {row['epoch']:<4} "
-                     f"score {_num(score)}  {os.path.basename(str(row['file']))}")
+        kind = row.get(schema.Col.KIND) if isinstance(row.get(schema.Col.KIND), str) else "last"
+        score = row.get(schema.Col.SCORE)
+        score = row.get(schema.Col.LOSS) if score is None or score != score else score
+        name = os.path.basename(str(row[schema.Col.FILE]))
+        there = "+" if os.path.isfile(os.path.join(run.dir, schema.CHECKPOINT_DIR, name)) else " "
+        step, epoch = row[schema.Col.STEP], row[schema.Col.EPOCH]
+        lines.append(f" {there} {kind:<5} step {step:<7} epoch {epoch:<4} "
+                     f"score {_num(score)}  {name}")
     return lines
 
 

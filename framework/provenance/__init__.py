@@ -1,12 +1,9 @@
-"""Provenance: what produced a run (its code, git state, packages, command), how
-to run it again, and how two runs differ.
+"""Provenance: what produced a run (its code, git state, packages, command).
 
 - :mod:`.capture` writes ``source/``, ``environment.txt`` and run.json's
   ``provenance`` block at run start (and on resume, appended).
-- :mod:`.rerun` trains a new run with the same config from the captured code.
-- :mod:`.diff` compares two runs: config, code, git, packages, outcomes.
-- :mod:`.show` gives the provenance block as text lines (``mindexp show``).
+- :mod:`.files` reads them back (the block, the captured source, the packages).
 
-The submodules are imported on use: the runner imports ``capture`` only, and
-``rerun``/``diff`` (which import the runner and the reports) stay off its path.
+Rerunning a run from its captured code and comparing two runs are
+``manage.rerun`` and ``manage.diff``, which build on these.
 """

@@ -64,7 +64,8 @@ def _best_first(run, paths):
     mode = cfg.get("early_stop_mode", "auto") if monitor == cfg.get("early_stop") else "auto"
     metrics = run.experiment().metrics() if monitor.startswith("eval_") else None
     direction = monitor_mode(monitor, mode, metrics) if monitor else None
-    scores = _scores(run.dir)
+    from ..callbacks.checkpoint import best_scores
+    scores = best_scores(schema.path_of(run.dir, schema.CHECKPOINTS.name))
     if direction is None or any(os.path.basename(p) not in scores for p in paths):
         return newest_first
     # stable sort over newest-first: among equal scores the newest wins
@@ -74,16 +75,6 @@ def _best_first(run, paths):
 
 def _step_of(path):
     return checkpoint_position(path)[0] or 0
-
-
-def _scores(run_dir):
-    out = {}
-    for row in schema.read_rows(schema.path_of(run_dir, schema.CHECKPOINTS.filename)):
-        try:
-            out[os.path.basename(row["file"])] = float(row["score"])
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
 
 
 def _available(found):

@@ -16,11 +16,6 @@ if TYPE_CHECKING:
 
     from ..define.experiment import BaseExperiment
 
-LOGS = {name: log.filename for name, log in schema.LOGS.items()}
-# Columns each log must have; reports rely on them. Every other column but
-# the text ones holds numbers, and step/epoch hold integers.
-REQUIRED = {name: log.required for name, log in schema.LOGS.items()}
-
 
 # What the readers of runs accept: a Run, or the path of a run directory (or of a
 # folder of runs), alone or in a list.
@@ -85,7 +80,7 @@ class Run:
         without line end) or malformed. A running run's last row may still
         be in flight: it is dropped instead.
         """
-        path = os.path.join(self.dir, LOGS.get(name, name))
+        path = schema.path_of(self.dir, name)
         partial = _ends_mid_row(path)
         if partial and self.status != "running":
             raise RunDirError(f"{path} is truncated: its last row has no line end "
@@ -93,33 +88,34 @@ class Run:
         table = _parse_csv(path)
         if partial:  # no rows parsed: even the header is still in flight
             table = table.iloc[:-1] if len(table) else table.iloc[:0, :0]
-        _check_columns(path, table, REQUIRED.get(name, ()))
+        log = schema.LOGS.get(name)  # reports rely on a log's required columns
+        _check_columns(path, table, log.required if log else ())
         return table
 
     @functools.cached_property
     def loss(self) -> pd.DataFrame:
         """loss.csv (read once)."""
-        return self.read("loss")
+        return self.read(schema.LOSS.name)
 
     @functools.cached_property
     def params(self) -> pd.DataFrame:
         """params.csv (read once)."""
-        return self.read("params")
+        return self.read(schema.PARAMS.name)
 
     @functools.cached_property
     def grad_norm(self) -> pd.DataFrame:
         """grad_norm.csv (read once)."""
-        return self.read("grad_norm")
+        return self.read(schema.GRAD_NORM.name)
 
     @functools.cached_property
     def eval(self) -> pd.DataFrame:
         """eval.csv (read once)."""
-        return self.read("eval")
+        return self.read(schema.EVAL.name)
 
     @functools.cached_property
     def system(self) -> pd.DataFrame:
         """system.csv: the process's and machine's load during the run (may be empty)."""
-        return self.read("system")
+        return self.read(schema.SYSTEM.name)
 
     def checkpoint(self, best: bool = False) -> str | None:
         """Path of the latest checkpoint, or of the newest best one, or None."""

@@ -76,8 +76,7 @@ def acquire(run_dir, action):
         if not _lock(fd, fcntl.LOCK_EX, PROBE_PATIENCE_S):
             name = _holder_name(fd)
             os.close(fd)
-            raise RunLockedError(f"cannot {action} {run_dir}: {name} holds it (lock file "
-                                 f"{schema.RESUME_LOCK}); wait for it to finish or stop it first")
+            raise _refusal(run_dir, action, name)
         if _same_file(fd, path):  # not a file its last holder removed meanwhile
             os.ftruncate(fd, 0)
             os.write(fd, f"pid {os.getpid()} on {platform.node()} ({action})\n".encode())
@@ -98,6 +97,19 @@ def holder(run_dir):
         return _holder_name(fd)
     finally:
         os.close(fd)  # releases the probe's shared lock
+
+
+def refuse_if_held(run_dir, action):
+    """RunLockedError (one line naming the holder) when a live process holds
+    ``run_dir``'s lock; for a command that only reads the run, so it need not take it."""
+    name = holder(run_dir)
+    if name:
+        raise _refusal(run_dir, action, name)
+
+
+def _refusal(run_dir, action, name):
+    return RunLockedError(f"cannot {action} {run_dir}: {name} holds it (lock file "
+                          f"{schema.RESUME_LOCK}); wait for it to finish or stop it first")
 
 
 def is_live(run_dir):

@@ -43,14 +43,14 @@ def stored_summary(meta):
 
 def _loss_summary(loss):
     import numpy as np
-    values = loss["loss"].to_numpy(dtype=float) if len(loss) else np.empty(0)
+    values = loss[schema.Col.LOSS].to_numpy(dtype=float) if len(loss) else np.empty(0)
     best = None if not len(values) or np.isnan(values).all() else int(np.nanargmin(values))
     return {"rows": int(len(values)),
             "final": float(values[-1]) if len(values) else None,
             "min": float(values[best]) if best is not None else None,
-            "best_step": int(loss["step"].iloc[best]) if best is not None else None,
-            "last_step": int(loss["step"].iloc[-1]) if len(values) else None,
-            "last_epoch": int(loss["epoch"].iloc[-1]) if len(values) else None,
+            "best_step": int(loss[schema.Col.STEP].iloc[best]) if best is not None else None,
+            "last_step": int(loss[schema.Col.STEP].iloc[-1]) if len(values) else None,
+            "last_epoch": int(loss[schema.Col.EPOCH].iloc[-1]) if len(values) else None,
             "components": {str(c): float(loss[c].iloc[-1]) if len(values) else None
                            for c in loss.columns if c not in schema.LOSS.columns}}
 
@@ -71,8 +71,9 @@ def _final_scalar_params(params):
     """Last logged value of each scalar parameter (not elements ``w[0]`` or statistics ``w:norm``)."""
     if not len(params):
         return {}
-    last = params.drop_duplicates("param", keep="last")  # tidy rows: last per name
-    return {str(name): float(value) for name, value in zip(last["param"], last["value"])
+    last = params.drop_duplicates(schema.Col.PARAM, keep="last")  # tidy rows: last per name
+    return {str(name): float(value)
+            for name, value in zip(last[schema.Col.PARAM], last[schema.Col.VALUE])
             if not ("[" in str(name) or ":" in str(name))}
 
 
@@ -82,7 +83,7 @@ def _eval_summary(table):
         table = table.rename(columns=eval_name)
     out = {}
     for column in table.columns:
-        values = table[column].dropna() if column not in ("epoch", "step") else ()
+        values = table[column].dropna() if column not in (schema.Col.EPOCH, schema.Col.STEP) else ()
         if len(values):
             out[column] = float(values.iloc[-1])
             best = values.min() if lower_is_better(column) else values.max()
@@ -94,7 +95,7 @@ def eval_name(metric):
     """The name of an eval.csv column everywhere else: ``eval_<metric>``
     (``loss`` -> ``eval_loss``; a name already starting with ``eval_`` stays)."""
     metric = str(metric)
-    return metric if metric in ("epoch", "step") or metric.startswith("eval_") \
+    return metric if metric in (schema.Col.EPOCH, schema.Col.STEP) or metric.startswith("eval_") \
         else f"eval_{metric}"
 
 

@@ -91,8 +91,8 @@ def run_worker(run_dir, resume=False):
     plan = prepare(exp, workers=size, check_network=False)  # the launcher checked it
     point = None
     if resume:
-        from .resume import load_resume_point
-        point = load_resume_point(run_dir)
+        from .resume import resume_point  # the launcher already checked the run
+        point = resume_point(run_dir, meta)
     return _train_in(exp, plan, run_dir, True, meta["entry"], resume=point,
                      previous=meta if resume else None, shard=(size, rank))
 

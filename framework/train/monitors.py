@@ -70,7 +70,7 @@ def early_stopping(exp, run_dir, resume, steps_per_epoch):
         return None
     callback = EarlyStopping(cfg.early_stop, patience=cfg.patience, min_delta=cfg.min_delta,
                              mode=monitor_mode_of(exp, cfg.early_stop))
-    if resume is not None and not getattr(resume, "early_stopped", False):
+    if resume is not None and not resume.early_stopped:
         replay_early_stop(callback, run_dir, resume.step, steps_per_epoch)
     return callback
 
@@ -103,14 +103,14 @@ def replay_early_stop(callback, run_dir, step, steps_per_epoch):
 
 def _epoch_values(run_dir, monitor, done, steps_per_epoch):
     if monitor == "loss":
-        rows = schema.read_rows(schema.path_of(run_dir, "loss"))
-        by_step = {int(r["step"]): _number(r.get("loss")) for r in rows}
+        rows = schema.read_rows(schema.path_of(run_dir, schema.LOSS.name))
+        by_step = {int(r[schema.Col.STEP]): _number(r.get(schema.Col.LOSS)) for r in rows}
         return [by_step.get(e * steps_per_epoch) for e in range(1, done + 1)]
-    rows = schema.read_rows(schema.path_of(run_dir, "eval"))
+    rows = schema.read_rows(schema.path_of(run_dir, schema.EVAL.name))
     column = monitor if rows and monitor in rows[0] else monitor[len("eval_"):]
     if rows and column not in rows[0]:
         return None
-    return [_number(r[column]) for r in rows if int(r["epoch"]) <= done]
+    return [_number(r[column]) for r in rows if int(r[schema.Col.EPOCH]) <= done]
 
 
 def _number(text):

@@ -1,4 +1,5 @@
 """Resume a run exactly from its latest good checkpoint."""
+import dataclasses
 import logging
 import os
 
@@ -12,19 +13,29 @@ from . import resume_checks
 
 logger = logging.getLogger(__name__)
 
-# Logs whose rows carry a global step; each is cut back to the checkpoint.
 
-
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
 class Resume:
-    """Where a resumed run starts: the checkpoint, its step and epoch; and
-    (from :func:`prepare_resume`) the run: ``run_dir``, its run.json
-    ``meta`` and ``entry``."""
+    """Where a resumed run starts, built by :func:`resume_point` alone.
 
-    def __init__(self, path, params, step, epoch, time_offset=0.0):
-        self.path, self.params = path, params
-        self.step, self.epoch = step, epoch
-        self.time_offset = time_offset
-        self.run_dir = self.meta = self.entry = None
+    ``path``, ``params``, ``step``, ``epoch``: the latest good checkpoint,
+    its loaded parameters, global step and (1-based) epoch; ``time_offset``:
+    the run's training time up to that step and ``loss`` the loss logged
+    there (loss.csv's ``time_s`` and ``loss``, None when not logged);
+    ``early_stopped``: the run had stopped early (its patience counter then
+    restarts); ``run_dir``, ``meta`` (run.json), ``entry``: the run itself.
+    """
+
+    path: str
+    params: dict
+    step: int
+    epoch: int
+    time_offset: float
+    loss: float | None
+    early_stopped: bool
+    run_dir: str
+    meta: dict
+    entry: str
 
     def load(self, cell):
         """Load weights and optimizer state into the train cell."""
@@ -61,13 +72,25 @@ def prepare_resume(run_dir, overrides=None):
     exp = cls({**config, **(overrides or {})})
     resume_checks.check_not_diverged_again(run_dir, meta, _config.to_dict(cls(config).config),
                                            _config.to_dict(exp.config))
-    resume = _latest_good_checkpoint(run_dir)
+    resume = resume_point(run_dir, meta)
     _check_not_done(meta, exp, resume, run_dir)
     _check_early_stop_asked(meta, overrides, run_dir)
-    resume.time_offset = _last_time(run_dir, resume.step)
-    resume.early_stopped = bool(meta.get("stop_reason"))  # its patience counter restarts
-    resume.run_dir, resume.meta, resume.entry = run_dir, meta, meta["entry"]
     return exp, resume
+
+
+def resume_point(run_dir, meta=None):
+    """The :class:`Resume` of ``run_dir`` (``meta``: its run.json, read when not
+    given): its latest good checkpoint and what the run had reached there.
+
+    Raises MindexpError (one line) when no checkpoint is usable.
+    """
+    meta = read_meta(run_dir) if meta is None else meta
+    path, params, step, epoch = _latest_good_checkpoint(run_dir)
+    time_offset, loss = _logged_at(run_dir, step)
+    return Resume(path=path, params=params, step=step, epoch=epoch,
+                  time_offset=time_offset, loss=loss,
+                  early_stopped=bool(meta.get("stop_reason")),
+                  run_dir=run_dir, meta=meta, entry=meta.get("entry"))
 
 
 def check_run_dir(run_dir):
@@ -106,8 +129,9 @@ def _check_early_stop_asked(meta, overrides, run_dir):
 
 
 def _latest_good_checkpoint(run_dir):
-    """The newest checkpoint that loads and holds finite weights; a corrupt or
-    non-finite (saved after a divergence) newer one is skipped with a warning."""
+    """``(path, params, step, epoch)`` of the newest checkpoint that loads and
+    holds finite weights; a corrupt or non-finite (saved after a divergence)
+    newer one is skipped with a warning."""
     import mindspore as ms
     from ..callbacks import list_checkpoints
     found = sorted(list_checkpoints(run_dir, "all"), key=lambda c: (c[0], "best-" not in c[2]))
@@ -124,7 +148,7 @@ def _latest_good_checkpoint(run_dir):
         for bad, why in corrupt:
             kind = "non-finite" if why.endswith("not finite") else "corrupt"
             logger.warning("skipping %s checkpoint %s (%s)", kind, bad, why)
-        return Resume(path, params, step, epoch)
+        return path, params, step, epoch
     what = "no checkpoint" if not found else \
         f"no usable checkpoint ({len(corrupt)} corrupt or not finite)"
     raise MindexpError(f"cannot resume {run_dir}: it has {what} in checkpoints/")
@@ -136,21 +160,14 @@ def truncate_logs(run_dir, step):
     for name in schema.STEP_LOGS:
         path = os.path.join(run_dir, name)
         header = read_header(path)
-        if header and "step" in header:
+        if header and schema.Col.STEP in header:
             CsvLog(path, header).truncate_after(step)
 
 
-def _last_time(run_dir, step):
-    last = 0.0
-    for row in schema.read_rows(schema.path_of(run_dir, "loss")):
-        if (row.get("step") or "").isdigit() and int(row["step"]) <= step and row.get("time_s"):
-            last = float(row["time_s"])
-    return last
-
-
-def load_resume_point(run_dir):
-    """The resume point, for an msrun worker (the launcher already checked the run)."""
-    point = _latest_good_checkpoint(run_dir)
-    point.time_offset = _last_time(run_dir, point.step)
-    point.early_stopped = bool(read_meta(run_dir).get("stop_reason"))
-    return point
+def _logged_at(run_dir, step):
+    """``(time_s, loss)`` of loss.csv at ``step``: each the last one logged up to it."""
+    logged = {schema.Col.TIME_S: 0.0, schema.Col.LOSS: None}
+    for row in schema.read_rows(schema.path_of(run_dir, schema.LOSS.name)):
+        if (row.get(schema.Col.STEP) or "").isdigit() and int(row[schema.Col.STEP]) <= step:
+            logged.update({k: float(row[k]) for k in logged if row.get(k)})
+    return logged[schema.Col.TIME_S], logged[schema.Col.LOSS]

@@ -14,9 +14,6 @@ import os
 from ..callbacks import schema
 from ..errors import MindexpError
 
-# Columns of the step logs that hold text; every other column is a number.
-_TEXT_COLUMNS = set(schema.TEXT_COLUMNS)
-
 
 class DamagedLogError(MindexpError):
     """A run's CSV log cannot be read back (names the file and line)."""
@@ -44,7 +41,7 @@ def _check_numbers(path, name, frame):
         cut_tail = not f.read().endswith(b"\n")  # a cut last row: the writer repairs it
     rows = frame.iloc[:-1] if cut_tail else frame
     for column in rows.columns:
-        if column in _TEXT_COLUMNS or rows[column].dtype.kind in "iufb":
+        if column in schema.TEXT_COLUMNS or rows[column].dtype.kind in "iufb":
             continue
         values = rows[column]
         bad = values.notna() & ~values.map(_is_number)
@@ -86,11 +83,11 @@ def nonfinite_checkpoints(run_dir):
     with open(path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             try:
-                finite = math.isfinite(float(row.get("loss") or 0.0))
+                finite = math.isfinite(float(row.get(schema.Col.LOSS) or 0.0))
             except ValueError:
                 finite = False
-            if not finite and row.get("file"):
-                bad.add(os.path.normpath(os.path.join(run_dir, row["file"])))
+            if not finite and row.get(schema.Col.FILE):
+                bad.add(os.path.normpath(os.path.join(run_dir, row[schema.Col.FILE])))
     return bad
 
 

@@ -209,7 +209,7 @@ class Session:
         steps = loss_cb.last_step if loss_cb else 0
         final_loss = loss_cb.last_loss if loss_cb else None
         if not steps and resume is not None:  # resumed with nothing left to train
-            steps, final_loss = resume.step, _logged_loss(self.run_dir, resume.step)
+            steps, final_loss = resume.step, resume.loss
         train_time = timer.train_time_s if timer and timer.train_time_s else elapsed
         rate = timer.steps_per_s if timer else None
         meta.update(ended_at=now_iso(), steps=steps,
@@ -330,16 +330,6 @@ def _record_log_summary(record):
         record.meta[SUMMARY_KEY] = log_summary(Run(record.run_dir))
     except Exception:  # a report reads the CSVs instead; never fail the run for it
         logger.debug("no log summary for %s", record.run_dir, exc_info=True)
-
-
-def _logged_loss(run_dir, step):
-    """The loss logged at ``step`` (the last row up to it), or None."""
-    from ..callbacks import schema
-    loss = None
-    for row in schema.read_rows(schema.path_of(run_dir, "loss")):
-        if (row.get("step") or "").isdigit() and int(row["step"]) <= step and row.get("loss"):
-            loss = float(row["loss"])
-    return loss
 
 
 def _scalar_params(net):

@@ -8,7 +8,6 @@ from ..errors import MindexpError, RunDirError
 from ._model import load_model, open_run
 
 SPLITS = ("eval", "train")
-COLUMNS = ("evaluated_at", "checkpoint", "step", "epoch", "split")
 
 
 def evaluate(run_dir, checkpoint="last", split="eval", record=True):
@@ -31,8 +30,8 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
         raise MindexpError(f"{model.exp.experiment_name()}.metrics() names no metric to evaluate")
     results = _run_eval(model, arrays, spec)
     from ..rundir.io import now_iso
-    row = {"evaluated_at": now_iso(), "checkpoint": model.checkpoint_file, "step": model.step,
-           "epoch": model.epoch, "split": split, **results}
+    fixed = (now_iso(), model.checkpoint_file, model.step, model.epoch, split)
+    row = {**dict(zip(schema.EVALUATIONS.columns, fixed)), **results}
     if record:
         append_row(os.path.join(run.dir, schema.EVALUATIONS_CSV), row)
     return row

@@ -1,6 +1,7 @@
 """callbacks/schema.py is the one owner of the run directory's names, and its
 atomic write leaves the old file or the new one, never a part."""
 import ast
+import functools
 import os
 import re
 
@@ -26,6 +27,14 @@ COLUMN_GROUPS = {frozenset(group) for group in [schema.TEXT_COLUMNS] + [
 FOLDER_NAMES = {name for name in FILE_NAMES if "." not in name}
 _PATH_CALLS = {"join", "path_of", "glob", "isdir", "isfile", "exists", "listdir", "makedirs",
                "mkdir"}
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(path):
+    """``(lines, tree)`` of a module, parsed once for all the scans."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return text.splitlines(), ast.parse(text, str(path))
 
 
 def _docstrings(tree):
@@ -76,8 +85,7 @@ def _column_lists_in(node):
 
 def _spellings(path):
     """(line, text) of each schema name a module spells (docstrings left out)."""
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
+    tree = _parsed(path)[1]
     skip = _docstrings(tree)
     path_args = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)
                  and getattr(node.func, "attr", getattr(node.func, "id", None)) in _PATH_CALLS
@@ -135,6 +143,147 @@ def test_the_scan_leaves_ordinary_words_alone(tmp_path):
                       's = ("epoch", "step")\nt = ("step", "epoch", "value")\n'
                       'class C:\n    x: int = 1\n    """written to params.csv"""\n')
     assert _spellings(module) == []
+
+
+# -- column names: schema.Col, never a literal where a column is meant -----------------------
+COLUMN_NAMES = {value for name, value in vars(schema.Col).items() if name.isupper()}
+# Calls whose first argument (or by=/subset=) names a column: a row's or a table's.
+_COLUMN_CALLS = {"get", "groupby", "drop_duplicates", "sort_values", "set_index", "pop",
+                 "truncate_after", "dropna", "unique"}
+# The same words meaning something else than a log's column where they are read:
+# (module, word, the code around it) -> what it is.
+NOT_COLUMNS = {
+    ("framework/train/resume_checks.py", "lr", "old_config"): "a config field of the old run",
+    ("framework/search/cli.py", "value", "event"): "a trial's value in a search event",
+    ("framework/train/resume.py", "step", '"learning_rate"'): "an entry of the .ckpt file",
+    ("framework/train/resume.py", "epoch", '"learning_rate"'): "an entry of the .ckpt file",
+    ("framework/manage/show.py", "step", "r.get('step')"): "a resume event of run.json",
+    ("framework/manage/show.py", "checkpoint", "r.get('checkpoint')"): "a resume event of run.json",
+    ("framework/manage/cleanup.py", "loss", '"min_loss"'): "a compare table's column",
+    ("framework/analysis/reports.py", "loss", 'summary["loss"]'): "a part of summary.json",
+    ("framework/analysis/tensorboard_export.py", "loss", 'out["loss"]'): "a TensorBoard hparams tag",
+    # framework/cli/main.py is being split into command modules: its evaluate printout
+    # reads an evaluations.csv row by schema.Col once it moves.
+    ("framework/cli/main.py", "step", "row['split']"): "to do with the split",
+    ("framework/cli/main.py", "epoch", "row['split']"): "to do with the split",
+    ("framework/cli/main.py", "split", "row['split']"): "to do with the split",
+    ("framework/cli/main.py", "checkpoint", "row['split']"): "to do with the split",
+}
+
+
+def _not_a_column(where, line, name):
+    return any((where, name) == key[:2] and key[2] in line for key in NOT_COLUMNS)
+
+
+def _columns_named(node):
+    """Column names a node spells as a literal: the string itself, or a tuple/list/set's."""
+    elts = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [e.value for e in elts if isinstance(e, ast.Constant) and e.value in COLUMN_NAMES]
+
+
+def _column_literals(path):
+    """(line, name) of each column name spelled as a literal where a column is meant:
+    a subscript (``row["step"]``, ``t.loc[m, "step"]``), a column call's argument
+    (``row.get("loss")``, ``t.groupby("param")``) or an ``in`` test
+    (``"loss" in t.columns``, ``c not in ("epoch", "step")``); the NOT_COLUMNS left out."""
+    lines, tree = _parsed(path)
+    where = os.path.relpath(path, ROOT)
+    return [(line, name) for line, name in _column_spots(tree)
+            if not _not_a_column(where, lines[line - 1], name)]
+
+
+def _column_spots(tree):
+    found = []
+    for node in ast.walk(tree):
+        spots = []
+        if isinstance(node, ast.Subscript):
+            spots = [node.slice]
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) in _COLUMN_CALLS:
+            spots = node.args[:1] + [k.value for k in node.keywords if k.arg in ("by", "subset")]
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            spots = [node.left, node.comparators[0]]
+        found += [(node.lineno, name) for spot in spots for name in _columns_named(spot)]
+    return sorted(set(found))
+
+
+def _schema_aliases(path):
+    """(line, text) of each schema name a module gives another name: ``import X as Y``
+    from the schema, or a module/class-level ``Y = schema.X`` (also wrapped in
+    ``set``/``tuple``/``frozenset``/``list``)."""
+    tree = _parsed(path)[1]
+    found = [(node.lineno, f"{a.name} as {a.asname}") for node in ast.walk(tree)
+             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("schema")
+             for a in node.names if a.asname and a.asname != a.name]
+    scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    for stmt in (s for scope in scopes for s in scope.body):
+        value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.AnnAssign)) \
+            else None
+        if isinstance(value, ast.Call) and getattr(value.func, "id", None) in (
+                "set", "tuple", "frozenset", "list") and len(value.args) == 1:
+            value = value.args[0]
+        if _is_schema_name(value):
+            found.append((stmt.lineno, ast.unparse(stmt)))
+    return found
+
+
+def _is_schema_name(node):
+    while isinstance(node, ast.Attribute):
+        node = node.value
+        if isinstance(node, ast.Name) and node.id == "schema":
+            return True
+    return False
+
+
+def test_no_framework_module_spells_a_column_name_where_a_column_is_meant():
+    found, scanned = [], 0
+    for path in _modules():
+        where = os.path.relpath(path, ROOT)
+        if where.startswith("framework" + os.sep):
+            scanned += 1
+            found += [(where, line, name) for line, name in _column_literals(path)]
+    assert scanned >= 50, f"only {scanned} modules scanned below {ROOT}/framework"
+    assert found == []
+
+
+def test_no_module_gives_a_schema_name_another_name():
+    found = []
+    for path in _modules():
+        if path != schema.__file__:
+            found += [(os.path.relpath(path, ROOT), line, text)
+                      for line, text in _schema_aliases(path)]
+    assert found == []
+
+
+@pytest.mark.parametrize("source, spelled", [
+    ('x = loss["step"]', ["step"]),
+    ('x = table.loc[mask, "epoch"]', ["epoch"]),
+    ('x = row.get("loss")', ["loss"]),
+    ('x = params.groupby("param", sort=False)', ["param"]),
+    ('x = t.sort_values(by="time_s")', ["time_s"]),
+    ('x = "grad_norm" in table.columns', ["grad_norm"]),
+    ('x = [c for c in t if c not in ("epoch", "step")]', ["epoch", "step"]),
+    ('x = t[schema.Col.STEP] if name == "loss" else {"value": 1}', []),
+])
+def test_the_column_scan_sees_a_literal_where_a_column_is_meant(tmp_path, source, spelled):
+    module = tmp_path / "m.py"
+    module.write_text(source + "\n")
+    assert [name for _, name in _column_literals(module)] == spelled
+
+
+@pytest.mark.parametrize("source, aliased", [
+    ("from ..callbacks.schema import RUN_JSON as RUN_FILE", True),
+    ("LOCK_FILE = schema.RESUME_LOCK", True),
+    ("STEP = schema.Col.STEP", True),
+    ("_TEXT = set(schema.TEXT_COLUMNS)", True),
+    ("class C:\n    COLUMNS = schema.LOSS.columns", True),
+    ("from ..callbacks.schema import Col", False),
+    ("def f():\n    cols = schema.LOSS.columns", False),
+    ("LOGS = tuple(schema.LOGS[n].filename for n in ('loss', 'eval'))", False),
+])
+def test_the_alias_scan_sees_a_schema_name_renamed(tmp_path, source, aliased):
+    module = tmp_path / "m.py"
+    module.write_text(source + "\n")
+    assert bool(_schema_aliases(module)) is aliased
 
 
 def test_every_log_names_its_file_and_columns():

@@ -85,27 +85,6 @@ def in_copy(copy, path, runs):
     return os.path.join(copy, os.path.relpath(path, runs.out))
 
 
-@pytest.fixture
-def holder():
-    """``holder(run_dir)``: a process holding the run's lock (as a run or a resume
-    does) until the test ends; returns its Popen."""
-    procs = []
-
-    def hold(run_dir):
-        code = ("import sys, time; from mindexp.rundir.run_lock import run_locked\n"
-                "with run_locked(sys.argv[1], 'resume'):\n"
-                "    print('held', flush=True); time.sleep(120)\n")
-        proc = subprocess.Popen([sys.executable, "-c", code, run_dir], env=cli_env(),
-                                stdout=subprocess.PIPE, text=True)
-        procs.append(proc)
-        assert proc.stdout.readline() == "held\n"
-        return proc
-    yield hold
-    for proc in procs:
-        proc.kill()
-        proc.wait()
-
-
 def mark_running(run_dir, pid=None):
     """run.json says running (with a pid that says nothing about liveness)."""
     path = os.path.join(run_dir, "run.json")

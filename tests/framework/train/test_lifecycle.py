@@ -51,27 +51,6 @@ def dead_pid():
     return proc.pid
 
 
-@pytest.fixture
-def holder():
-    """``holder(run_dir)``: a process holding the run's lock, as a run does, until
-    the test ends; returns its Popen."""
-    procs = []
-
-    def hold(run_dir):
-        code = ("import sys, time; from mindexp.rundir.run_lock import run_locked\n"
-                "with run_locked(sys.argv[1], 'run'):\n"
-                "    print('held', flush=True); time.sleep(120)\n")
-        proc = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], env=cli_env(),
-                                stdout=subprocess.PIPE, text=True)
-        procs.append(proc)
-        assert proc.stdout.readline() == "held\n"
-        return proc
-    yield hold
-    for proc in procs:
-        proc.kill()
-        proc.wait()
-
-
 # -- the one rule: live = a process holds the lock ---------------------------------------------
 
 def test_a_live_pid_in_run_json_without_the_lock_is_a_run_that_stopped(capsys, tmp_path):
@@ -87,7 +66,7 @@ def test_a_live_pid_in_run_json_without_the_lock_is_a_run_that_stopped(capsys, t
 def test_a_held_lock_makes_the_run_live_whatever_its_pid(capsys, tmp_path, holder):
     run_dir = make_run(tmp_path, "live", status="running", meta={"pid": dead_pid()})
     other = make_run(tmp_path, "done", status="failed")
-    proc = holder(run_dir)
+    proc = holder(run_dir, "run")
     who = f"pid {proc.pid} on"
     code, out, _ = mindexp(capsys, "runs", tmp_path, "--csv")
     assert code == 0 and "process gone" not in out and ",running," in out

@@ -135,3 +135,26 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_one(cli, tmp_pat
     meta = json.load(open(os.path.join(run_dir, "run.json")))
     assert meta["resumes"][0]["step"] == 40 and meta["status"] == "completed"
     assert pd.read_csv(os.path.join(run_dir, "loss.csv"))["step"].tolist() == list(range(1, 121))
+
+
+def test_the_resume_point_is_one_declared_frozen_shape(tmp_path):
+    import dataclasses
+    from mindexp.train.resume import Resume, resume_point
+    (tmp_path / "run.json").write_text(json.dumps(
+        {"status": "completed", "entry": "m.py:E", "stop_reason": "early stop"}))
+    (tmp_path / "loss.csv").write_text("step,epoch,loss,lr,time_s\n10,1,0.5,0.1,2.5\n"
+                                       "20,2,0.4,0.1,5.0\n")
+    (tmp_path / "checkpoints").mkdir()
+    ckpt = str(tmp_path / "checkpoints" / "epoch0001-step0000010.ckpt")
+    ms.save_checkpoint([{"name": "w", "data": ms.Tensor(np.ones(2, np.float32))}], ckpt)
+    point = resume_point(str(tmp_path))
+    assert [f.name for f in dataclasses.fields(Resume)] == [
+        "path", "params", "step", "epoch", "time_offset", "loss", "early_stopped", "run_dir",
+        "meta", "entry"]
+    assert (point.path, point.step, point.epoch, point.time_offset, point.loss,
+            point.early_stopped, point.entry) == (ckpt, 10, 1, 2.5, 0.5, True, "m.py:E")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        point.step = 0
+    with pytest.raises((dataclasses.FrozenInstanceError, AttributeError, TypeError)):
+        point.anything = 1  # nothing is added after construction
+    assert not hasattr(point, "__dict__")

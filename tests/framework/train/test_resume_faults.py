@@ -144,20 +144,14 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     assert not os.path.exists(path)
 
 
-def test_a_held_lock_refuses_a_second_holder_with_one_line(tmp_path):
+def test_a_held_lock_refuses_a_second_holder_with_one_line(tmp_path, holder):
     from mindexp.rundir.run_lock import RunLockedError, run_locked
-    code = ("import sys, time; from mindexp.rundir.run_lock import run_locked\n"
-            "with run_locked(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)\n")
-    holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=cli_env(),
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
-        with pytest.raises(RunLockedError, match=rf"pid {holder.pid} on .* \(resume\) holds it"):
-            with run_locked(tmp_path):
-                pass
-    finally:
-        holder.kill()
-        holder.wait()
+    proc = holder(tmp_path)
+    with pytest.raises(RunLockedError, match=rf"pid {proc.pid} on .* \(resume\) holds it"):
+        with run_locked(tmp_path):
+            pass
+    proc.kill()
+    proc.wait()
     with run_locked(tmp_path):  # the kernel released the dead holder's lock
         pass
 
