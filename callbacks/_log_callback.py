@@ -20,17 +20,17 @@ class LogCallback(QuietCallback):
     training raises; not when an evaluation of ``Model.fit`` ends).
     Subclasses list their logs in ``_logs()``."""
 
-    _read: Callable[[Any], float] | None = None  # the float reader of the step's output; None until the first read
+    _float_reader: Callable[[Any], float | None] | None = None  # the step output's reader; None until the first read
 
     def _logs(self) -> Sequence[CsvLog | None]:
         return (getattr(self, "_log", None),)
 
-    def _as_float(self, output: Any) -> float:
+    def _as_float(self, output: Any) -> float | None:
         """A step's ``output`` as a float, read by a reader chosen on the first
         call (a train network's outputs keep their type from step to step)."""
-        if self._read is None:
-            self._read = float_reader(output)
-        return self._read(output)
+        if self._float_reader is None:
+            self._float_reader = float_reader(output)
+        return self._float_reader(output)
 
     def on_train_epoch_end(self, run_context: RunContext) -> None:
         for log in self._logs():

@@ -225,7 +225,7 @@ class Checkpoint(QuietCallback):
         last: list[tuple[int, str]] = []
         best: list[tuple[float, int, str]] = []
         if self.ckpt_dir is None or not os.path.isdir(self.ckpt_dir):
-            return last, best
+            return [], best
         for name in os.listdir(self.ckpt_dir):
             match = _NAME.match(name)
             if not match:

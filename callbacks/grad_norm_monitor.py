@@ -51,13 +51,12 @@ class GradNormMonitor(LogCallback):
         self._log: CsvLog | None = None
         self._params_log: CsvLog | None = None
         self._names: tuple[str, ...] = ()
-        self._read: Callable[[Any], float | None] | None = None
 
     def on_train_begin(self, run_context: RunContext) -> None:
         network = run_context.original_args().train_network
         self._check_network(network)
         self._names = tuple(getattr(network, "param_names", ()))
-        self._read = None
+        self._float_reader = None
         path = log_path(self.directory, schema.GRAD_NORM.filename, self.all_ranks)
         self._log = CsvLog(path, schema.GRAD_NORM.columns).check() if path else None
         ppath = log_path(self.directory, schema.GRAD_NORM_PARAMS.filename, self.all_ranks)

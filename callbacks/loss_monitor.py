@@ -82,7 +82,6 @@ class LossMonitor(LogCallback):
         self._lr: _LearningRate | None = None
         self._t0: float | None = None
         self._parts: tuple[tuple[str, ...], int | None] = ((), None)
-        self._read: Callable[[Any], float | None] | None = None
         self.last_components: dict[str, Any] = {}
 
     def on_train_begin(self, run_context: RunContext) -> None:
@@ -92,7 +91,7 @@ class LossMonitor(LogCallback):
         columns = schema.LOSS.columns + self._parts[0]
         self._log = CsvLog(path, columns).check() if path else None
         self._lr = _LearningRate(None if self.lr is not None else optimizer_of(cb_params), self.lr)
-        self._read = None
+        self._float_reader = None
         if self._t0 is None:  # a second Model.train on the same monitor keeps the clock
             self._t0 = time.monotonic()
         self.stop_reason = None

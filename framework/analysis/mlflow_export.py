@@ -144,14 +144,15 @@ def _read(run, name):
 def _points(name, table):
     """``(key, value, step, seconds)`` of each number in the rows of log ``name``."""
     import math
-    steps = table["step"].astype(int).tolist()
-    seconds = table["time_s"].fillna(0).tolist() if "time_s" in table.columns \
+    col = schema.Col
+    steps = table[col.STEP].astype(int).tolist()
+    seconds = table[col.TIME_S].fillna(0).tolist() if col.TIME_S in table.columns \
         else [0.0] * len(table)
-    if name == "params":
-        keys = [_param_key(p) for p in table["param"]]
-        columns = [(keys, table["value"].tolist())]
+    if name == schema.PARAMS.name:
+        keys = [_param_key(p) for p in table[col.PARAM]]
+        columns = [(keys, table[col.VALUE].tolist())]
     else:
-        skip = {"step", "epoch", "time_s"}
+        skip = {col.STEP, col.EPOCH, col.TIME_S}
         columns = [([_metric_key(name, c)] * len(table), table[c].tolist())
                    for c in table.columns if c not in skip]
     for keys, values in columns:

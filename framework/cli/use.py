@@ -37,7 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _evaluate_run(args: argparse.Namespace) -> int:
     from ..use import evaluate
     row = evaluate(args.run_dir, _parse_checkpoint(args), split=args.split)
-    print(f"{row['checkpoint']} (step {row['step']}, epoch {row['epoch']}) on {row['split']}:")
+    col = schema.Col
+    print(f"{row[col.CHECKPOINT]} (step {row[col.STEP]}, epoch {row[col.EPOCH]}) "
+          f"on {row[col.SPLIT]}:")
     for name, value in list(row.items())[5:]:
         print(f"  {name} = {value:.6g}")
     print(f"appended to {os.path.join(os.path.abspath(args.run_dir), schema.EVALUATIONS_CSV)}")

@@ -154,7 +154,7 @@ _COLUMN_CALLS = {"get", "groupby", "drop_duplicates", "sort_values", "set_index"
 # (module, word, the code around it) -> what it is.
 NOT_COLUMNS = {
     ("framework/train/resume_checks.py", "lr", "old_config"): "a config field of the old run",
-    ("framework/search/cli.py", "value", "event"): "a trial's value in a search event",
+    ("framework/cli/search.py", "value", "event"): "a trial's value in a search event",
     ("framework/train/resume.py", "step", '"learning_rate"'): "an entry of the .ckpt file",
     ("framework/train/resume.py", "epoch", '"learning_rate"'): "an entry of the .ckpt file",
     ("framework/manage/show.py", "step", "r.get('step')"): "a resume event of run.json",
@@ -162,12 +162,6 @@ NOT_COLUMNS = {
     ("framework/manage/cleanup.py", "loss", '"min_loss"'): "a compare table's column",
     ("framework/analysis/reports.py", "loss", 'summary["loss"]'): "a part of summary.json",
     ("framework/analysis/tensorboard_export.py", "loss", 'out["loss"]'): "a TensorBoard hparams tag",
-    # framework/cli/main.py is being split into command modules: its evaluate printout
-    # reads an evaluations.csv row by schema.Col once it moves.
-    ("framework/cli/main.py", "step", "row['split']"): "to do with the split",
-    ("framework/cli/main.py", "epoch", "row['split']"): "to do with the split",
-    ("framework/cli/main.py", "split", "row['split']"): "to do with the split",
-    ("framework/cli/main.py", "checkpoint", "row['split']"): "to do with the split",
 }
 
 
