@@ -57,6 +57,13 @@ SKIP = {
     "mindexp rerun outputs/tripler/": "tripler is the Provenance page's example file, "
                                       "not in the docs (tests/framework/provenance/test_provenance.py)",
     "mindexp diff RUN_A RUN_B": "placeholders (tests/framework/provenance/test_provenance.py diffs real runs)",
+    "mindexp run mlp_sine --set hidden=2048": "trains an 8.4 M-parameter model for minutes "
+                                              "(tests/callbacks/test_param_budget.py holds the "
+                                              "budget at 8.4 M parameters)",
+    "mindexp tune linear --param lr=loguniform:1e-3:1 --storage postgresql": "a server that "
+        "cannot be had (tests/framework/search/test_shared_storage.py checks its one line, exit 2)",
+    "mindexp mlflow": "needs an MLflow tracking server "
+                      "(tests/framework/analysis/test_mlflow_export.py starts one)",
 }
 # Lines whose one-line error the docs show: they must exit 2.
 EXIT_2 = ("mindexp predict outputs/spirals/<run_id> --input bad.npy",

@@ -32,6 +32,7 @@ def test_every_link_of_the_readme_leads_to_a_file():
     assert missing == []
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_the_documented_optimizer_params_override_trains(tmp_path):
     """README: ``optimizer(params)``; the runner used to call it with two arguments."""
     from mindspore import nn

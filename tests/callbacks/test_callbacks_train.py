@@ -32,6 +32,7 @@ def fresh_net(seed=0):
     return nn.Dense(1, 1, weight_init="normal", bias_init="zeros")
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_plain_script_uses_the_callbacks_without_framework(tmp_path):
     script = tmp_path / "script.py"
     script.write_text(open(os.path.join(ROOT, "examples", "callbacks_only.py")).read() +

@@ -56,6 +56,7 @@ def loss_csv_rate(directory):
     return (loss.step.iloc[-1] - loss.step.iloc[0]) / (loss.time_s.iloc[-1] - loss.time_s.iloc[0])
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_trainstep_model_with_metrics_fits_with_every_callback(tmp_path):
     net, model = model_with_metrics()
     timer = Timer()

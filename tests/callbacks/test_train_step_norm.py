@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 @pytest.mark.parametrize("clip", [None, 0.05])
 def test_concatenated_and_per_gradient_norms_agree(ms_graph, monkeypatch, clip):
     from mindspore import Tensor, nn

@@ -168,6 +168,7 @@ def test_group_learning_rates_are_a_parameter_tuple_of_the_first_group_first():
     assert kind == "scalar" and value.asnumpy().item() == pytest.approx(0.3)
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_a_bfloat16_tensor_is_read_through_asnumpy_not_item():
     """callbacks/_mindspore.ITEM_DTYPES leaves bfloat16 out (the code's note: its
     item() crashed the process on 2.10); the asnumpy path reads it. A host
@@ -341,6 +342,7 @@ def test_amp_o1_rewrites_the_network_source_into_the_working_directory(tmp_path,
     assert (tmp_path / schema.REWRITTEN_NETWORK_DIR).is_dir()
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_nn_adam_logs_a_fused_sparse_deprecation_that_the_builder_drops():
     """nn.Adam builds P.FusedSparseAdam, deprecated in 2.8 and logged once per
     process on MindSpore's logger; quiet_sparse_deprecation drops that one message."""

@@ -51,6 +51,7 @@ def test_list_shows_experiments_and_fields_without_importing_mindspore():
     assert "samples" in done.stdout and "optimizer" in done.stdout and "'sgd'" in done.stdout
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_list_takes_every_form_run_takes(cli, tmp_path):
     (tmp_path / "mine.py").write_text(USER_FILE.replace(
         "        lr: float = 0.1\n",
@@ -97,6 +98,7 @@ def test_run_a_users_own_file(cli, tmp_path):
     assert meta["entry"] == f"{tmp_path / 'mine.py'}:Doubler"
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 @pytest.mark.parametrize("args, message", [
     (["run", "nosuch"], "unknown experiment 'nosuch'; shipped experiments: digits, image_folder, linear"),
     (["run", "linear", "--set", "lrr=1"], "unknown config field 'lrr'. Did you mean lr"),

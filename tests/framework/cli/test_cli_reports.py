@@ -184,6 +184,7 @@ def test_a_subprocess_compare_of_nothing_is_one_line(cli, tmp_path):
     assert done.stderr == "mindexp: error: nowhere does not exist. Received: 'nowhere'\n"
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_reports_do_not_import_mindspore(tmp_path):
     make_run(tmp_path, "a", config={"lr": 0.1})
     make_run(tmp_path, "b", config={"lr": 0.2})

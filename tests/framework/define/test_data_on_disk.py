@@ -293,6 +293,7 @@ class Bad(Experiment):
 '''
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 @pytest.mark.parametrize("case, message", [
     ("batched", "source('train') returned a dataset that is already batched (batch size 8); "
                 "return it unbatched"),

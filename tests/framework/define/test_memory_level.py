@@ -1,6 +1,8 @@
 """memory_optimize_level: a config field passed to MindSpore, validated, listed."""
+import pytest
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_o1_reaches_mindspore_context_and_o0_sets_it_back(tmp_path):
     import mindspore as ms
     from mindexp.experiments.linear import Linear

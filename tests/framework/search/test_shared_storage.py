@@ -9,7 +9,9 @@ from conftest import cli_env, require, skip_unless_ci
 
 optuna = require("optuna")
 
-SPACE = ["--param", "lr=loguniform:1e-3:1", "--param", "optimizer=choice:sgd,momentum,adam"]
+# learning rates none of the optimizers diverges with on linear: a diverged trial reports no
+# intermediate value (the pruning check below counts on one per trial)
+SPACE = ["--param", "lr=loguniform:1e-3:0.1", "--param", "optimizer=choice:sgd,momentum,adam"]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,8 @@ def test_two_tune_processes_share_one_postgres_study(postgres, tmp_path):
     assert [p.returncode for p in procs] == [0, 0], outputs
     trials = _trials(url, "shared")
     assert sorted(t.number for t in trials) == [0, 1, 2, 3]  # exactly the budget
-    assert all(t.state.name == "COMPLETE" for t in trials)
+    # finished, or stopped by the median pruner (which the second machine's trials may meet)
+    assert {t.state.name for t in trials} <= {"COMPLETE", "PRUNED"}, [t.state for t in trials]
     assert len({t.user_attrs["run_dir"] for t in trials}) == 4  # no trial ran twice
     assert all(t.intermediate_values for t in trials)  # what the median pruner judges by
     by_machine = {out: len(list((tmp_path / out / "studies/shared/linear").glob("*")))

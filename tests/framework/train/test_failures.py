@@ -215,6 +215,7 @@ def test_bad_labels_are_rejected_before_anything_is_created(tmp_path, bad, messa
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_bad_labels_on_the_command_line_exit_2_with_one_line(cli, tmp_path):
     (tmp_path / "spoiled.py").write_text(
         "import numpy as np\nfrom mindspore import nn\nfrom mindexp.experiments.linear import Linear\n"

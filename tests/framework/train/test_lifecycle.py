@@ -189,6 +189,7 @@ def killed(trained, tmp_path):
     return run_dir
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_resume_writes_each_step_once_past_rows_left_beyond_the_checkpoint(capsys, killed):
     for name in ("loss.csv", "grad_norm.csv", "params.csv"):
         assert pd.read_csv(os.path.join(killed, name))["step"].max() == 23, name

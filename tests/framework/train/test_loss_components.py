@@ -141,6 +141,7 @@ class Bad(Experiment):
 '''
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 @pytest.mark.parametrize("names, second, message", [
     ('("lr",)', "ops.mean(err)", "Bad.loss_components must be a tuple of distinct identifiers "
      "other than loss.csv's columns (step, epoch, loss, lr, time_s). Received: "

@@ -98,6 +98,7 @@ def test_resume_of_a_completed_run_is_refused_unless_training_longer(cli, refere
     assert done.stderr.count("\n") == 1
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 @pytest.mark.parametrize("setup, message", [
     ("none", "not a run directory"),
     ("no_ckpt", "it has no checkpoint"),

@@ -149,6 +149,7 @@ class SeesTheCollector(Linear):
         return [Look()]
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_training_keeps_startup_objects_out_of_full_collections_and_gives_them_back(tmp_path):
     import gc
     before = gc.get_freeze_count()

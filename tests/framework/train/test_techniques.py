@@ -222,6 +222,7 @@ def test_other_amp_levels_train_in_float16(amp_runs, level):
     assert 1e-6 < diff < 1e-2
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_o1_rewrite_files_stay_in_the_run_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run = Linear(amp_level="O1", epochs=1).run(out=str(tmp_path / "out"))

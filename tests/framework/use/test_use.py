@@ -366,6 +366,7 @@ def test_checkpoint_scores_an_eval_name(run_context, tmp_path):
     assert cb._score(params(mae=0.1)) == pytest.approx(0.1)
 
 
+@pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_not_a_run_or_a_run_without_checkpoints(cli, tmp_path):
     from rundirs import make_run
     assert "is not a run directory" in one_line_error(cli("evaluate", tmp_path))
