@@ -121,10 +121,8 @@ def open_storage(storage):
     """An Optuna storage for an RDB URL or a journal file path."""
     optuna = import_optuna()
     if is_url(storage):
-        from .liveness import quiet_heartbeat, rdb_heartbeat
         try:
-            with quiet_heartbeat():
-                return optuna.storages.RDBStorage(storage, **rdb_heartbeat())
+            return _open_rdb(optuna, storage)
         except Exception as exc:  # a driver missing, a server not reachable, a bad URL
             raise MindexpError(f"cannot open the storage {shown_url(storage)}: "
                                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from None
@@ -132,6 +130,26 @@ def open_storage(storage):
     os.makedirs(os.path.dirname(os.path.abspath(storage)), exist_ok=True)
     return optuna.storages.JournalStorage(
         JournalFileBackend(storage, lock_obj=JournalFileOpenLock(storage)))
+
+
+# Two machines starting on an empty database race to create Optuna's tables:
+# the loser's CREATE TABLE fails, although the tables are then there.
+_SCHEMA_ATTEMPTS = 5
+_CREATED_MEANWHILE = ("already exists", "duplicate key value")
+
+
+def _open_rdb(optuna, storage):
+    """Optuna's RDBStorage for ``storage``, opened again while the error says
+    another process was creating the same tables at that moment."""
+    from .liveness import quiet_heartbeat, rdb_heartbeat
+    for attempt in range(1, _SCHEMA_ATTEMPTS + 1):
+        try:
+            with quiet_heartbeat():
+                return optuna.storages.RDBStorage(storage, **rdb_heartbeat())
+        except Exception as exc:  # noqa: BLE001  judged by its text: the drivers' classes differ
+            if attempt == _SCHEMA_ATTEMPTS or not any(t in str(exc) for t in _CREATED_MEANWHILE):
+                raise
+            time.sleep(0.2 * attempt)
 
 
 def shown_url(url):

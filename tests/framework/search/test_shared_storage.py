@@ -47,6 +47,38 @@ def _tune(tmp_path, storage, out, *extra):
                             stderr=subprocess.PIPE, text=True)
 
 
+def test_a_storage_whose_tables_another_process_is_creating_opens_on_a_second_try(monkeypatch):
+    """Two machines starting on an empty database race on Optuna's CREATE TABLE
+    (seen with two `mindexp tune` on a fresh PostgreSQL): the loser opens again."""
+    from mindexp.search import study as study_module
+    real, attempts = optuna.storages.RDBStorage, []
+
+    def racing(url, **kwargs):
+        attempts.append(url)
+        if len(attempts) == 1:
+            raise RuntimeError('(psycopg.errors.DuplicateTable) relation "studies" already exists')
+        return real(url, **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", racing)
+    storage = study_module.open_storage("sqlite:///:memory:")
+    assert len(attempts) == 2 and storage.get_all_studies() == []
+
+
+def test_a_storage_error_of_another_kind_is_not_retried(monkeypatch):
+    from mindexp.errors import MindexpError
+    from mindexp.search import study as study_module
+    attempts = []
+
+    def refusing(url, **kwargs):
+        attempts.append(url)
+        raise RuntimeError("password authentication failed")
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", refusing)
+    with pytest.raises(MindexpError, match="password authentication failed"):
+        study_module.open_storage("postgresql+psycopg://u:p@127.0.0.1:1/x")
+    assert len(attempts) == 1
+
+
 @pytest.mark.slow
 def test_two_tune_processes_share_one_postgres_study(postgres, tmp_path):
     url = postgres.create_database("two_tunes")
