@@ -80,6 +80,19 @@ def optimizer_of(cb_params: Any) -> Any:
     return opt
 
 
+def train_network_of(cb_params: Any) -> Any:
+    """The cell ``Model.train`` calls each step, or None.
+
+    Checked on 2.10: ``cb_params.train_network`` is the train cell given to
+    ``Model(train_cell)`` itself, unwrapped, at amp_level O0 (so a callback
+    can read its attributes, e.g. ``TrainStep.stats_index``), and the
+    ``TrainOneStepCell`` Model built for ``Model(net, loss_fn, optimizer)``.
+    """
+    if hasattr(cb_params, "get"):
+        return cb_params.get("train_network")
+    return getattr(cb_params, "train_network", None)
+
+
 def calling_model_metrics(max_frames: int = 12) -> dict[str, Any] | None:
     """The metrics (name -> ``Metric``) of the ``Model`` whose hook is calling,
     or None when unknown.

@@ -11,6 +11,13 @@ import numpy.typing as npt
 Array = npt.NDArray[np.float64]
 
 STATS = ("norm", "mean", "std", "min", "max")
+# Parameters with more elements than this have their statistics computed at
+# the step (on the host from the parameter's memory, or in the train step's
+# graph); smaller ones are copied and summarised per block of steps.
+RAW_MAX = 1024
+# What TrainStep(param_stats=...) returns per parameter, in this order:
+# sums of d = x - shift, the shift (x's first element), min and max.
+GRAPH_SUMS = ("sum_d", "sum_d2", "shift", "min", "max")
 # largest float32 parameter whose statistics are summed in float32 (see block_statistics)
 FLOAT32_SUM_MAX = 1 << 20
 
@@ -170,3 +177,21 @@ def _combine(n: int, sums: np.ndarray, squares: np.ndarray, m2: np.ndarray,
     var = spread / n
     std = math.sqrt(var) if var >= 0 else (0.0 if var > -1e-300 else var)
     return (math.sqrt(float(squares.sum())), mean, std, float(lows.min()), float(highs.max()))
+
+
+def from_graph_sums(sums: np.ndarray, n: int) -> tuple[float, float, float, float, float]:
+    """:func:`statistics` of an ``n``-element parameter from the float32 sums
+    a train step computed in its graph (one row of ``TrainStep``'s
+    ``param_stats`` output, see ``GRAPH_SUMS``).
+
+    The sums are of the differences from the parameter's first element, so
+    a mean far larger than the spread does not cancel the variance;
+    norm^2 = n (var + mean^2) adds two non-negative terms. Float32
+    accumulation in the graph: about 1e-6 relative, against float64 on the
+    host.
+    """
+    sum_d, sum_d2, shift, low, high = (float(v) for v in sums)
+    mean_d = sum_d / n
+    var = max(sum_d2 / n - mean_d * mean_d, 0.0)   # NaN stays NaN (a diverged step)
+    mean = shift + mean_d
+    return math.sqrt(n * (var + mean * mean)), mean, math.sqrt(var), low, high

@@ -15,8 +15,8 @@ from mindspore import dtype as mstype
 from ._common import (check_directory, check_every, check_steps_per_epoch, log_path, net_outputs,
                       trained_parameters)
 from ._log_callback import LogCallback
-from ._mindspore import HostViews
-from ._stats import STATS, block_statistics, statistics
+from ._mindspore import HostViews, train_network_of
+from ._stats import RAW_MAX, STATS, block_statistics, from_graph_sums, statistics
 from . import schema
 from .csv_log import CsvLog
 
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 # as their statistics (see _Block).
 BLOCK_STEPS = 256
 BLOCK_BYTES = 1 << 20
-RAW_MAX = 1024
 
 
 class ParameterTracker(LogCallback):
@@ -64,11 +63,19 @@ class ParameterTracker(LogCallback):
             steps, then logged every ``large_every`` logged steps, the
             smallest interval that keeps them under it; small parameters
             stay on every logged step.
+        stats: where the statistics of parameters over 1,024 elements are
+            computed: ``"host"`` (numpy, from the parameter's memory),
+            ``"graph"`` (read from the train step's outputs: a
+            ``TrainStep(..., param_stats=True)``, so no parameter is copied
+            to the host; the budget then does not apply, their cost is part
+            of the step) or ``"auto"``: the graph's when the train network
+            returns them for every such parameter, else the host's.
     """
 
     def __init__(self, directory: str | os.PathLike[str], names: str | Sequence[str] | None = None,
                  every: int = 1, max_values: int = 16, all_ranks: bool = False,
-                 steps_per_epoch: int | None = None, budget: float | None = None) -> None:
+                 steps_per_epoch: int | None = None, budget: float | None = None,
+                 stats: str = "auto") -> None:
         super().__init__()
         self.directory = check_directory(directory)
         self.names = _check_names(names)
@@ -77,6 +84,12 @@ class ParameterTracker(LogCallback):
         self.max_values = check_every("max_values", max_values)
         self.all_ranks = bool(all_ranks)
         self.budget = _check_budget(budget)
+        if stats not in STATS_SOURCES:
+            raise ValueError(f"`stats` must be one of {', '.join(STATS_SOURCES)}. "
+                             f"Received: stats={stats!r}")
+        self.stats = stats
+        self.stats_source = "host"   # where they are computed in this run: host or graph
+        self._graph: _GraphStats | None = None
         self.large_every = 1   # logged steps between two of the large parameters' (the budget's choice)
         self._meter: _BudgetMeter | None = None
         self._logged = 0
@@ -90,10 +103,14 @@ class ParameterTracker(LogCallback):
         self._params = self._select(trained_parameters(cb_params))
         path = log_path(self.directory, schema.PARAMS.filename, self.all_ranks)
         self._log = CsvLog(path, schema.PARAMS.columns).check() if path else None
-        self._host = HostViews(self._params)
         self._block = _Block([(int(p.size), self._labels(p.name, p.size), p.dtype == mstype.float32)
                               for p in self._params], self.max_values)
-        if self.budget is not None and self._block.any_at_step:
+        self._graph = self._graph_stats(cb_params, self._block)
+        self.stats_source = "host" if self._graph is None else "graph"
+        on_host = [p for i, p in enumerate(self._params)
+                   if self._graph is None or i not in self._graph.rows]
+        self._host = HostViews(on_host)
+        if self.budget is not None and self._block.any_at_step and self._graph is None:
             self._meter = _BudgetMeter(self.budget)
 
     def on_train_step_end(self, run_context: RunContext) -> None:
@@ -106,7 +123,11 @@ class ParameterTracker(LogCallback):
         with_large = self._logged % self.large_every == 0
         self._logged += 1
         start = time.perf_counter()
-        block.add(logged[0], logged[1], self._host.arrays(net_outputs(cb_params)), with_large)
+        outputs = net_outputs(cb_params)
+        arrays = self._host.arrays(outputs)
+        if self._graph is not None:
+            arrays = self._graph.merge(arrays, outputs)
+        block.add(logged[0], logged[1], arrays, with_large)
         if meter is not None:
             meter.record(start, time.perf_counter() if with_large else None)
             self.large_every = meter.every or self.large_every
@@ -134,6 +155,26 @@ class ParameterTracker(LogCallback):
         if self._block is not None and self._log is not None and self._block.n:
             self._log.write_text(*self._block.take_text())
 
+    def _graph_stats(self, cb_params: Any, block: _Block) -> _GraphStats | None:
+        """The reader of the train step's statistics output, or None for the host's."""
+        if self.stats == "host":
+            return None
+        network = train_network_of(cb_params)
+        names = list(getattr(network, "stats_names", ()) or ())
+        index = getattr(network, "stats_index", None)
+        wanted = [i for i, p in enumerate(self._params)
+                  if block.raw_columns[i] is None and block.large[i]]
+        missing = [self._params[i].name for i in wanted if self._params[i].name not in names]
+        if missing and self.stats == "graph":
+            raise ValueError("ParameterTracker(stats='graph') needs a train network returning "
+                             f"the statistics of {missing}: TrainStep(..., param_stats=True). "
+                             f"Received: a {type(network).__name__} returning those of {names}")
+        if missing or not wanted or index is None:
+            return None
+        block.given = {i for i in wanted}
+        return _GraphStats(index, {i: names.index(self._params[i].name) for i in wanted},
+                           {i: int(self._params[i].size) for i in wanted}, len(self._params))
+
     def _labels(self, name: str, size: Any) -> tuple[str, ...]:
         """The ``param`` column of a parameter's rows, in the order of its values."""
         size = int(size)
@@ -153,6 +194,35 @@ class ParameterTracker(LogCallback):
             raise ValueError(f"ParameterTracker: no parameter matches {unmatched}; "
                              f"parameters are {[p.name for p in params]}. Received: names={self.names!r}")
         return chosen
+
+
+STATS_SOURCES = ("auto", "host", "graph")
+
+
+class _GraphStats:
+    """Reads the statistics a ``TrainStep(param_stats=...)`` returned.
+
+    Args:
+        index: the position of the statistics tensor in the step's outputs.
+        rows: tracked parameter's position -> its row in that tensor.
+        sizes: tracked parameter's position -> its number of elements.
+        count: how many parameters are tracked.
+    """
+
+    def __init__(self, index: int, rows: dict[int, int], sizes: dict[int, int], count: int) -> None:
+        self.index, self.rows, self.sizes = index, rows, sizes
+        self.host_positions = [i for i in range(count) if i not in rows]
+
+    def merge(self, host_arrays: Sequence[Any], outputs: Any) -> list[Any]:
+        """Every tracked parameter's entry in order: the host's arrays, and
+        for the graph's parameters their five statistics."""
+        sums = outputs[self.index].asnumpy()
+        merged: list[Any] = [None] * (len(host_arrays) + len(self.rows))
+        for i, array in zip(self.host_positions, host_arrays):
+            merged[i] = array
+        for i, row in self.rows.items():
+            merged[i] = from_graph_sums(sums[row], self.sizes[i])
+        return merged
 
 
 def _check_budget(budget: float | None) -> float | None:
@@ -268,6 +338,7 @@ class _Block:
         skipped = set().union(*[range(c.start, c.stop) for c in self.at_step])
         self.every_step_cells = [i for i in range(width) if i not in skipped]
         self.with_large = [True] * self.capacity
+        self.given: set[int] = set()   # parameters whose statistics come computed (the graph's)
         self.n = 0
         self.since = 0.0
 
@@ -287,11 +358,11 @@ class _Block:
         computed at the step (a budget's skipped step)."""
         k = self.n
         row, values = self.raw[k], self.values[k]
-        for array, raw_cols, cols in zip(arrays, self.raw_columns, self.columns):
+        for i, (array, raw_cols, cols) in enumerate(zip(arrays, self.raw_columns, self.columns)):
             if raw_cols is not None:
                 row[raw_cols] = array
             elif with_large:   # statistics now, from the parameter's memory
-                values[cols] = statistics(array)
+                values[cols] = array if i in self.given or not self.large[i] else statistics(array)
         self.with_large[k] = with_large
         self.steps[k] = f"{step},{epoch},"
         self.n = k + 1

@@ -1,10 +1,13 @@
 """TrainStep: a TrainOneStepCell that also returns the global gradient norm."""
 from __future__ import annotations
 
+import fnmatch
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from mindspore import Tensor, nn, ops
 from mindspore import dtype as mstype
+
+from ._stats import RAW_MAX
 
 if TYPE_CHECKING:
     from mindspore.train import Metric, Model
@@ -52,6 +55,9 @@ class TrainStep(nn.TrainOneStepCell):
         per_param_norms: also return per-parameter gradient norms.
         components: names of the loss components the network returns after
             the total (default: ``network.loss_components``, else none).
+        param_stats: False; True for every parameter of more than 1,024
+            elements; or parameter names / glob patterns (of those, the ones
+            of more than 1,024 elements).
     """
 
     returns_grad_norm = True
@@ -79,7 +85,8 @@ class TrainStep(nn.TrainOneStepCell):
     def __init__(self, network: nn.Cell, optimizer: nn.Optimizer,
                  clip_grad_norm: float | None = None, sens: float = 1.0,
                  accumulation_steps: int = 1, per_param_norms: bool = False,
-                 components: Sequence[str] | None = None) -> None:
+                 components: Sequence[str] | None = None,
+                 param_stats: bool | Sequence[str] = False) -> None:
         super().__init__(network, optimizer, sens)
         self.component_names = _check_components(
             getattr(network, "loss_components", ()) if components is None else components)
@@ -101,6 +108,11 @@ class TrainStep(nn.TrainOneStepCell):
         # the concatenated norm copies every gradient once: only for small networks
         self.concat_norm = sum(int(p.size) for p in self.weights) <= CONCAT_NORM_MAX_ELEMENTS
         self.hyper_map = ops.HyperMap()
+        # positions in self.weights: a constant tuple the graph unrolls
+        self.stats_positions = _stats_positions(self.weights, param_stats)
+        self.stats_names = tuple(self.param_names[i] for i in self.stats_positions)
+        self.stats_index = ((2 + self.per_param_norms + bool(self.n_components))
+                            if self.stats_positions else None)
         # A Python constant: graph mode folds the unscaling away when it is 1.
         self.inv_sens = 1.0 / float(sens)
 
@@ -132,7 +144,21 @@ class TrainStep(nn.TrainOneStepCell):
             out = out + (self.hyper_map(ops.sqrt, norms),)  # type: ignore[assignment]
         if self.n_components:
             out = out + (parts,)  # type: ignore[assignment]
+        if self.stats_positions:
+            out = out + (self._param_sums(loss),)  # type: ignore[assignment]
         return out
+
+    def _param_sums(self, updated: Tensor) -> Tensor:
+        """The ``(k, 5)`` statistics tensor (see the class doc), read after
+        ``updated`` (the loss, which depends on the optimizer's update)."""
+        rows = ()
+        for i in self.stats_positions:
+            flat = ops.depend(self.weights[i], updated).reshape(-1).astype(mstype.float32)
+            shift = flat[0]
+            d = flat - shift
+            row = ops.stack([d.sum(), (d * d).sum(), shift, flat.min(), flat.max()])
+            rows = rows + (row,)  # type: ignore[assignment]
+        return ops.stack(rows)
 
     def _loss_and_grads(self, *inputs: Tensor) -> tuple[Tensor, Any, Any]:
         if not self.n_components:
@@ -172,6 +198,20 @@ def _check_components(names: Any) -> tuple[str, ...]:
                          f"value the loss network returns after the total. Received: "
                          f"components={names!r}")
     return tuple(names)
+
+
+def _stats_positions(weights: Any, chosen: Any) -> tuple[int, ...]:
+    """Positions of the parameters whose statistics the step returns."""
+    if chosen is False or chosen is None:
+        return ()
+    if isinstance(chosen, str):
+        chosen = (chosen,)
+    if chosen is not True and not (isinstance(chosen, (tuple, list)) and chosen
+                                   and all(isinstance(c, str) and c for c in chosen)):
+        raise ValueError("`param_stats` must be True, False or parameter names / glob patterns. "
+                         f"Received: param_stats={chosen!r}")
+    return tuple(i for i, p in enumerate(weights) if int(p.size) > RAW_MAX and (
+        chosen is True or any(fnmatch.fnmatchcase(p.name, pat) for pat in chosen)))
 
 
 def _square_sum(grad: Tensor) -> Tensor:

@@ -28,6 +28,7 @@ _NONE_WORDS = ("none", "null", "")
 
 
 MONITOR_MODES = ("auto", "min", "max")
+PARAM_STATS = ("auto", "host", "graph")
 # The direction of a value from the words of its name: early_stop and
 # checkpoint_monitor ("auto"), tune's --objective, gc --by, the best of a metric.
 LOWER_IS_BETTER = frozenset({"loss", "error", "err", "mae", "mse", "rmse", "mape", "nll", "l1",
@@ -97,6 +98,8 @@ class Config:
     """largest parameter tracked element by element (else its stats)"""
     param_log_budget: Optional[float] = 0.05
     """fraction of the step time the statistics of large parameters may take; above it they are logged every k steps (none: every step)"""
+    param_stats: str = "auto"
+    """where large parameters' statistics are computed: host (numpy), graph (in the train step), auto (graph off the CPU)"""
     checkpoint_every: int = 1
     """save a checkpoint every N epochs (0: only at the end)"""
     checkpoint_interval_s: float = 10.0
@@ -164,7 +167,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 _CHOICES = {"optimizer": OPTIMIZERS, "loss": LOSSES, "mode": MODES, "device": DEVICES,
             "amp_level": AMP_LEVELS, "memory_optimize_level": MEMORY_LEVELS,
             "lr_schedule": LR_SCHEDULES,
-            "early_stop_mode": MONITOR_MODES}
+            "early_stop_mode": MONITOR_MODES, "param_stats": PARAM_STATS}
 
 
 def _is_monitor(value: str, empty_ok: bool = False) -> bool:

@@ -71,7 +71,8 @@ class Session:
         opt = self.exp.make_optimizer(self.net.trainable_params(), lr)
         cell = TrainStep(loss_net, opt, clip_grad_norm=self.cfg.clip_grad_norm,
                          sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation,
-                         components=tuple(self.exp.loss_components))
+                         components=tuple(self.exp.loss_components),
+                         param_stats=_graph_param_stats(self.cfg))
         initial_epoch, first_batch = 0, 0
         if resume:
             resume.load(cell)
@@ -150,7 +151,8 @@ class Session:
             self.param_cb = ParameterTracker(d, names=list(cfg.track_names) or None,
                                              all_ranks=ranks, every=cfg.log_every,
                                              max_values=cfg.max_param_values, steps_per_epoch=spe,
-                                             budget=cfg.param_log_budget)
+                                             budget=cfg.param_log_budget,
+                                             stats=cfg.param_stats)
             cbs.append(self.param_cb)
         cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks, steps_per_epoch=spe))
         if metrics:
@@ -221,6 +223,7 @@ class Session:
         if self.param_cb is not None:
             # how often the large parameters reached params.csv (the budget's choice)
             meta["param_log_every_large"] = self.param_cb.large_every * self.cfg.log_every
+            meta["param_stats"] = self.param_cb.stats_source   # host or graph
 
 
 @contextlib.contextmanager
@@ -255,6 +258,18 @@ def _lr_to_log(exp, lr):
     if isinstance(lr, bool) or not isinstance(lr, (int, float, list, tuple)):
         return None
     return lr
+
+
+def _graph_param_stats(cfg):
+    """TrainStep's ``param_stats``: the tracked parameters' statistics in the
+    train step's graph when asked for, or by default off the CPU (no
+    parameter copied to the host); on the CPU numpy on the host measured
+    faster (docs/scaling.md)."""
+    import mindspore as ms
+    if not cfg.track_params or cfg.param_stats == "host" or (
+            cfg.param_stats == "auto" and ms.get_context("device_target") == "CPU"):
+        return False
+    return list(cfg.track_names) or True
 
 
 def _set_context(cfg, run_dir):

@@ -209,6 +209,25 @@ def test_a_parameters_host_view_is_its_memory_updated_in_place_by_each_step(ms_g
     assert net.weight.data_ptr() != ptr and views.arrays()[0].tolist() == [5.0]
 
 
+def test_the_train_network_a_callback_sees_is_the_train_cell_given_to_model(ms_graph):
+    """callbacks/_mindspore.train_network_of: ``cb_params.train_network`` is the
+    train cell given to ``Model(train_cell)`` itself (ParameterTracker reads
+    TrainStep's ``stats_index`` from it), and a TrainOneStepCell for
+    ``Model(net, loss_fn, opt)``."""
+    from mindexp.callbacks import TrainStep
+    seen = []
+
+    class Seen(Callback):
+        def on_train_begin(self, run_context):
+            seen.append(cbms.train_network_of(run_context.original_args()))
+    net = nn.Dense(1, 1)
+    cell = TrainStep(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.01))
+    Model(cell).train(1, dataset(), callbacks=[Seen()], dataset_sink_mode=False)
+    Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01)).train(
+        1, dataset(), callbacks=[Seen()], dataset_sink_mode=False)
+    assert seen[0] is cell and isinstance(seen[1], nn.TrainOneStepCell)
+
+
 def test_get_rank_answers_0_outside_a_communication_group():
     """callbacks/_mindspore.rank_id: in 2.10 get_rank() returns 0 before init()
     instead of raising, so the environment fallback is only for versions that
