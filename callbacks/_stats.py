@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import math
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
@@ -58,7 +60,7 @@ def _statistics_of(block: np.ndarray) -> tuple[Array, Array, Array, Array, Array
 CHUNK = 1 << 18   # elements per pass of statistics(): 1 MB of float32, about the L2 cache (fastest here of 64k-1M)
 
 
-def statistics(flat: np.ndarray) -> tuple[float, float, float, float, float]:
+def statistics(flat: np.ndarray, workers: int | None = None) -> tuple[float, float, float, float, float]:
     """L2 norm, mean, standard deviation, min and max of one flat array, as
     five Python floats: for a parameter large enough that its statistics
     are computed at the step, from the parameter's own memory.
@@ -72,6 +74,15 @@ def statistics(flat: np.ndarray) -> tuple[float, float, float, float, float]:
     a large mean against a small spread loses nothing across chunks, and a
     chunk whose own E[x^2] - mean^2 could cancel is recomputed around its
     mean (two passes over that cached chunk only).
+
+    The chunks of a large array are shared with up to ``workers - 1``
+    helper threads (default: the CPUs this process may use, at most
+    ``MAX_WORKERS``): the hook runs between two train steps, while
+    MindSpore's threads wait, and numpy's reductions release the GIL. The
+    calling thread takes chunks too, so a helper that a busy machine does
+    not schedule in time costs at most the chunk it took; each chunk's
+    sums land in its own slot, so the results are the same bit for bit
+    whatever the threads.
     """
     n = flat.size
     if n == 0:
@@ -79,8 +90,40 @@ def statistics(flat: np.ndarray) -> tuple[float, float, float, float, float]:
     with np.errstate(all="ignore"):   # a diverged step's inf and NaN are values to log
         if n <= CHUNK and flat.dtype in (np.float32, np.float64):
             return _one_chunk(flat)
-        sums, squares, m2, lows, highs = _chunk_sums(flat)
-        return _combine(n, sums, squares, m2, lows, highs)
+        helpers = (default_workers() if workers is None else workers) - 1
+        return _combine(n, *_chunk_sums(flat, helpers))
+
+
+# most threads one parameter's statistics use (memory bandwidth, not cores,
+# limits them beyond a few)
+MAX_WORKERS = 4
+_POOL: ThreadPoolExecutor | None = None
+
+
+def default_workers() -> int:
+    """Threads for one parameter's statistics: the CPUs this process may use, at most ``MAX_WORKERS``."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:   # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cpus))
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(MAX_WORKERS - 1, thread_name_prefix="mindexp-stats")
+    return _POOL
+
+
+def _forget_pool() -> None:
+    """In a forked child the parent's threads do not exist: start a new pool there."""
+    global _POOL
+    _POOL = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _one_chunk(flat: np.ndarray) -> tuple[float, float, float, float, float]:
@@ -97,8 +140,10 @@ def _one_chunk(flat: np.ndarray) -> tuple[float, float, float, float, float]:
     return math.sqrt(squares), total / n, std, float(flat.min()), float(flat.max())
 
 
-def _chunk_sums(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per-chunk sum, sum of squares, centred sum of squares, min and max (float64 arrays).
+def _chunk_sums(flat: np.ndarray, helpers: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                             np.ndarray, np.ndarray]:
+    """Per-chunk sum, sum of squares, centred sum of squares, min and max
+    (float64 arrays), the chunks shared with ``helpers`` pool threads.
 
     The sum uses numpy's pairwise summation (about 1e-7 relative in float32
     on a chunk); the sum of squares BLAS's dot (the fastest of the four
@@ -112,13 +157,22 @@ def _chunk_sums(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     out = np.empty((5, count), np.float64)
     sums, squares, m2, lows, highs = out
     kind = flat.dtype if flat.dtype in (np.float32, np.float64) else np.float32
+    jobs = iter(range(count))   # shared: next() on it is atomic under the GIL
+
+    def work() -> None:
+        buffer = _workspace(kind)[0]
+        with np.errstate(all="ignore"):   # per thread
+            for j in jobs:
+                chunk = _as_kind(flat[j * CHUNK:(j + 1) * CHUNK], buffer)
+                sums[j] = chunk.sum()
+                squares[j] = np.dot(chunk, chunk)
+                lows[j] = chunk.min()
+                highs[j] = chunk.max()
+    helping = [_pool().submit(work) for _ in range(min(helpers, count - 1, MAX_WORKERS - 1))]
+    work()
+    for done in helping:
+        done.result()
     buffer, squared = _workspace(kind)
-    for j, start in enumerate(range(0, n, CHUNK)):
-        chunk = _as_kind(flat[start:start + CHUNK], buffer)
-        sums[j] = chunk.sum()
-        squares[j] = np.dot(chunk, chunk)
-        lows[j] = chunk.min()
-        highs[j] = chunk.max()
     sizes = _chunk_sizes(n, count)
     m2[:] = squares - sums * sums / sizes
     for j in np.flatnonzero(~(m2 > 0.5 * squares)):   # |mean| > std: could cancel (or NaN)

@@ -16,7 +16,7 @@ from ._common import (check_directory, check_every, check_steps_per_epoch, log_p
                       trained_parameters)
 from ._log_callback import LogCallback
 from ._mindspore import HostViews, train_network_of
-from ._stats import RAW_MAX, STATS, block_statistics, from_graph_sums, statistics
+from ._stats import CHUNK, RAW_MAX, STATS, block_statistics, default_workers, from_graph_sums, statistics
 from . import schema
 from .csv_log import CsvLog
 
@@ -90,6 +90,7 @@ class ParameterTracker(LogCallback):
         self.stats = stats
         self.stats_source = "host"   # where they are computed in this run: host or graph
         self._graph: _GraphStats | None = None
+        self._threads: _ThreadChoice | None = None
         self.large_every = 1   # logged steps between two of the large parameters' (the budget's choice)
         self._meter: _BudgetMeter | None = None
         self._logged = 0
@@ -112,6 +113,14 @@ class ParameterTracker(LogCallback):
         self._host = HostViews(on_host)
         if self.budget is not None and self._block.any_at_step and self._graph is None:
             self._meter = _BudgetMeter(self.budget)
+        multi_chunk = any(int(p.size) > CHUNK for p in on_host)
+        self._threads = _ThreadChoice(default_workers()) if multi_chunk else None
+
+    @property
+    def stats_threads(self) -> int | None:
+        """Threads each large parameter's host statistics use in this run
+        (1 without one of more than 262,144 elements; None while being measured)."""
+        return 1 if self._threads is None else self._threads.chosen
 
     def on_train_step_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
@@ -127,7 +136,11 @@ class ParameterTracker(LogCallback):
         arrays = self._host.arrays(outputs)
         if self._graph is not None:
             arrays = self._graph.merge(arrays, outputs)
-        block.add(logged[0], logged[1], arrays, with_large)
+        threads = self._threads
+        workers = threads.next() if threads is not None and with_large else 1
+        block.add(logged[0], logged[1], arrays, with_large, workers)
+        if threads is not None and with_large:
+            threads.record(workers, time.perf_counter() - start)
         if meter is not None:
             meter.record(start, time.perf_counter() if with_large else None)
             self.large_every = meter.every or self.large_every
@@ -282,6 +295,43 @@ class _BudgetMeter:
         return self.cost_time / self.step_time if self.step_time else None
 
 
+class _ThreadChoice:
+    """How many threads compute a large parameter's statistics, chosen by measurement.
+
+    Helper threads pay on an idle machine (between two steps MindSpore's
+    threads wait) and cost several times over on a busy one (a helper not
+    scheduled in time holds up the hook; measured 4x slower at a load of 14
+    on 2 cores). So one thread and ``many`` are timed in turn on the first
+    ``TRIALS`` logged steps each, and the faster median kept for the run.
+    The statistics are the same bit for bit either way.
+    """
+
+    TRIALS = 5
+
+    def __init__(self, many: int) -> None:
+        self.choices = (1, many) if many > 1 else (1,)
+        self.times: dict[int, list[float]] = {c: [] for c in self.choices}
+        self.chosen: int | None = None if many > 1 else 1
+        self._turn = 0
+
+    def next(self) -> int:
+        """The threads for this step's statistics."""
+        if self.chosen is not None:
+            return self.chosen
+        return self.choices[self._turn % len(self.choices)]
+
+    def record(self, workers: int, seconds: float) -> None:
+        """One timed step's statistics with ``workers`` threads."""
+        if self.chosen is not None:
+            return
+        self._turn += 1
+        if self._turn <= len(self.choices):   # the first of each: cold caches, new views
+            return
+        self.times[workers].append(seconds)
+        if all(len(t) >= self.TRIALS for t in self.times.values()):
+            self.chosen = min(self.choices, key=lambda c: float(np.median(self.times[c])))
+
+
 def _check_names(names: str | Sequence[str] | None) -> list[str] | None:
     if names is None:
         return None
@@ -352,17 +402,21 @@ class _Block:
             col += len(labels)
         return out
 
-    def add(self, step: int, epoch: int, arrays: Sequence[np.ndarray], with_large: bool = True) -> None:
-        """Keep one step's values (``arrays``: each parameter's flat values);
+    def add(self, step: int, epoch: int, arrays: Sequence[np.ndarray], with_large: bool = True,
+            workers: int = 1) -> None:
+        """Keep one step's values (``arrays``: each parameter's flat values,
+        or the five statistics of a parameter in ``given``);
         ``with_large=False`` leaves out the parameters whose statistics are
-        computed at the step (a budget's skipped step)."""
+        computed at the step (a budget's skipped step); ``workers``: the
+        threads each of those statistics uses."""
         k = self.n
         row, values = self.raw[k], self.values[k]
         for i, (array, raw_cols, cols) in enumerate(zip(arrays, self.raw_columns, self.columns)):
             if raw_cols is not None:
                 row[raw_cols] = array
             elif with_large:   # statistics now, from the parameter's memory
-                values[cols] = array if i in self.given or not self.large[i] else statistics(array)
+                values[cols] = (array if i in self.given or not self.large[i]
+                               else statistics(array, workers))
         self.with_large[k] = with_large
         self.steps[k] = f"{step},{epoch},"
         self.n = k + 1

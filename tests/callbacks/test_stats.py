@@ -31,3 +31,28 @@ def test_statistics_make_no_temporary_the_size_of_the_parameter():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < raw.nbytes / 4
+
+
+@pytest.mark.parametrize("n", [CHUNK + 1, 3 * CHUNK - 7, 5 * CHUNK])
+def test_helper_threads_give_the_same_statistics_bit_for_bit(n):
+    data = np.random.default_rng(n).normal(3.0, 0.5, n).astype(np.float32)
+    data[n // 2] = np.nan if n > 4 * CHUNK else data[n // 2]   # NaN is a value too
+    one = statistics(data, workers=1)
+    for workers in (2, 4):
+        assert np.array_equal(statistics(data, workers=workers), one, equal_nan=True)
+
+
+def test_the_thread_count_is_the_faster_of_one_and_many_after_the_trials():
+    from mindexp.callbacks.parameter_tracker import _ThreadChoice
+    choice = _ThreadChoice(2)
+    seconds = {1: 0.004, 2: 0.002}
+    while choice.chosen is None:
+        workers = choice.next()
+        choice.record(workers, seconds[workers])
+    assert choice.chosen == 2 and choice.next() == 2
+    slow_helpers = _ThreadChoice(2)   # a busy machine: helpers cost more than they save
+    while slow_helpers.chosen is None:
+        workers = slow_helpers.next()
+        slow_helpers.record(workers, {1: 0.004, 2: 0.016}[workers])
+    assert slow_helpers.chosen == 1
+    assert _ThreadChoice(1).chosen == 1
