@@ -290,50 +290,57 @@ def bench_compare(args, gate, out):
 
 
 # -- scaling (issue 26) -------------------------------------------------------------
-SCALING_SIZES = ((256, 600), (1024, 160), (2048, 80), (4096, 24))   # (H, steps)
+# (model, steps): H of an MLP 1-H-H-H-1, or the transformer experiment (width 256)
+SCALING_SIZES = (("256", 600), ("1024", 240), ("2048", 120), ("4096", 48), ("transformer", 240))
+SCALING_QUICK = (("256", 96), ("1024", 48))
+SCALING_SETS = ("host", "graph", "budget", "before")
 
 
 def bench_scaling(args, gate, out):
-    """ParameterTracker's cost per size, each size in its own process (scaling.py)."""
-    sizes = [(h, 24) for h, _ in SCALING_SIZES[:2]] if args.quick else SCALING_SIZES
-    sizes = [(h, n) for h, n in sizes if h <= args.scaling_max]
+    """ParameterTracker's cost per model, each in its own process (scaling.py)."""
+    sizes = [(m, n) for m, n in (SCALING_QUICK if args.quick else SCALING_SIZES)
+             if not m.isdigit() or int(m) <= args.scaling_max]
     rows = []
-    for hidden, steps in sizes:
+    for model, steps in sizes:
         gate.wait()
-        cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "scaling.py"), str(hidden),
-               str(steps), os.path.join(out, str(hidden))]
+        cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "scaling.py"), model,
+               str(steps), os.path.join(out, model)]
         if args.rev:
             cmd += ["--rev", args.rev]
         _, proc = timed_run(cmd, timeout=1800)
         if proc.returncode != 0:
-            rows.append({"hidden": hidden, "error": proc.stderr.strip()[-300:]})
+            rows.append({"model": model, "error": proc.stderr.strip()[-300:]})
             continue
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-        log(f"scaling H={hidden}: {rows[-1]}")
+        log(f"scaling {model}: {rows[-1]}")
     return {"rows": rows}
 
 
 def render_scaling(data):
-    """The table of issue 26: hook time per step and per million parameters, on/off."""
+    """The table of issue 26 per statistics source: hook time per step and per
+    million parameters, on/off (mean chunk time against no callbacks)."""
     rows = (data.get("scaling") or {}).get("rows") or []
     if not rows:
         return []
-    sets = [s for s in ("before", "on", "budget") if s in (rows[0].get("sets") or {})]
-    lines = ["", "ParameterTracker at scale (MLP 1-H-H-H-1, batch 64, Adam, graph; one training "
-             "per size, sets interleaved by chunks of steps)",
-             f"{'H':>5}  {'params':>7}  {'step ms':>8}" + "".join(
-                 f"  {s + ' hook ms':>15}  {s + ' ms/M':>10}  {s + ' on/off':>13}" for s in sets)
-             + "  budget k"]
+    sets = [s for s in SCALING_SETS if s in (rows[0].get("sets") or {})]
+    lines = ["", "ParameterTracker at scale (MLP 1-H-H-H-1 or the transformer experiment at width "
+             "256, batch 64, Adam, graph; one training per model, sets interleaved by chunks of "
+             "steps; host: numpy every step, graph: in the train step, budget: host with 0.05)",
+             f"{'model':>11}  {'params':>7}  {'step ms':>8}  {'load':>9}" + "".join(
+                 f"  {s + ' hook':>11}  {'ms/M':>6}  {'on/off':>6}" for s in sets)
+             + "  budget k  threads"]
     for r in rows:
+        name = r.get("model", r.get("hidden"))
         if "error" in r:
-            lines.append(f"{r['hidden']:>5}  error: {r['error']}")
+            lines.append(f"{name:>11}  error: {r['error']}")
             continue
         m = r["params"] / 1e6
-        line = f"{r['hidden']:>5}  {m:>6.2f}M  {r['step_ms']:>8.2f}"
+        load = "-".join(f"{x:.1f}" for x in r.get("load", []))
+        line = f"{name:>11}  {m:>6.2f}M  {r['step_ms']:>8.2f}  {load:>9}"
         for s in sets:
             x = r["sets"][s]
-            line += f"  {x['hook_ms']:>15.2f}  {x['hook_ms'] / m:>10.2f}  {x['ratio']:>12.2f}x"
-        lines.append(line + f"  {r.get('budget_every', '-'):>8}")
+            line += f"  {x['hook_ms']:>8.2f} ms  {x['hook_ms'] / m:>6.2f}  {x['ratio']:>5.2f}x"
+        lines.append(line + f"  {r.get('budget_every', '-'):>8}  {r.get('host_threads') or '-':>7}")
     return lines
 
 
@@ -567,8 +574,8 @@ def main(argv=None):
     p.add_argument("--json", help="write every measurement to this JSON file")
     p.add_argument("--keep", action="store_true", help="keep the run directories")
     p.add_argument("--rev", help="scaling: also measure the ParameterTracker of this git revision")
-    p.add_argument("--scaling-max", type=int, default=2048,
-                   help="scaling: the largest H (4096 = 33.6 M parameters, minutes per round)")
+    p.add_argument("--scaling-max", type=int, default=4096,
+                   help="scaling: the largest H of the MLP (4096: 33.6 M parameters)")
     p.add_argument("--many-max", type=int, default=10000,
                    help="many: the largest number of runs")
     args = p.parse_args(argv)

@@ -1,13 +1,23 @@
-"""ParameterTracker's cost as the model grows (issue 26), one size per process.
+"""ParameterTracker's cost as the model grows (issue 26), one model per process.
 
-    python benchmarks/scaling.py H STEPS OUT [--rev REV]   ->  one JSON line
+    python benchmarks/scaling.py MODEL STEPS OUT [--rev REV]   ->  one JSON line
 
-Trains an MLP 1-H-H-H-1 (batch 64, Adam, graph mode) once, with the steps in
-chunks handed in turn (every ordering, see interleave.py) to: no callbacks
-(``off``), the ParameterTracker of git revision REV (``before``, when given),
-the working tree's logging every step (``on``) and the working tree's with
-the default budget of 0.05 (``budget``). Prints each set's chunk-time ratio
-against ``off`` and its tracker's hook time per step.
+MODEL is H (an MLP 1-H-H-H-1) or ``transformer`` (the shipped experiment's
+network at width 256, feed-forward 1,024). Batch 64, Adam, graph mode. One
+``Model.train``, its steps handed in chunks, in turn (interleave.py), to:
+
+- ``off``: no callbacks;
+- ``host``: ParameterTracker logging every step, statistics on the host
+  (numpy, as on a CPU by default);
+- ``budget``: the same with the default budget of 0.05;
+- ``graph``: ParameterTracker reading the statistics the train step computes
+  in its graph (``TrainStep(param_stats=True)``): for its chunks the Model's
+  train cell is swapped for one that returns them (sharing the parameters
+  and the optimizer), so its ratio includes their cost inside the step;
+- ``before``: the tracker of git revision REV, when given.
+
+Prints each set's chunk-time ratio against ``off`` (mean and median), its
+tracker's hook time per step, and the load average before and after.
 """
 import json
 import os
@@ -23,6 +33,7 @@ os.environ.setdefault("GLOG_v", "3")
 import numpy as np  # noqa: E402
 
 CHUNK = 4   # steps per chunk
+BATCH = 64
 
 
 def _timed(tracker, spent):
@@ -37,64 +48,125 @@ def _timed(tracker, spent):
     return tracker
 
 
-def _network(hidden):
-    from mindspore import nn
-    return nn.SequentialCell(nn.Dense(1, hidden), nn.ReLU(), nn.Dense(hidden, hidden), nn.ReLU(),
-                             nn.Dense(hidden, hidden), nn.ReLU(), nn.Dense(hidden, 1))
+def _cell_callback(model, cell, tracker=None):
+    """A callback that makes ``cell`` the Model's train cell for its set's
+    chunks (``Model._train_network``, read at each step: benchmark only),
+    and shows it to ``tracker`` at train begin."""
+    from mindspore.train import Callback
+
+    class UseCell(Callback):
+        def on_train_begin(self, run_context):
+            if tracker is not None:
+                params = run_context.original_args()
+                shown, params["train_network"] = params["train_network"], cell
+                tracker.on_train_begin(run_context)
+                params["train_network"] = shown
+
+        def on_train_step_begin(self, run_context):
+            model._train_network = cell
+    return UseCell()
 
 
-def measure(hidden, steps, out, before=None):
+def _mlp(hidden, steps):
+    from mindspore import dataset as ds, nn
+    net = nn.SequentialCell(nn.Dense(1, hidden), nn.ReLU(), nn.Dense(hidden, hidden), nn.ReLU(),
+                            nn.Dense(hidden, hidden), nn.ReLU(), nn.Dense(hidden, 1))
+    x = np.random.default_rng(0).normal(size=(steps * BATCH, 1)).astype(np.float32)
+    data = ds.NumpySlicesDataset({"x": x, "y": np.sin(x)}, shuffle=False).batch(BATCH)
+    return net, nn.MSELoss(), data, (x[:BATCH], np.sin(x[:BATCH]))
+
+
+def _transformer(steps):
+    from mindspore import dataset as ds
+    from mindexp.experiments.transformer import Transformer
+    exp = Transformer(width=256, ff=1024, heads=4, layers=2, samples=steps * BATCH)
+    tokens, labels = exp.source("train")
+    data = ds.NumpySlicesDataset({"tokens": tokens, "label": labels}, shuffle=False).batch(BATCH)
+    return exp.network(), exp.loss_fn(), data, (tokens[:BATCH], labels[:BATCH])
+
+
+def _load():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def measure(model_name, steps, out, before=None):
     """Chunk-time ratios against ``off`` and hook seconds per step, per set."""
     import mindspore as ms
-    from mindspore import dataset as ds, nn
+    from mindspore import Tensor, nn
     from mindspore.train import Model
 
     from benchmarks.interleave import Dispatcher
     from mindexp import callbacks
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_seed(0)
-    net = _network(hidden)
-    cell = callbacks.TrainStep(nn.WithLossCell(net, nn.MSELoss()),
-                               nn.Adam(net.trainable_params(), 1e-4))
-    x = np.random.default_rng(0).normal(size=(steps * 64, 1)).astype(np.float32)
-    data = ds.NumpySlicesDataset({"x": x, "y": np.sin(x)}, shuffle=False).batch(64)
-    hooks = {}
-    makers = {"before": (lambda d: before.ParameterTracker(d)) if before else None,
-              "on": lambda d: callbacks.ParameterTracker(d),
-              "budget": lambda d: callbacks.ParameterTracker(d, budget=0.05)}
-    sets = {"off": []}
-    for name, make in makers.items():
-        if make is not None:
-            hooks[name] = []
-            sets[name] = [_timed(make(os.path.join(out, name)), hooks[name])]
+    net, loss, data, batch = (_transformer(steps) if model_name == "transformer"
+                              else _mlp(int(model_name), steps))
+    opt = nn.Adam(net.trainable_params(), 1e-4)
+    plain = callbacks.TrainStep(nn.WithLossCell(net, loss), opt)
+    with_stats = callbacks.TrainStep(nn.WithLossCell(net, loss), opt, param_stats=True)
+    with_stats(*[Tensor(b) for b in batch])   # compiled before the timing (one update)
+    model = Model(plain)
+    trackers = {"host": lambda d: callbacks.ParameterTracker(d, stats="host"),
+                "budget": lambda d: callbacks.ParameterTracker(d, budget=0.05, stats="host"),
+                "graph": lambda d: callbacks.ParameterTracker(d, stats="graph")}
+    if before is not None:
+        trackers["before"] = lambda d: before.ParameterTracker(d)
+    hooks, made = {}, {}
+    sets = {"off": [_cell_callback(model, plain)]}
+    for name, make in trackers.items():
+        hooks[name] = []
+        made[name] = _timed(make(os.path.join(out, name)), hooks[name])
+        cell = with_stats if name == "graph" else plain
+        if name == "graph":   # shown the cell that returns the statistics
+            sets[name] = [_cell_callback(model, cell, made[name]), _Forward(made[name])]
+        else:
+            sets[name] = [_cell_callback(model, cell), made[name]]
     disp = Dispatcher(sets, by_epoch=False, chunk=CHUNK)
     from mindexp.train.session import startup_objects_frozen
+    load = [_load()]
     with startup_objects_frozen():
-        Model(cell).train(1, data, callbacks=[disp], dataset_sink_mode=False)
-    res = disp.result()
+        model.train(1, data, callbacks=[disp], dataset_sink_mode=False)
+    load.append(_load())
+    return _row(model_name, net, steps, disp.result(), hooks, made, load)
+
+
+class _Forward:
+    """Forwards every hook but on_train_begin (given by the UseCell callback)."""
+
+    def __init__(self, callback):
+        self.callback = callback
+
+    def __getattr__(self, name):
+        if name == "on_train_begin":
+            return lambda run_context: None
+        return getattr(self.callback, name)
+
+
+def _row(model_name, net, steps, res, hooks, made, load):
     base = res["off"]
     params = sum(int(p.size) for p in net.trainable_params())
-    row = {"hidden": hidden, "params": params, "steps": steps,
-           "step_ms": base["median_chunk_s"] / CHUNK * 1e3, "sets": {}}
+    row = {"model": model_name, "params": params, "steps": steps,
+           "step_ms": base["median_chunk_s"] / CHUNK * 1e3, "load": load, "sets": {}}
     for name, r in res.items():
         spent = hooks.get(name, [])
         row["sets"][name] = {"ratio": r["mean_chunk_s"] / base["mean_chunk_s"],
                              "median_ratio": r["median_chunk_s"] / base["median_chunk_s"],
                              "hook_ms": float(np.median(spent[1:])) * 1e3 if spent else 0.0}
-    budget = sets.get("budget")
-    if budget:
-        row["budget_every"] = budget[0].large_every
+    row["budget_every"] = made["budget"].large_every
+    row["host_threads"] = made["host"].stats_threads
+    row["graph_source"] = made["graph"].stats_source
     return row
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    hidden, steps, out = int(argv[0]), int(argv[1]), argv[2]
+    model_name, steps, out = argv[0], int(argv[1]), argv[2]
     before = None
     if "--rev" in argv:
         from benchmarks.ab import load_revision
         before = load_revision(argv[argv.index("--rev") + 1], tempfile.mkdtemp(prefix="rev-"))
-    print(json.dumps(measure(hidden, steps, out, before)))
+    print(json.dumps(measure(model_name, steps, out, before)))
     return 0
 
 
