@@ -290,8 +290,8 @@ def bench_compare(args, gate, out):
 
 
 # -- scaling (issue 26) -------------------------------------------------------------
-# (model, steps): H of an MLP 1-H-H-H-1, or the transformer experiment (width 256)
-SCALING_SIZES = (("256", 600), ("1024", 240), ("2048", 120), ("4096", 48), ("transformer", 240))
+# (model, steps): H of an MLP 1-H-H-H-1, or the transformer experiment (default config)
+SCALING_SIZES = (("256", 600), ("1024", 240), ("2048", 120), ("4096", 48), ("transformer", 96))
 SCALING_QUICK = (("256", 96), ("1024", 48))
 SCALING_SETS = ("host", "graph", "budget", "before")
 
@@ -323,8 +323,8 @@ def render_scaling(data):
     if not rows:
         return []
     sets = [s for s in SCALING_SETS if s in (rows[0].get("sets") or {})]
-    lines = ["", "ParameterTracker at scale (MLP 1-H-H-H-1 or the transformer experiment at width "
-             "256, batch 64, Adam, graph; one training per model, sets interleaved by chunks of "
+    lines = ["", "ParameterTracker at scale (MLP 1-H-H-H-1 or the transformer experiment as shipped, "
+             "batch 64, Adam, graph; one training per model, sets interleaved by chunks of "
              "steps; host: numpy every step, graph: in the train step, budget: host with 0.05)",
              f"{'model':>11}  {'params':>7}  {'step ms':>8}  {'load':>9}" + "".join(
                  f"  {s + ' hook':>11}  {'ms/M':>6}  {'on/off':>6}" for s in sets)

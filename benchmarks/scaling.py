@@ -3,7 +3,8 @@
     python benchmarks/scaling.py MODEL STEPS OUT [--rev REV]   ->  one JSON line
 
 MODEL is H (an MLP 1-H-H-H-1) or ``transformer`` (the shipped experiment's
-network at width 256, feed-forward 1,024). Batch 64, Adam, graph mode. One
+network in its default config: 17 k parameters, a step of many small
+kernels). Batch 64, Adam, graph mode. One
 ``Model.train``, its steps handed in chunks, in turn (interleave.py), to:
 
 - ``off``: no callbacks;
@@ -79,7 +80,7 @@ def _mlp(hidden, steps):
 def _transformer(steps):
     from mindspore import dataset as ds
     from mindexp.experiments.transformer import Transformer
-    exp = Transformer(width=256, ff=1024, heads=4, layers=2, samples=steps * BATCH)
+    exp = Transformer(samples=steps * BATCH)
     tokens, labels = exp.source("train")
     data = ds.NumpySlicesDataset({"tokens": tokens, "label": labels}, shuffle=False).batch(BATCH)
     return exp.network(), exp.loss_fn(), data, (tokens[:BATCH], labels[:BATCH])
