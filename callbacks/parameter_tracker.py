@@ -16,7 +16,8 @@ from ._common import (check_directory, check_every, check_steps_per_epoch, log_p
                       trained_parameters)
 from ._log_callback import LogCallback
 from ._mindspore import HostViews, train_network_of
-from ._stats import CHUNK, RAW_MAX, STATS, block_statistics, default_workers, from_graph_sums, statistics
+from ._stats import (CHUNK, RAW_MAX, STATS, block_statistics, default_workers, from_graph_sums,
+                     statistics)
 from . import schema
 from .csv_log import CsvLog
 
@@ -184,7 +185,7 @@ class ParameterTracker(LogCallback):
                              f"Received: a {type(network).__name__} returning those of {names}")
         if missing or not wanted or index is None:
             return None
-        block.given = {i for i in wanted}
+        block.given = set(wanted)
         return _GraphStats(index, {i: names.index(self._params[i].name) for i in wanted},
                            {i: int(self._params[i].size) for i in wanted}, len(self._params))
 
