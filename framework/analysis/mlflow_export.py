@@ -187,19 +187,48 @@ def _tags(run, sent):
 
 
 def _log_artifacts(client, run_id, run):
-    """The CSVs, config and run record, plots/, figures/ and the best (else last) checkpoint."""
+    """The CSVs, config and run record, plots/, figures/ and the best (else last) checkpoint.
+
+    The few top-level files always go again (they change while a run runs);
+    a file of plots/, figures/ or checkpoints/ already stored with its size
+    is not sent again, so a re-sync of a long run does not upload every
+    epoch's figures and a checkpoint once more."""
     for name in [log.filename for log in schema.LOGS.values()] + [schema.CONFIG_JSON,
                                                                    schema.RUN_JSON]:
         path = os.path.join(run.dir, name)
         if os.path.isfile(path):
             client.log_artifact(run_id, path)
-    for folder in (schema.PLOTS_DIR, schema.FIGURES_DIR):
-        path = os.path.join(run.dir, folder)
-        if os.path.isdir(path):
-            client.log_artifacts(run_id, path, artifact_path=folder)
+    stored = _stored_sizes(client, run_id)
+    for path, folder in _folder_files(run):
+        if stored.get(f"{folder}/{os.path.basename(path)}") != os.path.getsize(path):
+            client.log_artifact(run_id, path, artifact_path=folder)
+
+
+def _folder_files(run):
+    """``(local path, artifact folder)`` of each file of plots/ and figures/ (with their
+    sub-folders) and of the best (else last) checkpoint."""
+    for top in (schema.PLOTS_DIR, schema.FIGURES_DIR):
+        for root, _dirs, files in os.walk(os.path.join(run.dir, top)):
+            folder = os.path.relpath(root, run.dir).replace(os.sep, "/")
+            yield from ((os.path.join(root, f), folder) for f in sorted(files))
     checkpoint = run.checkpoint(best=True) or run.checkpoint()
     if checkpoint:
-        client.log_artifact(run_id, checkpoint, artifact_path=schema.CHECKPOINT_DIR)
+        yield checkpoint, schema.CHECKPOINT_DIR
+
+
+def _stored_sizes(client, run_id):
+    """``{artifact path: size}`` of the files the MLflow run holds under plots/,
+    figures/ and checkpoints/ (one listing per folder)."""
+    sizes, folders = {}, [schema.PLOTS_DIR, schema.FIGURES_DIR, schema.CHECKPOINT_DIR]
+    stored = {info.path for info in client.list_artifacts(run_id)}
+    folders = [f for f in folders if f in stored]
+    while folders:
+        for info in client.list_artifacts(run_id, folders.pop()):
+            if info.is_dir:
+                folders.append(info.path)
+            else:
+                sizes[info.path] = info.file_size
+    return sizes
 
 
 def _set_status(client, run_id, meta):
