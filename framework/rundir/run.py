@@ -117,6 +117,13 @@ class Run:
         """system.csv: the process's and machine's load during the run (may be empty)."""
         return self.read(schema.SYSTEM.name)
 
+    @functools.cached_property
+    def system_by_rank(self) -> dict[int, pd.DataFrame]:
+        """system.csv (rank 0) and the ``system.rankN.csv`` of the other nodes'
+        first workers (or of every rank, ``log_all_ranks``), by global rank."""
+        return {rank: self.system if rank == 0 else self.read(os.path.basename(path))
+                for rank, path in schema.rank_files(self.dir, schema.SYSTEM.name).items()}
+
     def checkpoint(self, best: bool = False) -> str | None:
         """Path of the latest checkpoint, or of the newest best one, or None."""
         from ..callbacks import list_checkpoints
