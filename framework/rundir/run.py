@@ -26,7 +26,7 @@ RunsOrPaths = Union[RunOrPath, Iterable[RunOrPath]]
 class Run:
     """A run directory: ``.config`` and ``.meta`` (dicts), ``.loss``,
     ``.params``, ``.grad_norm``, ``.eval``, ``.system`` (DataFrames, empty when absent),
-    ``.targets``; :meth:`network` rebuilds the trained network."""
+    ``.system_by_rank`` (every node's or rank's system file), ``.targets``; :meth:`network` rebuilds the trained network."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.dir = os.path.abspath(os.fspath(path))
