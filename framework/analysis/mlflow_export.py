@@ -44,7 +44,9 @@ def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None) -> li
     Raises MindexpError (one line) for a bad or unreachable tracking URI.
     """
     client = connect(tracking_uri)
-    return [_sync_run(client, tracking_uri, run, experiment) for run in as_runs(runs)]
+    experiment_ids: dict[str, str] = {}  # one lookup per MLflow experiment, not per run
+    return [_sync_run(client, tracking_uri, run, experiment, experiment_ids)
+            for run in as_runs(runs)]
 
 
 def connect(tracking_uri):
@@ -81,8 +83,12 @@ def _check_reachable(uri):
                            f"{status}). Received: --tracking-uri {uri}")
 
 
-def _sync_run(client, uri, run, experiment):
-    mlflow_run = _find_or_create(client, run, experiment or run.meta.get("experiment") or "mindexp")
+def _sync_run(client, uri, run, experiment, experiment_ids):
+    name = experiment or run.meta.get("experiment") or "mindexp"
+    if name not in experiment_ids:
+        found = client.get_experiment_by_name(name)
+        experiment_ids[name] = found.experiment_id if found else client.create_experiment(name)
+    mlflow_run = _find_or_create(client, run, experiment_ids[name])
     sent = {k[len(ROWS_TAG):]: int(v) for k, v in mlflow_run.data.tags.items()
             if k.startswith(ROWS_TAG)}
     run_id = mlflow_run.info.run_id
@@ -98,9 +104,7 @@ def _sync_run(client, uri, run, experiment):
     return {"run_dir": run.dir, "mlflow_run_id": run_id, "points": points}
 
 
-def _find_or_create(client, run, experiment_name):
-    found = client.get_experiment_by_name(experiment_name)
-    experiment_id = found.experiment_id if found else client.create_experiment(experiment_name)
+def _find_or_create(client, run, experiment_id):
     runs = client.search_runs([experiment_id],
                               filter_string=f"tags.`{RUN_ID_TAG}` = '{run.run_id}'", max_results=1)
     if runs:
