@@ -21,11 +21,6 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
-# MLflow 3's server starts a job runner and seven huey consumers (each importing
-# mlflow: seconds of CPU) for jobs no test or benchmark asks of it
-SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-
-
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -40,8 +35,7 @@ def start_server(home):
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1", "--backend-store-uri", f"sqlite:///{home}/mlflow.db",
          "--artifacts-destination", f"{home}/artifacts"],
-        env={**os.environ, **SERVER_ENV}, cwd=home, stdout=subprocess.DEVNULL,
-        stderr=open(os.path.join(home, "server.log"), "wb"))
+        cwd=home, stdout=subprocess.DEVNULL, stderr=open(os.path.join(home, "server.log"), "wb"))
     end = time.monotonic() + 600
     while time.monotonic() < end:
         if proc.poll() is not None:

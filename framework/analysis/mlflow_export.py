@@ -204,7 +204,11 @@ def _log_artifacts(client, run_id, run):
             client.log_artifact(run_id, path)
     stored = _stored_sizes(client, run_id)
     for path, folder in _folder_files(run):
-        if stored.get(f"{folder}/{os.path.basename(path)}") != os.path.getsize(path):
+        try:
+            size = os.path.getsize(path)
+        except OSError:  # replaced meanwhile by a running run's atomic write
+            continue
+        if stored.get(f"{folder}/{os.path.basename(path)}") != size:
             client.log_artifact(run_id, path, artifact_path=folder)
 
 

@@ -17,11 +17,6 @@ from rundirs import make_run
 STEPS = 300
 
 
-# MLflow 3's server starts a job runner and seven huey consumers (each importing
-# mlflow: seconds of CPU) for jobs no test or benchmark asks of it
-SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-
-
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -53,8 +48,7 @@ def server(tmp_path_factory):
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1", "--backend-store-uri", f"sqlite:///{home / 'mlflow.db'}",
          "--artifacts-destination", str(home / "artifacts")],
-        env={**os.environ, **SERVER_ENV}, cwd=home, stdout=subprocess.DEVNULL,
-        stderr=open(home / "server.log", "wb"))
+        cwd=home, stdout=subprocess.DEVNULL, stderr=open(home / "server.log", "wb"))
     try:
         _wait_healthy(uri, proc)
         yield uri
