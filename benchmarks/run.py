@@ -5,8 +5,9 @@
 Sections (all by default): startup, throughput (W1b, W2, FB, W3: hand loop,
 bare Model.train, mindexp callbacks off/on, PyTorch Lightning), sweep,
 memory, compare; and only with --only: scaling (ParameterTracker as the
-model grows, scaling.py) and many (listing, compare and dashboard polls at
-100 / 1,000 / 10,000 runs, manyrun.py). Everything is measured side by side in this one run and
+model grows, scaling.py), many (listing, compare and dashboard polls at
+100 / 1,000 / 10,000 runs, manyrun.py) and mlflow (``mindexp mlflow`` of
+1,000 and 10,000 steps x 3 metrics into a real mlflow server, mlflow_sync.py). Everything is measured side by side in this one run and
 reported as ratios of medians; absolute numbers depend on the machine.
 
 Lightning runs in its own venv: $MINDEXP_LIGHTNING_PYTHON, else
@@ -31,8 +32,8 @@ from benchmarks.util import (LoadMeter, QuietGate, env_for_children, median,  # 
                              timed_run)
 from benchmarks.workloads import FULL, QUICK  # noqa: E402
 
-SECTIONS = ("startup", "throughput", "sweep", "memory", "compare", "scaling", "many")
-OPT_IN = ("scaling", "many")
+SECTIONS = ("startup", "throughput", "sweep", "memory", "compare", "scaling", "many", "mlflow")
+OPT_IN = ("scaling", "many", "mlflow")
 MS_VARIANTS = ("hand", "model_sample", "model_batch", "mindexp_off", "mindexp_on")
 COLUMNS = {  # variant -> column title of the throughput table
     "hand": "hand loop",
@@ -386,6 +387,30 @@ def render_many(data):
     return lines
 
 
+# -- mlflow (issue 28) ---------------------------------------------------------------
+def bench_mlflow(args, gate, out):
+    """``to_mlflow`` of 1,000 and 10,000 steps x 3 metrics (100 with --quick), in its own
+    process (mlflow_sync.py) so that mlflow's import stays out of the other sections."""
+    gate.wait()
+    sizes = "100" if args.quick else "1000,10000"
+    _, proc = timed_run([sys.executable, os.path.join(ROOT, "benchmarks", "mlflow_sync.py"),
+                         "--sizes", sizes, "--json"], timeout=1800)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip()[-300:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def render_mlflow(data):
+    """The sync times, how they grow, and the load average around them."""
+    if "mlflow" not in data:
+        return []
+    from benchmarks.mlflow_sync import render as render_sync
+    result = data["mlflow"]
+    return ["", "mindexp mlflow into an mlflow server (SQLite) on 127.0.0.1 "
+            "(goal: 10,000 steps x 3 metrics < 10 s)",
+            result["error"] if "error" in result else render_sync(result)]
+
+
 # -- the table --------------------------------------------------------------------
 class Goal:
     def __init__(self, number, text, target, op, value=None, note="", unit="x", robust=None,
@@ -481,6 +506,11 @@ def goals(data, args):
         v, text = None, "peak RSS, 200,000-step / 2,000-step run"
     gs.append(Goal("6", text, 1.10, "<=", v, mem.get("error") or
                    ("memory skipped" if "memory" not in data else "")))
+    if "mlflow" in data:
+        ml = data["mlflow"]
+        gs.append(Goal("28", "mindexp mlflow, 10,000 steps x 3 metrics, seconds", 10.0, "<=",
+                       ml.get("sync_10000"), ml.get("error") or "--quick: 100 steps", unit="s",
+                       robust=(ml.get("sync_10000_cpu") or [None])[0]))
     return gs
 
 
@@ -514,6 +544,7 @@ def render(data, args):
             lines.append(f"  Lightning: {tp['lightning_skip']}")
     lines.extend(render_scaling(data))
     lines.extend(render_many(data))
+    lines.extend(render_mlflow(data))
     lines.append("")
     gs = goals(data, args)
     width = max(len(g.text) for g in gs)
@@ -599,7 +630,8 @@ def main(argv=None):
                "memory": lambda: bench_memory(args, gate, os.path.join(out, "mem")),
                "compare": lambda: bench_compare(args, gate, os.path.join(out, "cmp")),
                "scaling": lambda: bench_scaling(args, gate, os.path.join(out, "scaling")),
-               "many": lambda: bench_many(args, gate, os.path.join(out, "many"))}
+               "many": lambda: bench_many(args, gate, os.path.join(out, "many")),
+               "mlflow": lambda: bench_mlflow(args, gate, out)}
     try:
         for s in sections:
             log(f"section {s}")

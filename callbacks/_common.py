@@ -9,7 +9,8 @@ import numpy as np
 
 # MindSpore internals are read through ._mindspore only (re-exported here for the callbacks).
 from ._mindspore import (ITEM_DTYPES as _ITEM_DTYPES, eval_results, item_readable,
-                         optimizer_of, rank_id, step_counters)
+                         local_rank_id, optimizer_of, rank_id, step_counters)
+from . import schema
 from ._mindspore import (calling_model_eval_network, calling_model_metrics,  # noqa: F401
                          net_outputs)  # (for the callbacks)
 
@@ -97,19 +98,20 @@ def is_finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
 
-def log_path(directory: str, filename: str, all_ranks: bool) -> str | None:
+def log_path(directory: str, filename: str, all_ranks: bool,
+             per_node: bool = False) -> str | None:
     """Where this rank writes ``filename``, or None when it writes nothing.
 
-    Rank 0 writes ``filename``; other ranks write ``name.rankN.csv`` only
-    when ``all_ranks`` is true.
+    Rank 0 writes ``filename``; other ranks write ``name.rankN.csv`` when
+    ``all_ranks`` is true, or (``per_node``) when they are the first worker
+    of their node (local rank 0: one file per machine).
     """
     rank = rank_id()
     if rank == 0:
         return os.path.join(directory, filename)
-    if not all_ranks:
+    if not (all_ranks or (per_node and local_rank_id() == 0)):
         return None
-    stem, ext = os.path.splitext(filename)
-    return os.path.join(directory, f"{stem}.rank{rank}{ext}")
+    return os.path.join(directory, schema.rank_filename(filename, rank))
 
 
 def trained_parameters(cb_params: Any) -> list[Any]:

@@ -255,6 +255,21 @@ def rank_id() -> int:
         return int(os.environ.get("RANK_ID", os.environ.get("MS_NODE_ID", "0")) or 0)
 
 
+def local_rank_id() -> int:
+    """This worker's index on its node (0 for a single process). msrun exports
+    ``DEVICE_ID`` = the worker's local index to each worker it starts (checked on
+    2.10: ``_ProcessManager._start_single_worker``); ``get_local_rank()`` is not
+    supported on CPU, so the environment comes first."""
+    value = os.environ.get("DEVICE_ID", "")
+    if value.isdigit():
+        return int(value)
+    try:
+        from mindspore.communication import get_local_rank
+        return int(get_local_rank())
+    except Exception:  # not initialized, or not supported on this device
+        return 0
+
+
 # -- device memory ------------------------------------------------------------------
 def device_memory_reader() -> Callable[[], float] | None:
     """A function giving the MiB of device memory MindSpore holds now, or None

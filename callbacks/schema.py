@@ -12,6 +12,7 @@ readers ``read_log`` (a DataFrame) and ``read_rows`` (dicts).
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Sequence
 
 from ._files import atomic_replace, atomic_write, fsync_folder, temp_name  # noqa: F401
@@ -120,6 +121,29 @@ def path_of(run_dir: str | os.PathLike[str], name: str) -> str:
     """The path of ``name`` (a file name above, or a log's short name) in ``run_dir``."""
     log = LOGS.get(name)
     return os.path.join(os.fspath(run_dir), log.filename if log else name)
+
+
+def rank_filename(filename: str, rank: int) -> str:
+    """The name of ``filename`` written by rank ``rank`` (> 0): ``loss.csv`` ->
+    ``loss.rank3.csv`` (rank 0 writes ``filename`` itself)."""
+    stem, ext = os.path.splitext(filename)
+    return f"{stem}.rank{int(rank)}{ext}"
+
+
+def rank_files(run_dir: str | os.PathLike[str], name: str) -> dict[int, str]:
+    """``{rank: path}`` of log ``name``'s files in ``run_dir``, rank 0's first
+    (when present), then the other ranks' (:func:`rank_filename`) in rank order."""
+    filename = LOGS[name].filename if name in LOGS else name
+    stem, ext = os.path.splitext(filename)
+    pattern = re.compile(re.escape(stem) + r"\.rank([1-9][0-9]*)" + re.escape(ext) + "$")
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return {}
+    found = {int(m.group(1)): os.path.join(os.fspath(run_dir), n)
+             for n in names for m in [pattern.match(n)] if m}
+    first = {0: os.path.join(os.fspath(run_dir), filename)} if filename in names else {}
+    return {**first, **dict(sorted(found.items()))}
 
 
 def read_log(run_dir: str | os.PathLike[str], name: str) -> pd.DataFrame:

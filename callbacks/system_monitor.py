@@ -38,22 +38,30 @@ class SystemMonitor(LogCallback):
     memory (not on CPU). The CPU columns of the first sample are empty (a
     percentage needs an interval).
 
+    Under data parallelism a machine's load is shared by its workers: rank
+    0 writes ``system.csv`` and the first worker of every other node (local
+    rank 0, as msrun numbers them) ``system.rankN.csv`` (N its global rank),
+    one file per machine.
+
     Args:
         directory: folder of ``system.csv``.
         every_s: seconds between samples (> 0).
-        all_ranks: ranks other than 0 write ``system.rankN.csv``.
+        all_ranks: every rank other than 0 writes ``system.rankN.csv``.
+        per_node: the first worker of each node writes its file (False: rank 0
+            only, unless ``all_ranks``).
         start_step: steps trained before (a resumed run).
         time_offset: seconds added to ``time_s`` (a resumed run).
     """
 
     def __init__(self, directory: str | os.PathLike[str], every_s: float = 5.0, all_ranks: bool = False,
-                 start_step: int = 0, time_offset: float = 0.0) -> None:
+                 start_step: int = 0, time_offset: float = 0.0, per_node: bool = True) -> None:
         super().__init__()
         self.directory = check_directory(directory)
         if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or every_s <= 0:
             raise ValueError(f"`every_s` must be a number > 0. Received: every_s={every_s!r}")
         self.every_s = float(every_s)
         self.all_ranks = bool(all_ranks)
+        self.per_node = bool(per_node)
         self.step = int(start_step)
         self.time_offset = float(time_offset)
         self._psutil = _psutil()
@@ -66,7 +74,7 @@ class SystemMonitor(LogCallback):
         self._device: Callable[[], float] | None = None
 
     def on_train_begin(self, run_context: RunContext) -> None:
-        path = log_path(self.directory, schema.SYSTEM.filename, self.all_ranks)
+        path = log_path(self.directory, schema.SYSTEM.filename, self.all_ranks, self.per_node)
         if path is None:
             return
         self._device = device_memory_reader()

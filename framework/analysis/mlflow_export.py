@@ -44,7 +44,9 @@ def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None) -> li
     Raises MindexpError (one line) for a bad or unreachable tracking URI.
     """
     client = connect(tracking_uri)
-    return [_sync_run(client, tracking_uri, run, experiment) for run in as_runs(runs)]
+    experiment_ids: dict[str, str] = {}  # one lookup per MLflow experiment, not per run
+    return [_sync_run(client, tracking_uri, run, experiment, experiment_ids)
+            for run in as_runs(runs)]
 
 
 def connect(tracking_uri):
@@ -81,8 +83,12 @@ def _check_reachable(uri):
                            f"{status}). Received: --tracking-uri {uri}")
 
 
-def _sync_run(client, uri, run, experiment):
-    mlflow_run = _find_or_create(client, run, experiment or run.meta.get("experiment") or "mindexp")
+def _sync_run(client, uri, run, experiment, experiment_ids):
+    name = experiment or run.meta.get("experiment") or "mindexp"
+    if name not in experiment_ids:
+        found = client.get_experiment_by_name(name)
+        experiment_ids[name] = found.experiment_id if found else client.create_experiment(name)
+    mlflow_run = _find_or_create(client, run, experiment_ids[name])
     sent = {k[len(ROWS_TAG):]: int(v) for k, v in mlflow_run.data.tags.items()
             if k.startswith(ROWS_TAG)}
     run_id = mlflow_run.info.run_id
@@ -98,9 +104,7 @@ def _sync_run(client, uri, run, experiment):
     return {"run_dir": run.dir, "mlflow_run_id": run_id, "points": points}
 
 
-def _find_or_create(client, run, experiment_name):
-    found = client.get_experiment_by_name(experiment_name)
-    experiment_id = found.experiment_id if found else client.create_experiment(experiment_name)
+def _find_or_create(client, run, experiment_id):
     runs = client.search_runs([experiment_id],
                               filter_string=f"tags.`{RUN_ID_TAG}` = '{run.run_id}'", max_results=1)
     if runs:
@@ -187,19 +191,52 @@ def _tags(run, sent):
 
 
 def _log_artifacts(client, run_id, run):
-    """The CSVs, config and run record, plots/, figures/ and the best (else last) checkpoint."""
+    """The CSVs, config and run record, plots/, figures/ and the best (else last) checkpoint.
+
+    The few top-level files always go again (they change while a run runs);
+    a file of plots/, figures/ or checkpoints/ already stored with its size
+    is not sent again, so a re-sync of a long run does not upload every
+    epoch's figures and a checkpoint once more."""
     for name in [log.filename for log in schema.LOGS.values()] + [schema.CONFIG_JSON,
                                                                    schema.RUN_JSON]:
         path = os.path.join(run.dir, name)
         if os.path.isfile(path):
             client.log_artifact(run_id, path)
-    for folder in (schema.PLOTS_DIR, schema.FIGURES_DIR):
-        path = os.path.join(run.dir, folder)
-        if os.path.isdir(path):
-            client.log_artifacts(run_id, path, artifact_path=folder)
+    stored = _stored_sizes(client, run_id)
+    for path, folder in _folder_files(run):
+        try:
+            size = os.path.getsize(path)
+        except OSError:  # replaced meanwhile by a running run's atomic write
+            continue
+        if stored.get(f"{folder}/{os.path.basename(path)}") != size:
+            client.log_artifact(run_id, path, artifact_path=folder)
+
+
+def _folder_files(run):
+    """``(local path, artifact folder)`` of each file of plots/ and figures/ (with their
+    sub-folders) and of the best (else last) checkpoint."""
+    for top in (schema.PLOTS_DIR, schema.FIGURES_DIR):
+        for root, _dirs, files in os.walk(os.path.join(run.dir, top)):
+            folder = os.path.relpath(root, run.dir).replace(os.sep, "/")
+            yield from ((os.path.join(root, f), folder) for f in sorted(files))
     checkpoint = run.checkpoint(best=True) or run.checkpoint()
     if checkpoint:
-        client.log_artifact(run_id, checkpoint, artifact_path=schema.CHECKPOINT_DIR)
+        yield checkpoint, schema.CHECKPOINT_DIR
+
+
+def _stored_sizes(client, run_id):
+    """``{artifact path: size}`` of the files the MLflow run holds under plots/,
+    figures/ and checkpoints/ (one listing per folder)."""
+    sizes, folders = {}, [schema.PLOTS_DIR, schema.FIGURES_DIR, schema.CHECKPOINT_DIR]
+    stored = {info.path for info in client.list_artifacts(run_id)}
+    folders = [f for f in folders if f in stored]
+    while folders:
+        for info in client.list_artifacts(run_id, folders.pop()):
+            if info.is_dir:
+                folders.append(info.path)
+            else:
+                sizes[info.path] = info.file_size
+    return sizes
 
 
 def _set_status(client, run_id, meta):

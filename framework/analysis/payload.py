@@ -265,11 +265,14 @@ def _param_figures(runs):
 
 
 def _system_figures(runs):
-    """system.csv's memory and CPU against the run's time (a small panel per column)."""
+    """system.csv's memory and CPU against the run's time (a small panel per column);
+    data parallel, a trace per node's or rank's file (``rank N``)."""
     out = []
     for column, title in SYSTEM_FIGURES:
-        traces = [_trace(i, run.system, column, x="time_s") for i, run in enumerate(runs)
-                  if column in run.system.columns]
+        traces = [_trace(i, table, column, x="time_s",
+                         name=f"rank {rank}" if len(run.system_by_rank) > 1 else None)
+                  for i, run in enumerate(runs) for rank, table in run.system_by_rank.items()
+                  if column in table.columns]
         fig = _figure(f"system:{column}", title, column.replace("_", " "), traces)
         if fig is not None:
             out.append(dict(fig, xtitle="time (s)"))

@@ -168,17 +168,27 @@ def _training(run):
 
 
 def _system(run):
-    """Peak RSS and mean CPU of the process, from system.csv."""
+    """Peak RSS and mean CPU of the process, from system.csv (and, data parallel,
+    one line per node's or rank's system.rankN.csv)."""
     from ..rundir.summary import system_summary
-    found = system_summary(run.system)
+    tables = run.system_by_rank
+    found = system_summary(*tables.values())
     if not found:
         return []
-    line = (f"  peak RSS {found['peak_rss_mb']:.1f} MB"
+    samples = sum(len(t) for t in tables.values())
+    if len(tables) == 1:
+        return [f"system ({samples} samples)", "  " + _system_line(found)]
+    return [f"system ({samples} samples, ranks {', '.join(map(str, tables))})",
+            "  all " + _system_line(found)] + [
+        f"  rank {rank} " + _system_line(system_summary(t)) for rank, t in tables.items()]
+
+
+def _system_line(found):
+    return (f"peak RSS {found.get('peak_rss_mb', float('nan')):.1f} MB"
             + (f"  mean CPU {found['mean_cpu_percent']:.1f} %" if "mean_cpu_percent" in found
                else "")
             + (f"  peak device memory {found['peak_device_memory_mb']:.1f} MB"
                if "peak_device_memory_mb" in found else ""))
-    return [f"system ({len(run.system)} samples)", line]
 
 
 def _eval(run):

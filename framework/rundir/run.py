@@ -26,7 +26,7 @@ RunsOrPaths = Union[RunOrPath, Iterable[RunOrPath]]
 class Run:
     """A run directory: ``.config`` and ``.meta`` (dicts), ``.loss``,
     ``.params``, ``.grad_norm``, ``.eval``, ``.system`` (DataFrames, empty when absent),
-    ``.targets``; :meth:`network` rebuilds the trained network."""
+    ``.system_by_rank`` (every node's or rank's system file), ``.targets``; :meth:`network` rebuilds the trained network."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.dir = os.path.abspath(os.fspath(path))
@@ -116,6 +116,13 @@ class Run:
     def system(self) -> pd.DataFrame:
         """system.csv: the process's and machine's load during the run (may be empty)."""
         return self.read(schema.SYSTEM.name)
+
+    @functools.cached_property
+    def system_by_rank(self) -> dict[int, pd.DataFrame]:
+        """system.csv (rank 0) and the ``system.rankN.csv`` of the other nodes'
+        first workers (or of every rank, ``log_all_ranks``), by global rank."""
+        return {rank: self.system if rank == 0 else self.read(os.path.basename(path))
+                for rank, path in schema.rank_files(self.dir, schema.SYSTEM.name).items()}
 
     def checkpoint(self, best: bool = False) -> str | None:
         """Path of the latest checkpoint, or of the newest best one, or None."""

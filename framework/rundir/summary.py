@@ -26,7 +26,7 @@ def log_summary(run):
     Raises RunDirError when a log is unreadable (as reading it would)."""
     return {"version": SUMMARY_VERSION, "loss": _loss_summary(run.loss),
             "params": _final_scalar_params(run.params), "eval": _eval_summary(run.eval),
-            "system": system_summary(run.system)}
+            "system": system_summary(*run.system_by_rank.values())}
 
 
 def stored_summary(meta):
@@ -55,15 +55,20 @@ def _loss_summary(loss):
                            for c in loss.columns if c not in schema.LOSS.columns}}
 
 
-def system_summary(system):
-    """``peak_rss_mb`` and ``mean_cpu_percent`` (the process's) of system.csv,
-    plus ``peak_device_memory_mb`` where the device reports it; {} without samples."""
+def system_summary(*systems):
+    """``peak_rss_mb`` and ``mean_cpu_percent`` (the process's) of system.csv
+    tables (several: one per node or rank, the peak of all and the mean of all
+    samples), plus ``peak_device_memory_mb`` where the device reports it; {}
+    without samples."""
+    import pandas as pd
     out = {}
     for key, column, how in (("peak_rss_mb", "rss_mb", "max"),
                              ("mean_cpu_percent", "process_cpu_percent", "mean"),
                              ("peak_device_memory_mb", "device_memory_mb", "max")):
-        if column in system.columns and system[column].notna().any():
-            out[key] = round(float(getattr(system[column].astype(float), how)()), 2)
+        values = [t[column].astype(float) for t in systems if column in t.columns]
+        values = pd.concat(values) if values else pd.Series(dtype=float)
+        if values.notna().any():
+            out[key] = round(float(getattr(values, how)()), 2)
     return out
 
 

@@ -1,5 +1,6 @@
 """system.csv for a run: the SystemMonitor the config asks for, when psutil is there."""
 import logging
+import os
 
 from ..callbacks import schema
 
@@ -10,7 +11,11 @@ _warned: list[bool] = []
 def system_monitor(cfg, run_dir, resume=None):
     """A :class:`~mindexp.callbacks.SystemMonitor` sampling every
     ``cfg.system_every_s`` seconds, or None when that is 0 or psutil (the
-    optional extra ``system``) is missing (one warning per process)."""
+    optional extra ``system``) is missing (one warning per process).
+
+    The first worker of each node writes its node's file where the run
+    directory is on that node's disk (a run started with ``--workers``); a
+    rank of the user's own msrun on another machine has no run directory."""
     if not cfg.system_every_s:
         return None
     try:
@@ -24,4 +29,5 @@ def system_monitor(cfg, run_dir, resume=None):
     from ..callbacks import SystemMonitor
     return SystemMonitor(run_dir, every_s=cfg.system_every_s, all_ranks=cfg.log_all_ranks,
                          start_step=resume.step if resume else 0,
-                         time_offset=resume.time_offset if resume else 0.0)
+                         time_offset=resume.time_offset if resume else 0.0,
+                         per_node=os.path.isdir(run_dir))

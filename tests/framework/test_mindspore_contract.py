@@ -397,3 +397,12 @@ def test_device_memory_is_reported_off_cpu_only_through_runtime_memory_allocated
         assert device_memory_reader() is None
     else:
         assert device_memory_reader()() >= 0
+
+
+def test_msrun_exports_each_workers_index_on_its_node_as_device_id():
+    """callbacks/_mindspore.local_rank_id reads DEVICE_ID: msrun sets it to the
+    local rank of each worker it starts (get_local_rank() is not supported on CPU)."""
+    import inspect
+    from mindspore.parallel.cluster.process_entity._api import _ProcessManager
+    source = inspect.getsource(_ProcessManager._start_single_worker)
+    assert 'os.environ["DEVICE_ID"] = str(local_rank)' in source

@@ -340,3 +340,72 @@ def test_25_run_dashboard_same_page_and_an_early_stopped_run_is_complete(
     finally:
         server.shutdown()
         server.server_close()
+
+
+# -- the experiment's figures: the epoch slider -------------------------------------
+
+@pytest.fixture(scope="module")
+def figures_run(tmp_path_factory):
+    """A run with three epochs of one figure (three different PNGs) and system.csv."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.image
+    import numpy as np
+    from mindexp.callbacks import schema
+    root = tmp_path_factory.mktemp("figures")
+    run_dir = make_run(root, "20260101-000000-fig-aaaaaa", losses=[1.0, 0.5, 0.25, 0.2, 0.1, 0.05])
+    folder = os.path.join(run_dir, schema.FIGURES_DIR, "fit")
+    os.makedirs(folder)
+    for epoch in (1, 2, 3):
+        matplotlib.image.imsave(os.path.join(folder, f"epoch-{epoch}.png"),
+                                np.full((8, 8), epoch / 3.0), vmin=0, vmax=1)
+    shutil.copy(os.path.join(folder, "epoch-3.png"), folder + ".png")
+    with open(schema.path_of(run_dir, "system"), "w", encoding="utf-8") as f:
+        f.write(",".join(schema.SYSTEM.required) + "\n0.0,0,,,100.0,4,0,0\n"
+                "1.0,3,90.0,50.0,120.0,5,1,2\n2.0,6,95.0,55.0,125.0,5,1,2\n")
+    return run_dir
+
+
+def _move_slider_to_first_epoch_and_back(page, shown_as):
+    """Home then ArrowRight on the figure's slider (keys, as a user moves it): the
+    image shown is epoch 1's, then epoch 2's, each loaded (``shown_as(epoch)``
+    is what its ``src`` must be)."""
+    slider, image = page.locator("input[aria-label='epoch of fit']"), page.locator("img.run-figure")
+    assert image.get_attribute("src") == shown_as(3)  # the newest until moved
+    for key, epoch in (("Home", 1), ("ArrowRight", 2)):
+        slider.press(key)
+        expect(page.locator(".slider-row .hint")).to_have_text(f"epoch {epoch}")
+        assert image.get_attribute("src") == shown_as(epoch)
+        page.wait_for_function("img => img.complete && img.naturalWidth === 8",
+                               arg=image.element_handle())
+
+
+@pytest.mark.slow
+def test_the_figures_slider_shows_each_epochs_png_on_the_run_page_and_in_the_report(
+        figures_run, page_of, tmp_path):
+    import base64
+    from mindexp.analysis.dashboard import make_server, url_of
+    from mindexp.cli.main import main
+    server = make_server([os.path.dirname(os.path.dirname(figures_run))], port=0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    try:
+        page, errors = page_of(url_of(server) + "run/0/toy/20260101-000000-fig-aaaaaa", 1280)
+        page.wait_for_selector("img.run-figure")
+        src = page.locator("img.run-figure").get_attribute("src")
+        assert src.endswith("/figures/fit/epoch-3.png")
+        _move_slider_to_first_epoch_and_back(page, lambda k: src.replace("epoch-3", f"epoch-{k}"))
+        assert errors == [], errors
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    def embedded(epoch):
+        with open(os.path.join(figures_run, "figures", "fit", f"epoch-{epoch}.png"), "rb") as f:
+            return "data:image/png;base64," + base64.b64encode(f.read()).decode("ascii")
+    report = tmp_path / "report.html"
+    assert main(["report", figures_run, "--out", str(report)]) == 0
+    page, errors = page_of(report.as_uri(), 1280)
+    page.wait_for_selector("img.run-figure")
+    _move_slider_to_first_epoch_and_back(page, embedded)
+    assert errors == [], errors

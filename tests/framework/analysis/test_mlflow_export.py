@@ -84,7 +84,8 @@ def _steps(client, run_id, key):
 
 
 @pytest.mark.slow
-def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path, capsys):
+def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path, capsys,
+                                                                monkeypatch):
     from mlflow.tracking import MlflowClient
     run_dir = _one_run(tmp_path)
     assert main(["mlflow", str(tmp_path), "--tracking-uri", server]) == 0
@@ -110,8 +111,19 @@ def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path,
 
     with open(schema.path_of(run_dir, "loss"), "a", encoding="utf-8") as f:  # the run went on
         f.write(f"{STEPS + 1},3,0.0001,0.1,9.9\n")
+    with open(os.path.join(run_dir, schema.FIGURES_DIR, "fit", "epoch-2.png"), "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n")
+    uploaded = []
+    log_artifact = MlflowClient.log_artifact
+    monkeypatch.setattr(MlflowClient, "log_artifact", lambda self, rid, path, artifact_path=None: (
+        uploaded.append(os.path.relpath(path, run_dir)), log_artifact(self, rid, path, artifact_path)))
     capsys.readouterr()
     assert main(["mlflow", run_dir, "--tracking-uri", server]) == 0
+    figures = sorted(p for p in uploaded if p.startswith(schema.FIGURES_DIR))
+    assert figures == [os.path.join(schema.FIGURES_DIR, "fit", "epoch-2.png")]  # only the new one
+    assert schema.LOSS.filename in uploaded
+    assert {a.path for a in client.list_artifacts(rid, "figures/fit")} == {
+        "figures/fit/epoch-1.png", "figures/fit/epoch-2.png"}
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "(2 new metric points)" in out  # loss and lr
     assert len(client.search_runs([found.info.experiment_id])) == 1

@@ -45,6 +45,9 @@ def test_two_workers_train_sharded_with_equal_parameters_on_every_rank(cli, tmp_
     assert rank0[["step", "param", "value"]].equals(rank1[["step", "param", "value"]])
     other = pd.read_csv(os.path.join(run_dir, "loss.rank1.csv"))
     assert not other["loss"].equals(loss["loss"])  # each rank saw its own shard
+    from mindexp.callbacks import schema  # log_all_ranks: each rank's system samples
+    assert list(schema.rank_files(run_dir, "system")) == [0, 1]
+    assert pd.read_csv(schema.rank_files(run_dir, "system")[1])["step"].iloc[-1] == 30
     assert {"worker_0.log", "worker_1.log"} <= set(os.listdir(os.path.join(run_dir, "msrun")))
     assert not [f for f in os.listdir(run_dir) if f.startswith(".rank")]
 

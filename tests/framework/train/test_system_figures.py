@@ -142,3 +142,57 @@ def test_the_notebook_run_card_shows_the_latest_figures(run):
     with open(os.path.join(run.dir, schema.FIGURES_DIR, "fit.png"), "rb") as f:
         latest = base64.b64encode(f.read()).decode("ascii")
     assert f"data:image/png;base64,{latest}" in card and "title='fit'" in card
+
+
+@pytest.mark.parametrize("local_rank, all_ranks, per_node, writes", [
+    ("0", False, True, True),     # the first worker of another node: its node's file
+    ("1", False, True, False),    # a second worker on that node: nothing
+    ("1", True, True, True),      # log_all_ranks: every rank
+    ("0", False, False, False),   # per_node off: rank 0 alone
+])
+def test_the_first_worker_of_each_node_writes_its_own_system_file(
+        tmp_path, monkeypatch, local_rank, all_ranks, per_node, writes):
+    """Rank 2 of a data-parallel job; msrun tells a worker its index on the node
+    in DEVICE_ID (tests/framework/test_mindspore_contract.py checks that)."""
+    require("psutil", "system.csv needs psutil (the system extra)")
+    from mindexp.callbacks import SystemMonitor, _common
+    monkeypatch.setattr(_common, "rank_id", lambda: 2)
+    monkeypatch.setenv("DEVICE_ID", local_rank)
+    monitor = SystemMonitor(tmp_path, every_s=60, all_ranks=all_ranks, per_node=per_node)
+    monitor.on_train_begin(None)
+    monitor.on_train_step_end(None)
+    monitor.close()
+    expected = [schema.rank_filename(schema.SYSTEM.filename, 2)] if writes else []
+    assert sorted(os.listdir(tmp_path)) == expected
+    if writes:
+        from mindexp.callbacks.csv_log import read_csv
+        assert read_csv(tmp_path / expected[0])["step"].tolist() == [0, 1]
+
+
+def test_show_compare_and_the_dashboard_read_every_nodes_system_file(tmp_path, capsys):
+    """A run with system.csv (rank 0) and system.rank2.csv (the first worker of
+    the second node): show has a line per rank, compare the peak of both, the
+    run page a trace per rank."""
+    import pandas as pd
+    from rundirs import make_run
+    from mindexp import load_run
+    from mindexp.analysis import payload
+    run_dir = make_run(tmp_path, "r-nodes", status="running")  # no stored summary: logs read
+    header = ",".join(schema.SYSTEM.required) + "\n"
+    for rank, rss in ((0, 100.0), (2, 300.0)):
+        name = schema.rank_filename(schema.SYSTEM.filename, rank) if rank else \
+            schema.SYSTEM.filename
+        with open(os.path.join(run_dir, name), "w", encoding="utf-8") as f:
+            f.write(header + f"0.0,0,,,{rss - 50},4,0,0\n1.0,2,{rss / 10},50.0,{rss},5,1,2\n")
+    assert main(["show", run_dir]) == 0
+    shown = capsys.readouterr().out
+    assert "ranks 0, 2" in shown and "all peak RSS 300.0 MB" in shown
+    assert "rank 0 peak RSS 100.0 MB" in shown and "rank 2 peak RSS 300.0 MB" in shown
+    table_csv = tmp_path / "table.csv"
+    assert main(["compare", os.path.dirname(run_dir), "--csv", str(table_csv)]) == 0
+    row = pd.read_csv(table_csv).iloc[0]
+    assert row["peak_rss_mb"] == 300.0 and row["mean_cpu_percent"] == 20.0  # (10 + 30) / 2
+    figures = payload.build([load_run(run_dir)], "one run")["figures"]
+    [rss] = [f for f in figures if f["id"] == "system:rss_mb"]
+    assert [(t["name"], t["y"][-1]) for t in rss["traces"]] == [("rank 0", 100.0),
+                                                                 ("rank 2", 300.0)]

@@ -1,0 +1,150 @@
+"""What ``mindexp mlflow`` costs: runs of N steps of three metrics (loss, lr,
+grad_norm) copied into a real ``mlflow server`` (SQLite backend) started here
+on 127.0.0.1, at two sizes to show how the cost grows; then a second sync of
+the larger run (nothing new: what an idempotent re-sync costs).
+
+    .venv/bin/python benchmarks/mlflow_sync.py [--sizes 1000,10000]
+    .venv/bin/python benchmarks/run.py --only mlflow      (the same, in the suite's table)
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(home):
+    """An ``mlflow server`` on a free port with a SQLite backend; returns (process, uri)."""
+    port = _free_port()
+    uri = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1", "--backend-store-uri", f"sqlite:///{home}/mlflow.db",
+         "--artifacts-destination", f"{home}/artifacts"],
+        cwd=home, stdout=subprocess.DEVNULL, stderr=open(os.path.join(home, "server.log"), "wb"))
+    end = time.monotonic() + 600
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mlflow server exited ({proc.returncode})")
+        try:
+            with urllib.request.urlopen(uri + "/health", timeout=5) as answer:
+                if answer.status == 200:
+                    return proc, uri
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("mlflow server did not answer /health")
+
+
+def make_run(root, run_id, steps):
+    """A finished run directory with ``steps`` rows of loss, lr and grad_norm."""
+    from mindexp.callbacks import schema
+    run_dir = os.path.join(root, "bench", run_id)
+    os.makedirs(run_dir)
+    with open(os.path.join(run_dir, schema.CONFIG_JSON), "w", encoding="utf-8") as f:
+        json.dump({"seed": 0, "epochs": 1, "lr": 0.1}, f)
+    with open(os.path.join(run_dir, schema.RUN_JSON), "w", encoding="utf-8") as f:
+        json.dump({"experiment": "bench", "run_id": run_id, "status": "completed",
+                   "started_at": "2026-01-01T00:00:00+00:00",
+                   "ended_at": "2026-01-01T00:01:00+00:00", "steps": steps}, f)
+    with open(schema.path_of(run_dir, "loss"), "w", encoding="utf-8") as f:
+        f.write("step,epoch,loss,lr\n")
+        f.writelines(f"{i},1,{1.0 / i:.6f},0.1\n" for i in range(1, steps + 1))
+    with open(schema.path_of(run_dir, "grad_norm"), "w", encoding="utf-8") as f:
+        f.write("step,epoch,grad_norm\n")
+        f.writelines(f"{i},1,{2.0 / i:.6f}\n" for i in range(1, steps + 1))
+    return run_dir
+
+
+def _cpu_s(proc):
+    """CPU seconds used so far by ``proc`` and its children (the server's workers)."""
+    import psutil
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def _sync(uri, run_dir, server):
+    """(wall s, (our CPU s, the server's CPU s), points) of one ``to_mlflow``."""
+    from mindexp import to_mlflow
+    wall, cpu, served = time.perf_counter(), time.process_time(), _cpu_s(server)
+    [done] = to_mlflow(run_dir, uri)
+    return (time.perf_counter() - wall, (time.process_time() - cpu, _cpu_s(server) - served),
+            done["points"])
+
+
+def measure(sizes=(1000, 10000)):
+    """``{"sync_<n>": s, "sync_<n>_cpu": (ours, server), "resync_<n>": s, "load_before":
+    (1, 5, 15 min), "load_after": ...}``: each size synced into one fresh server, then
+    the largest again (nothing new)."""
+    import psutil
+    from mindexp import to_mlflow
+    result = {"load_before": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as home:
+        server, uri = start_server(home)
+        try:
+            to_mlflow(make_run(home, "warm", 10), uri)  # the server's first answers are slow
+            ps = psutil.Process(server.pid)
+            for n in sizes:
+                run_dir = make_run(home, f"r{n}", n)
+                result[f"sync_{n}"], result[f"sync_{n}_cpu"], points = _sync(uri, run_dir, ps)
+                assert points == 3 * n, points
+            result[f"resync_{n}"], result[f"resync_{n}_cpu"], points = _sync(uri, run_dir, ps)
+            assert points == 0, points
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+    result["load_after"] = os.getloadavg()
+    return result
+
+
+def render(result):
+    """The result as lines of text."""
+    lines = [f"load average (1, 5, 15 min) before: "
+             f"{' '.join(f'{v:.2f}' for v in result['load_before'])}, "
+             f"after: {' '.join(f'{v:.2f}' for v in result['load_after'])} "
+             f"({os.cpu_count()} cores)"]
+    sizes = sorted(int(k[5:]) for k in result if k.startswith("sync_") and k[5:].isdigit())
+    for n in sizes:
+        s, (cpu, served) = result[f"sync_{n}"], result[f"sync_{n}_cpu"]
+        lines.append(f"mlflow sync {n:>6} steps x 3 metrics: {s:6.2f} s "
+                     f"({3 * n / s:,.0f} points/s; CPU s: ours {cpu:.2f}, server {served:.2f})")
+    if len(sizes) > 1:
+        a, b = sizes[0], sizes[-1]
+        lines.append(f"cost grows x{result[f'sync_{b}'] / result[f'sync_{a}']:.1f} "
+                     f"for x{b / a:g} the steps")
+    for k in [k for k in result if k.startswith("resync_") and k[7:].isdigit()]:
+        lines.append(f"mlflow sync of the {k[7:]}-step run again, nothing new: {result[k]:.2f} s")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1000,10000", help="steps per run, comma-separated")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    args = p.parse_args(argv)
+    result = measure(tuple(int(s) for s in args.sizes.split(",")))
+    print(json.dumps(result) if args.json else render(result))
+
+
+if __name__ == "__main__":
+    main()
