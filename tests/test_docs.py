@@ -23,6 +23,11 @@
     ``SKIP``, each with the reason it cannot run here (a command may continue
     on the next line after a backslash). ``FILES`` are the files a user would
     have made first (``my.toml``, ``points.npy``).
+  - A ``mindexp`` line runs through the CLI's ``main()`` in the driver's process
+    (what the console script calls): a process per line spent most of this
+    test importing MindSpore again. The console script itself, its exit
+    statuses and one-line errors as a process, are tested in
+    tests/framework/cli/test_cli.py; ``python -c`` and ``msrun`` lines are processes.
 """
 import json
 import os
@@ -64,6 +69,14 @@ SKIP = {
         "cannot be had (tests/framework/search/test_shared_storage.py checks its one line, exit 2)",
     "mindexp mlflow": "needs an MLflow tracking server "
                       "(tests/framework/analysis/test_mlflow_export.py starts one)",
+    "mindexp run linear --workers 2": "four MindSpore processes (msrun, its scheduler, two "
+        "workers) for a line tests/framework/train/test_distributed.py runs as it is, with "
+        "fewer epochs",
+    'python -c "from mindexp.experiments.image_folder import write_shapes': "2,400 PNG files "
+        "for the run below (tests/framework/define/test_data_on_disk.py writes smaller folders)",
+    "mindexp run image_folder --set data_dir=shapes": "a CNN on 2,000 images for half a minute, "
+        "the suite's costliest docs line (tests/framework/define/test_data_on_disk.py runs the "
+        "recipe on a smaller folder, and its learning to 0.85 eval accuracy)",
 }
 # Lines whose one-line error the docs show: they must exit 2.
 EXIT_2 = ("mindexp predict outputs/spirals/<run_id> --input bad.npy",
@@ -75,7 +88,7 @@ COMMAND_STARTS = ("mindexp ", "python -c ", "msrun ", "hostA$ ", "hostB$ ")
 BLOCK = re.compile(r"^(?:<!-- not run: (.+?) -->\n)?```(\w*)\n(.*?)^```", flags=re.S | re.M)
 
 DRIVER = r'''
-import json, os, re, shlex, subprocess, sys
+import contextlib, io, json, os, re, shlex, subprocess, sys
 import numpy as np
 pages, files = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 for name, content in files.items():
@@ -100,22 +113,39 @@ def with_runs(text):
     return text
 
 
+def _cli_line(args):
+    """``mindexp ARGS`` through the console script's main() in this process:
+    (exit status, stderr)."""
+    from mindexp.cli.main import main
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            status = main(args)
+        except SystemExit as exc:  # (argparse's --help and --version)
+            status = exc.code if isinstance(exc.code, int) else 1
+    return status, err.getvalue()
+
+
+def _shell_line(args):
+    done = subprocess.run([sys.executable] + args, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    return done.returncode, done.stderr
+
+
 driver_names = set(namespace) | {"driver_names", "page", "steps", "i", "kind", "text", "code",
-                                 "args", "done", "leftover"}
+                                 "args", "status", "err", "leftover", "_cli_line",
+                                 "_shell_line"}
 for page, steps in pages:
     for leftover in set(namespace) - driver_names:  # each page starts afresh
         del namespace[leftover]
     for i, (kind, text, code) in enumerate(steps):
         if kind == "console":
             args = shlex.split(with_runs(text), comments=True)
-            args = [sys.executable] + (["-m", "mindexp"] + args[1:] if args[0] == "mindexp"
-                                       else args[1:])
             print(f"--- {page} shell: {text}", flush=True)
-            done = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True)
-            if done.returncode != code:
-                sys.exit(f"{page}: shell line {text!r} exited {done.returncode}, not {code}: "
-                         f"{done.stderr[-3000:]}")
+            status, err = _cli_line(args[1:]) if args[0] == "mindexp" else _shell_line(args[1:])
+            if status != code:
+                sys.exit(f"{page}: shell line {text!r} exited {status}, not {code}: "
+                         f"{err[-3000:]}")
             continue
         print(f"--- {page} snippet {i + 1}", flush=True)
         exec(compile(with_runs(text), f"{page} snippet {i + 1}", "exec"), namespace)
@@ -202,7 +232,7 @@ def test_the_pages_have_the_snippets_this_test_expects():
     assert [k for k, _, _ in steps].count("python") >= 10
     commands = [text for kind, text, _ in steps if kind == "console"]
     assert SWEEP in commands and any(c.startswith(SPIRALS) for c in commands)
-    assert "mindexp run image_folder --set data_dir=shapes" in commands
+    assert "mindexp run image_folder --set data_dir=shapes" in all_shell_lines()
     assert set(EXIT_2) <= set(commands)
     lines = all_shell_lines()
     for start in SKIP:  # every skip names a line the docs still have

@@ -16,7 +16,9 @@ loss, gradient-norm and parameter rows as an uninterrupted run.
 
 The seed is ``MINDEXP_FAULT_SEED`` (default 0); the counts are printed.
 """
+import contextlib
 import fcntl
+import io
 import json
 import os
 import random
@@ -30,6 +32,7 @@ import pandas as pd
 import pytest
 
 from conftest import cli_env
+from mindexp.cli.main import main
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +41,8 @@ SEED = int(os.environ.get("MINDEXP_FAULT_SEED", "0"))
 # 4, signalled alternately by SIGKILL and SIGTERM at seeded random moments of its life,
 # and every invariant is checked after every round; run and resume get 8, their lives
 # span the most phases. (resume and rm need a run to act on: without one, the round
-# makes a run instead.) A longer hunt: MINDEXP_FAULT_SCALE=2.5 (the old 100),
+# first makes an interrupted run, SIGTERMed after its first checkpoint; a command that
+# ends before its moment is tried again with moments inside the life it had.) A longer hunt: MINDEXP_FAULT_SCALE=2.5 (the old 100),
 # with MINDEXP_FAULT_SEED for other moments.
 KILLS = {"run": 8, "resume": 8, "sweep": 4, "tune": 4, "report": 5, "rm": 5, "gc": 6}
 _SCALE = float(os.environ.get("MINDEXP_FAULT_SCALE", "1"))
@@ -78,6 +82,7 @@ class Harness:
         self.checks = 0
         self.kills = {name: 0 for name in KILLS}
         self.removable = set()   # run folders an rm/gc of ours may have removed this round
+        self.unchanged = set()   # (path, size, mtime) of files already found whole
 
     # -- commands -------------------------------------------------------------------------
     def start(self, *args):
@@ -89,6 +94,15 @@ class Harness:
         proc = self.start(*args)
         out, err = proc.communicate(timeout=timeout)
         return proc.returncode, out, err
+
+    @staticmethod
+    def in_process(*args):
+        """``mindexp ARGS`` through the console script's main() in this process, for the
+        listing after each round: a process for it spent a second importing, every round."""
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args])
+        return code, out.getvalue(), err.getvalue()
 
     def command(self, name, round_no):
         """The argv of one killed command (None when it has nothing to act on)."""
@@ -191,13 +205,16 @@ class Harness:
 
     # -- one round ------------------------------------------------------------------------
     def round(self, round_no, name, horizon):
-        """Start ``name``, maybe race it, signal it after a random delay; True if it was
-        still running when signalled (a kill), False if it had already ended."""
+        """Start ``name``, maybe race it, signal it after a random delay; returns the
+        command run and how long it lived when it ended before the signal (None: a kill)."""
         self.removable = set()
-        before = self.run_dirs()
         argv = self.command(name, round_no)
-        if argv is None:  # nothing to act on yet: make a run to act on later
+        if argv is None:  # nothing to act on yet (resume, rm): make an interrupted run
+            self.kill_after_a_checkpoint(signal.SIGTERM)
+            argv = self.command(name, round_no)
+        if argv is None:  # still nothing: make a run to act on later
             name, argv = "run", self.command("run", round_no)
+        before = self.run_dirs()
         proc = self.start(*argv)
         delay = self.rng.uniform(0.0, horizon.get(name, 1.5))
         race_at = self.rng.uniform(0.0, delay) if self.rng.random() < 0.6 else None
@@ -211,6 +228,7 @@ class Harness:
         # alternate, so that every command meets both signals however few its kills
         sig = (signal.SIGKILL, signal.SIGTERM)[self.kills[name] % 2]
         killed = proc.poll() is None
+        life = None if killed else time.monotonic() - t0
         if killed:
             os.kill(proc.pid, sig)
             self.kills[name] += 1
@@ -221,7 +239,7 @@ class Harness:
                         f"racer {racer.args[3:]} printed a traceback: {racer_err[-400:]}")
         self.check(round_no, f"{name} {sig.name if killed else 'ended'} at {delay:.2f}s",
                    before, proc, err, sig if killed else None)
-        return name, killed
+        return name, life
 
     def check(self, round_no, what, before, proc, err, sig):
         where = f"round {round_no} ({what})"
@@ -243,18 +261,35 @@ class Harness:
         self.expect(status is not None, where, f"{run_dir}: no readable run.json")
         for name in sorted(os.listdir(run_dir)):
             path = os.path.join(run_dir, name)
-            if name.endswith(".json"):
-                try:
-                    with open(path) as f:
-                        json.load(f)
-                except ValueError as exc:
-                    self.fail(where, f"{path}: {exc}")
-                self.checks += 1
-            elif name.endswith(".csv"):
-                self.check_csv(where, path)
+            if not name.endswith((".json", ".csv")):
+                continue
+            self.checks += 1
+            key = self.file_key(path)
+            if key in self.unchanged:  # found whole in an earlier round, not written since
+                continue
+            failures = len(self.failures)
+            (self.check_json if name.endswith(".json") else self.check_csv)(where, path)
+            if key is not None and len(self.failures) == failures:
+                self.unchanged.add(key)
+
+    @staticmethod
+    def file_key(path):
+        """(path, size, mtime): parsing every file of every run again after each round
+        cost more than the kills; a file with the same key was not written since."""
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        return path, info.st_size, info.st_mtime_ns
+
+    def check_json(self, where, path):
+        try:
+            with open(path) as f:
+                json.load(f)
+        except ValueError as exc:
+            self.fail(where, f"{path}: {exc}")
 
     def check_csv(self, where, path):
-        self.checks += 1
         with open(path, "rb") as f:
             data = f.read()
         if data and not data.endswith(b"\n"):
@@ -272,11 +307,12 @@ class Harness:
             self.expect(dup == 0, where, f"{path}: {dup} rows written twice")
 
     def check_listing(self, where):
-        """`mindexp runs --json` works and lists nothing as running (no process is left)."""
+        """`mindexp runs --json` (main() in this process) works and lists nothing as
+        running (no process is left)."""
         self.checks += 1
         if not self.run_dirs():
             return  # an empty root is refused by `runs` (exit 2), as documented
-        code, out, err = self.call("runs", self.root, "--json")
+        code, out, err = self.in_process("runs", self.root, "--json")
         if code != 0:
             self.fail(where, f"mindexp runs: exit {code}: {err[-300:]}")
             return
@@ -335,29 +371,36 @@ class Harness:
         return compared
 
 
-@pytest.mark.timeout(1500)  # ~4 min on an idle 2-core machine, 3 times that when busy
+@pytest.mark.timeout(2400)  # ~4 min on an idle 2-core machine; a busy one stretches the moments
 def test_forty_kills_lose_nothing_and_every_run_resumes_to_the_same_files(tmp_path):
     (tmp_path / "fi.py").write_text(EXPERIMENT)
     h = Harness(tmp_path)
     ref_root = tmp_path / "reference"
+    started = time.monotonic()
     code, _, err = h.call("run", "fi.py:Tiny", "--out", ref_root, "--quiet", *REFERENCE)
+    life = time.monotonic() - started
     assert code == 0, err
     (ref_dir,) = [ref_root / "tiny" / r for r in os.listdir(ref_root / "tiny")]
     reference = {name: pd.read_csv(ref_dir / name)[cols] for name, cols in COMPARED.items()}
     shutil.rmtree(ref_root)
 
-    # Kill moments spread over each command's life (seconds, this machine idle x ~1.5).
-    horizon = {"run": 7.0, "resume": 7.0, "sweep": 12.0, "tune": 12.0, "report": 2.5}
+    # Kill moments spread over each command's life (seconds, this machine idle x ~1.5,
+    # when the reference run lives about 7 / 1.5 s). A busy machine stretches every
+    # life: so do the moments, or every kill would land while the command imports.
+    stretch = max(1.0, life / (7.0 / 1.5))
+    horizon = {name: seconds * stretch for name, seconds in
+               {"run": 7.0, "resume": 7.0, "sweep": 12.0, "tune": 12.0, "report": 2.5,
+                "rm": 1.5, "gc": 1.5}.items()}
     queue = [name for name, count in KILLS.items() for _ in range(count)]
     h.rng.shuffle(queue)
     round_no, misses = 0, {name: 0 for name in KILLS}
     while queue:
         name = queue.pop(0)
-        done, killed = h.round(round_no, name, horizon)
+        done, life = h.round(round_no, name, horizon)
         round_no += 1
-        if not killed and misses[done] < 2 * KILLS[done]:  # ended first: kill it another time
-            misses[done] += 1
-            horizon[done] = 0.7 * horizon.get(done, 1.5)
+        if life is not None and misses[done] < 2 * KILLS[done]:  # ended first: again, with
+            misses[done] += 1                                     # moments inside its life
+            horizon[done] = min(0.7 * horizon.get(done, 1.5), life)
             queue.append(done)
     for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGKILL):
         h.kill_after_a_checkpoint(sig)
@@ -367,4 +410,5 @@ def test_forty_kills_lose_nothing_and_every_run_resumes_to_the_same_files(tmp_pa
           f"{h.checks} invariants checked, {len(h.failures)} failures, "
           f"{compared} runs compared with the uninterrupted run")
     assert not h.failures, "\n".join(h.failures[:30])
+    assert all(h.kills.values()), f"a command was never killed: {h.kills}"
     assert compared >= min(3, KILLS["run"])

@@ -301,11 +301,14 @@ class Bad(Experiment):
                 "experiment declares columns ('x', 'y')"),
     ("empty", "source('train') returned a dataset with no sample (folder "),
 ])
-def test_bad_sources_exit_2_with_one_line_and_no_run(cli, tmp_path, case, message):
+def test_bad_sources_exit_2_with_one_line_and_no_run(main_cli, tmp_path, monkeypatch, case,
+                                                     message):
     (tmp_path / "bad.py").write_text(BAD)
     (tmp_path / "empty" / "class_a").mkdir(parents=True)
-    done = cli("run", "bad.py:Bad", "--out", "out", "--quiet", CASE=case,
-               EMPTY=str(tmp_path / "empty"))
+    monkeypatch.setenv("CASE", case)
+    monkeypatch.setenv("EMPTY", str(tmp_path / "empty"))
+    # (in this process: bad input would import MindSpore in a new one only to print a line)
+    done = main_cli("run", "bad.py:Bad", "--out", "out", "--quiet")
     assert done.returncode == 2, done.stderr
     lines = [ln for ln in done.stderr.splitlines() if ln.strip() and "WARNING" not in ln
              and not ln.startswith("[")]

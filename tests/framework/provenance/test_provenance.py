@@ -187,7 +187,7 @@ def test_rerun_says_when_the_environment_differs(cli, repo):
     ("remove", "source/mine.py is missing"),
     ("edit", "source/mine.py is corrupt"),
 ])
-def test_rerun_refuses_a_missing_or_corrupt_source(cli, tmp_path, damage, message):
+def test_rerun_refuses_a_missing_or_corrupt_source(cli, main_cli, tmp_path, damage, message):
     (tmp_path / "mine.py").write_text(USER_FILE)
     original = run_dir_of(cli("run", "mine.py:Tripler", "--set", "epochs=1", "--quiet"))
     source = os.path.join(original, "source")
@@ -197,17 +197,17 @@ def test_rerun_refuses_a_missing_or_corrupt_source(cli, tmp_path, damage, messag
         with open(os.path.join(source, "mine.py"), "a", encoding="utf-8") as f:
             f.write("raise SystemExit('not the captured code')\n")
     before = sorted(os.listdir(os.path.dirname(original)))
-    done = cli("rerun", original)
+    done = main_cli("rerun", original)  # (refused before any import: this process will do)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert sorted(os.listdir(os.path.dirname(original))) == before  # no new run
 
 
-def test_rerun_of_a_run_without_provenance_is_refused(cli, tmp_path):
+def test_rerun_of_a_run_without_provenance_is_refused(main_cli, tmp_path):
     from rundirs import make_run
     run = make_run(tmp_path, meta={"entry": "mindexp.experiments.linear:Linear"})
-    done = cli("rerun", run)
+    done = main_cli("rerun", run)
     assert done.returncode == 2 and "has no captured source" in done.stderr
     assert "--current-code" in done.stderr and done.stderr.count("\n") == 1
 

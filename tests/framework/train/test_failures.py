@@ -112,14 +112,16 @@ def test_verbose_prints_the_whole_traceback(cli, user_file):
 
 
 @pytest.mark.slow
-def test_a_failing_source_names_the_users_frame_and_creates_nothing(cli, tmp_path, user_file):
-    done = cli("run", "user_exp.py:SourceFails", "--out", "out", "--quiet")
+def test_a_failing_source_names_the_users_frame_and_creates_nothing(main_cli, tmp_path,
+                                                                    user_file):
+    # (bad input: the CLI's main() in this process; test_cli checks the process's exit 2)
+    done = main_cli("run", "user_exp.py:SourceFails", "--out", "out", "--quiet")
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         f"mindexp: error: SourceFails.source('train') raised KeyError: 'x' "
         f"(at {user_file}:9 in lookup)"]
     assert runs_in(tmp_path / "out") == []
-    verbose = cli("run", "user_exp.py:SourceFails", "--out", "out", "--quiet", "--verbose")
+    verbose = main_cli("run", "user_exp.py:SourceFails", "--out", "out", "--quiet", "--verbose")
     assert verbose.returncode == 2 and f'File "{user_file}", line 9' in verbose.stderr
 
 
@@ -216,7 +218,7 @@ def test_bad_labels_are_rejected_before_anything_is_created(tmp_path, bad, messa
 
 
 @pytest.mark.slow  # spawns mindexp or trains: seconds
-def test_bad_labels_on_the_command_line_exit_2_with_one_line(cli, tmp_path):
+def test_bad_labels_on_the_command_line_exit_2_with_one_line(main_cli, tmp_path):
     (tmp_path / "spoiled.py").write_text(
         "import numpy as np\nfrom mindspore import nn\nfrom mindexp.experiments.linear import Linear\n"
         "class Spoiled(Linear):\n"
@@ -225,7 +227,7 @@ def test_bad_labels_on_the_command_line_exit_2_with_one_line(cli, tmp_path):
         "        return (x, np.arange(40) % 7) if split == 'train' else None\n"
         "    def network(self):\n"
         "        return nn.Dense(2, 5)\n")
-    done = cli("run", "spoiled.py:Spoiled", "--out", "out", "--set", "loss=cross_entropy")
+    done = main_cli("run", "spoiled.py:Spoiled", "--out", "out", "--set", "loss=cross_entropy")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "class ids outside [0, 5)" in done.stderr
     assert not (tmp_path / "out").exists() or runs_in(tmp_path / "out") == []

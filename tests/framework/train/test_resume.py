@@ -92,8 +92,8 @@ def test_killed_run_resumes_to_the_uninterrupted_result(cli, tmp_path, reference
 
 
 @pytest.mark.slow
-def test_resume_of_a_completed_run_is_refused_unless_training_longer(cli, reference):
-    done = cli("resume", reference)
+def test_resume_of_a_completed_run_is_refused_unless_training_longer(main_cli, reference):
+    done = main_cli("resume", reference)  # (bad input: no process needed to import MindSpore)
     assert done.returncode == 2 and "is completed (12 of 12 epochs)" in done.stderr
     assert done.stderr.count("\n") == 1
 
@@ -104,7 +104,7 @@ def test_resume_of_a_completed_run_is_refused_unless_training_longer(cli, refere
     ("no_ckpt", "it has no checkpoint"),
     ("corrupt_only", "it has no usable checkpoint (1 corrupt or not finite)"),
 ])
-def test_resume_bad_run_dirs_exit_2_and_change_nothing(cli, tmp_path, setup, message):
+def test_resume_bad_run_dirs_exit_2_and_change_nothing(main_cli, tmp_path, setup, message):
     run_dir = tmp_path / "linear" / "r1"
     run_dir.mkdir(parents=True)
     if setup != "none":
@@ -116,7 +116,7 @@ def test_resume_bad_run_dirs_exit_2_and_change_nothing(cli, tmp_path, setup, mes
         (run_dir / "checkpoints").mkdir()
         (run_dir / "checkpoints" / "epoch0001-step0000010.ckpt").write_bytes(b"\x00garbage" * 10)
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
-    done = cli("resume", run_dir)
+    done = main_cli("resume", run_dir)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before

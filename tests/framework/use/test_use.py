@@ -96,7 +96,7 @@ def test_unknown_eval_metric_lists_the_accepted_ones():
 
 # -- early stopping -------------------------------------------------------------
 @pytest.mark.slow
-def test_early_stop_completes_and_resumes_only_when_asked(cli, tmp_path):
+def test_early_stop_completes_and_resumes_only_when_asked(cli, main_cli, tmp_path):
     # min_delta far above any change: epoch 1 sets the best, epoch 2 is no better -> stop.
     sets = ["--set", "epochs=10", "--set", "early_stop=loss", "--set", "patience=1",
             "--set", "min_delta=100", "--set", "checkpoint_interval_s=0", "--quiet"]
@@ -110,7 +110,7 @@ def test_early_stop_completes_and_resumes_only_when_asked(cli, tmp_path):
     assert meta["steps"] == 20 and meta["epochs"] == 2  # 100 samples / batch 10
     assert pd.read_csv(run_dir / "loss.csv")["step"].max() == 20
 
-    refused = one_line_error(cli("resume", run_dir))
+    refused = one_line_error(main_cli("resume", run_dir))
     assert "stopped early" in refused and "--set patience=N" in refused
 
     done = cli("resume", run_dir, "--set", "patience=3", "--quiet")
@@ -177,12 +177,14 @@ def test_run_network_loads_best_last_or_a_step(spirals_run):
 
 
 # -- evaluate -------------------------------------------------------------------
+# (bad input through the CLI's main() in this process: a process would import MindSpore
+# only to print one line; tests/framework/cli/test_cli.py checks the process's exit 2)
 @pytest.mark.slow
-def test_evaluate_a_checkpoint_equals_eval_csv_of_its_epoch(cli, spirals_run):
+def test_evaluate_a_checkpoint_equals_eval_csv_of_its_epoch(cli, main_cli, spirals_run):
     eval_csv = spirals_run.eval.set_index("epoch")
-    for epoch in (2, 4):
+    for epoch, mindexp in ((2, cli), (4, main_cli)):  # (a second process: the same imports)
         step = int(eval_csv.loc[epoch, "step"])
-        done = cli("evaluate", spirals_run.dir, "--checkpoint", step)
+        done = mindexp("evaluate", spirals_run.dir, "--checkpoint", step)
         assert done.returncode == 0, done.stderr
         assert f"(step {step}, epoch {epoch}) on eval" in done.stdout
     table = pd.read_csv(os.path.join(spirals_run.dir, "evaluations.csv"))
@@ -227,16 +229,16 @@ def test_evaluate_the_best_on_the_train_split_appends_a_row(spirals_run):
     (["--checkpoint", "newest"], "--checkpoint must be best, last or a step number"),
     (["--split", "test"], "invalid choice: 'test'"),
 ])
-def test_evaluate_bad_arguments_write_nothing(cli, spirals_run, args, message):
+def test_evaluate_bad_arguments_write_nothing(main_cli, spirals_run, args, message):
     path = os.path.join(spirals_run.dir, "evaluations.csv")
     before = open(path).read() if os.path.exists(path) else None
-    assert message in one_line_error(cli("evaluate", spirals_run.dir, *args))
+    assert message in one_line_error(main_cli("evaluate", spirals_run.dir, *args))
     assert (open(path).read() if os.path.exists(path) else None) == before
 
 
 @pytest.mark.slow
-def test_evaluate_a_split_the_experiment_lacks(cli, linear_run):
-    line = one_line_error(cli("evaluate", linear_run.dir))
+def test_evaluate_a_split_the_experiment_lacks(cli, main_cli, linear_run):
+    line = one_line_error(main_cli("evaluate", linear_run.dir))
     assert "linear has no eval split" in line and "accepted: --split train" in line
     assert not os.path.exists(os.path.join(linear_run.dir, "evaluations.csv"))
     done = cli("evaluate", linear_run.dir, "--split", "train")
@@ -245,7 +247,7 @@ def test_evaluate_a_split_the_experiment_lacks(cli, linear_run):
 
 # -- predict --------------------------------------------------------------------
 @pytest.mark.slow
-def test_predict_batched_equals_the_network(cli, spirals_run, tmp_path):
+def test_predict_batched_equals_the_network(cli, main_cli, spirals_run, tmp_path):
     import mindspore as ms
     x = np.random.default_rng(0).normal(size=(10, 2)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
@@ -257,7 +259,7 @@ def test_predict_batched_equals_the_network(cli, spirals_run, tmp_path):
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
     # a CSV with a header line gives the same outputs, printed as CSV
     pd.DataFrame(x, columns=["a", "b"]).to_csv(tmp_path / "x.csv", index=False)
-    done = cli("predict", spirals_run.dir, "--input", "x.csv", "--checkpoint", "best")
+    done = main_cli("predict", spirals_run.dir, "--input", "x.csv", "--checkpoint", "best")
     assert done.returncode == 0, done.stderr
     printed = np.loadtxt(done.stdout.splitlines(), delimiter=",")
     np.testing.assert_allclose(printed, expected, rtol=1e-5, atol=1e-6)
@@ -265,23 +267,23 @@ def test_predict_batched_equals_the_network(cli, spirals_run, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shape", [(10, 3), (10,), (0, 2)])
-def test_predict_wrong_shape_is_one_line_and_writes_nothing(cli, spirals_run, tmp_path, shape):
+def test_predict_wrong_shape_is_one_line_and_writes_nothing(main_cli, spirals_run, tmp_path, shape):
     np.save(tmp_path / "x.npy", np.zeros(shape, np.float32))
-    line = one_line_error(cli("predict", spirals_run.dir, "--input", "x.npy", "--output", "y.npy"))
+    line = one_line_error(main_cli("predict", spirals_run.dir, "--input", "x.npy", "--output", "y.npy"))
     assert f"has shape {shape}" in line and "column 'xy' shaped (2,)" in line
     assert "(N, 2)" in line
     assert not (tmp_path / "y.npy").exists()
 
 
 @pytest.mark.slow
-def test_predict_bad_input_files(cli, tmp_path):
+def test_predict_bad_input_files(main_cli, tmp_path):
     from rundirs import make_run
     run_dir = make_run(tmp_path, experiment="linear",
                        meta={"entry": "mindexp.experiments.linear:Linear"})
     (tmp_path / "x.txt").write_text("1\n")
     assert "--input must be a .npy or .csv file" in one_line_error(
-        cli("predict", run_dir, "--input", "x.txt"))
-    assert "does not exist" in one_line_error(cli("predict", run_dir, "--input", "nope.npy"))
+        main_cli("predict", run_dir, "--input", "x.txt"))
+    assert "does not exist" in one_line_error(main_cli("predict", run_dir, "--input", "nope.npy"))
 
 
 # -- export ---------------------------------------------------------------------
@@ -326,8 +328,8 @@ def test_export_onnx_and_default_path(cli, spirals_run):
     (["--checkpoint", "7"], "has no step 7 checkpoint"),
     (["--output", "no/such/folder/net.mindir"], "is not a writable folder"),
 ])
-def test_export_bad_arguments(cli, linear_run, tmp_path, args, message):
-    assert message in one_line_error(cli("export", linear_run.dir, *args))
+def test_export_bad_arguments(main_cli, linear_run, tmp_path, args, message):
+    assert message in one_line_error(main_cli("export", linear_run.dir, *args))
     assert not os.path.exists(os.path.join(linear_run.dir, "exported"))
 
 
@@ -367,12 +369,12 @@ def test_checkpoint_scores_an_eval_name(run_context, tmp_path):
 
 
 @pytest.mark.slow  # spawns mindexp or trains: seconds
-def test_not_a_run_or_a_run_without_checkpoints(cli, tmp_path):
+def test_not_a_run_or_a_run_without_checkpoints(main_cli, tmp_path):
     from rundirs import make_run
-    assert "is not a run directory" in one_line_error(cli("evaluate", tmp_path))
+    assert "is not a run directory" in one_line_error(main_cli("evaluate", tmp_path))
     run_dir = make_run(tmp_path, experiment="linear", status="failed",
                        meta={"entry": "mindexp.experiments.linear:Linear"})
-    line = one_line_error(cli("export", run_dir))
+    line = one_line_error(main_cli("export", run_dir))
     assert "has no last checkpoint; accepted: none (the run has no checkpoints)" in line
     assert not os.path.exists(os.path.join(run_dir, "exported"))
 
