@@ -47,6 +47,14 @@ class ChangeFeed:
                 return {"reset": True, "cursor": self.generation}
             return self._since(cursor, key_of)
 
+    def states(self) -> tuple[int, dict[str, tuple]]:
+        """``(generation, {run dir: state})`` after a scan; a state changes when the
+        run's run.json or config.json does or, while it runs, its loss.csv grows."""
+        with self._lock:
+            self._scan()
+            return self.generation, {d: (tuple(t.signature), t.raw.get("loss") if t.live else None)
+                                     for d, t in self._runs.items()}
+
     # -- scanning --------------------------------------------------------------------
     def _scan(self):
         found = {}

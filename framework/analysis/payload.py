@@ -208,9 +208,10 @@ def figures(runs):
 def _loss_figure(runs):
     traces = []
     for index, run in enumerate(runs):
-        traces.append(_trace(index, run.loss, schema.Col.LOSS, smooth=True))
+        traces.append(_trace(index, run.loss, schema.Col.LOSS, smooth=True, log="loss"))
         if schema.Col.LOSS in run.eval.columns:
-            traces.append(_trace(index, run.eval, schema.Col.LOSS, kind="eval", name="eval_loss"))
+            traces.append(_trace(index, run.eval, schema.Col.LOSS, kind="eval", name="eval_loss",
+                                 log="eval"))
     return _figure("loss", "loss (train; eval dotted)", "loss", traces)
 
 
@@ -225,13 +226,14 @@ def _eval_figures(runs):
     metrics = list(dict.fromkeys(c for run in runs for c in run.eval.columns
                                  if c not in (*schema.EVAL.columns, schema.Col.LOSS)))
     return [_figure(f"eval_{m}", f"eval_{m}", f"eval_{m}",
-                    [_trace(i, run.eval, m, kind="eval", name=f"eval_{m}")
+                    [_trace(i, run.eval, m, kind="eval", name=f"eval_{m}", log="eval")
                      for i, run in enumerate(runs) if m in run.eval.columns])
             for m in metrics]
 
 
 def _column_figure(runs, table, column, title):
-    traces = [_trace(i, getattr(run, table), column, smooth=column == schema.Col.GRAD_NORM)
+    traces = [_trace(i, getattr(run, table), column, smooth=column == schema.Col.GRAD_NORM,
+                     log=table)
               for i, run in enumerate(runs) if column in getattr(run, table).columns]
     traces = [t for t in traces if t["x"]]
     return _figure(column, title, column, traces) if traces else None
@@ -253,7 +255,8 @@ def _param_figures(runs):
         traces, targets = [], {}
         for index, run, name, rows in members:
             traces.append(_trace(index, rows, schema.Col.VALUE, name=name,
-                                 legend=not any(t["run"] == index for t in traces)))
+                                 legend=not any(t["run"] == index for t in traces),
+                                 log="params", param=name))
             target = run.targets.get(name)
             if _is_number(target):
                 targets[float(target)] = f"{name} target {target:g}"
@@ -350,13 +353,18 @@ def _figure(fig_id, title, ytitle, traces, targets=()):
 
 
 def _trace(run_index, table, column, kind="train", name=None, smooth=False, legend=True,
-           x=schema.Col.STEP):
+           x=schema.Col.STEP, log=None, param=None):
+    """A curve; ``src`` (``log``, its ``x`` and ``col`` columns, the ``param`` of
+    params.csv rows) lets the live page append rows that arrive later."""
     if x not in table or column not in table:  # a log made but not yet written
         xs, y = [], []
     else:
         xs, y = downsample(table[x].to_numpy(), table[column].to_numpy(dtype=float))
-    return {"run": run_index, "name": name or column, "kind": kind, "smooth": smooth,
-            "legend": legend, "x": xs, "y": y}
+    trace = {"run": run_index, "name": name or column, "kind": kind, "smooth": smooth,
+             "legend": legend, "x": xs, "y": y}
+    if log is not None:
+        trace["src"] = {"log": log, "x": x, "col": column} | ({"param": param} if param else {})
+    return trace
 
 
 def downsample(steps, values, max_points=MAX_POINTS):
