@@ -183,7 +183,9 @@ class RunIndex:
         """One page of the runs table (see listing.py): filtered, sorted and paged here,
         read from run.json and config.json only, whatever the number of runs."""
         generation, found = self.feed.states()
-        return self.listing.page(found, generation, offset, limit, query, sort)
+        # the cursor of this state: the page's next poll asks for what changed after it
+        return self.listing.page(found, generation, offset, limit, query, sort) | {
+            "cursor": generation}
 
     def picked(self, keys):
         """The run folders of ``keys`` that hold a run (at most MAX_SHOWN; the others,
@@ -333,8 +335,14 @@ class Handler(BaseHTTPRequestHandler):
         """``/api/runs?offset=&limit=&q=&sort=``; a bad value is a 400 naming it."""
         def first(name, default):
             return (query.get(name) or [default])[0]
+
+        def whole(name, default):
+            text = first(name, default)
+            if not text.isdigit():
+                raise ValueError(f"{name} must be a whole number (0 or more). Received: {text!r}")
+            return int(text)
         try:
-            offset, limit = int(first("offset", "0")), int(first("limit", "100"))
+            offset, limit = whole("offset", "0"), whole("limit", str(PAGE_ROWS))
             answer = self.index.runs_page(offset, limit, first("q", ""), first("sort", "-started"))
         except ValueError as exc:
             return self._send_json({"error": _one_line(exc)}, HTTPStatus.BAD_REQUEST)
@@ -535,6 +543,9 @@ def serve_until_stopped(server, ready=None):
     """
     import signal
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    index = getattr(server.RequestHandlerClass, "index", None)
+    if index is not None:   # the first page then finds every run's row read
+        threading.Thread(target=_warm_up, args=(index,), daemon=True).start()
     try:
         if ready is not None:
             ready()
@@ -550,6 +561,14 @@ def serve_until_stopped(server, ready=None):
         finally:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_int)
+
+
+def _warm_up(index):
+    """Read every run's row once, before the first page asks (reads only)."""
+    try:
+        index.runs_page(0, 1)
+    except Exception as exc:   # noqa: BLE001 - the page's own request will say what is wrong
+        logger.debug("warm-up of the runs table failed: %s", _one_line(exc))
 
 
 def _raise_interrupt(signum, frame):

@@ -163,8 +163,8 @@ def _sorted(rows, sort):
                         else None) if name == "progress" else p.get("steps_per_s")
             return row.get(name)
     else:
-        raise ValueError(f"cannot sort by {name!r}; one of: {', '.join(SORTABLE)}, "
-                         f"config.<field>")
+        raise ValueError(f"cannot sort by {name!r}; sort by one of {', '.join(SORTABLE)} or "
+                         f"config.<field> (- first: descending). Received: sort={sort!r}")
     present = [r for r in rows if value(r) is not None]
     missing = [r for r in rows if value(r) is None]
     numbers = [r for r in present if isinstance(value(r), (int, float))]

@@ -158,6 +158,7 @@
     var parts = Object.keys(counts).sort().map(function (k) { return counts[k] + " " + k; });
     var text = d.runs.length + (live.runs ? " drawn" : " runs") + (parts.length ? ": " + parts.join(", ") : "");
     if (d.differing && d.differing.length) text += " \u00b7 differing: " + d.differing.join(", ");
+    if (d.note) text += " \u00b7 " + d.note;
     document.getElementById("summary").textContent = text;
     document.title = d.title;
     document.getElementById("title").textContent = d.title;
@@ -475,6 +476,13 @@
   }
 
   function renderPlots() {
+    if (!window.Plotly) {  // the dashboard loads Plotly while the table paints: draw once it is in
+      if (!state.awaitingPlotly) {
+        state.awaitingPlotly = true;
+        document.getElementById("plotly").addEventListener("load", function () { renderPlots(); });
+      }
+      return;
+    }
     var d = state.data, wanted = {};
     state.listed = listedRuns();
     state.labels = legendLabels(d.runs, state.listed);
@@ -602,6 +610,7 @@
   function loadTable() {
     return getJson(runsUrl(listing.offset, listing.limit, listing.sort, listing.q)).then(function (a) {
       listing.answer = a;
+      if (state.cursor === undefined) state.cursor = a.cursor;  // the state this table shows
       renderListing();
     });
   }
@@ -790,11 +799,16 @@
     if (state.inflight) return;
     state.inflight = true;
     var first = state.cursor === undefined;
-    getJson(live.changes + (first ? "" : "?cursor=" + state.cursor)).then(function (c) {
+    // the overview starts from its table (whose answer holds the cursor), then draws;
+    // a run's page from its data, with the cursor of the moment before it
+    var start = !first ? null : live.runs ? loadTable().then(loadDrawn) :
+      getJson(live.changes).then(function (c) { state.cursor = c.cursor; return loadDrawn(); });
+    (start || getJson(live.changes + "?cursor=" + state.cursor).then(function (c) {
       state.cursor = c.cursor;
-      setLive(true);
-      if (first || c.reset) return Promise.all([live.runs ? loadTable() : null, loadDrawn()]);
+      if (c.reset) return live.runs ? loadTable().then(loadDrawn) : loadDrawn();
       return applyChanges(c);
+    })).then(function () {
+      setLive(true);
     }).catch(function (e) {
       setLive(false, "server unreachable (" + e.message + "); retrying");
     }).then(function () { state.inflight = false; });

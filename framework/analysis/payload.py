@@ -30,7 +30,7 @@ HEALTHY = ("completed", "running", "interrupted", "pruned")
 _RUN_ID = re.compile(r"^\d{8}-\d{6}-(.+)$")
 
 
-def build(runs, title, skipped=(), link=None, progress=False, image_src=None):
+def build(runs, title, skipped=(), link=None, progress=False, image_src=None, drawn=None):
     """The page's data for ``runs`` (loaded :class:`mindexp.Run` objects).
 
     ``skipped``: ``(run_dir, message, status)`` of runs that could not be read
@@ -39,6 +39,8 @@ def build(runs, title, skipped=(), link=None, progress=False, image_src=None):
     ``progress``: add step/total, steps/s and ETA per run (the dashboard).
     ``image_src(run, relative_path)``: the URL of a run's image (the
     dashboard's); default: the PNG embedded as a data URI (the offline report).
+    ``drawn``: the indices of the runs whose curves are drawn (default: all);
+    every run is in the table.
     """
     link = link or (lambda run: _file_uri(run.dir))
     labels = config_labels(runs) if runs else []
@@ -50,8 +52,33 @@ def build(runs, title, skipped=(), link=None, progress=False, image_src=None):
             "skipped": [{"dir": s[0], "error": s[1], "status": s[2]} for s in skipped],
             "differing": differing,
             "table": _table(runs) if runs else {"columns": [], "rows": []},
-            "figures": figures(runs),
-            "images": images(runs, image_src) if len(runs) <= MAX_DETAIL_RUNS else []}
+            **_drawn_figures(runs, image_src, range(len(runs)) if drawn is None else drawn)}
+
+
+def _drawn_figures(runs, image_src, drawn):
+    """Figures and images of the runs ``drawn`` (indices), their traces naming
+    each run by its index in ``runs``."""
+    drawn = list(drawn)
+    picked = [runs[i] for i in drawn]
+    out = {"figures": figures(picked),
+           "images": images(picked, image_src) if len(picked) <= MAX_DETAIL_RUNS else []}
+    for item in out["figures"] + out["images"]:
+        if "run" in item:
+            item["run"] = drawn[item["run"]]
+        for member in item.get("traces", []) + item.get("points", []):
+            member["run"] = drawn[member["run"]]
+    return out
+
+
+def best_runs(runs, most):
+    """Indices of at most ``most`` runs to draw: the lowest final losses of the
+    healthy runs first, then the others, in the runs' order."""
+    def final(run):
+        value = run.meta.get("final_loss")
+        return value if _finite(value) else math.inf
+    order = sorted(range(len(runs)), key=lambda i: (runs[i].status not in HEALTHY,
+                                                   final(runs[i])))
+    return sorted(order[:most])
 
 
 # -- runs ------------------------------------------------------------------------

@@ -93,6 +93,12 @@ def load_runs(paths):
     return RunList(runs, errors)
 
 
+def list_runs(paths):
+    """Like :func:`load_runs`, reading only run.json and config.json of each run
+    (from the folder's summary index when current); logs are read when used."""
+    return RunList(*_read_each(paths, _load_records))
+
+
 def _read_each(paths, read):
     """``read(run)`` for every run below ``paths`` (a :class:`Run`, its run.json
     and config.json from the folder's summary index when current); broken

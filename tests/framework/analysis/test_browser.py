@@ -340,3 +340,68 @@ def test_25_run_dashboard_same_page_and_an_early_stopped_run_is_complete(
     finally:
         server.shutdown()
         server.server_close()
+
+
+# -- the dashboard over more runs than it draws ------------------------------------
+
+def _copies(root, n):
+    """``n`` runs copied from one (newest last), every 10th an adam run."""
+    first = make_run(root, "20260101-000000-sgd-000000", losses=[1.0, 0.8, 0.6])
+    for i in range(1, n):
+        name = f"20260101-{i:06d}-{'adam' if i % 10 == 0 else 'sgd'}-{i:06x}"
+        shutil.copytree(first, os.path.join(os.path.dirname(first), name))
+        with open(os.path.join(os.path.dirname(first), name, "config.json"), "w") as f:
+            f.write('{"seed": 0, "epochs": 3, "lr": %s, "optimizer": "%s"}'
+                    % (i / 1000, "adam" if i % 10 == 0 else "sgd"))
+    return os.path.dirname(first)
+
+
+def _requests_during_polls(page, requests, polls):
+    """The requests the page made while it polled ``polls`` more times (waits on
+    the polls themselves, however slow the machine)."""
+    start = len(requests)
+    for _ in range(600):
+        if sum("/api/changes" in u for u in requests[start:]) >= polls:
+            break
+        page.wait_for_timeout(100)
+    return requests[start:]
+
+
+@pytest.mark.slow
+def test_dashboard_pages_filters_on_the_server_and_follows_changes_by_its_cursor(
+        tmp_path, page_of):
+    from mindexp.analysis.dashboard import PAGE_ROWS, make_server, url_of
+    folder = _copies(tmp_path, PAGE_ROWS + 20)
+    server = make_server([str(tmp_path)], port=0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    try:
+        page, errors = page_of(url_of(server), 1280)
+        requests = []
+        page.on("request", lambda r: requests.append(r.url))
+        rows = page.locator("#runs tbody tr")
+        expect(rows).to_have_count(PAGE_ROWS, timeout=60000)
+        expect(page.locator("#shown")).to_contain_text(f"1\u2013{PAGE_ROWS} of {PAGE_ROWS + 20}")
+        expect(page.locator(".card .main-svg").first).to_be_visible(timeout=60000)
+        page.locator("#pager button", has_text="next").click()
+        expect(rows).to_have_count(20, timeout=30000)
+        page.fill("#filter", "adam")
+        expect(rows).to_have_count(11, timeout=30000)
+        assert any("/api/runs" in u and "q=adam" in u for u in requests)
+        quiet = _requests_during_polls(page, requests, 3)
+        assert not any("/api/data" in u or "/api/runs" in u for u in quiet), quiet
+        make_run(tmp_path, "20260102-000000-adam-ffffff", losses=[1.0, 0.5])  # a new run
+        expect(rows).to_have_count(12, timeout=30000)
+        done = os.path.join(folder, "20260101-000010-adam-00000a", "run.json")
+        with open(done) as f:
+            text = f.read()
+        with open(done + ".tmp", "w") as f:
+            f.write(text.replace('"status": "completed"', '"status": "failed"'))
+        os.replace(done + ".tmp", done)   # a status change
+        expect(page.locator("tr[data-key$='adam-00000a'] td.status")).to_have_text(
+            "failed", timeout=30000)
+        page.screenshot(path=str(tmp_path / "dashboard-120.png"))
+        assert errors == []
+    finally:
+        server.shutdown()
+        server.server_close()
