@@ -68,10 +68,14 @@ def render_report(runs, title="mindexp report", skipped=(), out_path=None, max_d
 
 
 def page(title, data, plotly_inline=None, plotly_src=None):
-    """The page shell: Plotly (inline text or a same-origin URL), the data, the script."""
-    # served: loaded while the page asks for its table (page.js draws once it is there)
-    plotly_tag = (f"<script>{_script_text(plotly_inline)}</script>" if plotly_inline is not None
-                  else f'<script id="plotly" async src="{html.escape(plotly_src)}"></script>')
+    """The page shell: Plotly (inline text, or a same-origin URL page.js loads
+    when it first draws), the data, the script."""
+    # served (the dashboard): page.js loads it once the runs table is painted, so 4.6 MB
+    # of script never hold up the table
+    plotly_tag = f"<script>{_script_text(plotly_inline)}</script>" if plotly_inline is not None \
+        else ""
+    if plotly_src is not None:
+        data = data | {"live": data.get("live", {}) | {"plotly": plotly_src}}
     live = '<span id="live" class="live"></span>' if data.get("live") else '<span id="live"></span>'
     generated = f' <span class="hint">generated {html.escape(data["generated"])}</span>' \
         if data.get("generated") else ""

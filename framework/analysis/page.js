@@ -476,10 +476,12 @@
   }
 
   function renderPlots() {
-    if (!window.Plotly) {  // the dashboard loads Plotly while the table paints: draw once it is in
+    if (!window.Plotly) {  // the dashboard: Plotly is asked for after the table is painted
       if (!state.awaitingPlotly) {
         state.awaitingPlotly = true;
-        document.getElementById("plotly").addEventListener("load", function () { renderPlots(); });
+        var tag = el("script", {src: boot.live.plotly});
+        tag.addEventListener("load", function () { renderPlots(); });
+        document.head.appendChild(tag);
       }
       return;
     }
