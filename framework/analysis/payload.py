@@ -27,6 +27,7 @@ SYSTEM_FIGURES = (("rss_mb", "system: resident memory (MB)"),
                   ("device_memory_mb", "system: device memory (MB)"))
 _EPOCH_PNG = re.compile(r"^epoch-(\d+)\.png$")
 HEALTHY = ("completed", "running", "interrupted", "pruned")
+UNDRAWN = "#c8c8c8"   # the swatch of a run in the table whose curves are not drawn
 _RUN_ID = re.compile(r"^\d{8}-\d{6}-(.+)$")
 
 
@@ -45,14 +46,16 @@ def build(runs, title, skipped=(), link=None, progress=False, image_src=None, dr
     link = link or (lambda run: _file_uri(run.dir))
     labels = config_labels(runs) if runs else []
     differing = differing_config(runs) if runs else []
-    colors = run_colors(len(runs))
+    drawn = list(range(len(runs))) if drawn is None else list(drawn)
+    palette = dict(zip(drawn, run_colors(len(drawn))))   # a colour per drawn run only
+    colors = [palette.get(i, UNDRAWN) for i in range(len(runs))]
     entries = [_run_entry(run, label, color, link, progress) | {"fields": _fields(run, differing)}
                for run, label, color in zip(runs, labels, colors)]
     return {"title": title, "runs": entries,
             "skipped": [{"dir": s[0], "error": s[1], "status": s[2]} for s in skipped],
             "differing": differing,
             "table": _table(runs) if runs else {"columns": [], "rows": []},
-            **_drawn_figures(runs, image_src, range(len(runs)) if drawn is None else drawn)}
+            **_drawn_figures(runs, image_src, drawn)}
 
 
 def _drawn_figures(runs, image_src, drawn):
