@@ -95,6 +95,8 @@ class ChangeFeed:
     def _since(self, cursor, key_of):
         out = {"cursor": self.generation, "new": [], "status": [], "removed": [], "rows": {}}
         for run_dir, tracked in self._runs.items():
+            if tracked.meta_changed <= cursor and tracked.history[-1][0] <= cursor:
+                continue   # nothing since the cursor: most runs, most polls
             if tracked.born > cursor:
                 out["new"].append(_listing(run_dir, key_of))
                 continue
