@@ -9,7 +9,8 @@ config.json, loss.csv) under OUT/many/, then times: the runs table
 its own process: a poll of ``/api/changes`` when nothing changed (seconds
 and bytes), the first page of ``/api/runs``, the page in headless Chromium
 (until the runs table is painted, until the first curve is drawn: needs
-playwright and chromium) and the server's resident memory after it. With
+playwright and chromium) and the server's resident memory after it (``MANYRUN_SCREENSHOT=PATH``: a
+screenshot of the page, 1280 px wide). With
 ``--full-data`` the dashboard's default ``/api/data`` answer; with
 ``--report`` ``mindexp report`` (seconds and bytes).
 """
@@ -27,6 +28,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 STEPS = 300
+HISTORY_MAX_RUNS = 1000   # history() measured up to here (69 s at 10,000 x 300 under load)
 
 
 def write_runs(out, n, steps=STEPS):
@@ -72,7 +74,8 @@ def measure(n, out, full_data, report=False, steps=STEPS):
     res["runs_warm_s"], _ = timed(lambda: runs_table([folder]))
     res["compare_s"], table = timed(lambda: compare(folder))
     assert len(table) == n
-    res.update(measure_history(folder))
+    if n <= HISTORY_MAX_RUNS:   # history() compares curves: 10,000 of them is a table's job
+        res.update(measure_history(folder))
     res.update(measure_dashboard(folder, full_data))
     if report:
         target = os.path.join(out, "report.html")
@@ -118,7 +121,7 @@ def measure_dashboard(folder, full_data):
         res["table_first_s"], body = timed(lambda: get("/api/runs?limit=100"))
         res["table_s"], body = timed(lambda: get("/api/runs?limit=100&sort=final_loss&q=sgd"))
         res["table_bytes"] = len(body)
-        res.update(measure_page(base))
+        res.update(measure_page(base, os.environ.get("MANYRUN_SCREENSHOT")))
         res["poll_after_page_s"], body = timed(lambda: get(f"/api/changes?cursor={cursor}"))
         if full_data:
             res["data_s"], body = timed(lambda: get("/api/data"))
