@@ -52,7 +52,7 @@ class ChangeFeed:
         run's run.json or config.json does or, while it runs, its loss.csv grows."""
         with self._lock:
             self._scan()
-            return self.generation, {d: (tuple(t.signature), t.raw.get("loss") if t.live else None)
+            return self.generation, {d: (tuple(t.signature), t.raw.get(schema.LOSS.name) if t.live else None)
                                      for d, t in self._runs.items()}
 
     # -- scanning --------------------------------------------------------------------

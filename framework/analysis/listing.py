@@ -14,6 +14,7 @@ import os
 import threading
 from typing import Callable
 
+from ..callbacks import schema
 from ..rundir.run import Run
 
 MAX_LIMIT = 500          # rows per page at most
@@ -28,7 +29,7 @@ class Listing:
     def __init__(self, roots: list[str], key_of: Callable[[str], str]):
         self.roots, self.key_of = roots, key_of
         self._rows: dict[str, tuple] = {}   # run dir -> (state, row)
-        self._generation = None
+        self._generation: int | None = None
         self._seeded = False
         self._columns: list[str] = []
         self._lock = threading.Lock()
@@ -93,7 +94,7 @@ class Listing:
                            "error": " ".join(str(exc).split()), "config": {}, "progress": {}}
         from .payload import short_id
         run_id = meta.get("run_id") or os.path.basename(run_dir)
-        summary = (meta.get("summary") or {}).get("loss") or {}
+        summary = (meta.get("summary") or {}).get(schema.LOSS.name) or {}
         return base | {
             "id": run_id, "short": short_id(run_id), "experiment": meta.get("experiment"),
             "status": meta.get("status") or "unknown", "started": meta.get("started_at"),
@@ -159,7 +160,8 @@ def _sorted(rows, sort):
                 return f"{row.get('started') or ''}|{row['id']}"   # ties: by id
             if name in ("progress", "steps_per_s"):
                 p = row["progress"] or {}
-                return (p.get("step") / p["total"] if p.get("total") and p.get("step") is not None
+                step = p.get(schema.Col.STEP)
+                return (step / p["total"] if p.get("total") and step is not None
                         else None) if name == "progress" else p.get("steps_per_s")
             return row.get(name)
     else:
