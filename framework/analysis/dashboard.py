@@ -190,14 +190,13 @@ class RunIndex:
     def picked(self, keys):
         """The run folders of ``keys`` that hold a run (at most MAX_SHOWN; the others,
         unknown or gone, are left out)."""
-        dirs = set(self.run_dirs())
         out = []
-        for key in keys[:MAX_SHOWN]:
+        for key in keys[:MAX_SHOWN]:   # a stat per key: no scan of every run
             try:
                 path = self.resolve(key)
             except Refused:
                 continue
-            if path in dirs and path not in out:
+            if is_run_dir(path) and path not in out:
                 out.append(path)
         return out
 

@@ -46,13 +46,14 @@ class Listing:
                 self._generation = generation
             rows = [row for _, row in self._rows.values()]
             columns = list(self._columns)
+        total = len(rows)
         words = str(query or "").lower().split()
         if words:
             rows = [r for r in rows if all(w in r["text"] for w in words)]
         rows = _sorted(rows, sort)
         limit = max(1, min(int(limit), MAX_LIMIT))
         offset = max(0, int(offset))
-        return {"total": len(self._rows), "matched": len(rows), "offset": offset,
+        return {"total": total, "matched": len(rows), "offset": offset,
                 "limit": limit, "sort": sort, "q": query, "columns": columns,
                 "rows": [{k: v for k, v in r.items() if k != "text"}
                          for r in rows[offset:offset + limit]]}
