@@ -47,6 +47,14 @@ class ChangeFeed:
                 return {"reset": True, "cursor": self.generation}
             return self._since(cursor, key_of)
 
+    def states(self) -> tuple[int, dict[str, tuple]]:
+        """``(generation, {run dir: state})`` after a scan; a state changes when the
+        run's run.json or config.json does or, while it runs, its loss.csv grows."""
+        with self._lock:
+            self._scan()
+            return self.generation, {d: (tuple(t.signature), t.raw.get(schema.LOSS.name) if t.live else None)
+                                     for d, t in self._runs.items()}
+
     # -- scanning --------------------------------------------------------------------
     def _scan(self):
         found = {}
@@ -87,6 +95,8 @@ class ChangeFeed:
     def _since(self, cursor, key_of):
         out = {"cursor": self.generation, "new": [], "status": [], "removed": [], "rows": {}}
         for run_dir, tracked in self._runs.items():
+            if tracked.meta_changed <= cursor and tracked.history[-1][0] <= cursor:
+                continue   # nothing since the cursor: most runs, most polls
             if tracked.born > cursor:
                 out["new"].append(_listing(run_dir, key_of))
                 continue

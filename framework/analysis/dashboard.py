@@ -45,7 +45,8 @@ from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
 from . import interactive, payload
 from ..rundir.index import found_runs
-from .cursor import ChangeFeed
+from .cursor import LOGS, ChangeFeed
+from .listing import Listing
 
 logger = logging.getLogger(__name__)
 RUN_FILES = (schema.RUN_JSON, schema.CONFIG_JSON) + tuple(
@@ -76,6 +77,7 @@ TEXT_SUFFIXES = (".csv", ".json", ".txt", ".log", ".diff", ".py", ".yaml", ".yml
 CHUNK_BYTES = 64 * 1024
 IDLE_TIMEOUT_S = 60  # a client that neither sends nor reads for this long is dropped
 MAX_SHOWN = 50       # runs loaded and drawn by the page at most (the most recent, or picked by ?q=)
+PAGE_ROWS = 100      # rows of the runs table per page (paged by the server: /api/runs)
 
 
 class Refused(Exception):
@@ -94,6 +96,7 @@ class RunIndex:
         self._lock = threading.Lock()
         self._cache = {}  # run dir -> (signature, Run)
         self.feed = ChangeFeed(self.roots)
+        self.listing = Listing(self.roots, self.key_of)
 
     # -- paths -----------------------------------------------------------------------
     def resolve(self, key):
@@ -176,14 +179,35 @@ class RunIndex:
             runs.append(run)
         return runs, errors
 
-    def data(self, run_key=None, since=None, query=""):
+    def runs_page(self, offset=0, limit=100, query="", sort="-started"):
+        """One page of the runs table (see listing.py): filtered, sorted and paged here,
+        read from run.json and config.json only, whatever the number of runs."""
+        generation, found = self.feed.states()
+        # the cursor of this state: the page's next poll asks for what changed after it
+        return self.listing.page(found, generation, offset, limit, query, sort) | {
+            "cursor": generation}
+
+    def picked(self, keys):
+        """The run folders of ``keys`` that hold a run (at most MAX_SHOWN; the others,
+        unknown or gone, are left out)."""
+        out = []
+        for key in keys[:MAX_SHOWN]:   # a stat per key: no scan of every run
+            try:
+                path = self.resolve(key)
+            except Refused:
+                continue
+            if is_run_dir(path) and path not in out:
+                out.append(path)
+        return out
+
+    def data(self, run_key=None, since=None, query="", keys=None):
         """The page's data (or ``{"unchanged": true}`` when ``since`` is current).
 
         Past ``MAX_SHOWN`` runs, only the most recent ``MAX_SHOWN`` of those
         whose folder path holds every word of ``query`` are loaded and drawn
         (the title says how many of how many): loading all of 10,000 runs
         took minutes and 2 GB."""
-        dirs = self.run_dirs()
+        dirs = self.run_dirs() if keys is None else self.picked(keys)
         if run_key:
             path = self.resolve(run_key)
             dirs = [d for d in dirs if d == path]
@@ -204,11 +228,27 @@ class RunIndex:
                              image_src=lambda run, rel: f"/files/{quote(self.key_of(run.dir))}/"
                                                         f"{quote(rel)}")
         for entry, run in zip(data["runs"], runs):
-            entry["page"] = f"/run/{quote(self.key_of(run.dir))}"
+            entry["key"] = self.key_of(run.dir)
+            entry["page"] = f"/run/{quote(entry['key'])}"
+            entry["logs"] = log_headers(run.dir)
         if run_key and runs:
             data["detail"] = {"config": runs[0].config, "meta": runs[0].meta}
         data["version"] = version
         return data
+
+
+def log_headers(run_dir):
+    """``{log: its header's column names}``: the live page places appended rows by them."""
+    out = {}
+    for name in LOGS:
+        try:
+            with open(os.path.join(run_dir, schema.LOGS[name].filename), "rb") as f:
+                line = f.readline(4096).decode("utf-8", "replace")
+        except OSError:
+            continue
+        if line.endswith("\n"):
+            out[name] = line.rstrip("\r\n").split(",")
+    return out
 
 
 def is_within(path, root):
@@ -270,15 +310,15 @@ class Handler(BaseHTTPRequestHandler):
             run_key = (query.get("run") or [None])[0]
             since = (query.get("since") or [None])[0]
             words = (query.get("q") or [""])[0]
-            body = json.dumps(self.index.data(run_key, since, words), separators=(",", ":"),
-                              allow_nan=False)
-            return self._send(HTTPStatus.OK, body.encode(), "application/json")
+            keys = query.get("runs")
+            keys = [k for k in ",".join(keys).split(",") if k] if keys is not None else None
+            return self._send_json(self.index.data(run_key, since, words, keys))
+        if path == "/api/runs":
+            return self._send_runs(query)
         if path == "/api/changes":
             cursor = (query.get("cursor") or [""])[0]
-            answer = self.index.feed.changes(int(cursor) if cursor.isdigit() else None,
-                                             self.index.key_of)
-            body = json.dumps(answer, separators=(",", ":"), allow_nan=False)
-            return self._send(HTTPStatus.OK, body.encode(), "application/json")
+            return self._send_json(self.index.feed.changes(
+                int(cursor) if cursor.isdigit() else None, self.index.key_of))
         if path == "/static/plotly.min.js":
             return self._send(HTTPStatus.OK, _plotly_bytes(), "text/javascript",
                               cache="max-age=3600")
@@ -286,11 +326,37 @@ class Handler(BaseHTTPRequestHandler):
             return self._send_file(path[len("/files/"):])
         raise FileNotFoundError(path)
 
+    def _send_json(self, answer, status=HTTPStatus.OK):
+        body = json.dumps(answer, separators=(",", ":"), allow_nan=False, default=str)
+        self._send(status, body.encode(), "application/json")
+
+    def _send_runs(self, query):
+        """``/api/runs?offset=&limit=&q=&sort=``; a bad value is a 400 naming it."""
+        def first(name, default):
+            return (query.get(name) or [default])[0]
+
+        def whole(name, default):
+            text = first(name, default)
+            if not text.isdigit():
+                raise ValueError(f"{name} must be a whole number (0 or more). Received: {text!r}")
+            return int(text)
+        try:
+            offset, limit = whole("offset", "0"), whole("limit", str(PAGE_ROWS))
+            answer = self.index.runs_page(offset, limit, first("q", ""), first("sort", "-started"))
+        except ValueError as exc:
+            return self._send_json({"error": _one_line(exc)}, HTTPStatus.BAD_REQUEST)
+        self._send_json(answer)
+
     def _send_page(self, run_key, words=""):
-        api = "/api/data" + (f"?run={quote(run_key)}" if run_key else
-                             f"?q={quote(words)}" if words else "")
+        live = {"api": "/api/data", "changes": "/api/changes", "every_ms": 1000,
+                "max_points": payload.MAX_POINTS}
+        if run_key:
+            live |= {"api": f"/api/data?run={quote(run_key)}", "key": run_key}
+        else:
+            live |= {"runs": "/api/runs", "q": words, "page_rows": PAGE_ROWS,
+                     "max_drawn": MAX_SHOWN}
         title = f"mindexp: {run_key}" if run_key else "mindexp dashboard"
-        text = interactive.page(title, {"live": {"api": api, "every_ms": 1000}, "title": title},
+        text = interactive.page(title, {"live": live, "title": title},
                                 plotly_src="/static/plotly.min.js")
         self._send(HTTPStatus.OK, text.encode(), "text/html; charset=utf-8",
                    csp=CSP_PAGE.format(hashes=" ".join(inline_script_hashes(text))))
@@ -476,6 +542,9 @@ def serve_until_stopped(server, ready=None):
     """
     import signal
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    index = getattr(server.RequestHandlerClass, "index", None)
+    if index is not None:   # the first page then finds every run's row read
+        threading.Thread(target=_warm_up, args=(index,), daemon=True).start()
     try:
         if ready is not None:
             ready()
@@ -491,6 +560,14 @@ def serve_until_stopped(server, ready=None):
         finally:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_int)
+
+
+def _warm_up(index):
+    """Read every run's row once, before the first page asks (reads only)."""
+    try:
+        index.runs_page(0, 1)
+    except Exception as exc:   # noqa: BLE001 - the page's own request will say what is wrong
+        logger.debug("warm-up of the runs table failed: %s", _one_line(exc))
 
 
 def _raise_interrupt(signum, frame):

@@ -18,6 +18,7 @@ from . import payload
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 EXTRA_HINT = "pip install 'mindexp[report]'"
+MAX_DRAWN = 50   # runs whose curves a report draws (every run is in its table)
 
 
 class MissingExtraError(ImportError):
@@ -33,24 +34,48 @@ def plotly_js():
     return get_plotlyjs()
 
 
-def render_report(runs, title="mindexp report", skipped=(), out_path=None):
-    """The report of loaded ``runs`` as one HTML string.
+def render_report(runs, title="mindexp report", skipped=(), out_path=None, max_drawn=MAX_DRAWN):
+    """The report of ``runs`` as one HTML string.
 
     ``skipped``: ``(run_dir, message, status)`` of runs that could not be read.
     ``out_path``: where the file will be written; folder links are made
     relative to it, so the report and the runs can move together.
+    Every run is in the table; the curves are those of the ``max_drawn`` runs
+    with the lowest final loss (the page says so): only their logs are read,
+    and a run whose logs are broken is listed among the skipped.
     """
+    from .reports import Skipped, load_run, skip_status
+    from ..errors import RunDirError
     script = plotly_js()  # first: a missing extra fails before any work
     link = _relative_link(out_path) if out_path else None
-    data = payload.build(list(runs), title, skipped=skipped, link=link)
+    runs, skipped = list(runs), list(skipped)
+    drawn = payload.best_runs(runs, max_drawn)
+    broken = set()
+    for i in drawn:
+        try:
+            load_run(runs[i])
+        except RunDirError as exc:
+            skipped.append(Skipped(runs[i].dir, str(exc), skip_status(exc)))
+            broken.add(i)
+    keep = [i for i in range(len(runs)) if i not in broken]
+    drawn = [keep.index(i) for i in drawn if i not in broken]
+    data = payload.build([runs[i] for i in keep], title, skipped=skipped, link=link, drawn=drawn)
+    if len(drawn) < len(keep):
+        data["note"] = (f"curves of the {len(drawn)} runs with the lowest final loss of "
+                        f"{len(keep)}; every run is in the table")
     data["generated"] = f"{_dt.datetime.now():%Y-%m-%d %H:%M}"
     return page(title, data, plotly_inline=script)
 
 
 def page(title, data, plotly_inline=None, plotly_src=None):
-    """The page shell: Plotly (inline text or a same-origin URL), the data, the script."""
-    plotly_tag = (f"<script>{_script_text(plotly_inline)}</script>" if plotly_inline is not None
-                  else f'<script src="{html.escape(plotly_src)}"></script>')
+    """The page shell: Plotly (inline text, or a same-origin URL page.js loads
+    when it first draws), the data, the script."""
+    # served (the dashboard): page.js loads it once the runs table is painted, so 4.6 MB
+    # of script never hold up the table
+    plotly_tag = f"<script>{_script_text(plotly_inline)}</script>" if plotly_inline is not None \
+        else ""
+    if plotly_src is not None:
+        data = data | {"live": data.get("live", {}) | {"plotly": plotly_src}}
     live = '<span id="live" class="live"></span>' if data.get("live") else '<span id="live"></span>'
     generated = f' <span class="hint">generated {html.escape(data["generated"])}</span>' \
         if data.get("generated") else ""

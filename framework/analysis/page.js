@@ -156,8 +156,9 @@
     var d = state.data, counts = {};
     d.runs.forEach(function (r) { counts[r.status] = (counts[r.status] || 0) + 1; });
     var parts = Object.keys(counts).sort().map(function (k) { return counts[k] + " " + k; });
-    var text = d.runs.length + " runs" + (parts.length ? ": " + parts.join(", ") : "");
+    var text = d.runs.length + (live.runs ? " drawn" : " runs") + (parts.length ? ": " + parts.join(", ") : "");
     if (d.differing && d.differing.length) text += " \u00b7 differing: " + d.differing.join(", ");
+    if (d.note) text += " \u00b7 " + d.note;
     document.getElementById("summary").textContent = text;
     document.title = d.title;
     document.getElementById("title").textContent = d.title;
@@ -298,7 +299,7 @@
 
   function toggleRun(id) {
     if (state.hidden[id]) delete state.hidden[id]; else state.hidden[id] = true;
-    renderTable();
+    renderRuns();
     renderPlots();
   }
 
@@ -475,6 +476,15 @@
   }
 
   function renderPlots() {
+    if (!window.Plotly) {  // the dashboard: Plotly is asked for after the table is painted
+      if (!state.awaitingPlotly) {
+        state.awaitingPlotly = true;
+        var tag = el("script", {src: boot.live.plotly});
+        tag.addEventListener("load", function () { renderPlots(); });
+        document.head.appendChild(tag);
+      }
+      return;
+    }
     var d = state.data, wanted = {};
     state.listed = listedRuns();
     state.labels = legendLabels(d.runs, state.listed);
@@ -533,9 +543,12 @@
     });
   }
 
+  // the live dashboard's table is paged by the server (renderListing); the report's is all here
+  function renderRuns() { if (live.runs) renderListing(); else renderTable(); }
+
   function renderAll() {
     renderSummary();
-    renderTable();
+    renderRuns();
     renderPlots();
     renderImages();
   }
@@ -551,34 +564,255 @@
       renderPlots();
     });
     var filter = document.getElementById("filter"), timer = null;
+    if (live.runs) filter.value = listing.q;
     filter.addEventListener("input", function () {
       clearTimeout(timer);
-      timer = setTimeout(function () { state.filter = filter.value; renderTable(); renderPlots(); }, 150);
+      timer = setTimeout(function () {
+        if (live.runs) {  // filtered by the server, over every run
+          listing.q = filter.value;
+          listing.offset = 0;
+          loadTable();
+          return;
+        }
+        state.filter = filter.value; renderTable(); renderPlots();
+      }, 150);
     });
     var all = document.getElementById("all-columns");
-    all.addEventListener("change", function () { state.allColumns = all.checked; renderTable(); });
+    all.addEventListener("change", function () { state.allColumns = all.checked; renderRuns(); });
     document.getElementById("show-all").addEventListener("click", function () {
-      state.hidden = {}; renderTable(); renderPlots();
+      state.hidden = {}; renderRuns(); renderPlots();
     });
+  }
+
+  // -- live: the change feed, the server-paged runs table, the drawn runs ------------
+  // The page never refetches everything on a timer: it polls /api/changes with its
+  // cursor (a few bytes when nothing changed) and asks again only for what a change
+  // touches: the table's page (new, gone or changed runs), the drawn runs' data (one
+  // of them changed status), or nothing (rows appended to a drawn run's curves here).
+  var live = boot.live || {};
+  var listing = {offset: 0, limit: live.page_rows || 100, q: live.q || "", sort: "-started",
+                 answer: null};
+
+  function getJson(url) {
+    return fetch(url, {cache: "no-store"}).then(function (r) {
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      return r.json();
+    });
+  }
+  function setLive(ok, text) {
+    var box = document.getElementById("live");
+    box.textContent = ok ? "live \u00b7 updated " + new Date().toLocaleTimeString() : text;
+    box.className = "live " + (ok ? "ok" : "down");
+  }
+  function runsUrl(offset, limit, sort, q) {
+    return live.runs + "?offset=" + offset + "&limit=" + limit + "&sort=" + encodeURIComponent(sort) +
+      "&q=" + encodeURIComponent(q);
+  }
+
+  function loadTable() {
+    return getJson(runsUrl(listing.offset, listing.limit, listing.sort, listing.q)).then(function (a) {
+      listing.answer = a;
+      if (state.cursor === undefined) state.cursor = a.cursor;  // the state this table shows
+      renderListing();
+    });
+  }
+  // By default the most recent runs are drawn (at most max_drawn); a pick in the table's
+  // first column replaces the default for good.
+  function loadDrawn() {
+    if (!live.runs) {   // a run's own page: its data, asked again when it changed
+      return getJson(live.api).then(function (d) { state.data = d; renderAll(); });
+    }
+    var keys = state.userPicked ? Promise.resolve(state.drawn) :
+      getJson(runsUrl(0, live.max_drawn, "-started", "")).then(function (a) {
+        return a.rows.map(function (r) { return r.key; });
+      });
+    return keys.then(function (k) {
+      state.drawn = k;
+      return getJson(live.api + "?runs=" + k.map(encodeURIComponent).join(","));
+    }).then(function (d) {
+      state.data = d;
+      state.keyIndex = {};
+      d.runs.forEach(function (r, i) { state.keyIndex[r.key] = i; });
+      renderSummary();
+      renderPlots();
+      renderImages();
+      renderListing();
+    });
+  }
+
+  var LISTING_COLUMNS = [
+    {key: "run", label: "run"}, {key: "status", label: "status"},
+    {key: "progress", label: "progress", num: true}, {key: "steps_per_s", label: "steps/s", num: true},
+    {key: "eta", label: "ETA", num: true, fixed: true}, {key: "final_loss", label: "final_loss", num: true},
+    {key: "min_loss", label: "min_loss", num: true}, {key: "steps", label: "steps", num: true}];
+
+  function listingColumns() {
+    var cols = LISTING_COLUMNS.slice();
+    (listing.answer.columns || []).forEach(function (name) {
+      cols.push({key: "config." + name, label: name, config: name});
+    });
+    return cols.concat([{key: "started", label: "started"}, {key: "error", label: "error", fixed: true},
+                        {key: "folder", label: "folder", fixed: true}]);
+  }
+
+  function listingCell(c, row) {
+    var drawn = state.keyIndex && state.keyIndex[row.key] !== undefined ? state.data.runs[state.keyIndex[row.key]] : null;
+    if (c.key === "run") {
+      var td = el("td", {"class": "text run", "title": row.id});
+      if (drawn) {
+        var sw = el("span", {"class": "swatch", "style": "background:" + drawn.color});
+        sw.addEventListener("click", function () { toggleRun(drawn.id); });
+        td.appendChild(sw);
+      }
+      td.appendChild(el("a", {"href": row.page}, row.short));
+      return td;
+    }
+    if (c.key === "status") return el("td", {"class": "text status status-" + row.status}, row.status);
+    if (c.key === "progress") return renderCell({key: "#progress"}, null, row);
+    if (c.key === "steps_per_s") return el("td", {"class": "num"}, fmt((row.progress || {}).steps_per_s));
+    if (c.key === "eta") return renderCell({key: "#eta"}, null, {status: row.status, progress: row.progress || {}});
+    if (c.key === "error") return el("td", {"class": "text ellip error", "title": row.error || ""}, row.error || "");
+    if (c.key === "folder") {
+      var f = el("td", {"class": "text"});
+      f.appendChild(el("a", {"href": row.href, "title": row.dir}, "folder"));
+      return f;
+    }
+    var v = c.config ? row.config[c.config] : row[c.key];
+    return el("td", {"class": c.num ? "num" : "text ellip", "title": c.label + " = " + String(v)}, fmt(v));
+  }
+
+  function renderListing() {
+    var a = listing.answer;
+    if (!a) return;
+    var cols = listingColumns(), table = el("table", {"id": "runs"}), head = el("tr");
+    head.appendChild(el("th", {"class": "text pick", "title": "drawn in the curves (at most " + live.max_drawn + ")"}, "draw"));
+    cols.forEach(function (c) {
+      var arrow = listing.sort === c.key ? " \u25b2" : listing.sort === "-" + c.key ? " \u25bc" : "";
+      var th = el("th", {"class": c.num ? "num" : "text", "title": c.fixed ? c.label : "sort by " + c.label},
+                  trunc(c.label, 22) + arrow);
+      if (!c.fixed) th.addEventListener("click", function () {
+        listing.sort = listing.sort === c.key ? "-" + c.key : c.key;
+        listing.offset = 0;
+        loadTable();
+      });
+      head.appendChild(th);
+    });
+    table.appendChild(el("thead")).appendChild(head);
+    var body = el("tbody");
+    a.rows.forEach(function (row) {
+      var tr = el("tr", {"data-key": row.key}), pick = el("td", {"class": "pick"});
+      var box = el("input", {"type": "checkbox", "aria-label": "draw " + row.short});
+      box.checked = (state.drawn || []).indexOf(row.key) >= 0;
+      box.addEventListener("change", function () { pickRun(row.key, box.checked); });
+      pick.appendChild(box);
+      tr.appendChild(pick);
+      cols.forEach(function (c) { tr.appendChild(listingCell(c, row)); });
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    var wrap = document.getElementById("table");
+    wrap.innerHTML = "";
+    wrap.appendChild(table);
+    renderPager(a);
+  }
+
+  function renderPager(a) {
+    var last = Math.min(a.offset + a.rows.length, a.matched);
+    document.getElementById("shown").textContent = (a.matched ? (a.offset + 1) + "\u2013" + last : "0") +
+      " of " + a.matched + (a.matched < a.total ? " matching (" + a.total + " runs)" : " runs") +
+      " \u00b7 " + (state.drawn || []).length + " drawn";
+    var pager = document.getElementById("pager");
+    if (!pager) {
+      pager = el("div", {id: "pager", "class": "pager"});
+      document.getElementById("table").after(pager);
+    }
+    pager.innerHTML = "";
+    [["\u2190 previous", a.offset - listing.limit, a.offset > 0],
+     ["next \u2192", a.offset + listing.limit, last < a.matched]].forEach(function (b) {
+      var button = el("button", {type: "button"}, b[0]);
+      button.disabled = !b[2];
+      button.addEventListener("click", function () { listing.offset = Math.max(0, b[1]); loadTable(); });
+      pager.appendChild(button);
+    });
+  }
+
+  function pickRun(key, on) {
+    var keys = (state.drawn || []).filter(function (k) { return k !== key; });
+    if (on) keys.push(key);
+    state.drawn = keys.slice(-live.max_drawn);
+    state.userPicked = true;
+    loadDrawn();
+  }
+
+  // Rows appended to a drawn run's logs go onto its curves here; what cannot be
+  // placed (a log or figure the data did not have yet) asks for the data once.
+  function appendRows(index, logs) {
+    var run = state.data.runs[index], again = false;
+    Object.keys(logs).forEach(function (name) {
+      var rows = logs[name].slice(), header = (run.logs || {})[name];
+      if (rows.length && (!header || rows[0].join(",") === header.join(","))) header = rows.shift();
+      var placed = false;
+      state.data.figures.forEach(function (fig) {
+        (fig.traces || []).forEach(function (t) {
+          if (t.run !== index || !t.src || t.src.log !== name) return;
+          placed = true;
+          var xi = header.indexOf(t.src.x), yi = header.indexOf(t.src.col), pi = header.indexOf("param");
+          rows.forEach(function (row) {
+            if (t.src.param !== undefined && row[pi] !== t.src.param) return;
+            var x = Number(row[xi]), y = Number(row[yi]);
+            if (row[yi] !== "" && isFinite(y) && isFinite(x)) { t.x.push(x); t.y.push(y); }
+          });
+          if (t.x.length > 2 * (live.max_points || 1000)) again = true;  // downsampled again
+        });
+      });
+      if (rows.length && !placed) again = true;
+    });
+    return again;
+  }
+
+  function applyChanges(c) {
+    var onPage = {}, drawn = {}, work = [], again = false, drawnChanged = false;
+    (listing.answer ? listing.answer.rows : []).forEach(function (r) { onPage[r.key] = true; });
+    (state.drawn || []).forEach(function (k) { drawn[k] = true; });
+    if (!live.runs) {
+      var mine = c.status.concat(c.new).some(function (s) { return s.key === live.key; }) ||
+        c.rows[live.key] || c.removed.indexOf(live.key) >= 0;
+      return mine ? loadDrawn() : null;
+    }
+    var touched = c.new.length || c.removed.length || c.status.length ||
+      Object.keys(c.rows).some(function (k) { return onPage[k]; });
+    if (live.runs && touched) work.push(loadTable());
+    c.status.concat(c.removed.map(function (k) { return {key: k}; })).forEach(function (s) {
+      if (drawn[s.key]) again = true;
+    });
+    if (c.new.length && !state.userPicked) again = true;  // the most recent runs changed
+    Object.keys(c.rows).forEach(function (k) {
+      var i = state.keyIndex ? state.keyIndex[k] : undefined;
+      if (i === undefined) return;
+      drawnChanged = true;
+      if (appendRows(i, c.rows[k])) again = true;
+    });
+    if (again) work.push(loadDrawn());
+    else if (drawnChanged) renderPlots();
+    return Promise.all(work);
   }
 
   function poll() {
     if (state.inflight) return;
     state.inflight = true;
-    var url = boot.live.api + (boot.live.api.indexOf("?") >= 0 ? "&" : "?") + "since=" + encodeURIComponent(state.version || "");
-    fetch(url, {cache: "no-store"}).then(function (r) {
-      if (!r.ok) throw new Error("HTTP " + r.status);
-      return r.json();
-    }).then(function (d) {
-      document.getElementById("live").textContent = "live \u00b7 updated " + new Date().toLocaleTimeString();
-      document.getElementById("live").className = "live ok";
-      if (d.unchanged) return;
-      state.version = d.version;
-      state.data = d;
-      renderAll();
+    var first = state.cursor === undefined;
+    // the overview starts from its table (whose answer holds the cursor), then draws;
+    // a run's page from its data, with the cursor of the moment before it
+    var start = !first ? null : live.runs ? loadTable().then(loadDrawn) :
+      getJson(live.changes).then(function (c) { state.cursor = c.cursor; return loadDrawn(); });
+    (start || getJson(live.changes + "?cursor=" + state.cursor).then(function (c) {
+      state.cursor = c.cursor;
+      if (c.reset) return live.runs ? loadTable().then(loadDrawn) : loadDrawn();
+      return applyChanges(c);
+    })).then(function () {
+      setLive(true);
     }).catch(function (e) {
-      document.getElementById("live").textContent = "server unreachable (" + e.message + "); retrying";
-      document.getElementById("live").className = "live down";
+      setLive(false, "server unreachable (" + e.message + "); retrying");
     }).then(function () { state.inflight = false; });
   }
 

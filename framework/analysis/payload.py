@@ -27,10 +27,11 @@ SYSTEM_FIGURES = (("rss_mb", "system: resident memory (MB)"),
                   ("device_memory_mb", "system: device memory (MB)"))
 _EPOCH_PNG = re.compile(r"^epoch-(\d+)\.png$")
 HEALTHY = ("completed", "running", "interrupted", "pruned")
+UNDRAWN = "#c8c8c8"   # the swatch of a run in the table whose curves are not drawn
 _RUN_ID = re.compile(r"^\d{8}-\d{6}-(.+)$")
 
 
-def build(runs, title, skipped=(), link=None, progress=False, image_src=None):
+def build(runs, title, skipped=(), link=None, progress=False, image_src=None, drawn=None):
     """The page's data for ``runs`` (loaded :class:`mindexp.Run` objects).
 
     ``skipped``: ``(run_dir, message, status)`` of runs that could not be read
@@ -39,19 +40,48 @@ def build(runs, title, skipped=(), link=None, progress=False, image_src=None):
     ``progress``: add step/total, steps/s and ETA per run (the dashboard).
     ``image_src(run, relative_path)``: the URL of a run's image (the
     dashboard's); default: the PNG embedded as a data URI (the offline report).
+    ``drawn``: the indices of the runs whose curves are drawn (default: all);
+    every run is in the table.
     """
     link = link or (lambda run: _file_uri(run.dir))
     labels = config_labels(runs) if runs else []
     differing = differing_config(runs) if runs else []
-    colors = run_colors(len(runs))
+    drawn = list(range(len(runs))) if drawn is None else list(drawn)
+    palette = dict(zip(drawn, run_colors(len(drawn))))   # a colour per drawn run only
+    colors = [palette.get(i, UNDRAWN) for i in range(len(runs))]
     entries = [_run_entry(run, label, color, link, progress) | {"fields": _fields(run, differing)}
                for run, label, color in zip(runs, labels, colors)]
     return {"title": title, "runs": entries,
             "skipped": [{"dir": s[0], "error": s[1], "status": s[2]} for s in skipped],
             "differing": differing,
             "table": _table(runs) if runs else {"columns": [], "rows": []},
-            "figures": figures(runs),
-            "images": images(runs, image_src) if len(runs) <= MAX_DETAIL_RUNS else []}
+            **_drawn_figures(runs, image_src, drawn)}
+
+
+def _drawn_figures(runs, image_src, drawn):
+    """Figures and images of the runs ``drawn`` (indices), their traces naming
+    each run by its index in ``runs``."""
+    drawn = list(drawn)
+    picked = [runs[i] for i in drawn]
+    out = {"figures": figures(picked),
+           "images": images(picked, image_src) if len(picked) <= MAX_DETAIL_RUNS else []}
+    for item in out["figures"] + out["images"]:
+        if "run" in item:
+            item["run"] = drawn[item["run"]]
+        for member in item.get("traces", []) + item.get("points", []):
+            member["run"] = drawn[member["run"]]
+    return out
+
+
+def best_runs(runs, most):
+    """Indices of at most ``most`` runs to draw: the lowest final losses of the
+    healthy runs first, then the others, in the runs' order."""
+    def final(run):
+        value = run.meta.get("final_loss")
+        return value if _finite(value) else math.inf
+    order = sorted(range(len(runs)), key=lambda i: (runs[i].status not in HEALTHY,
+                                                   final(runs[i])))
+    return sorted(order[:most])
 
 
 # -- runs ------------------------------------------------------------------------
@@ -208,9 +238,10 @@ def figures(runs):
 def _loss_figure(runs):
     traces = []
     for index, run in enumerate(runs):
-        traces.append(_trace(index, run.loss, schema.Col.LOSS, smooth=True))
+        traces.append(_trace(index, run.loss, schema.Col.LOSS, smooth=True, log="loss"))
         if schema.Col.LOSS in run.eval.columns:
-            traces.append(_trace(index, run.eval, schema.Col.LOSS, kind="eval", name="eval_loss"))
+            traces.append(_trace(index, run.eval, schema.Col.LOSS, kind="eval", name="eval_loss",
+                                 log="eval"))
     return _figure("loss", "loss (train; eval dotted)", "loss", traces)
 
 
@@ -225,13 +256,14 @@ def _eval_figures(runs):
     metrics = list(dict.fromkeys(c for run in runs for c in run.eval.columns
                                  if c not in (*schema.EVAL.columns, schema.Col.LOSS)))
     return [_figure(f"eval_{m}", f"eval_{m}", f"eval_{m}",
-                    [_trace(i, run.eval, m, kind="eval", name=f"eval_{m}")
+                    [_trace(i, run.eval, m, kind="eval", name=f"eval_{m}", log="eval")
                      for i, run in enumerate(runs) if m in run.eval.columns])
             for m in metrics]
 
 
 def _column_figure(runs, table, column, title):
-    traces = [_trace(i, getattr(run, table), column, smooth=column == schema.Col.GRAD_NORM)
+    traces = [_trace(i, getattr(run, table), column, smooth=column == schema.Col.GRAD_NORM,
+                     log=table)
               for i, run in enumerate(runs) if column in getattr(run, table).columns]
     traces = [t for t in traces if t["x"]]
     return _figure(column, title, column, traces) if traces else None
@@ -253,7 +285,8 @@ def _param_figures(runs):
         traces, targets = [], {}
         for index, run, name, rows in members:
             traces.append(_trace(index, rows, schema.Col.VALUE, name=name,
-                                 legend=not any(t["run"] == index for t in traces)))
+                                 legend=not any(t["run"] == index for t in traces),
+                                 log="params", param=name))
             target = run.targets.get(name)
             if _is_number(target):
                 targets[float(target)] = f"{name} target {target:g}"
@@ -353,13 +386,18 @@ def _figure(fig_id, title, ytitle, traces, targets=()):
 
 
 def _trace(run_index, table, column, kind="train", name=None, smooth=False, legend=True,
-           x=schema.Col.STEP):
+           x=schema.Col.STEP, log=None, param=None):
+    """A curve; ``src`` (``log``, its ``x`` and ``col`` columns, the ``param`` of
+    params.csv rows) lets the live page append rows that arrive later."""
     if x not in table or column not in table:  # a log made but not yet written
         xs, y = [], []
     else:
         xs, y = downsample(table[x].to_numpy(), table[column].to_numpy(dtype=float))
-    return {"run": run_index, "name": name or column, "kind": kind, "smooth": smooth,
-            "legend": legend, "x": xs, "y": y}
+    trace = {"run": run_index, "name": name or column, "kind": kind, "smooth": smooth,
+             "legend": legend, "x": xs, "y": y}
+    if log is not None:
+        trace["src"] = {"log": log, "x": x, "col": column} | ({"param": param} if param else {})
+    return trace
 
 
 def downsample(steps, values, max_points=MAX_POINTS):

@@ -93,6 +93,12 @@ def load_runs(paths):
     return RunList(runs, errors)
 
 
+def list_runs(paths):
+    """Like :func:`load_runs`, reading only run.json and config.json of each run
+    (from the folder's summary index when current); logs are read when used."""
+    return RunList(*_read_each(paths, _load_records))
+
+
 def _read_each(paths, read):
     """``read(run)`` for every run below ``paths`` (a :class:`Run`, its run.json
     and config.json from the folder's summary index when current); broken
@@ -397,10 +403,17 @@ def _long_table(found, metric, varying):
 
 
 def _per_run(values, lengths):
-    """A column holding each run's value on each of its rows (pandas infers its dtype)."""
+    """A column holding each run's value on each of its rows: numbers repeated,
+    text as a categorical (one code a row: a string column of 20 million rows
+    took seconds and a gigabyte), tuples as objects."""
+    import numpy as np
     import pandas as pd
-    series = pd.Series(values, dtype=object if any(isinstance(v, tuple) for v in values) else None)
-    return series.repeat(lengths).to_numpy()
+    if any(isinstance(v, tuple) for v in values):
+        return pd.Series(values, dtype=object).repeat(lengths).to_numpy()
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return np.repeat(np.asarray(values), lengths)
+    per_run = pd.Categorical(values)
+    return pd.Categorical.from_codes(np.repeat(per_run.codes, lengths), per_run.categories)
 
 
 def available_metrics(run):

@@ -83,8 +83,8 @@ def _render_report(runs, title, out_path):
 
 
 def _write_report(args: argparse.Namespace) -> int:
-    from ..analysis.reports import load_runs
-    runs = load_runs(args.paths)
+    from ..analysis.reports import list_runs
+    runs = list_runs(args.paths)   # logs read for the drawn runs only
     out = args.out or os.path.join(_folder_of(args.paths[0]), "report.html")
     text = _render_report(runs, "mindexp report: " + ", ".join(args.paths), _check_writable(out))
     _write_atomically(out, text)

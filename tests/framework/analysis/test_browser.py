@@ -409,3 +409,69 @@ def test_the_figures_slider_shows_each_epochs_png_on_the_run_page_and_in_the_rep
     page.wait_for_selector("img.run-figure")
     _move_slider_to_first_epoch_and_back(page, embedded)
     assert errors == [], errors
+# -- the dashboard over more runs than it draws ------------------------------------
+
+def _copies(root, n):
+    """``n`` runs copied from one (newest last), every 10th an adam run."""
+    first = make_run(root, "20260101-000000-sgd-000000", losses=[1.0, 0.8, 0.6])
+    for i in range(1, n):
+        name = f"20260101-{i:06d}-{'adam' if i % 10 == 0 else 'sgd'}-{i:06x}"
+        shutil.copytree(first, os.path.join(os.path.dirname(first), name))
+        with open(os.path.join(os.path.dirname(first), name, "config.json"), "w") as f:
+            f.write('{"seed": 0, "epochs": 3, "lr": %s, "optimizer": "%s"}'
+                    % (i / 1000, "adam" if i % 10 == 0 else "sgd"))
+    return os.path.dirname(first)
+
+
+def _requests_during_polls(page, requests, polls):
+    """The requests the page made while it polled ``polls`` more times (waits on
+    the polls themselves, however slow the machine)."""
+    start = len(requests)
+    for _ in range(600):
+        if sum("/api/changes" in u for u in requests[start:]) >= polls:
+            break
+        page.wait_for_timeout(100)
+    return requests[start:]
+
+
+@pytest.mark.slow
+def test_dashboard_pages_filters_on_the_server_and_follows_changes_by_its_cursor(
+        tmp_path, page_of, monkeypatch):
+    from mindexp.analysis import dashboard
+    monkeypatch.setattr(dashboard, "PAGE_ROWS", 20)   # pages of 20 rows; 5 runs drawn
+    monkeypatch.setattr(dashboard, "MAX_SHOWN", 5)
+    folder = _copies(tmp_path, 30)
+    server = dashboard.make_server([str(tmp_path)], port=0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    try:
+        page, errors = page_of(dashboard.url_of(server), 1280)
+        requests = []
+        page.on("request", lambda r: requests.append(r.url))
+        rows = page.locator("#runs tbody tr")
+        expect(rows).to_have_count(20, timeout=60000)
+        expect(page.locator("#shown")).to_contain_text("1\u201320 of 30 runs \u00b7 5 drawn",
+                                                       timeout=60000)
+        expect(page.locator(".card .main-svg").first).to_be_visible(timeout=60000)
+        page.locator("#pager button", has_text="next").click()
+        expect(rows).to_have_count(10, timeout=30000)
+        page.fill("#filter", "adam")
+        expect(rows).to_have_count(2, timeout=30000)
+        assert any("/api/runs" in u and "q=adam" in u for u in requests)
+        quiet = _requests_during_polls(page, requests, 3)
+        assert not any("/api/data" in u or "/api/runs" in u for u in quiet), quiet
+        make_run(tmp_path, "20260102-000000-adam-ffffff", losses=[1.0, 0.5])  # a new run
+        expect(rows).to_have_count(3, timeout=30000)
+        done = os.path.join(folder, "20260101-000010-adam-00000a", "run.json")
+        with open(done) as f:
+            text = f.read()
+        with open(done + ".tmp", "w") as f:
+            f.write(text.replace('"status": "completed"', '"status": "failed"'))
+        os.replace(done + ".tmp", done)   # a status change
+        expect(page.locator("tr[data-key$='adam-00000a'] td.status")).to_have_text(
+            "failed", timeout=30000)
+        page.screenshot(path=str(tmp_path / "dashboard-30.png"))
+        assert errors == []
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -371,10 +371,10 @@ def test_the_page_runs_only_its_own_script_by_hash(served):
         directives = dict(d.strip().split(" ", 1) for d in
                           headers["Content-Security-Policy"].split(";") if " " in d.strip())
         scripts = re.findall(r"<script>(.*?)</script>", body.decode(), flags=re.S)
-        assert len(scripts) == 1  # page.js inline; Plotly comes from /static, same origin
+        assert len(scripts) == 1 and "<script src=" not in body.decode()  # page.js only
         digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
         assert directives["script-src"].split() == ["'self'", f"'sha256-{digest}'"]
-        assert b'<script src="/static/plotly.min.js">' in body
+        assert b'"plotly":"/static/plotly.min.js"' in body   # loaded by page.js, same origin
 
 
 @pytest.mark.parametrize("host", ["evil.example.com", "evil.example.com:{port}",
@@ -487,3 +487,104 @@ def test_a_finished_run_resumed_sends_its_new_rows(served):
         f.write("3,2,0.25,0.1,0.2\n")
     assert _changes(get, poll["cursor"])[0]["rows"] == {
         "0/toy/done": {"loss": [["3", "2", "0.25", "0.1", "0.2"]]}}
+
+
+# -- many runs: the table paged, filtered and sorted by the server ---------------------
+
+SIXTY = 60
+
+
+@pytest.fixture(scope="module")
+def sixty(tmp_path_factory):
+    """60 runs (copies of one, lr and final loss differing; every 7th adam), served."""
+    root = tmp_path_factory.mktemp("sixty")
+    first = make_run(root, "20260101-000000-sgd-000000")
+    for i in range(1, SIXTY):
+        name = f"20260101-{i:06d}-{'adam' if i % 7 == 0 else 'sgd'}-{i:06x}"
+        run_dir = shutil.copytree(first, os.path.join(os.path.dirname(first), name))
+        meta = json.loads(open(os.path.join(run_dir, "run.json")).read())
+        with open(os.path.join(run_dir, "run.json"), "w") as f:
+            json.dump(meta | {"run_id": name, "final_loss": 1.0 / (i + 1)}, f)
+        with open(os.path.join(run_dir, "config.json"), "w") as f:
+            json.dump({"seed": 0, "epochs": 3, "lr": i / 100,
+                       "optimizer": "adam" if i % 7 == 0 else "sgd"}, f)
+    server = make_server([str(root)], port=0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    host, port = server.server_address[:2]
+
+    def get(path):
+        conn = http.client.HTTPConnection(host, port, timeout=60)
+        conn.request("GET", path)
+        response = conn.getresponse()
+        body = response.read()
+        conn.close()
+        return response.status, body
+    yield root, get
+    server.shutdown()
+    server.server_close()
+
+
+def _runs(get, query=""):
+    status, body = get("/api/runs" + query)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def test_the_runs_table_is_paged_sorted_and_filtered_by_the_server(sixty):
+    _, get = sixty
+    first = _runs(get, "?limit=25")
+    assert (first["total"], first["matched"], len(first["rows"])) == (SIXTY, SIXTY, 25)
+    assert first["rows"][0]["id"] == f"20260101-{SIXTY - 1:06d}-sgd-{SIXTY - 1:06x}"  # newest
+    assert sorted(first["columns"]) == ["lr", "optimizer"]   # only the fields that differ
+    last = _runs(get, "?limit=25&offset=50")
+    assert len(last["rows"]) == 10
+    best = _runs(get, "?limit=3&sort=final_loss")["rows"]
+    assert [r["final_loss"] for r in best] == [1 / SIXTY, 1 / (SIXTY - 1), 1 / (SIXTY - 2)]
+    by_lr = _runs(get, "?limit=2&sort=-config.lr")["rows"]
+    assert [r["config"]["lr"] for r in by_lr] == [0.59, 0.58]
+    adam = _runs(get, "?q=adam&sort=run")
+    assert adam["matched"] == len(range(7, SIXTY, 7)) and adam["total"] == SIXTY
+    assert all(r["config"]["optimizer"] == "adam" for r in adam["rows"])
+    assert _runs(get, "?q=optimizer=adam+lr=0.14")["rows"][0]["config"]["lr"] == 0.14
+
+
+@pytest.mark.parametrize("query, says", [("?sort=colour", "cannot sort by 'colour'"),
+                                         ("?limit=many", "limit"), ("?offset=-", "offset")])
+def test_a_bad_table_request_is_one_line_naming_what_is_accepted(sixty, query, says):
+    status, body = sixty[1]("/api/runs" + query)
+    error = json.loads(body)["error"]
+    assert status == 400 and says in error and "\n" not in error
+
+
+def test_a_quiet_poll_is_a_few_bytes_at_sixty_runs(sixty):
+    _, get = sixty
+    cursor = _changes(get)[0]["cursor"]
+    quiet, size = _changes(get, cursor)
+    assert size < 100 and not (quiet["new"] or quiet["status"] or quiet["rows"])
+
+
+def test_the_page_draws_the_runs_it_picks_and_nothing_outside(sixty):
+    _, get = sixty
+    keys = [r["key"] for r in _runs(get, "?limit=2&sort=final_loss")["rows"]]
+    data = _data(get, "?runs=" + ",".join(keys + ["0/../etc", "0/toy/gone"]))
+    assert sorted(r["key"] for r in data["runs"]) == sorted(keys)
+    assert data["runs"][0]["logs"]["loss"] == ["step", "epoch", "loss", "lr", "time_s"]
+    loss = next(f for f in data["figures"] if f["id"] == "loss")
+    assert loss["traces"][0]["src"] == {"log": "loss", "x": "step", "col": "loss"}
+
+
+def test_the_table_lists_exactly_the_runs_on_disk_and_their_new_status(served):
+    root, get = served
+    make_run(root, "a", status="running", losses=(1.0, 0.5), meta={"total_steps": 8})
+    make_run(root, "b")
+    assert [(r["id"], r["progress"]["step"]) for r in _runs(get, "?sort=run")["rows"]] == [
+        ("a", 2), ("b", 3)]
+    with open(root / "toy" / "a" / "loss.csv", "a") as f:
+        f.write("3,2,0.25,0.1,0.2\n")
+    shutil.rmtree(root / "toy" / "b")
+    make_run(root, "c", status="failed", meta={"error": "boom\nat line 3"})
+    rows = _runs(get, "?sort=run")["rows"]
+    assert [(r["id"], r["status"], r["progress"]["step"]) for r in rows] == [
+        ("a", "running", 3), ("c", "failed", 3)]
+    assert rows[1]["error"] == "boom"

@@ -182,3 +182,16 @@ def test_a_log_created_but_never_written_leaves_the_report_whole(cli, tmp_path, 
     done = cli("report", tmp_path, "--out", tmp_path / "r.html")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert os.path.getsize(tmp_path / "r.html") > 0
+
+
+def test_past_max_drawn_runs_the_report_tables_every_run_and_draws_the_best(tmp_path):
+    from mindexp.analysis.reports import list_runs
+    for i, final in enumerate((0.5, 0.1, 0.4, 0.2, 0.3)):
+        make_run(tmp_path, f"r{i}", losses=(1.0, final))
+    runs = list_runs(str(tmp_path))
+    data = _data(interactive.render_report(runs, max_drawn=3))
+    assert len(data["table"]["rows"]) == 5 and len(data["runs"]) == 5
+    loss = next(f for f in data["figures"] if f["id"] == "loss")
+    assert sorted(data["runs"][t["run"]]["id"] for t in loss["traces"]) == ["r1", "r3", "r4"]
+    assert data["note"] == "curves of the 3 runs with the lowest final loss of 5; every run is " \
+                           "in the table"

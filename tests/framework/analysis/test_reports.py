@@ -289,3 +289,12 @@ def test_run_json_shapes_survive_a_round_trip(tmp_path):
     table = compare(run_dir)
     assert table["track_names"].iloc[0] == ("a", "b")
     assert json.loads(open(os.path.join(run_dir, "config.json")).read())["track_names"] == ["a", "b"]
+
+
+def test_history_holds_each_run_id_once_as_a_category_and_pivots_as_text(tmp_path):
+    for name, optimizer in (("a", "sgd"), ("b", "adam")):
+        make_run(tmp_path, name, config={"optimizer": optimizer}, losses=(1.0, 0.5, 0.25))
+    table = history(str(tmp_path), "loss")
+    assert str(table["run_id"].dtype) == "category" and str(table["optimizer"].dtype) == "category"
+    assert list(table.pivot(index="step", columns="run_id", values="loss").columns) == ["a", "b"]
+    assert table.loc[table["run_id"] == "b", "optimizer"].tolist() == ["adam"] * 3
