@@ -14,7 +14,7 @@ import logging
 import signal
 import subprocess
 import threading
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 logger = logging.getLogger(__name__)
 
@@ -52,9 +52,9 @@ class Forwarding(StopFlag):
     """The driver's handler: remember the first signal, forward each one to the
     live workers (the third as SIGKILL). ``procs`` may grow while it is used."""
 
-    def __init__(self, procs: Sequence[subprocess.Popen] | None = None, what: str = "runs"):
+    def __init__(self, procs: list[subprocess.Popen] | None = None, what: str = "runs"):
         super().__init__()
-        self.procs: list[subprocess.Popen] = list(procs or [])
+        self.procs = procs if procs is not None else []  # the caller's list, as it grows
         self.count, self.what = 0, what
 
     def handler(self, signum: int, frame: Any) -> None:
