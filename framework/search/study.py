@@ -56,7 +56,7 @@ def import_optuna():
     try:
         import optuna
     except ImportError:
-        raise MindexpError(f"mindexp tune needs Optuna; install it with: pip install "
+        raise MindexpError(f"mindexp tune and sweep need Optuna; install it with: pip install "
                            f"'{EXTRA}' (or: pip install optuna)") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna

@@ -274,8 +274,8 @@ class Sweep:
     def _study_name(self):
         """The same name on every machine for the same command (its grid, fixed
         values and name), so that they share one study."""
-        key = json.dumps([self.experiment, self.grid, sorted(self.sets.items()),
-                          sorted(self._file_values().items()), self.name], default=str)
+        key = json.dumps([self.experiment, _texts(self.grid), sorted(_texts(self.sets).items()),
+                          sorted(_texts(self._file_values()).items()), self.name])
         return f"sweep-{self.name or self.experiment}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
     def _settle_record(self):
@@ -566,6 +566,14 @@ class Sweep:
                 "storage": shown_url(self._spec.storage), "study": self._spec.study,
                 "retries": self.retries, "status": self.status, "started_at": self.started_at,
                 "ended_at": self.ended_at, "runs": [r.as_dict() for r in self.runs]})
+
+
+def _texts(values):
+    """Values as the command line writes them (``0.1``, ``true``), lists item by
+    item: a Python sweep and the same command line share one study."""
+    def text(v):
+        return str(v).lower() if isinstance(v, bool) else str(v)
+    return {k: [text(x) for x in v] if isinstance(v, list) else text(v) for k, v in values.items()}
 
 
 def _storage_of(storage):

@@ -5,32 +5,14 @@ import sys
 
 import pytest
 
-from conftest import cli_env, require, skip_unless_ci
+from conftest import cli_env, require
+from postgres import postgres  # noqa: F401  (the fixture: a private server per module)
 
 optuna = require("optuna")
 
 # learning rates none of the optimizers diverges with on linear: a diverged trial reports no
 # intermediate value (the pruning check below counts on one per trial)
 SPACE = ["--param", "lr=loguniform:1e-3:0.1", "--param", "optimizer=choice:sgd,momentum,adam"]
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    """A private PostgreSQL cluster on 127.0.0.1 (see tests/postgres.py), one for
-    the module (its start costs seconds); skips with one line where PostgreSQL
-    cannot be had (fails under CI instead)."""
-    from postgres import Server
-    server = Server()
-    if server.missing:
-        skip_unless_ci(server.missing)
-    require("psycopg", reason="psycopg (the PostgreSQL driver of the test extra) is missing")
-    try:
-        server.start()
-    except Exception as exc:  # noqa: BLE001  no unprivileged user, a broken install
-        server.stop()
-        skip_unless_ci(f"could not start a private PostgreSQL server: {exc}")
-    yield server
-    server.stop()
 
 
 def _trials(storage, study):
