@@ -34,12 +34,14 @@ from typing import Any, Callable
 
 from ..callbacks import schema
 from ..errors import MindexpError
+from .children import output_to
 from .study import LOGS, claim_lock, import_optuna, open_storage
 
 POINT = "point"            # the user attribute naming a trial's grid point
 FINAL = ("completed", "diverged", "pruned")   # outcomes a continued sweep keeps
 FULL_DISK = os.strerror(28)   # ENOSPC in a run's error: no further run can succeed
 SWEEP_STUDY = "sweep"      # the study's name in a sweep's own journal
+RETIRED = "mindexp:retired"   # the study's user attribute listing retired trials
 
 
 @dataclasses.dataclass
@@ -113,31 +115,39 @@ def outcome(trial: Any) -> str:
     return trial.user_attrs.get("status") or "failed"   # no status: its worker died
 
 
-def attempts(trials: list) -> list:
+def retired(study: Any) -> set[int]:
+    """Ids of failed trials a later command reopened (they no longer count).
+    Kept in the study (a finished trial cannot be changed)."""
+    return set(study.user_attrs.get(RETIRED) or [])
+
+
+def attempts(trials: list, gone: set[int] | frozenset = frozenset()) -> list:
     """The failed trials that count against ``retries`` (not interrupted, not retired)."""
-    return [t for t in trials if outcome(t) == "failed" and not t.user_attrs.get("retired")]
+    return [t for t in trials if outcome(t) == "failed" and t._trial_id not in gone
+            and not t.user_attrs.get("retired")]
 
 
-def point_state(trials: list, retries: int) -> str:
-    """``open``, ``running``, ``done`` or ``failed`` (see the module's docstring)."""
+def point_state(trials: list, retries: int, gone: set[int] | frozenset = frozenset()) -> str:
+    """``open``, ``running``, ``done`` or ``failed`` (see the module's docstring);
+    ``gone``: the retired trials (:func:`retired`)."""
     states = [outcome(t) for t in trials]
     if "running" in states:
         return "running"
     if any(s in FINAL for s in states):
         return "done"
-    return "failed" if len(attempts(trials)) > retries else "open"
+    return "failed" if len(attempts(trials, gone)) > retries else "open"
 
 
 def reopen_failed(study: Any, spec: SweepSpec) -> int:
     """Retire the failed trials of points failed for good (the same command
     again trains them anew); returns how many points were reopened."""
-    reopened = 0
-    for trials in point_trials(study).values():
-        if point_state(trials, spec.retries) == "failed":
-            for trial in attempts(trials):
-                study._storage.set_trial_user_attr(trial._trial_id, "retired", True)
-            reopened += 1
-    return reopened
+    gone = retired(study)
+    failed = [trials for trials in point_trials(study).values()
+              if point_state(trials, spec.retries, gone) == "failed"]
+    if failed:
+        study.set_user_attr(RETIRED, sorted(gone | {t._trial_id for trials in failed
+                                                    for t in attempts(trials, gone)}))
+    return len(failed)
 
 
 # -- claiming ----------------------------------------------------------------------------
@@ -147,9 +157,9 @@ def claim_point(study: Any, spec: SweepSpec, lock: str | None = None) -> Claim |
     from .liveness import fail_dead_trials
     with claim_lock(spec.storage):
         fail_dead_trials(study)
-        trials = point_trials(study)
+        trials, gone = point_trials(study), retired(study)
         for index in range(len(spec.points)):
-            if point_state(trials.get(index, []), spec.retries) != "open":
+            if point_state(trials.get(index, []), spec.retries, gone) != "open":
                 continue
             claim = _claim(study, spec, index, lock)
             if claim is not None:
@@ -245,7 +255,6 @@ def run_points(spec: SweepSpec, stop: Any, on_event: Callable[[dict], None]) -> 
     is full; returns how many this worker trained. ``on_event`` gets a
     ``start`` event as a point is claimed and an ``end`` event with its answer."""
     from .liveness import heartbeat, worker_lock
-    from .worker import output_to
     study = open_study(spec)
     done = 0
     with worker_lock(spec.sweep_dir) as lock:

@@ -32,8 +32,8 @@ def handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, old in saved.items():
-            signal.signal(sig, old)
+        for number, old in saved.items():
+            signal.signal(number, old)
 
 
 class StopFlag:

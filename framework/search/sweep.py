@@ -40,7 +40,7 @@ from ..rundir.meta import read_meta
 from ..rundir.record import locked
 from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, add_trial, here, open_study,
                    outcome, point_state, point_trials, release_space, reopen_failed,
-                   reserve_space, tell)
+                   reserve_space, retired, tell)
 from .signals import handlers
 from .study import JOURNAL, LOGS, shown_url
 
@@ -56,7 +56,7 @@ STORAGE_POLL_S = 1.0         # how often the storage is read for what other work
 IDENTITY = ("experiment", "spec", "grid", "set", "config_file", "name")
 
 
-def parse_grid(items: list[str], exp_cls: type) -> dict[str, list[str]]:
+def parse_grid(items: list[str], exp_cls: Any) -> dict[str, list[str]]:
     """``["optimizer=sgd,adam", "lr=0.1,0.2"]`` -> ``{"optimizer": ["sgd", "adam"], ...}``.
 
     Raises ConfigError for a malformed item, a key that is not a config
@@ -79,7 +79,7 @@ def parse_grid(items: list[str], exp_cls: type) -> dict[str, list[str]]:
     return grid
 
 
-def check_grid(grid: Any, exp_cls: type) -> dict[str, list]:
+def check_grid(grid: Any, exp_cls: Any) -> dict[str, list]:
     """A Python ``{field: [values]}`` grid checked as :func:`parse_grid` checks
     ``--grid`` (ConfigError naming the field); returns it as a dict of lists."""
     if not isinstance(grid, dict) or not grid:
@@ -107,7 +107,7 @@ def _check_grid_key(key, known, exp_cls, grid):
                           f"Received: {key}", field=key)
 
 
-def check_points(exp_cls: type, grid: dict, sets: dict | None,
+def check_points(exp_cls: Any, grid: dict, sets: dict | None,
                  file_values: dict | None = None) -> None:
     """Build every grid point's config now, so a bad value stops the sweep
     before any run starts (ConfigError naming the field)."""
@@ -135,9 +135,14 @@ class SweepRun:
 
     def __init__(self, index: int, values: dict, label: str):
         self.index, self.values, self.label = index, values, label
-        self.status, self.run_id, self.run_dir = "pending", None, None
-        self.returncode, self.error, self.final_loss = None, None, None
-        self.pid, self.log_path = None, None
+        self.status = "pending"
+        self.run_id: str | None = None
+        self.run_dir: str | None = None
+        self.returncode: int | None = None
+        self.error: str | None = None
+        self.final_loss: float | None = None
+        self.pid: int | None = None
+        self.log_path: str | None = None
         self.previous: list[str] = []
 
     def as_dict(self) -> dict:
@@ -182,7 +187,7 @@ class Sweep:
         for run in self.runs:
             check_label(run.label)
         self.storage = storage
-        self.dir = self.sweep_id = self.experiment = None
+        self.dir, self.sweep_id, self.experiment = "", "", ""   # set by start()
         self.tags: list[str] = []
         self.note: str | None = None          # every run's tags and note (mindexp tag / note)
         self.status, self.started_at, self.ended_at = "pending", None, None
@@ -477,14 +482,14 @@ class Sweep:
             if dead:
                 from .liveness import fail_dead_trials
                 fail_dead_trials(self._study)
-            trials = point_trials(self._study)
+            trials, gone = point_trials(self._study), retired(self._study)
         except Exception as exc:  # noqa: BLE001  a storage gone away: keep what we know
             logger.warning("could not read the sweep's storage: %s", exc)
             return {r.index: ("done" if r.status in FINAL else "running") for r in self.runs}
         states = {}
         for run in self.runs:
             mine = trials.get(run.index, [])
-            states[run.index] = point_state(mine, self.retries)
+            states[run.index] = point_state(mine, self.retries, gone)
             if mine:
                 self._from_trials(run, mine)
         return states

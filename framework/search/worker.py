@@ -10,11 +10,10 @@ sweep's ``logs/``; one JSON line per event goes to the driver on the
 original stdout. SIGINT/SIGTERM: the running run stops after its step
 (status interrupted), nothing new is claimed, the worker exits 128 + signal.
 """
-import contextlib
 import json
 import os
-import sys
 
+from .children import output_to
 from .signals import StopFlag, handlers
 
 
@@ -32,10 +31,14 @@ def serve(spec_json, index):
         except BrokenPipeError:  # the driver is gone (killed): nobody to tell
             pass
 
+    from .grid import SweepSpec, run_points
+    try:
+        sweep = SweepSpec.from_json(spec_json)
+    except TypeError:  # a TuneSpec's fields
+        sweep = None
     with handlers(stop.handler):
-        if json.loads(spec_json).get("kind") == "sweep":
-            from .grid import SweepSpec, run_points
-            run_points(SweepSpec.from_json(spec_json), stop, report)
+        if sweep is not None:
+            run_points(sweep, stop, report)
         else:
             _serve_trials(spec_json, stop, report)
     return 0 if stop.signum is None else 128 + stop.signum
@@ -53,25 +56,3 @@ def _serve_trials(spec_json, stop, report):
 
     run_trials(spec, exp_cls, stop, on_trial=on_trial,
                log_for=lambda n: output_to(trial_log(spec, n)))
-
-
-@contextlib.contextmanager
-def output_to(path):
-    """File descriptors 1 and 2 to ``path`` (appended) for the block."""
-    saved = os.dup(1), os.dup(2)
-    try:
-        with open(path, "a", encoding="utf-8") as log:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-            try:
-                yield
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os.dup2(saved[0], 1)
-                os.dup2(saved[1], 2)
-    finally:
-        os.close(saved[0])
-        os.close(saved[1])
