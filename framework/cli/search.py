@@ -74,7 +74,7 @@ def _add_tune_command(sub):
 def _run_sweep(args: argparse.Namespace) -> int:
     from ..define.catalog import resolve_spec
     from ..define.config import load_toml, parse_assignments
-    from ..search.sweep import Sweep, check_points, parse_grid
+    from ..search.sweeps import Sweep, check_points, parse_grid
     cls, entry = resolve_spec(args.experiment)
     grid, sets = parse_grid(args.grid, cls), parse_assignments(args.set)
     check_points(cls, grid, sets, load_toml(args.config) if args.config else {})

@@ -114,7 +114,7 @@ def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[An
     (its runs are interrupted, resumable by the same call).
     """
     from ..analysis.notebook import load_runs
-    from .sweep import Sweep, check_grid, check_points
+    from .sweeps import Sweep, check_grid, check_points
     cls, entry = _experiment(experiment)
     if entry.split(":")[0] == "__main__":
         raise ConfigError(f"a sweep trains in worker processes, which cannot import "

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import cli_env
 from mindexp.cli.main import main
-from mindexp.search.sweep import grid_points
+from mindexp.search.sweeps import grid_points
 
 FRAGILE = '''
 from dataclasses import dataclass
@@ -160,7 +160,7 @@ def test_grid_points_are_the_cartesian_product_first_key_slowest():
 
 def test_the_python_api_checks_workers_too():
     from mindexp import ConfigError
-    from mindexp.search.sweep import Sweep
+    from mindexp.search.sweeps import Sweep
     with pytest.raises(ConfigError, match=r"--workers must be an integer >= 1 .*"
                                           r"Received: --workers 0"):
         Sweep("linear", {"lr": ["0.1"]}, workers=0)
@@ -230,7 +230,7 @@ def test_a_worker_gone_before_its_run_fails_that_run_and_is_not_restarted_foreve
         tmp_path, monkeypatch):
     from mindexp.search import driver
     monkeypatch.setattr(driver, "WORKER_COMMAND", "no-such-command")  # each worker exits 2
-    from mindexp.search.sweep import Sweep
+    from mindexp.search.sweeps import Sweep
     sweep = Sweep("linear", {"lr": ["0.1", "0.2", "0.3"]}, out=str(tmp_path), workers=2)
     sweep.start("linear")
     assert sweep.run() == "failed"
