@@ -85,7 +85,7 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
 
 def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[Any]],
           config: Mapping[str, Any] | None = None, out: str | os.PathLike[str] = "outputs",
-          workers: int = 1, storage: str | None = None, retries: int = 0,
+          workers: int = 1, storage: str | os.PathLike[str] | None = None, retries: int = 0,
           name: str | None = None) -> Runs:
     """Train every point of ``grid`` (the cartesian product of its values) and
     return the points' runs (``Runs``; ``.compare()`` gives the table).

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import errno
 import json
 import os
 import platform
@@ -39,7 +40,7 @@ from .study import LOGS, claim_lock, import_optuna, open_storage
 
 POINT = "point"            # the user attribute naming a trial's grid point
 FINAL = ("completed", "diverged", "pruned")   # outcomes a continued sweep keeps
-FULL_DISK = os.strerror(28)   # ENOSPC in a run's error: no further run can succeed
+FULL_DISK = os.strerror(errno.ENOSPC)   # in a run's error: no further run can succeed
 SWEEP_STUDY = "sweep"      # the study's name in a sweep's own journal
 RETIRED = "mindexp:retired"   # the study's user attribute listing retired trials
 

@@ -174,7 +174,8 @@ class Sweep:
     def __init__(self, spec: str, grid: dict, sets: dict | None = None,
                  config_file: str | None = None, out: str | os.PathLike[str] = "outputs",
                  workers: int | None = None, name: str | None = None, entry: str | None = None,
-                 storage: str | None = None, retries: int = DEFAULT_RETRIES):
+                 storage: str | os.PathLike[str] | None = None,
+                 retries: int = DEFAULT_RETRIES):
         self.spec, self.grid, self.sets = spec, dict(grid), dict(sets or {})
         self.entry = entry
         self.config_file = os.path.abspath(config_file) if config_file else None
@@ -186,7 +187,7 @@ class Sweep:
         self.retries = _check_retries(retries)
         for run in self.runs:
             check_label(run.label)
-        self.storage = storage
+        self.storage = os.fspath(storage) if storage is not None else None
         self.dir, self.sweep_id, self.experiment = "", "", ""   # set by start()
         self.tags: list[str] = []
         self.note: str | None = None          # every run's tags and note (mindexp tag / note)
