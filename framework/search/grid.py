@@ -300,8 +300,10 @@ def train_point(spec: SweepSpec, claim: Claim, stop: Any) -> dict:
         _say(f"mindexp: training failed: {_one_line(exc)}")
         meta = exc.run.meta if getattr(exc, "run", None) is not None else {}
         return _answer(exc.run_dir, meta.get("status") or "failed", _one_line(exc), 1, meta)
-    except KeyboardInterrupt:
-        return _failed("mindexp: interrupted", 130, status="interrupted")
+    except KeyboardInterrupt:  # a second signal: the run's folder is still resumable
+        _say("mindexp: interrupted")
+        run_dir = getattr(started.get("exp"), "run_dir", None)
+        return _answer(run_dir, "interrupted", "mindexp: interrupted", 130)
     except BaseException:  # noqa: BLE001  (the point's log says what it was)
         _say(traceback.format_exc())
         _drop_unrecorded(started.get("exp"))
