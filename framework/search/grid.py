@@ -342,7 +342,8 @@ def _drop_unrecorded(exp):
 def _say(text):
     """Print on the point's log; a full disk must not turn the answer into a crash."""
     try:
-        print(text.rstrip("\n"), file=sys.stderr, flush=True)
+        sys.stderr.write(text.rstrip("\n") + "\n")
+        sys.stderr.flush()
     except OSError:
         pass
 
