@@ -18,7 +18,7 @@ _EXPORTS = {
     "load_run": "analysis.notebook", "load_runs": "analysis.notebook", "Run": "analysis.notebook",
     "Runs": "analysis.notebook", "plot": "analysis.notebook",
     "TrainingError": "errors", "diff": "manage.diff",
-    "tune": "search", "study_frame": "search", "to_mlflow": "analysis.mlflow_export",
+    "tune": "search", "study_frame": "search", "sweep": "search", "to_mlflow": "analysis.mlflow_export",
 }
 __all__ = sorted(_EXPORTS)
 

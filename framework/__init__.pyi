@@ -20,6 +20,7 @@ from .errors import RunDirError as RunDirError
 from .errors import TrainingError as TrainingError
 from .manage.diff import diff as diff
 from .search import study_frame as study_frame
+from .search import sweep as sweep
 from .search import tune as tune
 
 __version__: str

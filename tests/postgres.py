@@ -12,6 +12,8 @@ import subprocess
 import tempfile
 import time
 
+import pytest
+
 USER = "mindexp"  # the database superuser the cluster is made with (trust auth on loopback)
 UNPRIVILEGED = "nobody"
 
@@ -93,3 +95,23 @@ class Server:
                        capture_output=True, timeout=120)
         shutil.rmtree(self.folder, ignore_errors=True)
         self.folder = None
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A private PostgreSQL cluster on 127.0.0.1, one for the session (its start
+    costs seconds; each test makes its own database); a test module uses it with
+    ``from postgres import postgres``. Skips with one line where PostgreSQL
+    cannot be had (fails under CI instead)."""
+    from conftest import require, skip_unless_ci
+    server = Server()
+    if server.missing:
+        skip_unless_ci(server.missing)
+    require("psycopg", reason="psycopg (the PostgreSQL driver of the test extra) is missing")
+    try:
+        server.start()
+    except Exception as exc:  # noqa: BLE001  no unprivileged user, a broken install
+        server.stop()
+        skip_unless_ci(f"could not start a private PostgreSQL server: {exc}")
+    yield server
+    server.stop()

@@ -15,6 +15,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """``text`` as an integer >= 0 (an argparse ``type``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0. Received: {text!r}")
+    return value
+
+
 def port(text: str) -> int:
     """``text`` as a TCP port from 0 to 65535 (an argparse ``type``)."""
     try:

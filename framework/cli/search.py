@@ -1,17 +1,17 @@
 """Commands that train many runs: ``sweep`` (a config grid) and ``tune`` (an Optuna
-study), and ``_tune_worker``, what a study's worker process runs. The logic is in
-cli/sweep.py and mindexp.search; this module parses, calls and prints."""
+study), and ``_search_worker``, what their worker processes run. The logic is in
+mindexp.search; this module parses, calls and prints."""
 import argparse
 import os
 import sys
 
 from ..errors import ConfigError, MindexpError
-from ._args import add_config_args, add_tag_args, positive_int
+from ._args import add_config_args, add_tag_args, non_negative_int, positive_int
 from ._console import EXIT_FAILED, EXIT_OK, fmt_number
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add sweep, tune and the internal _tune_worker, each bound to its handler."""
+    """Add sweep, tune and the internal _search_worker, each bound to its handler."""
     _add_sweep_command(subparsers)
     _add_tune_command(subparsers)
 
@@ -23,7 +23,14 @@ def _add_sweep_command(sub):
                        help="values of one config field (repeatable)")
     add_config_args(sweep)
     sweep.add_argument("--workers", type=positive_int, metavar="N",
-                       help="runs at the same time (default: the number of CPU cores)")
+                       help="runs at the same time on this machine (default: the number of "
+                            "CPU cores)")
+    sweep.add_argument("--storage", metavar="URL_OR_FILE",
+                       help="RDB URL or journal file shared by every machine running this same "
+                            "command (default: a journal file in the sweep's folder)")
+    sweep.add_argument("--retries", type=non_negative_int, default=0, metavar="K",
+                       help="times a failed point is trained again before it is recorded "
+                            "failed (default: 0; the same command again retrains failed points)")
     sweep.add_argument("--name", help="label for the sweep id and its runs' ids")
     sweep.add_argument("--resume", action="store_true",
                        help="continue the unfinished sweep of this same command (which the "
@@ -57,9 +64,9 @@ def _add_tune_command(sub):
     tune.add_argument("--show", action="store_true", help="print the results of --study and exit")
     add_config_args(tune)
     tune.set_defaults(handler=_run_tune)
-    worker = sub.add_parser("_tune_worker")  # internal, see search.worker
+    worker = sub.add_parser("_search_worker")  # internal, see search.worker
     worker.add_argument("task", nargs=2)
-    worker.set_defaults(handler=_serve_tune_worker)
+    worker.set_defaults(handler=_serve_worker)
 
 
 # -- sweep ---------------------------------------------------------------------------
@@ -67,12 +74,13 @@ def _add_tune_command(sub):
 def _run_sweep(args: argparse.Namespace) -> int:
     from ..define.catalog import resolve_spec
     from ..define.config import load_toml, parse_assignments
-    from .sweep import Sweep, check_points, parse_grid
+    from ..search.sweeps import Sweep, check_points, parse_grid
     cls, entry = resolve_spec(args.experiment)
     grid, sets = parse_grid(args.grid, cls), parse_assignments(args.set)
     check_points(cls, grid, sets, load_toml(args.config) if args.config else {})
     spec = entry if ":" in args.experiment or args.experiment.endswith(".py") else args.experiment
-    sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name, entry=entry)
+    sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name, entry=entry,
+                  storage=args.storage, retries=args.retries)
     from ..manage.tags import check_tags
     sweep.tags, sweep.note = check_tags(args.tag), args.note
     folder = sweep.start(cls.experiment_name(), resume=True if args.resume else "auto")
@@ -84,6 +92,10 @@ def _run_sweep(args: argparse.Namespace) -> int:
     else:
         print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
               f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)
+    if args.storage:
+        from ..search.study import shown_url
+        print(f"storage: {shown_url(args.storage)} (shared: the same command elsewhere joins)",
+              flush=True)
     status = sweep.run(on_finish=_sweep_progress(todo))
     _print_sweep_summary(sweep)
     return _sweep_exit(sweep, status)
@@ -229,6 +241,6 @@ def _fmt(value):
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _serve_tune_worker(args: argparse.Namespace) -> int:
+def _serve_worker(args: argparse.Namespace) -> int:
     from ..search.worker import serve
     return serve(args.task[0], int(args.task[1]))

@@ -87,14 +87,29 @@ def acquire(run_dir, action):
 def holder(run_dir):
     """Who holds ``run_dir``'s lock (``"pid 12 on host (resume)"``), or None when
     no live process does. Creates nothing and never keeps the lock."""
+    with _probed(os.path.join(os.fspath(run_dir), schema.RESUME_LOCK)) as fd:
+        return None if fd is None else _holder_name(fd)
+
+
+def lock_held(path):
+    """True while a live process holds an flock on the file ``path`` (a run's
+    lock, a search worker's lock); False when none does or the file is gone.
+    Creates nothing and never keeps the lock."""
+    with _probed(path) as fd:
+        return fd is not None
+
+
+@contextlib.contextmanager
+def _probed(path):
+    """The open lock file while a live process holds it, else None (the probe
+    takes a shared lock for an instant: any holder's exclusive one refuses it)."""
     try:
-        fd = os.open(os.path.join(os.fspath(run_dir), schema.RESUME_LOCK), os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:  # no lock file: nobody ever held it, or its holder ended cleanly
-        return None
+        yield None
+        return
     try:
-        if _lock(fd, fcntl.LOCK_SH, 0):
-            return None
-        return _holder_name(fd)
+        yield None if _lock(fd, fcntl.LOCK_SH, 0) else fd
     finally:
         os.close(fd)  # releases the probe's shared lock
 

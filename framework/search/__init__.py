@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from .results import best, save_plots, study_frame
-from .study import StopFlag, run_trials
+from .study import run_trials
 
-__all__ = ["tune", "study_frame"]
+__all__ = ["tune", "study_frame", "sweep"]
 
 if TYPE_CHECKING:
-    from ..analysis.notebook import Run
+    from ..analysis.notebook import Run, Runs
     from ..define.experiment import BaseExperiment
 
 
@@ -83,6 +83,54 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
     return load_run(found.user_attrs["run_dir"]) if found else None
 
 
+def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[Any]],
+          config: Mapping[str, Any] | None = None, out: str | os.PathLike[str] = "outputs",
+          workers: int = 1, storage: str | os.PathLike[str] | None = None, retries: int = 0,
+          name: str | None = None) -> Runs:
+    """Train every point of ``grid`` (the cartesian product of its values) and
+    return the points' runs (``Runs``; ``.compare()`` gives the table).
+
+    The points are trials of an Optuna study that worker processes claim, as
+    ``mindexp sweep`` does (see its documentation): the same call again
+    continues an unfinished sweep (completed points stay, interrupted ones
+    resume, failed ones train anew).
+
+    Args:
+        experiment: an Experiment subclass in an importable module (workers
+            import it), or what ``mindexp run`` accepts (``"linear"``).
+        grid: ``{field: [values]}``, e.g. ``{"optimizer": ["sgd", "adam"], "lr": [0.01, 0.1]}``.
+        config: fixed config values of every point.
+        out: the output root; runs go to ``<out>/<experiment>/``, the record to
+            ``<out>/sweeps/<sweep_id>/sweep.json``.
+        workers: points trained at the same time by this process's workers.
+        storage: an RDB URL (``postgresql+psycopg://...``) or a journal file
+            that other machines running the same sweep share; None: a
+            journal file in the sweep's folder.
+        retries: times a failed point is trained again before it is recorded failed.
+        name: label for the sweep id and its runs' ids.
+
+    Raises ConfigError (nothing started) for a bad grid, config, ``workers``,
+    ``retries`` or storage; KeyboardInterrupt when a signal stopped the sweep
+    (its runs are interrupted, resumable by the same call).
+    """
+    from ..analysis.notebook import load_runs
+    from .sweeps import Sweep, check_grid, check_points
+    cls, entry = _experiment(experiment)
+    if entry.split(":")[0] == "__main__":
+        raise ConfigError(f"a sweep trains in worker processes, which cannot import "
+                          f"{cls.__name__} from __main__; move it into a module. "
+                          f"Received: experiment={cls.__name__}", field="experiment")
+    points = check_grid(grid, cls)
+    check_points(cls, points, dict(config or {}))
+    spec = experiment if isinstance(experiment, str) else entry
+    job = Sweep(spec, points, dict(config or {}), out=out, workers=workers, name=name,
+                entry=entry, storage=storage, retries=retries)
+    job.start(cls.experiment_name())
+    if job.run() == "interrupted":
+        raise KeyboardInterrupt(f"sweep {job.sweep_id} stopped by signal {job.signum}")
+    return load_runs(job.run_dirs())
+
+
 def _experiment(experiment: type[BaseExperiment] | str) -> tuple[type[BaseExperiment], str]:
     if isinstance(experiment, str):
         from ..define.catalog import resolve_spec
@@ -98,16 +146,8 @@ def _experiment(experiment: type[BaseExperiment] | str) -> tuple[type[BaseExperi
 
 
 def _in_process(spec: Any, cls: type[BaseExperiment]) -> int | None:
-    import signal
-    import threading
+    from .signals import StopFlag, handlers
     stop = StopFlag()
-    saved: dict[signal.Signals, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            saved[sig] = signal.signal(sig, stop.handler)
-    try:
+    with handlers(stop.handler):
         run_trials(spec, cls, stop)
-    finally:
-        for sig, old in saved.items():
-            signal.signal(sig, old)
     return stop.signum

@@ -1,37 +1,35 @@
-"""Driving a study: check everything, then run trials in worker processes.
+"""Driving workers: check everything, then run trials or grid points in worker processes.
 
-Each of ``workers`` child processes (``python -m mindexp _tune_worker``)
-imports MindSpore once and claims trials from the shared storage one after
-another, training each in-process exactly as ``mindexp run`` does, its
-output in ``<study>/logs/trial-<n>.log``. Nothing but the storage ties the
-workers together, which is why two ``mindexp tune`` commands, on this
-machine or on two sharing the storage, simply cooperate on one study.
-(The sweep's workers take one ``mindexp run`` command line per task from
-their parent; here the storage hands out the work instead, so the same
-worker code serves one machine and several.)
+Each of ``workers`` child processes (``python -m mindexp _search_worker``, see
+:mod:`.worker`) imports MindSpore once and claims work from the shared
+storage one after another (a study's trials, or a sweep's grid points, see
+:mod:`.grid`), training each in-process exactly as ``mindexp run`` does,
+its output in the study's or sweep's ``logs/``. Nothing but the storage
+ties the workers together, which is why two ``mindexp tune`` (or ``mindexp
+sweep``) commands, on this machine or on two sharing the storage, simply
+cooperate on one study. :class:`Crew` starts the workers and gathers what
+they report; ``tune`` and ``sweep`` both drive theirs through it.
 
-SIGINT/SIGTERM: the driver forwards one SIGTERM to each worker (they run in
-their own sessions so a terminal's Ctrl-C reaches only the driver); each
-stops its run after the current step (status interrupted), tells the study
-the trial failed with ``interrupted`` set, and exits. A second signal is
-forwarded again (the runs stop at once), a third kills the workers.
+Signals follow the one rule of :mod:`.signals` (first: start nothing new,
+stop the running runs after their step; second: at once; third: kill).
 A driver killed outright (SIGKILL) cannot forward anything: the kernel
 sends each worker SIGTERM when its parent dies (``children.die_with_parent``),
 with the same outcome. A worker killed outright leaves its trial RUNNING
 until :func:`.liveness.fail_dead_trials` fails it (here once the workers
-are gone, and before every claim of a trial).
+are gone, and before every claim).
 """
 import json
 import logging
 import os
 import platform
-import signal
+import queue
 import subprocess
 import sys
 import threading
 import time
 
 from .children import die_with_parent
+from .signals import Forwarding, handlers
 from ..errors import ConfigError
 from .space import parse_duration, parse_space
 from .study import (LOGS, TuneSpec, check_choices, default_storage, grid_space,
@@ -39,6 +37,7 @@ from .study import (LOGS, TuneSpec, check_choices, default_storage, grid_space,
 
 logger = logging.getLogger(__name__)
 
+WORKER_COMMAND = "_search_worker"  # the hidden command a worker process runs
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -110,71 +109,79 @@ def start(spec):
 def run_workers(spec, workers, on_line=None):
     """Run ``workers`` worker processes on the study until they finish; returns
     the first signal received (None when none was)."""
-    procs = [_spawn(spec, k) for k in range(workers)]
-    forward = _Forwarding(procs)
-    with forward:
-        _relay(procs, on_line)
-        for proc in procs:
-            proc.wait()
+    crew = Crew()
+    with handlers(crew.forwarding.handler):
+        for k in range(workers):
+            log = os.path.join(spec.study_dir, LOGS,
+                               f"worker-{platform.node()}-{os.getpid()}-{k}.log")
+            crew.spawn(spec.to_json(), k, log)
+        while crew.running():
+            found = crew.next_event(0.2)  # short waits: signals are handled meanwhile
+            if found and found[1] is not None and on_line:
+                on_line(found[1])
+        crew.wait()
     from .liveness import fail_dead_trials
     fail_dead_trials(load_study(spec))  # a worker killed outright left its trial RUNNING
-    return forward.signum
+    return crew.forwarding.signum
 
 
-def _spawn(spec, index):
-    log = os.path.join(spec.study_dir, LOGS, f"worker-{platform.node()}-{os.getpid()}-{index}.log")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-    env.setdefault("GLOG_v", "3")
-    with open(log, "a", encoding="utf-8") as stderr:
-        return subprocess.Popen([sys.executable, "-m", "mindexp", "_tune_worker", spec.to_json(),
-                                 str(index)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=stderr, env=env, text=True, start_new_session=True,
-                                preexec_fn=die_with_parent())
+class Crew:
+    """Worker processes (``python -m mindexp _search_worker SPEC INDEX``, see :mod:`.worker`)
+    and the events they print, one JSON object a line, in one queue.
 
+    Each worker runs in its own session (a terminal's Ctrl-C reaches only the
+    driver, whose :attr:`forwarding` handler passes it on, see :mod:`.signals`)
+    and dies with the driver (:func:`.children.die_with_parent`): spawn from
+    the main thread.
+    """
 
-def _relay(procs, on_line):
-    """Pass each worker's progress lines (one JSON object each) to ``on_line``."""
-    threads = [threading.Thread(target=_read_lines, args=(p, on_line), daemon=True) for p in procs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        while t.is_alive():
-            t.join(0.2)  # short joins: signals are handled in the main thread meanwhile
+    def __init__(self):
+        self.procs = []
+        self.forwarding = Forwarding(self.procs)
+        self._events = queue.Queue()
+        self._open = 0  # workers whose output has not ended
 
+    def spawn(self, spec_json, index, log):
+        """Start a worker whose stderr goes to ``log``; returns its Popen."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        env.setdefault("GLOG_v", "3")
+        with open(log, "a", encoding="utf-8") as stderr:
+            proc = subprocess.Popen([sys.executable, "-m", "mindexp", WORKER_COMMAND, spec_json,
+                                     str(index)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=stderr, env=env, text=True, start_new_session=True,
+                                    preexec_fn=die_with_parent())
+        proc.log_path = log
+        self.procs.append(proc)
+        self._open += 1
+        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+        return proc
 
-def _read_lines(proc, on_line):
-    for line in proc.stdout:
+    def _read(self, proc):
+        for line in proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            self._events.put((proc, event))
+        self._events.put((proc, None))  # its output ended: it exited (or is about to)
+
+    def next_event(self, timeout):
+        """``(proc, event)``, ``(proc, None)`` when a worker's output ended, or None
+        after ``timeout`` seconds without either."""
         try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if on_line:
-            on_line(event)
+            found = self._events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if found[1] is None:
+            self._open -= 1
+        return found
 
+    def running(self):
+        """How many workers' output has not ended yet."""
+        return self._open
 
-class _Forwarding:
-    """SIGINT/SIGTERM in the driver: remember the first, forward SIGTERM (third: SIGKILL)."""
-
-    def __init__(self, procs):
-        self.procs, self.signum, self.count, self.saved = procs, None, 0, {}
-
-    def handler(self, signum, frame):
-        self.signum = self.signum or signum
-        self.count += 1
-        logger.warning("signal %s: stopping the study after the current step of each trial",
-                       signum)
+    def wait(self):
+        """Wait for every worker to exit."""
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM if self.count < 3 else signal.SIGKILL)
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.saved[sig] = signal.signal(sig, self.handler)
-        return self
-
-    def __exit__(self, *exc):
-        for sig, old in self.saved.items():
-            signal.signal(sig, old)
-        return False
+            proc.wait()

@@ -35,6 +35,7 @@ import time
 import warnings
 
 from ..callbacks import schema
+from ..rundir.run_lock import lock_held
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ def fail_dead_trials(study):
     host, journal = platform.node(), _is_journal(study._storage)
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         lock = trial.user_attrs.get("lock")
-        if trial.user_attrs.get("host") == host and isinstance(lock, str) and _unheld(lock):
+        if trial.user_attrs.get("host") == host and isinstance(lock, str) and not lock_held(lock):
             _fail(study, trial)
         elif journal and _silent(trial):
             _fail(study, trial)
@@ -139,21 +140,6 @@ def _silent(trial):
     none, from an older mindexp, is left alone)."""
     beat = trial.system_attrs.get(BEAT_ATTR)
     return isinstance(beat, (int, float)) and time.time() - beat > GRACE_S
-
-
-def _unheld(path):
-    """True when no process holds the lock file (or it is gone)."""
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-    return True
 
 
 def _fail(study, trial):

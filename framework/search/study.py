@@ -39,6 +39,7 @@ import traceback
 
 from ..callbacks import schema
 from ..errors import ConfigError, MindexpError
+from .signals import StopFlag  # noqa: F401  (run_trials' stop; tune and its workers pass one)
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def import_optuna():
     try:
         import optuna
     except ImportError:
-        raise MindexpError(f"mindexp tune needs Optuna; install it with: pip install "
+        raise MindexpError(f"mindexp tune and sweep need Optuna; install it with: pip install "
                            f"'{EXTRA}' (or: pip install optuna)") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
@@ -354,7 +355,9 @@ def remaining(study, trials):
 
 
 @contextlib.contextmanager
-def _claim_lock(storage):
+def claim_lock(storage):
+    """Held while a worker claims work: a lock file beside a journal (an RDB settles
+    claims by trial number instead, see claim_trial)."""
     if is_url(storage):
         yield
         return
@@ -373,7 +376,7 @@ def claim_trial(study, spec, lock=None):
     ``lock``: this worker's lock file, named in the trial (see :mod:`.liveness`)."""
     optuna = import_optuna()
     from .liveness import fail_dead_trials, quiet_heartbeat
-    with _claim_lock(spec.storage):
+    with claim_lock(spec.storage):
         fail_dead_trials(study)
         if remaining(study, spec.trials) == 0:
             return None
@@ -397,17 +400,6 @@ def claim_trial(study, spec, lock=None):
 
 
 # -- running trials -----------------------------------------------------------------
-
-class StopFlag:
-    """What a signal handler sets: the first signal number received."""
-
-    def __init__(self):
-        self.signum = None
-
-    def handler(self, signum, frame):
-        if self.signum is None:
-            self.signum = signum
-
 
 def trial_log(spec, number):
     """The log of trial ``number``: its output in a worker, its traceback when it failed."""

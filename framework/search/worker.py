@@ -1,56 +1,58 @@
-"""A tuning worker process: trials of one study, one after another, MindSpore imported once.
+"""A worker process of ``tune`` and ``sweep``: work from the storage, one item
+after another, MindSpore imported once.
 
-Started by :func:`mindexp.search.driver.run_workers` as ``python -m mindexp
-_tune_worker SPEC_JSON INDEX``. Each trial's stdout and stderr (file
-descriptors 1 and 2, so MindSpore's C++ messages too) go to
-``<study>/logs/trial-<n>.log``; a JSON line per finished trial goes to the
-driver on the original stdout.
+Started by :class:`mindexp.search.driver.Crew` as ``python -m mindexp
+_search_worker SPEC_JSON INDEX``; the spec is a :class:`.study.TuneSpec` (trials
+of a study) or a :class:`.grid.SweepSpec` (points of a grid sweep, ``kind``
+``sweep``). Each trial's or point's stdout and stderr (file descriptors 1
+and 2, so MindSpore's C++ messages too) go to its log in the study's or
+sweep's ``logs/``; one JSON line per event goes to the driver on the
+original stdout. SIGINT/SIGTERM: the running run stops after its step
+(status interrupted), nothing new is claimed, the worker exits 128 + signal.
 """
-import contextlib
 import json
 import os
-import signal
-import sys
 
-from .study import StopFlag, TuneSpec, run_trials, trial_log
+from .children import output_to
+from .signals import StopFlag, handlers
 
 
 def serve(spec_json, index):
-    """Run trials until the study's budget, its deadline or a signal; exit status."""
-    from ..define.entry import load_experiment
-    spec = TuneSpec.from_json(spec_json)
+    """Run trials or points until none is left, or a signal; returns the exit status."""
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 1)  # only trial logs and the answer pipe get output
+    os.dup2(devnull, 1)  # only the logs and the answer pipe get output
     stop = StopFlag()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, stop.handler)
-    exp_cls = load_experiment(spec.entry)
 
-    def report(number, state, value, params, error):
-        answers.write(json.dumps({"trial": number, "state": state, "value": value,
-                                  "params": params, "error": error}) + "\n")
-        answers.flush()
+    def report(event):
+        try:
+            answers.write(json.dumps(event) + "\n")
+            answers.flush()
+        except BrokenPipeError:  # the driver is gone (killed): nobody to tell
+            pass
 
-    run_trials(spec, exp_cls, stop, on_trial=report,
-               log_for=lambda n: _output_to(trial_log(spec, n)))
+    from .grid import SweepSpec, run_points
+    try:
+        sweep = SweepSpec.from_json(spec_json)
+    except TypeError:  # a TuneSpec's fields
+        sweep = None
+    with handlers(stop.handler):
+        if sweep is not None:
+            run_points(sweep, stop, report)
+        else:
+            _serve_trials(spec_json, stop, report)
     return 0 if stop.signum is None else 128 + stop.signum
 
 
-@contextlib.contextmanager
-def _output_to(path):
-    saved = os.dup(1), os.dup(2)
-    with open(path, "a", encoding="utf-8") as log:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
+def _serve_trials(spec_json, stop, report):
+    from ..define.entry import load_experiment
+    from .study import TuneSpec, run_trials, trial_log
+    spec = TuneSpec.from_json(spec_json)
+    exp_cls = load_experiment(spec.entry)
+
+    def on_trial(number, state, value, params, error):
+        report({"trial": number, "state": state, "value": value, "params": params,
+                "error": error})
+
+    run_trials(spec, exp_cls, stop, on_trial=on_trial,
+               log_for=lambda n: output_to(trial_log(spec, n)))

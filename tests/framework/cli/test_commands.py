@@ -19,7 +19,7 @@ GROUP_COMMANDS = {
     look: {"compare", "plot", "report", "serve", "tensorboard"},
     manage: {"runs", "show", "tag", "note", "rm", "gc", "diff", "rerun"},
     use: {"evaluate", "predict", "export"},
-    search: {"sweep", "tune", "_tune_worker"},
+    search: {"sweep", "tune", "_search_worker"},
     mlflow: {"mlflow"},
 }
 ALL_COMMANDS = sorted(set().union(*GROUP_COMMANDS.values()))

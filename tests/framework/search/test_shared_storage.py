@@ -5,32 +5,14 @@ import sys
 
 import pytest
 
-from conftest import cli_env, require, skip_unless_ci
+from conftest import cli_env, require
+from postgres import postgres  # noqa: F401  (the fixture: a private server per module)
 
 optuna = require("optuna")
 
 # learning rates none of the optimizers diverges with on linear: a diverged trial reports no
 # intermediate value (the pruning check below counts on one per trial)
 SPACE = ["--param", "lr=loguniform:1e-3:0.1", "--param", "optimizer=choice:sgd,momentum,adam"]
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    """A private PostgreSQL cluster on 127.0.0.1 (see tests/postgres.py), one for
-    the module (its start costs seconds); skips with one line where PostgreSQL
-    cannot be had (fails under CI instead)."""
-    from postgres import Server
-    server = Server()
-    if server.missing:
-        skip_unless_ci(server.missing)
-    require("psycopg", reason="psycopg (the PostgreSQL driver of the test extra) is missing")
-    try:
-        server.start()
-    except Exception as exc:  # noqa: BLE001  no unprivileged user, a broken install
-        server.stop()
-        skip_unless_ci(f"could not start a private PostgreSQL server: {exc}")
-    yield server
-    server.stop()
 
 
 def _trials(storage, study):
@@ -175,3 +157,23 @@ def test_a_journal_trial_whose_worker_on_another_host_went_silent_is_failed(tmp_
     states = {t.number: t for t in study.get_trials()}
     assert states[beating.number].state.name == "RUNNING"
     assert states[silent.number].state.name == "FAIL" and not counted(states[silent.number])
+
+
+def test_a_trial_of_this_host_fails_once_its_worker_lock_is_free(tmp_path, holder):
+    """One probe of a lock (rundir.run_lock.lock_held) serves runs and search workers."""
+    import platform
+    from mindexp.callbacks import schema
+    from mindexp.rundir.run_lock import lock_held
+    from mindexp.search.liveness import fail_dead_trials
+    from mindexp.search.study import open_storage
+    lock = str(tmp_path / schema.RESUME_LOCK)
+    worker = holder(tmp_path)  # another process holding the lock, as a live worker does
+    study = optuna.create_study(study_name="s", storage=open_storage(str(tmp_path / "j.log")))
+    trial = study.ask()
+    trial.set_user_attr("host", platform.node())
+    trial.set_user_attr("lock", lock)
+    assert lock_held(lock) and fail_dead_trials(study) == []
+    worker.kill()
+    worker.wait()
+    assert not lock_held(lock) and not lock_held(str(tmp_path / "none.lock"))
+    assert fail_dead_trials(study) == [trial.number]

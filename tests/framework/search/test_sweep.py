@@ -13,7 +13,7 @@ import pytest
 
 from conftest import cli_env
 from mindexp.cli.main import main
-from mindexp.cli.sweep import grid_points
+from mindexp.search.sweeps import grid_points
 
 FRAGILE = '''
 from dataclasses import dataclass
@@ -160,7 +160,7 @@ def test_grid_points_are_the_cartesian_product_first_key_slowest():
 
 def test_the_python_api_checks_workers_too():
     from mindexp import ConfigError
-    from mindexp.cli.sweep import Sweep
+    from mindexp.search.sweeps import Sweep
     with pytest.raises(ConfigError, match=r"--workers must be an integer >= 1 .*"
                                           r"Received: --workers 0"):
         Sweep("linear", {"lr": ["0.1"]}, workers=0)
@@ -225,13 +225,15 @@ def test_a_dying_worker_takes_only_its_run_and_is_replaced(cli, tmp_path):
     assert pids[0] != pids[1]      # the third run had a new worker
 
 
+@pytest.mark.slow
 def test_a_worker_gone_before_its_run_fails_that_run_and_is_not_restarted_forever(
         tmp_path, monkeypatch):
-    from mindexp.cli import sweep as sw
-    monkeypatch.setattr(sw._Worker, "give", lambda self, run, argv: False)
-    sweep = sw.Sweep("linear", {"lr": ["0.1", "0.2", "0.3"]}, out=str(tmp_path), workers=2)
+    from mindexp.search import driver
+    monkeypatch.setattr(driver, "WORKER_COMMAND", "no-such-command")  # each worker exits 2
+    from mindexp.search.sweeps import Sweep
+    sweep = Sweep("linear", {"lr": ["0.1", "0.2", "0.3"]}, out=str(tmp_path), workers=2)
     sweep.start("linear")
     assert sweep.run() == "failed"
     assert [r.status for r in sweep.runs] == ["failed"] * 3
-    assert all("worker exited before the run started" in r.error for r in sweep.runs)
-    assert sweep._started == 3            # one worker per run, then it stopped
+    assert all("worker exited before the run started (status 2)" in r.error for r in sweep.runs)
+    assert sweep._started == 2            # the first workers, then none again

@@ -85,6 +85,11 @@ def _logging(run_dir):
     return os.path.exists(path) and os.path.getsize(path) > 40   # header and rows
 
 
+def _checkpointed(run_dir):
+    folder = os.path.join(run_dir, schema.CHECKPOINT_DIR)
+    return os.path.isdir(folder) and any(f.endswith(".ckpt") for f in os.listdir(folder))
+
+
 def _alive(pid):
     try:
         os.kill(pid, 0)
@@ -112,8 +117,10 @@ def test_kill_9_of_a_sweep_takes_its_workers_and_the_same_command_continues_it(c
                 dirs = [r["run_dir"] for r in _sweep_json(tmp_path / "out")["runs"]]
             except (AssertionError, OSError, ValueError, KeyError):
                 return None
-            return dirs if all(d and _logging(d) for d in dirs) else None
-        run_dirs = _wait(named_and_logging, "both runs named in sweep.json and logging")
+            # with a checkpoint to resume from (a run stopped before its first one
+            # is trained anew, as resume cannot continue it)
+            return dirs if all(d and _logging(d) and _checkpointed(d) for d in dirs) else None
+        run_dirs = _wait(named_and_logging, "both runs named in sweep.json and checkpointed")
         proc.kill()                                        # SIGKILL: no handler sees it
         proc.communicate(timeout=60)
         # The workers got SIGTERM from the kernel: each run ends interrupted.

@@ -1,0 +1,651 @@
+"""Grid sweeps: the cartesian product of a config grid as a study in an Optuna storage.
+
+The grid's points are trials of one study (see :mod:`.grid`): worker
+processes (:class:`.driver.Crew`, the same workers as ``tune``'s) claim
+open points from the storage and train them one after another, MindSpore
+imported once per worker. ``--storage`` (an RDB URL or a journal file)
+lets the same command on other machines join the sweep; without it the
+study is a journal file inside the sweep's folder, ``<out>/sweeps/<sweep_id>/``,
+which also holds ``sweep.json`` (the grid, the fixed values, each point's
+run folder, id and status; rewritten atomically as runs start and end),
+each point's output in ``logs/``, each worker's stderr in ``workers/`` and
+the overlay plots.
+
+Each point is trained once; a failed one is tried again up to ``retries``
+times, then recorded failed (a worker that dies, even killed, fails only
+its point and is replaced). The same command again continues: completed
+points stay, interrupted runs resume in their folders, failed points are
+trained anew. A command ends when every point is done, including those
+that workers elsewhere are training. Signals follow :mod:`.signals`;
+workers die with the sweep. On a full disk no further point starts and
+sweep.json stays whole (space set aside for it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import itertools
+import json
+import logging
+import os
+import time
+from typing import Any, Callable
+
+from ..define.config import did_you_mean, load_toml
+from ..errors import ConfigError, MindexpError, RunDirError
+from ..rundir.io import check_label, create_run_dir, inside, is_run_dir, now_iso, read_json
+from ..rundir.io import write_json
+from ..rundir.meta import read_meta
+from ..rundir.record import locked
+from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, add_trial, here, open_study,
+                   outcome, point_state, point_trials, release_space, reopen_failed,
+                   reserve_space, retired, tell)
+from .signals import handlers
+from .study import JOURNAL, LOGS, shown_url
+
+logger = logging.getLogger(__name__)
+
+SWEEP_JSON = "sweep.json"
+WORKERS_DIR = "workers"      # each worker's own stderr
+SWEEPS = "sweeps"
+DEFAULT_RETRIES = 0          # most failures are deterministic: the same command again retrains
+POLL_S = 0.2
+STORAGE_POLL_S = 1.0         # how often the storage is read for what other workers did
+# What makes two sweeps the same command (a rerun continues the unfinished one).
+IDENTITY = ("experiment", "spec", "grid", "set", "config_file", "name")
+
+
+def parse_grid(items: list[str], exp_cls: Any) -> dict[str, list[str]]:
+    """``["optimizer=sgd,adam", "lr=0.1,0.2"]`` -> ``{"optimizer": ["sgd", "adam"], ...}``.
+
+    Raises ConfigError for a malformed item, a key that is not a config
+    field of ``exp_cls`` (naming the closest ones), an empty value or a key
+    given twice.
+    """
+    known = [f.name for f in dataclasses.fields(exp_cls.Config)]
+    grid: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--grid expects FIELD=VALUE1,VALUE2,... Received: {item!r}")
+        _check_grid_key(key, known, exp_cls, grid)
+        values = [v.strip() for v in raw.split(",")]
+        if "" in values:
+            raise ConfigError(f"--grid {key} has an empty value; give FIELD=VALUE1,VALUE2 with "
+                              f"no empty item. Received: {item!r}", field=key)
+        grid[key] = values
+    return grid
+
+
+def check_grid(grid: Any, exp_cls: Any) -> dict[str, list]:
+    """A Python ``{field: [values]}`` grid checked as :func:`parse_grid` checks
+    ``--grid`` (ConfigError naming the field); returns it as a dict of lists."""
+    if not isinstance(grid, dict) or not grid:
+        raise ConfigError(f"grid must be a non-empty dict {{field: [values]}}. Received: "
+                          f"grid={grid!r}", field="grid")
+    known = [f.name for f in dataclasses.fields(exp_cls.Config)]
+    checked: dict[str, list] = {}
+    for key, values in grid.items():
+        _check_grid_key(key, known, exp_cls, checked)
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__") or not list(values):
+            raise ConfigError(f"grid[{key!r}] must be a non-empty list of values. Received: "
+                              f"{values!r}", field=key)
+        checked[key] = list(values)
+    return checked
+
+
+def _check_grid_key(key, known, exp_cls, grid):
+    if key in grid:
+        raise ConfigError(f"--grid {key} is given twice; list all its values in one "
+                          f"--grid {key}=VALUE1,VALUE2. Received: {key}", field=key)
+    if key not in known:
+        raise ConfigError(f"--grid key {key!r} is not a config field of "
+                          f"{exp_cls.experiment_name()}.{did_you_mean(key, known)} "
+                          f"Valid fields: {', '.join(known)}. "
+                          f"Received: {key}", field=key)
+
+
+def check_points(exp_cls: Any, grid: dict, sets: dict | None,
+                 file_values: dict | None = None) -> None:
+    """Build every grid point's config now, so a bad value stops the sweep
+    before any run starts (ConfigError naming the field)."""
+    both = [key for key in grid if key in (sets or {})]
+    if both:
+        raise ConfigError(f"config field {both[0]!r} is given by both --grid and --set; keep "
+                          f"one. Received: --grid {both[0]}=..., --set {both[0]}=...",
+                          field=both[0])
+    for point in grid_points(grid):
+        exp_cls({**(file_values or {}), **(sets or {}), **point})
+
+
+def grid_points(grid: dict) -> list[dict]:
+    """The cartesian product as a list of ``{field: value}``, first key varying slowest."""
+    keys = list(grid)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*grid.values())]
+
+
+class SweepRun:
+    """One grid point as sweep.json shows it: its values and what became of it.
+
+    ``previous``: run directories of earlier attempts at this point, which
+    ``mindexp rm`` of the sweep removes too.
+    """
+
+    def __init__(self, index: int, values: dict, label: str):
+        self.index, self.values, self.label = index, values, label
+        self.status = "pending"
+        self.run_id: str | None = None
+        self.run_dir: str | None = None
+        self.returncode: int | None = None
+        self.error: str | None = None
+        self.final_loss: float | None = None
+        self.pid: int | None = None
+        self.log_path: str | None = None
+        self.previous: list[str] = []
+
+    def as_dict(self) -> dict:
+        """The point's entry in sweep.json."""
+        return {"index": self.index, "values": self.values, "label": self.label,
+                "status": self.status, "run_id": self.run_id, "run_dir": self.run_dir,
+                "final_loss": self.final_loss, "returncode": self.returncode,
+                "error": self.error, "log": self.log_path, "pid": self.pid,
+                "previous_runs": list(self.previous)}
+
+
+class Sweep:
+    """A grid of runs of one experiment, trained by workers from a storage.
+
+    Args:
+        spec: what ``mindexp run`` accepts (a shipped name or ``file.py:Class``).
+        grid: ``{field: [values as text]}`` from :func:`parse_grid`.
+        sets: fixed ``{field: value as text}`` for every run.
+        config_file: a TOML file every run reads (``--set`` and the grid win).
+        out: output root; runs go to ``<out>/<experiment>/``.
+        workers: runs at the same time on this machine (None: the cores, at most the points).
+        name: label for the sweep id and its runs' ids.
+        entry: the experiment's entry (``module:Class``); default: from ``spec``.
+        storage: an RDB URL or a journal file shared with other machines
+            (None: a journal file in the sweep's folder).
+        retries: times a failed point is trained again before it is recorded failed.
+    """
+
+    def __init__(self, spec: str, grid: dict, sets: dict | None = None,
+                 config_file: str | None = None, out: str | os.PathLike[str] = "outputs",
+                 workers: int | None = None, name: str | None = None, entry: str | None = None,
+                 storage: str | os.PathLike[str] | None = None,
+                 retries: int = DEFAULT_RETRIES):
+        self.spec, self.grid, self.sets = spec, dict(grid), dict(sets or {})
+        self.entry = entry
+        self.config_file = os.path.abspath(config_file) if config_file else None
+        self.out = os.path.abspath(out)
+        self.name = check_label(name)
+        self.runs = [SweepRun(i, values, f"{name or 'sweep'}-{i + 1}")
+                     for i, values in enumerate(grid_points(self.grid))]
+        self.workers = _check_workers(workers, len(self.runs))
+        self.retries = _check_retries(retries)
+        for run in self.runs:
+            check_label(run.label)
+        self.storage = os.fspath(storage) if storage is not None else None
+        self.dir, self.sweep_id, self.experiment = "", "", ""   # set by start()
+        self.tags: list[str] = []
+        self.note: str | None = None          # every run's tags and note (mindexp tag / note)
+        self.status, self.started_at, self.ended_at = "pending", None, None
+        self.signum: int | None = None        # the first signal that stopped the sweep
+        self.disk_error: str | None = None    # why a write failed (a full disk): nothing new starts
+        self.record_error: str | None = None  # why sweep.json could not be written
+        self.continued = False                # True when start() took up an unfinished sweep
+        self._spec: SweepSpec | None = None
+        self._study: Any = None
+        self._answers: dict[int, dict] = {}   # trial id -> what this process knows of its end
+        self._started = 0                     # workers started
+        self._worker_failure: str | None = None
+
+    # -- starting ----------------------------------------------------------------------
+    def start(self, experiment: str, resume: bool | str = "auto") -> str:
+        """Open the sweep's study and folder (new, or the unfinished one of this
+        same command); returns the folder.
+
+        ``resume``: ``"auto"`` continues an unfinished sweep of the same
+        command when there is one; True requires one (ConfigError otherwise);
+        False always starts anew (without ``storage`` only: a shared storage
+        holds one sweep per command). A storage that cannot be opened is
+        MindexpError naming it, before anything is created.
+        """
+        self.experiment = experiment
+        if self.storage is None:
+            storage, study_name = self._own_folder(resume), SWEEP_STUDY
+        else:
+            storage, study_name = _storage_of(self.storage), self._study_name()
+        self._spec = self._make_spec(storage, study_name)
+        self._study = open_study(self._spec, create=True)
+        if self.storage is not None:
+            self._shared_folder(resume)
+        self._settle_record()
+        self.status = "running"
+        self.save()
+        return self.dir
+
+    def _own_folder(self, resume):
+        """The sweep folder (taken up or new) and its journal's path."""
+        found = self._take_up_unfinished() if resume else None
+        if found is None and resume is True:
+            raise ConfigError(f"--resume: no unfinished sweep of this command in "
+                              f"{os.path.join(self.out, SWEEPS)} (same experiment, --grid, "
+                              f"--set, --config and --name); run it without --resume to start one",
+                              field="resume")
+        if found is None:
+            self.dir = create_run_dir(self.out, SWEEPS, self.name)
+            self.started_at = now_iso()
+        else:
+            self.dir, record = found
+            self.started_at, self.continued = record.get("started_at"), True
+            self._old_record = record
+        self.sweep_id = os.path.basename(self.dir)
+        return os.path.join(self.dir, JOURNAL)
+
+    def _shared_folder(self, resume):
+        """``<out>/sweeps/<study>`` for a sweep in a shared storage."""
+        self.sweep_id = self._spec.study
+        self.continued = bool(self._study.get_trials(deepcopy=False))
+        if resume is True and not self.continued:
+            raise ConfigError(f"--resume: no sweep of this command in "
+                              f"{shown_url(self._spec.storage)} (study {self.sweep_id}); run it "
+                              "without --resume to start one", field="resume")
+        self.dir = os.path.join(self.out, SWEEPS, self.sweep_id)
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the sweep folder {self.dir}: {exc.strerror}",
+                              field="out") from None
+        self._spec.sweep_dir = self.dir
+        old = _read_record(os.path.join(self.dir, SWEEP_JSON)) or {}
+        self.started_at = old.get("started_at") or now_iso()
+
+    def _make_spec(self, storage, study_name):
+        if self.entry is None:
+            from ..define.catalog import resolve_spec
+            self.entry = resolve_spec(self.spec)[1]
+        return SweepSpec(
+            entry=self.entry, experiment=self.experiment, storage=storage, study=study_name,
+            sweep_dir=self.dir or "", out=self.out, points=[r.values for r in self.runs],
+            labels=[r.label for r in self.runs], base={**self._file_values(), **self.sets},
+            retries=self.retries, tags=list(self.tags), note=self.note,
+            runs_per_worker=None if "device" not in self.grid else 1)
+
+    def _file_values(self):
+        return load_toml(self.config_file) if self.config_file else {}
+
+    def _study_name(self):
+        """The same name on every machine for the same command (its grid, fixed
+        values and name), so that they share one study."""
+        key = json.dumps([self.experiment, _texts(self.grid), sorted(_texts(self.sets).items()),
+                          sorted(_texts(self._file_values()).items()), self.name])
+        return f"sweep-{self.name or self.experiment}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+
+    def _settle_record(self):
+        """Folders for logs, the record of an older sweep moved into the study,
+        failed points reopened, space set aside."""
+        try:
+            for sub in (LOGS, WORKERS_DIR):
+                os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
+        except OSError as exc:
+            raise MindexpError(f"cannot start the sweep in {self.dir}: {exc.strerror}") from None
+        old = getattr(self, "_old_record", None)
+        if old is not None and not self._study.get_trials(deepcopy=False):
+            self._import_record(old)   # a sweep.json of mindexp 0.2, without a study
+        if self.continued:
+            reopen_failed(self._study, self._spec)
+        reserve_space(self.dir, len(self.runs))
+        self._refresh()
+
+    def _take_up_unfinished(self):
+        """``(folder, record)`` of the newest unfinished sweep of this command, or None."""
+        for path in sorted(glob.glob(os.path.join(self.out, SWEEPS, "*", SWEEP_JSON)),
+                           reverse=True):     # sweep ids start with the time
+            record = _read_record(path)
+            if not self._takes_up(record):
+                continue
+            for entry in record["runs"]:
+                self._relocate(entry, path)
+            return os.path.dirname(path), record
+        return None
+
+    def _relocate(self, entry, path):
+        """Point ``entry``'s run folders at their place under this output root;
+        RunDirError when one resolves outside it (a continued sweep writes there)."""
+        if entry.get("run_dir") is not None:
+            entry["run_dir"] = _under_root(self.out, entry["run_dir"], path)
+        previous = entry.get("previous_runs")
+        entry["previous_runs"] = [_under_root(self.out, p, path) for p in previous] \
+            if isinstance(previous, list) else []
+
+    def _takes_up(self, record):
+        """``record`` is an unfinished sweep of this same command."""
+        mine = {"experiment": self.experiment, "spec": self.spec, "grid": self.grid,
+                "set": self.sets, "config_file": self.config_file, "name": self.name}
+        return record is not None and record.get("status") != "completed" and \
+            {k: record.get(k) for k in IDENTITY} == mine and self._matches_points(record)
+
+    def _matches_points(self, record):
+        entries = record.get("runs")
+        return isinstance(entries, list) and len(entries) == len(self.runs) and all(
+            isinstance(e, dict) and e.get("values") == r.values
+            for e, r in zip(entries, self.runs)) and \
+            list(record.get("grid") or {}) == list(self.grid)   # same order of points
+
+    def _import_record(self, record):
+        """Trials for what an older sweep.json recorded: its finished points
+        stay, its interrupted runs resume, its earlier attempts stay named."""
+        for index, entry in enumerate(record["runs"]):
+            for previous in entry["previous_runs"]:
+                add_trial(self._study, self._spec, index, {"run_dir": previous,
+                          "status": "failed", "retired": True}, state="FAIL")
+            status, run_dir = entry.get("status"), entry.get("run_dir")
+            if run_dir is None or status in ("pending", "not started"):
+                continue
+            status = {"running": "interrupted"}.get(status, status)
+            attrs = {k: entry.get(k) for k in ("run_id", "error", "final_loss")
+                     if entry.get(k) is not None}
+            add_trial(self._study, self._spec, index, {**attrs, "run_dir": run_dir,
+                      "status": status}, state="COMPLETE" if status == "completed" else "FAIL",
+                      value=0.0 if status == "completed" else None)
+
+    def todo(self) -> list[SweepRun]:
+        """The points still to train."""
+        return [r for r in self.runs if r.status not in FINAL]
+
+    # -- running ----------------------------------------------------------------------
+    def run(self, on_finish: Callable[[SweepRun], None] | None = None) -> str:
+        """Train every point not done yet (after :meth:`start`) until every point
+        is done, here or by workers elsewhere; returns the sweep's status.
+
+        ``on_finish(run)`` is called as each run of this machine ends. Workers
+        are started from the calling thread and die with it: call it from the
+        main thread.
+        """
+        from .driver import Crew
+        crew = Crew()
+        try:
+            with handlers(crew.forwarding.handler):
+                self._drive(crew, on_finish)
+            self.signum = crew.forwarding.signum
+            self._finish()
+        finally:
+            release_space(self.dir)
+        return self.status
+
+    def _drive(self, crew, on_finish):
+        held: dict = {}                   # worker -> (point, trial id)
+        states = self._refresh()
+        polled = time.monotonic()
+        while True:
+            stopping = crew.forwarding.signum is not None or self.disk_error
+            open_points = sum(s == "open" for s in states.values())
+            if not stopping and self._worker_failure is None:
+                while crew.running() < min(self.workers, open_points):
+                    self._spawn(crew)
+            if not crew.running() and (stopping or self._worker_failure is not None
+                                       or "running" not in states.values() and not open_points):
+                return
+            found = crew.next_event(POLL_S if crew.running() else STORAGE_POLL_S)
+            if found is not None:
+                self._on_event(found[0], found[1], held, on_finish)
+            self._name_started_runs(held)
+            if found is not None or time.monotonic() - polled > STORAGE_POLL_S:
+                states, polled = self._refresh(dead=not crew.running()), time.monotonic()
+
+    def _spawn(self, crew):
+        self._started += 1
+        log = os.path.join(self.dir, WORKERS_DIR, f"worker-{self._started}.log")
+        self._spec.tags, self._spec.note = list(self.tags), self.note
+        proc = crew.spawn(self._spec.to_json(), self._started, log)
+        proc.claimed = False
+
+    def _on_event(self, proc, event, held, on_finish):
+        if event is None:
+            self._worker_ended(proc, held, on_finish)
+        elif event.get("event") == "start":
+            proc.claimed = True
+            run = self.runs[event["point"]]
+            held[proc] = (run.index, event["trial_id"])
+            run.status, run.pid, run.returncode, run.error = "running", event["pid"], None, None
+            run.run_dir = here(self.out, event.get("resume"))
+            run.log_path = os.path.join(self.dir, LOGS, f"{run.label}.log")
+            self._answers.pop(event["trial_id"], None)
+            self.save()
+        elif event.get("event") == "end":
+            index, trial_id = held.pop(proc)
+            self._ended(self.runs[index], trial_id, event, on_finish)
+
+    def _worker_ended(self, proc, held, on_finish):
+        """A worker's output ended: it is done, or it died (then its point fails)."""
+        code = proc.wait()
+        if proc in held:
+            index, trial_id = held.pop(proc)
+            run = self.runs[index]
+            run.run_dir = run.run_dir or self._find_run_dir(run)
+            answer = {"run_dir": run.run_dir, "status": "failed", "returncode": code,
+                      "error": _last_error(_read_text(run.log_path), code)}
+            tell(self._study, trial_id, answer)
+            self._ended(run, trial_id, answer, on_finish)
+        elif not proc.claimed and code != 0:
+            # It could not even start: another would not either, so none is started again.
+            self._worker_failure = (f"the sweep's worker exited before the run started (status "
+                                    f"{code}); see {proc.log_path}")
+
+    def _ended(self, run, trial_id, answer, on_finish):
+        self._answers[trial_id] = answer
+        self._apply(run, answer)
+        if run.error and FULL_DISK in run.error:
+            self.disk_error = self.disk_error or \
+                f"the disk is full: run {run.run_id or run.label} failed with {FULL_DISK}"
+        self.save()
+        if on_finish:
+            on_finish(run)
+
+    def _apply(self, run, answer):
+        run.status = answer.get("status") or "failed"
+        run.run_dir = here(self.out, answer.get("run_dir")) or run.run_dir
+        run.run_id = answer.get("run_id") or (os.path.basename(run.run_dir)
+                                              if run.run_dir else None)
+        run.final_loss, run.returncode = answer.get("final_loss"), answer.get("returncode")
+        run.error = None if run.status == "completed" else answer.get("error")
+
+    def _name_started_runs(self, held):
+        """Record each running point's run directory as soon as its run.json
+        exists, so a sweep killed meanwhile still names (and removes) it."""
+        found = False
+        for index, _ in held.values():
+            run = self.runs[index]
+            if run.run_dir is None:
+                run.run_dir = self._find_run_dir(run)
+                found = found or run.run_dir is not None
+        if found:
+            self.save()
+
+    def _find_run_dir(self, run):
+        """The point's run directory before its worker answered: its label and
+        its worker's pid match (an earlier attempt's folder never does)."""
+        pattern = os.path.join(self.out, self.experiment, f"*-{run.label}-*")
+        for path in sorted(glob.glob(pattern)):
+            if path not in run.previous and (_read_meta(path) or {}).get("pid") == run.pid:
+                return path
+        return None
+
+    # -- the record ---------------------------------------------------------------------
+    def _refresh(self, dead=False):
+        """Each point as the storage (and this process's workers) tell it;
+        returns ``{point: open|running|done|failed}``. ``dead``: first fail
+        the trials whose workers died (elsewhere; no worker of ours claims now)."""
+        try:
+            if dead:
+                from .liveness import fail_dead_trials
+                fail_dead_trials(self._study)
+            trials, gone = point_trials(self._study), retired(self._study)
+        except Exception as exc:  # noqa: BLE001  a storage gone away: keep what we know
+            logger.warning("could not read the sweep's storage: %s", exc)
+            return {r.index: ("done" if r.status in FINAL else "running") for r in self.runs}
+        states = {}
+        for run in self.runs:
+            mine = trials.get(run.index, [])
+            states[run.index] = point_state(mine, self.retries, gone)
+            if mine:
+                self._from_trials(run, mine)
+        return states
+
+    def _from_trials(self, run, trials):
+        last = trials[-1]
+        known = self._answers.get(last._trial_id)
+        if known is not None:
+            self._apply(run, known)
+        elif outcome(last) == "running":
+            run.status = "running"
+            run.run_dir = run.run_dir if run.pid == last.user_attrs.get("pid") else \
+                here(self.out, last.user_attrs.get("run_dir"))
+        else:
+            attrs = last.user_attrs
+            self._apply(run, {**attrs, "status": outcome(last), "error": attrs.get(
+                "error") or (None if outcome(last) != "failed" else "its worker died")})
+        earlier = [here(self.out, t.user_attrs.get("run_dir")) for t in trials[:-1]]
+        run.previous = list(dict.fromkeys(d for d in earlier if d and d != run.run_dir))
+
+    def _finish(self):
+        """The final record: points not trained say why, the sweep's status."""
+        self._refresh()
+        why = self.disk_error or ("the sweep was stopped" if self.signum else None)
+        for run in self.runs:
+            if run.status == "pending" and why:
+                run.status, run.error = "not started", why
+            elif run.status == "pending" and self._worker_failure:
+                run.status, run.error = "failed", self._worker_failure
+        if self.signum:
+            self.status = "interrupted"
+        elif all(r.status == "completed" for r in self.runs):
+            self.status = "completed"
+        else:
+            self.status = "failed"
+        self.ended_at = now_iso()
+        self.save()
+
+    def failures(self) -> list[SweepRun]:
+        """The runs that did not complete."""
+        return [r for r in self.runs if r.status != "completed"]
+
+    def run_dirs(self) -> list[str]:
+        """The points' run directories that exist (``gc`` may have removed some)."""
+        return [r.run_dir for r in self.runs if r.run_dir and is_run_dir(r.run_dir)]
+
+    def save(self) -> None:
+        """Write ``sweep.json`` atomically, under the lock ``mindexp rm`` takes
+        to drop a removed run from it.
+
+        When the write fails (a full disk), the space the sweep set aside is
+        given back and the write tried once more; a failure after that is
+        kept in ``disk_error`` (no further run starts; the command says it in
+        one line) and sweep.json keeps its last whole version.
+        """
+        try:
+            self._write_record()
+        except OSError as exc:
+            if not release_space(self.dir):
+                self._write_failed(exc)
+                return
+            try:
+                self._write_record()
+            except OSError as again:
+                self._write_failed(again)
+                return
+        self.record_error = None
+
+    def _write_failed(self, exc):
+        self.record_error = f"cannot write {os.path.join(self.dir, SWEEP_JSON)}: {exc.strerror}"
+        self.disk_error = self.disk_error or self.record_error
+
+    def _write_record(self):
+        with locked(self.dir):
+            write_json(os.path.join(self.dir, SWEEP_JSON), {
+                "sweep_id": self.sweep_id, "experiment": self.experiment, "spec": self.spec,
+                "name": self.name, "grid": self.grid, "set": self.sets,
+                "config_file": self.config_file, "workers": self.workers, "out": self.out,
+                "storage": shown_url(self._spec.storage), "study": self._spec.study,
+                "retries": self.retries, "status": self.status, "started_at": self.started_at,
+                "ended_at": self.ended_at, "runs": [r.as_dict() for r in self.runs]})
+
+
+def _texts(values):
+    """Values as the command line writes them (``0.1``, ``true``), lists item by
+    item: a Python sweep and the same command line share one study."""
+    def text(v):
+        return str(v).lower() if isinstance(v, bool) else str(v)
+    return {k: [text(x) for x in v] if isinstance(v, list) else text(v) for k, v in values.items()}
+
+
+def _storage_of(storage):
+    """An RDB URL as given, a journal file as an absolute path (ConfigError for a folder)."""
+    from .driver import _storage
+    return _storage(storage, None)
+
+
+def _check_workers(workers, n_runs):
+    if workers is None:
+        return max(1, min(os.cpu_count() or 1, n_runs))
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"--workers must be an integer >= 1 (runs at the same time). "
+                          f"Received: --workers {workers!r}", field="workers")
+    return min(workers, max(1, n_runs))
+
+
+def _check_retries(retries):
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ConfigError(f"--retries must be an integer >= 0 (times a failed point is trained "
+                          f"again). Received: --retries {retries!r}", field="retries")
+    return retries
+
+
+def _read_text(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except (OSError, TypeError):
+        return ""
+
+
+def _under_root(out, run_dir, record_path):
+    """``<out>/<experiment>/<run_id>`` for a run folder a sweep.json names;
+    RunDirError when that resolves outside ``out`` (``..``, a symlink)."""
+    key = os.path.normpath(run_dir) if isinstance(run_dir, str) and run_dir else ""
+    there = os.path.join(out, os.path.basename(os.path.dirname(key)), os.path.basename(key))
+    if not key or not inside(out, there):
+        raise RunDirError(f"{record_path} names a run outside the output root {out}; "
+                          f"refusing to continue that sweep. Received: {run_dir!r}")
+    return there
+
+
+def _read_record(path):
+    """A sweep.json as a dict, or None when it cannot be read."""
+    try:
+        record = read_json(path)
+    except Exception:  # noqa: BLE001  (a damaged record is simply not taken up)
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _read_meta(run_dir):
+    if not run_dir:
+        return None
+    try:
+        return read_meta(run_dir)
+    except Exception:  # noqa: BLE001  a child killed mid-start may leave no readable run.json
+        return None
+
+
+def _last_error(output, returncode):
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("mindexp:")]
+    if errors:
+        return errors[-1]
+    if returncode is not None and returncode < 0:
+        return f"killed by signal {-returncode}"
+    return lines[-1] if lines else f"exited with status {returncode}"
