@@ -49,6 +49,11 @@ class LogCallback(QuietCallback):
             if log is not None:
                 log.flush()
 
+    def unwritten_rows(self) -> int:
+        """Rows the logs took that never reached their files (a flush failed,
+        e.g. on a full disk): what a record of the run must not count."""
+        return sum(log.pending for log in self._logs() if log is not None)
+
     def close(self) -> None:
         """Flush and close every log; safe to call twice."""
         for log in self._logs():

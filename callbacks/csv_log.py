@@ -115,6 +115,11 @@ class CsvLog:
         self._text_rows += rows
         self._flush_when_full_or_due()
 
+    @property
+    def pending(self) -> int:
+        """Rows taken but not yet written (a flush that failed keeps them)."""
+        return len(self._rows) + self._text_rows
+
     def _flush_when_full_or_due(self) -> None:
         if len(self._rows) + self._text_rows >= self.flush_rows:
             self.flush()

@@ -7,6 +7,7 @@ import logging
 import time
 
 from .._mindspore import device_selected, mixed_precision, reset_graph_kernel
+from ..callbacks import schema
 from ..errors import ConfigError
 from ..rundir.io import now_iso
 from . import compile_dumps, failures
@@ -207,9 +208,8 @@ class Session:
         return "completed"
 
     def _summarize(self, meta, elapsed, resume=None):
-        loss_cb, timer = self.loss_cb, getattr(self, "timer", None)
-        steps = loss_cb.last_step if loss_cb else 0
-        final_loss = loss_cb.last_loss if loss_cb else None
+        timer = getattr(self, "timer", None)
+        steps, final_loss = self._last_logged()
         if not steps and resume is not None:  # resumed with nothing left to train
             steps, final_loss = resume.step, resume.loss
         train_time = timer.train_time_s if timer and timer.train_time_s else elapsed
@@ -224,6 +224,21 @@ class Session:
             # how often the large parameters reached params.csv (the budget's choice)
             meta["param_log_every_large"] = self.param_cb.large_every * self.cfg.log_every
             meta["param_stats"] = self.param_cb.stats_source   # host or graph
+
+
+    def _last_logged(self):
+        """``(step, loss)`` of the last row of loss.csv: the loss monitor's, unless
+        rows it took never reached the file (the disk filled): then the file's,
+        which run.json's steps must match."""
+        loss_cb = self.loss_cb
+        if loss_cb is None:
+            return 0, None
+        if not loss_cb.unwritten_rows():
+            return loss_cb.last_step, loss_cb.last_loss
+        loss = schema.read_log(self.run_dir, "loss")
+        if not len(loss):
+            return 0, None
+        return int(loss[schema.Col.STEP].iloc[-1]), float(loss[schema.Col.LOSS].iloc[-1])
 
 
 @contextlib.contextmanager

@@ -303,3 +303,33 @@ def _wait_for_run_dir(folder, proc, timeout=120):
 def _meta(run_dir):
     with open(os.path.join(run_dir, "run.json")) as f:
         return json.load(f)
+
+
+# -- a full disk ----------------------------------------------------------------------------
+
+def test_a_record_counts_only_the_steps_its_loss_log_holds_when_the_disk_fills(tmp_path,
+                                                                              monkeypatch):
+    """Rows buffered when the disk fills never reach loss.csv: run.json's steps and
+    final loss are those of its last row, not of the last step trained."""
+    import errno
+    from mindexp.callbacks import csv_log, schema
+    flush, flushed = csv_log.CsvLog.flush, []
+
+    def full_after_one_loss_flush(log):
+        if log.pending and log.path.endswith(schema.LOSS.filename):
+            if flushed:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            flushed.append(log.pending)
+        flush(log)
+    monkeypatch.setattr(csv_log.CsvLog, "flush", full_after_one_loss_flush)
+    monkeypatch.setattr(csv_log.CsvLog, "flush_if_due", csv_log.CsvLog.flush)  # each epoch
+    with pytest.raises(Exception, match="No space left"):
+        Linear(epochs=3).run(out=str(tmp_path))
+    (run_dir,) = [os.path.join(r, d) for r, ds, _ in os.walk(tmp_path) for d in ds
+                  if os.path.exists(os.path.join(r, d, schema.RUN_JSON))]
+    with open(os.path.join(run_dir, schema.RUN_JSON)) as f:
+        meta = json.load(f)
+    loss = schema.read_log(run_dir, "loss")
+    assert meta["status"] == "failed" and flushed and len(loss) == flushed[0]
+    assert meta["steps"] == int(loss["step"].iloc[-1]) < 3 * flushed[0]
+    assert meta["final_loss"] == pytest.approx(float(loss["loss"].iloc[-1]))
