@@ -16,6 +16,7 @@ import pytest
 from conftest import DISK_ARGS, cli_env
 from mindexp.callbacks import schema
 from mindexp.cli.main import main
+from mindexp.rundir.run_lock import holder
 
 HELD = '''
 import os, time
@@ -197,11 +198,13 @@ def test_gc_of_a_completed_run_during_a_sweep_leaves_it_completed(cli, tmp_path)
     try:
         def finished_first():
             found = glob.glob(str(tmp_path / "out" / "held" / "*-sweep-1-*"))
-            return found[0] if found and _status(found[0]) == "completed" else None
-        first = _wait(finished_first, "the first run completed")
+            done = found and _status(found[0]) == "completed" and holder(found[0]) is None
+            return found[0] if done else None
+        first = _wait(finished_first, "the first run completed and its lock released")
         worker = _read(os.path.join(first, "run.json"))["pid"]
-        # Hold its worker while it draws the plots and answers: gc removes the
-        # run right after its record said completed.
+        # Hold its worker before it answers (a run is live, and kept by gc, while
+        # its lock is held, which lasts a moment past "completed"): gc removes the
+        # run right after its record said completed and before the sweep recorded it.
         os.kill(worker, signal.SIGSTOP)
         try:
             gone = cli("gc", "out", "--status", "completed", "--yes")
