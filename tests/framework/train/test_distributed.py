@@ -86,20 +86,27 @@ def _msrun_node(rank, port, folder, *args):
 @pytest.mark.slow
 def test_two_msrun_nodes_on_loopback_train_one_run_equal_to_two_workers_on_one_node(cli, tmp_path):
     import sys
+    from mindexp import Run
     from mindexp.train.distributed import free_port
     if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "mindexp")):
         pytest.skip("no mindexp console script beside this Python (not an installed venv)")
-    args = ("--set", "epochs=2", "--out", "out", "--quiet")
-    port = free_port()
-    nodes = [_msrun_node(rank, port, tmp_path / f"node{rank}", "linear", *args)
+    args = ("--set", "epochs=2", "--quiet")
+    port, shared = free_port(), tmp_path / "shared"  # one output root both nodes see
+    nodes = [_msrun_node(rank, port, tmp_path / f"node{rank}", "linear", "--out", shared, *args)
              for rank in (0, 1)]
     codes = [node.wait(timeout=600) for node in nodes]
     assert codes == [0, 0]
-    assert not (tmp_path / "node1" / "out").exists()  # rank 0 alone writes
-    two_nodes = json.load(open(os.path.join(only_run(tmp_path / "node0" / "out"), "run.json")))
+    run_dir = only_run(shared)
+    two_nodes = json.load(open(os.path.join(run_dir, "run.json")))
     assert two_nodes["status"] == "completed" and two_nodes["workers"] == 2
     assert two_nodes["steps"] == 10  # sharded: 5 batches per epoch on each node
-    done = cli("run", "linear", "--workers", "2", *args, timeout=600)
+    # node 1's first worker (rank 1) found rank 0's run folder and wrote its system samples
+    assert sorted(Run(run_dir).system_by_rank) == [0, 1]
+    assert Run(run_dir).system_by_rank[1]["step"].iloc[-1] == 10
+    assert os.listdir(tmp_path / "node1") == ["logs"]  # nothing else on node 1
+    shown = cli("show", run_dir)
+    assert shown.returncode == 0 and "rank 1" in shown.stdout, shown.stdout
+    done = cli("run", "linear", "--workers", "2", "--out", "out", *args, timeout=600)
     assert done.returncode == 0, done.stderr
     one_node = json.load(open(os.path.join(only_run(tmp_path / "out"), "run.json")))
     assert two_nodes["params"] == pytest.approx(one_node["params"], rel=1e-6)
