@@ -127,3 +127,47 @@ def test_a_dying_node_fails_the_run_on_the_other_instead_of_hanging(tmp_path):
     # MindSpore's message varies with the moment the node died (a cluster error, or the
     # kernel error of a collective whose peer is gone): the run records it as failed
     assert meta["status"] == "failed" and meta["error"], meta
+
+
+RANK0_RUN_ID = "20261201-120000-abc123"
+
+
+@pytest.fixture
+def rank1_of_two_nodes(monkeypatch):
+    """This process as rank 1 of the user's own msrun, the first worker of node 1:
+    msrun's environment and rank, and a cluster whose rank 0 created RANK0_RUN_ID
+    (the all-reduce adds rank 0's bytes to this rank's zeros)."""
+    import numpy as np
+    import mindspore.communication
+    from mindexp.train import distributed
+    for name, value in {"MS_ROLE": "MS_WORKER", "MS_WORKER_NUM": "2", "RANK_ID": "1",
+                        "DEVICE_ID": "0"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(mindspore.communication, "get_rank", lambda *a: 1)
+    monkeypatch.setattr(distributed, "init_data_parallel", lambda: (1, 2))
+    sent = np.frombuffer(RANK0_RUN_ID.encode(), dtype=np.uint8).astype(np.float32)
+    monkeypatch.setattr(distributed, "all_reduce_sum",
+                        lambda mine: mine + np.pad(sent, (0, len(mine) - len(sent))),
+                        raising=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_node_writes_its_rank_files_into_rank_0s_run_folder_only_when_it_sees_it(
+        main_cli, tmp_path, rank1_of_two_nodes, shared):
+    run_dir = tmp_path / "out" / "linear" / RANK0_RUN_ID
+    if shared:  # rank 0 made it on the output root both nodes see
+        run_dir.mkdir(parents=True)
+    done = main_cli("run", "linear", "--set", "epochs=1", "--set", "log_all_ranks=true",
+                    "--out", "out", "--quiet")
+    assert done.returncode == 0, done.stderr
+    if shared:  # this rank's logs and system samples, and nothing of rank 0's
+        from mindexp.callbacks import schema
+        assert list(schema.rank_files(run_dir, "system")) == [1]
+        assert list(schema.rank_files(run_dir, "loss")) == [1]
+        assert all(name.endswith(".rank1.csv") for name in os.listdir(run_dir))
+        assert "not visible" not in done.stderr
+    else:  # nothing at all, and one line saying why
+        assert not (tmp_path / "out").exists()
+        warned = [ln for ln in done.stderr.splitlines() if "not visible on this node" in ln]
+        assert len(warned) == 1 and str(os.path.join("out", "linear", RANK0_RUN_ID)) in warned[0]
