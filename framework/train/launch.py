@@ -119,7 +119,7 @@ def _create_shared_run_dir(exp, out, label, held):
     from . import distributed
     try:
         run_dir, lock = create_locked(out, exp.experiment_name(), label)
-    except BaseException:
+    except Exception:
         distributed.share_run_id(None)  # the other ranks wait for an id: none
         raise
     held.callback(lock.release)
@@ -155,6 +155,7 @@ def _visible(run_dir):
 
 
 def _warn_unrecorded(cfg, run_dir, rank):
+    """One warning line when this rank would have written files of its own."""
     system = bool(cfg.system_every_s) and (cfg.log_all_ranks or local_rank_id() == 0)
     if not (system or cfg.log_all_ranks):
         return

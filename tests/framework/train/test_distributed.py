@@ -171,3 +171,12 @@ def test_a_node_writes_its_rank_files_into_rank_0s_run_folder_only_when_it_sees_
         assert not (tmp_path / "out").exists()
         warned = [ln for ln in done.stderr.splitlines() if "not visible on this node" in ln]
         assert len(warned) == 1 and str(os.path.join("out", "linear", RANK0_RUN_ID)) in warned[0]
+
+
+def test_the_other_ranks_stop_when_rank_0_could_not_create_the_run_folder(
+        main_cli, tmp_path, rank1_of_two_nodes, monkeypatch):
+    from mindexp.train import distributed
+    monkeypatch.setattr(distributed, "all_reduce_sum", lambda mine: mine)  # rank 0 sent no id
+    done = main_cli("run", "linear", "--set", "epochs=1", "--out", "out", "--quiet")
+    assert done.returncode == 1 and "rank 0 created no run folder" in done.stderr
+    assert not (tmp_path / "out").exists()
