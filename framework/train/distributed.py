@@ -15,8 +15,8 @@ import subprocess
 import sys
 
 from ..callbacks import schema
-from .._mindspore import (MSRUN_LOGS, MSRUN_WORKER_LOGS, env_rank, log_error_message,  # noqa: F401
-                          msrun_scheduler, under_msrun)
+from .._mindspore import (MSRUN_LOGS, MSRUN_WORKER_LOGS, all_reduce_sum,  # noqa: F401
+                          env_rank, log_error_message, msrun_scheduler, under_msrun)
 from .._mindspore import MSRUN_SCHEDULER_ADDRESS
 
 logger = logging.getLogger(__name__)
@@ -36,6 +36,23 @@ def init_data_parallel():
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
                                  gradients_mean=True)
     return get_rank(), get_group_size()
+
+
+RUN_ID_BYTES = 256  # a run id is at most 87 ASCII characters (io.create_run_dir)
+
+
+def share_run_id(run_id: str | None) -> str:
+    """Rank 0's run id on every rank, with one all-reduce (sum) over the world:
+    rank 0 passes its id (None when it has no run folder), the others None and
+    contribute zeros. Returns '' when rank 0 had none. Every rank must call it
+    once, at the same point, or the others wait."""
+    import numpy as np
+    sent = np.zeros(RUN_ID_BYTES, dtype=np.float32)  # bytes < 256 are exact in float32
+    if run_id:
+        encoded = run_id.encode("ascii")[:RUN_ID_BYTES]
+        sent[:len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
+    total = all_reduce_sum(sent)
+    return bytes(total.astype(np.uint8)).rstrip(b"\0").decode("ascii")
 
 
 def serve_as_scheduler() -> None:

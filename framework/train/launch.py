@@ -2,10 +2,13 @@
 or as a rank of the user's own msrun. A resume is the ``resume`` argument
 of :func:`train`, not another path."""
 import contextlib
+import dataclasses
+import logging
 import os
 
 from ..define import config as _config
 from ..callbacks import schema
+from ..callbacks._mindspore import local_rank_id
 from ..define.entry import entry_of, load_experiment
 from ..errors import TrainingError
 from ..rundir.record import RunRecord
@@ -14,6 +17,8 @@ from . import failures
 from .preflight import prepare
 from .session import Session
 from .signals import SignalStop
+
+logger = logging.getLogger(__name__)
 
 
 def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None, finish=None):
@@ -103,11 +108,61 @@ def _train_as_worker_of_own_msrun(exp, out, label, entry):
     plan = prepare(exp, workers=size)
     with contextlib.ExitStack() as held:
         if rank == 0:  # rank 0 writes the run, so it holds its lock
-            run_dir, lock = create_locked(out, exp.experiment_name(), label)
-            held.callback(lock.release)
-        else:  # other ranks write nothing; this path is never created
-            run_dir = os.path.join(os.fspath(out), exp.experiment_name(), f".rank{rank}")
+            run_dir = _create_shared_run_dir(exp, out, label, held)
+        else:
+            run_dir = _joined_run_dir(exp, out, rank)
         return _train_in(exp, plan, run_dir, True, entry, shard=(size, rank))
+
+
+def _create_shared_run_dir(exp, out, label, held):
+    """Rank 0: create the locked run folder and send its id to every rank."""
+    from . import distributed
+    try:
+        run_dir, lock = create_locked(out, exp.experiment_name(), label)
+    except Exception:
+        distributed.share_run_id(None)  # the other ranks wait for an id: none
+        raise
+    held.callback(lock.release)
+    distributed.share_run_id(os.path.basename(run_dir))
+    return run_dir
+
+
+def _joined_run_dir(exp, out, rank):
+    """A rank other than 0: rank 0's run folder when this node sees it (a shared
+    output root), where this rank writes only its per-rank files; else a path
+    never created, and this rank writes nothing (one warning when it would have)."""
+    from . import distributed
+    run_id = distributed.share_run_id(None)
+    if not run_id:
+        raise TrainingError("rank 0 created no run folder (rank 0's log says why)")
+    run_dir = os.path.join(os.fspath(out), exp.experiment_name(), run_id)
+    if _visible(run_dir):
+        return run_dir
+    _warn_unrecorded(exp.config, run_dir, rank)
+    # rank files would go into a folder of their own on this node: none at all
+    exp.config = dataclasses.replace(exp.config, log_all_ranks=False)
+    return os.path.join(os.fspath(out), exp.experiment_name(), f".rank{rank}")
+
+
+def _visible(run_dir):
+    """True when ``run_dir`` exists from here; a listing of its parent first
+    refreshes a network file system's cached lookup of a folder just made."""
+    if os.path.isdir(run_dir):
+        return True
+    with contextlib.suppress(OSError):
+        os.listdir(os.path.dirname(run_dir))
+    return os.path.isdir(run_dir)
+
+
+def _warn_unrecorded(cfg, run_dir, rank):
+    """One warning line when this rank would have written files of its own."""
+    system = bool(cfg.system_every_s) and (cfg.log_all_ranks or local_rank_id() == 0)
+    if not (system or cfg.log_all_ranks):
+        return
+    what = " and rank %d's logs" % rank if cfg.log_all_ranks else ""
+    logger.warning("this node's system metrics%s are not recorded: the run folder %s is not "
+                   "visible on this node (share the output root: --out on a shared file "
+                   "system)", what, run_dir)
 
 
 def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shard=(1, 0),

@@ -14,8 +14,9 @@ def system_monitor(cfg, run_dir, resume=None):
     optional extra ``system``) is missing (one warning per process).
 
     The first worker of each node writes its node's file where the run
-    directory is on that node's disk (a run started with ``--workers``); a
-    rank of the user's own msrun on another machine has no run directory."""
+    directory is on that node's disk (a run started with ``--workers``, or
+    the user's own msrun with an output root all nodes share); a rank on a
+    node that cannot see rank 0's run directory writes none."""
     if not cfg.system_every_s:
         return None
     try:

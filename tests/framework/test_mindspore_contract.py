@@ -406,3 +406,37 @@ def test_msrun_exports_each_workers_index_on_its_node_as_device_id():
     from mindspore.parallel.cluster.process_entity._api import _ProcessManager
     source = inspect.getsource(_ProcessManager._start_single_worker)
     assert 'os.environ["DEVICE_ID"] = str(local_rank)' in source
+
+
+ALL_REDUCE = '''
+import sys
+import numpy as np
+import mindspore as ms
+from mindexp import _mindspore as fw
+from mindexp.train.distributed import init_data_parallel
+rank, size = init_data_parallel()
+ms.set_context(mode=ms.GRAPH_MODE)  # a run's mode: the adapter runs PyNative, then restores it
+total = fw.all_reduce_sum(np.array([rank + 1, 0.5], dtype=np.float32))
+assert ms.get_context("mode") == ms.GRAPH_MODE
+with open(f"{sys.argv[1]}/rank{rank}.txt", "w") as f:
+    f.write(" ".join(map(str, total.tolist())))
+'''
+
+
+@pytest.mark.slow
+def test_all_reduce_sums_over_msruns_workers_on_cpu(tmp_path):
+    """framework/_mindspore.all_reduce_sum: ops.AllReduce run eagerly sums a
+    float32 vector over two msrun workers on CPU (comm_func.all_reduce cannot)."""
+    from conftest import cli_env
+    from mindexp.train.distributed import free_port
+    (tmp_path / "all_reduce.py").write_text(ALL_REDUCE)
+    bin_dir = os.path.dirname(sys.executable)
+    done = subprocess.run(
+        [os.path.join(bin_dir, "msrun"), "--worker_num=2", "--local_worker_num=2",
+         "--master_addr=127.0.0.1", f"--master_port={free_port()}", "--join=True",
+         f"--log_dir={tmp_path / 'logs'}", str(tmp_path / "all_reduce.py"), str(tmp_path)],
+        env=cli_env(PATH=bin_dir + os.pathsep + os.environ["PATH"]), capture_output=True,
+        text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:]
+    for rank in (0, 1):
+        assert (tmp_path / f"rank{rank}.txt").read_text() == "3.0 1.0"

@@ -86,20 +86,27 @@ def _msrun_node(rank, port, folder, *args):
 @pytest.mark.slow
 def test_two_msrun_nodes_on_loopback_train_one_run_equal_to_two_workers_on_one_node(cli, tmp_path):
     import sys
+    from mindexp import Run
     from mindexp.train.distributed import free_port
     if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "mindexp")):
         pytest.skip("no mindexp console script beside this Python (not an installed venv)")
-    args = ("--set", "epochs=2", "--out", "out", "--quiet")
-    port = free_port()
-    nodes = [_msrun_node(rank, port, tmp_path / f"node{rank}", "linear", *args)
+    args = ("--set", "epochs=2", "--quiet")
+    port, shared = free_port(), tmp_path / "shared"  # one output root both nodes see
+    nodes = [_msrun_node(rank, port, tmp_path / f"node{rank}", "linear", "--out", shared, *args)
              for rank in (0, 1)]
     codes = [node.wait(timeout=600) for node in nodes]
     assert codes == [0, 0]
-    assert not (tmp_path / "node1" / "out").exists()  # rank 0 alone writes
-    two_nodes = json.load(open(os.path.join(only_run(tmp_path / "node0" / "out"), "run.json")))
+    run_dir = only_run(shared)
+    two_nodes = json.load(open(os.path.join(run_dir, "run.json")))
     assert two_nodes["status"] == "completed" and two_nodes["workers"] == 2
     assert two_nodes["steps"] == 10  # sharded: 5 batches per epoch on each node
-    done = cli("run", "linear", "--workers", "2", *args, timeout=600)
+    # node 1's first worker (rank 1) found rank 0's run folder and wrote its system samples
+    assert sorted(Run(run_dir).system_by_rank) == [0, 1]
+    assert Run(run_dir).system_by_rank[1]["step"].iloc[-1] == 10
+    assert os.listdir(tmp_path / "node1") == ["logs"]  # nothing else on node 1
+    shown = cli("show", run_dir)
+    assert shown.returncode == 0 and "rank 1" in shown.stdout, shown.stdout
+    done = cli("run", "linear", "--workers", "2", "--out", "out", *args, timeout=600)
     assert done.returncode == 0, done.stderr
     one_node = json.load(open(os.path.join(only_run(tmp_path / "out"), "run.json")))
     assert two_nodes["params"] == pytest.approx(one_node["params"], rel=1e-6)
@@ -120,3 +127,56 @@ def test_a_dying_node_fails_the_run_on_the_other_instead_of_hanging(tmp_path):
     # MindSpore's message varies with the moment the node died (a cluster error, or the
     # kernel error of a collective whose peer is gone): the run records it as failed
     assert meta["status"] == "failed" and meta["error"], meta
+
+
+RANK0_RUN_ID = "20261201-120000-abc123"
+
+
+@pytest.fixture
+def rank1_of_two_nodes(monkeypatch):
+    """This process as rank 1 of the user's own msrun, the first worker of node 1:
+    msrun's environment and rank, and a cluster whose rank 0 created RANK0_RUN_ID
+    (the all-reduce adds rank 0's bytes to this rank's zeros)."""
+    import numpy as np
+    import mindspore.communication
+    from mindexp.train import distributed
+    for name, value in {"MS_ROLE": "MS_WORKER", "MS_WORKER_NUM": "2", "RANK_ID": "1",
+                        "DEVICE_ID": "0"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(mindspore.communication, "get_rank", lambda *a: 1)
+    monkeypatch.setattr(distributed, "init_data_parallel", lambda: (1, 2))
+    sent = np.frombuffer(RANK0_RUN_ID.encode(), dtype=np.uint8).astype(np.float32)
+    monkeypatch.setattr(distributed, "all_reduce_sum",
+                        lambda mine: mine + np.pad(sent, (0, len(mine) - len(sent))),
+                        raising=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_node_writes_its_rank_files_into_rank_0s_run_folder_only_when_it_sees_it(
+        main_cli, tmp_path, rank1_of_two_nodes, shared):
+    run_dir = tmp_path / "out" / "linear" / RANK0_RUN_ID
+    if shared:  # rank 0 made it on the output root both nodes see
+        run_dir.mkdir(parents=True)
+    done = main_cli("run", "linear", "--set", "epochs=1", "--set", "log_all_ranks=true",
+                    "--out", "out", "--quiet")
+    assert done.returncode == 0, done.stderr
+    if shared:  # this rank's logs and system samples, and nothing of rank 0's
+        from mindexp.callbacks import schema
+        assert list(schema.rank_files(run_dir, "system")) == [1]
+        assert list(schema.rank_files(run_dir, "loss")) == [1]
+        assert all(name.endswith(".rank1.csv") for name in os.listdir(run_dir))
+        assert "not visible" not in done.stderr
+    else:  # nothing at all, and one line saying why
+        assert not (tmp_path / "out").exists()
+        warned = [ln for ln in done.stderr.splitlines() if "not visible on this node" in ln]
+        assert len(warned) == 1 and str(os.path.join("out", "linear", RANK0_RUN_ID)) in warned[0]
+
+
+def test_the_other_ranks_stop_when_rank_0_could_not_create_the_run_folder(
+        main_cli, tmp_path, rank1_of_two_nodes, monkeypatch):
+    from mindexp.train import distributed
+    monkeypatch.setattr(distributed, "all_reduce_sum", lambda mine: mine)  # rank 0 sent no id
+    done = main_cli("run", "linear", "--set", "epochs=1", "--out", "out", "--quiet")
+    assert done.returncode == 1 and "rank 0 created no run folder" in done.stderr
+    assert not (tmp_path / "out").exists()
