@@ -549,6 +549,14 @@ def test_the_runs_table_is_paged_sorted_and_filtered_by_the_server(sixty):
     assert _runs(get, "?q=optimizer=adam+lr=0.14")["rows"][0]["config"]["lr"] == 0.14
 
 
+def test_the_runs_table_shows_at_most_eight_differing_config_fields(served):
+    root, get = served
+    for i in range(2):
+        make_run(root, f"r{i}", config={f"f{n}": i for n in range(10)} | ({"gone": 1} if i else {}))
+    columns = _runs(get)["columns"]
+    assert len(columns) == 8 and set(columns) <= {f"f{n}" for n in range(10)} | {"gone"}
+
+
 @pytest.mark.parametrize("query, says", [("?sort=colour", "cannot sort by 'colour'"),
                                          ("?limit=many", "limit"), ("?offset=-", "offset")])
 def test_a_bad_table_request_is_one_line_naming_what_is_accepted(sixty, query, says):
