@@ -1,5 +1,6 @@
 """mindexp serve: the JSON API, path safety, runs changing under it, the command."""
 import base64
+import contextlib
 import hashlib
 import http.client
 import json
@@ -21,28 +22,37 @@ from mindexp.cli.main import main
 from rundirs import make_run
 
 
-@pytest.fixture
-def served(tmp_path):
-    """A dashboard over tmp_path/runs in a thread; yields (root, get(path) -> (status, body))."""
-    root = tmp_path / "runs"
-    root.mkdir()
+@contextlib.contextmanager
+def _serve(root):
+    """A dashboard over ``root`` in a thread; yields get(path) -> (status, body),
+    whose ``address`` is the server's (host, port)."""
     server = make_server([str(root)], port=0)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
     host, port = server.server_address[:2]
 
     def get(path):
-        conn = http.client.HTTPConnection(host, port, timeout=30)
+        conn = http.client.HTTPConnection(host, port, timeout=60)
         conn.request("GET", path)  # sent as is: no client-side normalisation of ".."
         response = conn.getresponse()
         body = response.read()
         conn.close()
         return response.status, body
     get.address = (host, port)
-    yield root, get
-    server.shutdown()
-    server.server_close()
+    try:
+        yield get
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A dashboard over tmp_path/runs in a thread; yields (root, get(path) -> (status, body))."""
+    root = tmp_path / "runs"
+    root.mkdir()
+    with _serve(root) as get:
+        yield root, get
 
 
 def _data(get, query=""):
@@ -508,21 +518,8 @@ def sixty(tmp_path_factory):
         with open(os.path.join(run_dir, "config.json"), "w") as f:
             json.dump({"seed": 0, "epochs": 3, "lr": i / 100,
                        "optimizer": "adam" if i % 7 == 0 else "sgd"}, f)
-    server = make_server([str(root)], port=0)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
-    host, port = server.server_address[:2]
-
-    def get(path):
-        conn = http.client.HTTPConnection(host, port, timeout=60)
-        conn.request("GET", path)
-        response = conn.getresponse()
-        body = response.read()
-        conn.close()
-        return response.status, body
-    yield root, get
-    server.shutdown()
-    server.server_close()
+    with _serve(root) as get:
+        yield root, get
 
 
 def _runs(get, query=""):
