@@ -55,10 +55,15 @@ def served(tmp_path):
         yield root, get
 
 
-def _data(get, query=""):
-    status, body = get("/api/data" + query)
+def _json(get, path):
+    """The JSON answer to a GET of ``path``, which must succeed."""
+    status, body = get(path)
     assert status == 200, body
     return json.loads(body)
+
+
+def _data(get, query=""):
+    return _json(get, "/api/data" + query)
 
 
 def test_binds_to_this_machine_only_by_default(tmp_path):
@@ -523,9 +528,7 @@ def sixty(tmp_path_factory):
 
 
 def _runs(get, query=""):
-    status, body = get("/api/runs" + query)
-    assert status == 200, body
-    return json.loads(body)
+    return _json(get, "/api/runs" + query)
 
 
 def test_the_runs_table_is_paged_sorted_and_filtered_by_the_server(sixty):

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import cli_env, require
 from postgres import postgres  # noqa: F401  (the fixture: a private server per module)
+from searches import lost_trial
 
 optuna = require("optuna")
 
@@ -84,15 +85,8 @@ def test_a_trial_whose_worker_died_on_another_host_is_failed_by_heartbeat_and_re
         postgres, cli, tmp_path):
     import psycopg
     from mindexp.search.liveness import GRACE_S
-    from mindexp.search.study import open_storage
     url = postgres.create_database("dead_worker")
-    study = optuna.create_study(study_name="linear", storage=open_storage(url))
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Optuna: heartbeats are meant for optimize()
-        lost = study.ask()
-    lost.set_user_attr("host", "another-machine")  # its worker's lock is out of reach
-    study._storage.record_heartbeat(lost._trial_id)
+    lost_trial(url)
     with psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as db:
         db.execute("UPDATE trial_heartbeats SET heartbeat = heartbeat - %s * interval '1 second'",
                    (GRACE_S + 60,))
