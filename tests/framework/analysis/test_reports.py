@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from mindexp import ConfigError, RunDirError, compare, history, load_run, load_runs
-from mindexp.analysis.reports import config_labels, differing_config, differing_fields, display_table
+from mindexp.analysis.reports import (config_labels, differing_config, differing_fields,
+                                      display_table)
 from rundirs import OPTIMIZER_RUNS, make_run, trained_runs
 
 
