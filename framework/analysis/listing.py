@@ -16,6 +16,7 @@ from typing import Callable
 
 from ..callbacks import schema
 from ..rundir.run import Run
+from .reports import differing_fields
 
 MAX_LIMIT = 500          # rows per page at most
 MAX_CONFIG_COLUMNS = 8   # differing config fields shown as columns
@@ -66,7 +67,8 @@ class Listing:
             cached = self._rows.get(run_dir)
             if cached is None or cached[0] != state:
                 self._rows[run_dir] = (state, self._row(run_dir, seeded.get(run_dir)))
-        self._columns = _differing([r for _, r in self._rows.values()])
+        configs = [r["config"] for _, r in self._rows.values()]
+        self._columns = differing_fields(configs)[:MAX_CONFIG_COLUMNS]
         for _, row in self._rows.values():
             row["text"] = _text(row, self._columns)
 
@@ -122,17 +124,6 @@ def _progress(run, meta):
         return run_progress(run)
     except Exception:   # noqa: BLE001 - a log mid-write: no progress this time
         return {}
-
-
-def _differing(rows):
-    """Config fields whose values differ between the rows (at most MAX_CONFIG_COLUMNS)."""
-    seen: dict[str, set] = {}
-    for row in rows:
-        for name, value in row["config"].items():
-            seen.setdefault(name, set()).add(value)
-    names = [n for n, values in seen.items()
-             if len(values) > 1 or any(n not in r["config"] for r in rows)]
-    return names[:MAX_CONFIG_COLUMNS]
 
 
 def _text(row, columns):

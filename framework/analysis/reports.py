@@ -9,7 +9,7 @@ import collections
 import logging
 import math
 import os
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..callbacks import schema
 from ..errors import ConfigError, RunDirError
@@ -430,9 +430,14 @@ def available_metrics(run):
 
 def differing_config(runs):
     """Config field names whose values are not the same in every run, in config order."""
-    names = _union(run.config for run in runs)
-    return [n for n in names
-            if len({_cell(run.config.get(n, _MISSING)) for run in runs}) > 1]
+    return differing_fields([run.config for run in runs])
+
+
+def differing_fields(configs: list[Mapping[str, Any]]) -> list[str]:
+    """Names whose values are not the same in every mapping (a name missing
+    from one counts as a value), in order of first appearance."""
+    names = _union(configs)
+    return [n for n in names if len({_cell(c.get(n, _MISSING)) for c in configs}) > 1]
 
 
 def config_labels(runs):

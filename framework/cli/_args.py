@@ -6,34 +6,28 @@ from ..callbacks import schema
 
 def positive_int(text: str) -> int:
     """``text`` as an integer >= 1 (an argparse ``type``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1. Received: {text!r}")
-    return value
+    return _int_within(text, 1, None, "an integer >= 1")
 
 
 def non_negative_int(text: str) -> int:
     """``text`` as an integer >= 0 (an argparse ``type``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0. Received: {text!r}")
-    return value
+    return _int_within(text, 0, None, "an integer >= 0")
 
 
 def port(text: str) -> int:
     """``text`` as a TCP port from 0 to 65535 (an argparse ``type``)."""
+    return _int_within(text, 0, 65535, "an integer from 0 to 65535")
+
+
+def _int_within(text, low, high, accepted):
+    """``text`` as an integer from ``low`` to ``high`` (None: no bound), else
+    the argparse error saying it must be ``accepted``."""
     try:
         value = int(text)
     except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 65535. Received: {text!r}")
+        value = None
+    if value is None or value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"must be {accepted}. Received: {text!r}")
     return value
 
 

@@ -19,41 +19,36 @@ trained anew. A command ends when every point is done, including those
 that workers elsewhere are training. Signals follow :mod:`.signals`;
 workers die with the sweep. On a full disk no further point starts and
 sweep.json stays whole (space set aside for it).
+
+:class:`Sweep` opens the study and folder and keeps each point's state;
+:mod:`.sweep_loop` drives the workers, :mod:`.sweep_record` writes
+sweep.json, :mod:`.sweep_takeup` finds the unfinished sweep to continue.
 """
 from __future__ import annotations
 
 import dataclasses
-import glob
 import hashlib
 import itertools
 import json
 import logging
 import os
-import time
 from typing import Any, Callable
 
 from ..define.config import did_you_mean, load_toml
-from ..errors import ConfigError, MindexpError, RunDirError
-from ..rundir.io import check_label, create_run_dir, inside, is_run_dir, now_iso, read_json
-from ..rundir.io import write_json
-from ..rundir.meta import read_meta
-from ..rundir.record import locked
-from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, add_trial, here, open_study,
-                   outcome, point_state, point_trials, release_space, reopen_failed,
-                   reserve_space, retired, tell)
+from ..errors import ConfigError, MindexpError
+from ..rundir.io import check_label, create_run_dir, is_run_dir, now_iso
+from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, here, open_study, outcome,
+                   point_state, point_trials, release_space, reopen_failed, reserve_space,
+                   retired, tell)
 from .signals import handlers
 from .study import JOURNAL, LOGS, shown_url
+from .sweep_loop import WORKERS_DIR, SweepLoop
+from .sweep_record import SWEEP_JSON, SweepRun, apply_answer, read_record, write_record
+from .sweep_takeup import SWEEPS, find_unfinished, import_record
 
 logger = logging.getLogger(__name__)
 
-SWEEP_JSON = "sweep.json"
-WORKERS_DIR = "workers"      # each worker's own stderr
-SWEEPS = "sweeps"
 DEFAULT_RETRIES = 0          # most failures are deterministic: the same command again retrains
-POLL_S = 0.2
-STORAGE_POLL_S = 1.0         # how often the storage is read for what other workers did
-# What makes two sweeps the same command (a rerun continues the unfinished one).
-IDENTITY = ("experiment", "spec", "grid", "set", "config_file", "name")
 
 
 def parse_grid(items: list[str], exp_cls: Any) -> dict[str, list[str]]:
@@ -126,34 +121,6 @@ def grid_points(grid: dict) -> list[dict]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*grid.values())]
 
 
-class SweepRun:
-    """One grid point as sweep.json shows it: its values and what became of it.
-
-    ``previous``: run directories of earlier attempts at this point, which
-    ``mindexp rm`` of the sweep removes too.
-    """
-
-    def __init__(self, index: int, values: dict, label: str):
-        self.index, self.values, self.label = index, values, label
-        self.status = "pending"
-        self.run_id: str | None = None
-        self.run_dir: str | None = None
-        self.returncode: int | None = None
-        self.error: str | None = None
-        self.final_loss: float | None = None
-        self.pid: int | None = None
-        self.log_path: str | None = None
-        self.previous: list[str] = []
-
-    def as_dict(self) -> dict:
-        """The point's entry in sweep.json."""
-        return {"index": self.index, "values": self.values, "label": self.label,
-                "status": self.status, "run_id": self.run_id, "run_dir": self.run_dir,
-                "final_loss": self.final_loss, "returncode": self.returncode,
-                "error": self.error, "log": self.log_path, "pid": self.pid,
-                "previous_runs": list(self.previous)}
-
-
 class Sweep:
     """A grid of runs of one experiment, trained by workers from a storage.
 
@@ -200,7 +167,7 @@ class Sweep:
         self._study: Any = None
         self._answers: dict[int, dict] = {}   # trial id -> what this process knows of its end
         self._started = 0                     # workers started
-        self._worker_failure: str | None = None
+        self._old_record: dict | None = None  # the unfinished sweep.json taken up
 
     # -- starting ----------------------------------------------------------------------
     def start(self, experiment: str, resume: bool | str = "auto") -> str:
@@ -229,7 +196,8 @@ class Sweep:
 
     def _own_folder(self, resume):
         """The sweep folder (taken up or new) and its journal's path."""
-        found = self._take_up_unfinished() if resume else None
+        found = find_unfinished(self.out, self._identity(), [r.values for r in self.runs]) \
+            if resume else None
         if found is None and resume is True:
             raise ConfigError(f"--resume: no unfinished sweep of this command in "
                               f"{os.path.join(self.out, SWEEPS)} (same experiment, --grid, "
@@ -260,7 +228,7 @@ class Sweep:
             raise ConfigError(f"cannot create the sweep folder {self.dir}: {exc.strerror}",
                               field="out") from None
         self._spec.sweep_dir = self.dir
-        old = _read_record(os.path.join(self.dir, SWEEP_JSON)) or {}
+        old = read_record(os.path.join(self.dir, SWEEP_JSON)) or {}
         self.started_at = old.get("started_at") or now_iso()
 
     def _make_spec(self, storage, study_name):
@@ -292,65 +260,18 @@ class Sweep:
                 os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
         except OSError as exc:
             raise MindexpError(f"cannot start the sweep in {self.dir}: {exc.strerror}") from None
-        old = getattr(self, "_old_record", None)
+        old = self._old_record
         if old is not None and not self._study.get_trials(deepcopy=False):
-            self._import_record(old)   # a sweep.json of mindexp 0.2, without a study
+            import_record(self._study, self._spec, old)   # a sweep.json of mindexp 0.2: no study
         if self.continued:
             reopen_failed(self._study, self._spec)
         reserve_space(self.dir, len(self.runs))
-        self._refresh()
+        self.refresh()
 
-    def _take_up_unfinished(self):
-        """``(folder, record)`` of the newest unfinished sweep of this command, or None."""
-        for path in sorted(glob.glob(os.path.join(self.out, SWEEPS, "*", SWEEP_JSON)),
-                           reverse=True):     # sweep ids start with the time
-            record = _read_record(path)
-            if not self._takes_up(record):
-                continue
-            for entry in record["runs"]:
-                self._relocate(entry, path)
-            return os.path.dirname(path), record
-        return None
-
-    def _relocate(self, entry, path):
-        """Point ``entry``'s run folders at their place under this output root;
-        RunDirError when one resolves outside it (a continued sweep writes there)."""
-        if entry.get("run_dir") is not None:
-            entry["run_dir"] = _under_root(self.out, entry["run_dir"], path)
-        previous = entry.get("previous_runs")
-        entry["previous_runs"] = [_under_root(self.out, p, path) for p in previous] \
-            if isinstance(previous, list) else []
-
-    def _takes_up(self, record):
-        """``record`` is an unfinished sweep of this same command."""
-        mine = {"experiment": self.experiment, "spec": self.spec, "grid": self.grid,
+    def _identity(self):
+        """This command's IDENTITY fields, as an unfinished sweep.json must hold them."""
+        return {"experiment": self.experiment, "spec": self.spec, "grid": self.grid,
                 "set": self.sets, "config_file": self.config_file, "name": self.name}
-        return record is not None and record.get("status") != "completed" and \
-            {k: record.get(k) for k in IDENTITY} == mine and self._matches_points(record)
-
-    def _matches_points(self, record):
-        entries = record.get("runs")
-        return isinstance(entries, list) and len(entries) == len(self.runs) and all(
-            isinstance(e, dict) and e.get("values") == r.values
-            for e, r in zip(entries, self.runs)) and \
-            list(record.get("grid") or {}) == list(self.grid)   # same order of points
-
-    def _import_record(self, record):
-        """Trials for what an older sweep.json recorded: its finished points
-        stay, its interrupted runs resume, its earlier attempts stay named."""
-        for index, entry in enumerate(record["runs"]):
-            for previous in entry["previous_runs"]:
-                add_trial(self._study, self._spec, index, {"run_dir": previous,
-                          "status": "failed", "retired": True}, state="FAIL")
-            status, run_dir = entry.get("status"), entry.get("run_dir")
-            if run_dir is None or status in ("pending", "not started"):
-                continue
-            status = {"running": "interrupted"}.get(status, status)
-            attrs = {k: entry.get(k) for k in ("run_id", "error", "final_loss")
-                     if entry.get(k) is not None}
-            add_trial(self._study, self._spec, index, {**attrs, "run_dir": run_dir,
-                      "status": status}, state="COMPLETE" if status == "completed" else "FAIL",
-                      value=0.0 if status == "completed" else None)
 
     def todo(self) -> list[SweepRun]:
         """The points still to train."""
@@ -367,115 +288,42 @@ class Sweep:
         """
         from .driver import Crew
         crew = Crew()
+        loop = SweepLoop(self, crew, on_finish)
         try:
             with handlers(crew.forwarding.handler):
-                self._drive(crew, on_finish)
-            self.signum = crew.forwarding.signum
-            self._finish()
+                loop.drive()
+            self.signum, self._started = crew.forwarding.signum, loop.started
+            self._finish(loop.worker_failure)
         finally:
             release_space(self.dir)
         return self.status
 
-    def _drive(self, crew, on_finish):
-        held: dict = {}                   # worker -> (point, trial id)
-        states = self._refresh()
-        polled = time.monotonic()
-        while True:
-            stopping = crew.forwarding.signum is not None or self.disk_error
-            open_points = sum(s == "open" for s in states.values())
-            if not stopping and self._worker_failure is None:
-                while crew.running() < min(self.workers, open_points):
-                    self._spawn(crew)
-            if not crew.running() and (stopping or self._worker_failure is not None
-                                       or "running" not in states.values() and not open_points):
-                return
-            found = crew.next_event(POLL_S if crew.running() else STORAGE_POLL_S)
-            if found is not None:
-                self._on_event(found[0], found[1], held, on_finish)
-            self._name_started_runs(held)
-            if found is not None or time.monotonic() - polled > STORAGE_POLL_S:
-                states, polled = self._refresh(dead=not crew.running()), time.monotonic()
+    def worker_spec(self) -> str:
+        """The sweep as a worker reads it (JSON), with the tags and note of now."""
+        spec = self._spec
+        assert spec is not None, "start() makes the spec"
+        spec.tags, spec.note = list(self.tags), self.note
+        return spec.to_json()
 
-    def _spawn(self, crew):
-        self._started += 1
-        log = os.path.join(self.dir, WORKERS_DIR, f"worker-{self._started}.log")
-        self._spec.tags, self._spec.note = list(self.tags), self.note
-        proc = crew.spawn(self._spec.to_json(), self._started, log)
-        proc.claimed = False
+    def forget_answer(self, trial_id: int) -> None:
+        """A point's attempt ``trial_id`` (re)started: what was known of its end is void."""
+        self._answers.pop(trial_id, None)
 
-    def _on_event(self, proc, event, held, on_finish):
-        if event is None:
-            self._worker_ended(proc, held, on_finish)
-        elif event.get("event") == "start":
-            proc.claimed = True
-            run = self.runs[event["point"]]
-            held[proc] = (run.index, event["trial_id"])
-            run.status, run.pid, run.returncode, run.error = "running", event["pid"], None, None
-            run.run_dir = here(self.out, event.get("resume"))
-            run.log_path = os.path.join(self.dir, LOGS, f"{run.label}.log")
-            self._answers.pop(event["trial_id"], None)
-            self.save()
-        elif event.get("event") == "end":
-            index, trial_id = held.pop(proc)
-            self._ended(self.runs[index], trial_id, event, on_finish)
-
-    def _worker_ended(self, proc, held, on_finish):
-        """A worker's output ended: it is done, or it died (then its point fails)."""
-        code = proc.wait()
-        if proc in held:
-            index, trial_id = held.pop(proc)
-            run = self.runs[index]
-            run.run_dir = run.run_dir or self._find_run_dir(run)
-            answer = {"run_dir": run.run_dir, "status": "failed", "returncode": code,
-                      "error": _last_error(_read_text(run.log_path), code)}
+    def point_ended(self, run: SweepRun, trial_id: int, answer: dict,
+                    tell_storage: bool = False) -> None:
+        """Record how ``run``'s attempt ``trial_id`` ended (``tell_storage``: also
+        in its trial, when its worker died before it could); saves sweep.json."""
+        if tell_storage:
             tell(self._study, trial_id, answer)
-            self._ended(run, trial_id, answer, on_finish)
-        elif not proc.claimed and code != 0:
-            # It could not even start: another would not either, so none is started again.
-            self._worker_failure = (f"the sweep's worker exited before the run started (status "
-                                    f"{code}); see {proc.log_path}")
-
-    def _ended(self, run, trial_id, answer, on_finish):
         self._answers[trial_id] = answer
-        self._apply(run, answer)
+        apply_answer(run, answer, self.out)
         if run.error and FULL_DISK in run.error:
             self.disk_error = self.disk_error or \
                 f"the disk is full: run {run.run_id or run.label} failed with {FULL_DISK}"
         self.save()
-        if on_finish:
-            on_finish(run)
 
-    def _apply(self, run, answer):
-        run.status = answer.get("status") or "failed"
-        run.run_dir = here(self.out, answer.get("run_dir")) or run.run_dir
-        run.run_id = answer.get("run_id") or (os.path.basename(run.run_dir)
-                                              if run.run_dir else None)
-        run.final_loss, run.returncode = answer.get("final_loss"), answer.get("returncode")
-        run.error = None if run.status == "completed" else answer.get("error")
-
-    def _name_started_runs(self, held):
-        """Record each running point's run directory as soon as its run.json
-        exists, so a sweep killed meanwhile still names (and removes) it."""
-        found = False
-        for index, _ in held.values():
-            run = self.runs[index]
-            if run.run_dir is None:
-                run.run_dir = self._find_run_dir(run)
-                found = found or run.run_dir is not None
-        if found:
-            self.save()
-
-    def _find_run_dir(self, run):
-        """The point's run directory before its worker answered: its label and
-        its worker's pid match (an earlier attempt's folder never does)."""
-        pattern = os.path.join(self.out, self.experiment, f"*-{run.label}-*")
-        for path in sorted(glob.glob(pattern)):
-            if path not in run.previous and (_read_meta(path) or {}).get("pid") == run.pid:
-                return path
-        return None
-
-    # -- the record ---------------------------------------------------------------------
-    def _refresh(self, dead=False):
+    # -- each point's state, the record ------------------------------------------------
+    def refresh(self, dead: bool = False) -> dict[int, str]:
         """Each point as the storage (and this process's workers) tell it;
         returns ``{point: open|running|done|failed}``. ``dead``: first fail
         the trials whose workers died (elsewhere; no worker of ours claims now)."""
@@ -499,27 +347,27 @@ class Sweep:
         last = trials[-1]
         known = self._answers.get(last._trial_id)
         if known is not None:
-            self._apply(run, known)
+            apply_answer(run, known, self.out)
         elif outcome(last) == "running":
             run.status = "running"
             run.run_dir = run.run_dir if run.pid == last.user_attrs.get("pid") else \
                 here(self.out, last.user_attrs.get("run_dir"))
         else:
             attrs = last.user_attrs
-            self._apply(run, {**attrs, "status": outcome(last), "error": attrs.get(
-                "error") or (None if outcome(last) != "failed" else "its worker died")})
+            apply_answer(run, {**attrs, "status": outcome(last), "error": attrs.get(
+                "error") or (None if outcome(last) != "failed" else "its worker died")}, self.out)
         earlier = [here(self.out, t.user_attrs.get("run_dir")) for t in trials[:-1]]
         run.previous = list(dict.fromkeys(d for d in earlier if d and d != run.run_dir))
 
-    def _finish(self):
+    def _finish(self, worker_failure):
         """The final record: points not trained say why, the sweep's status."""
-        self._refresh()
+        self.refresh()
         why = self.disk_error or ("the sweep was stopped" if self.signum else None)
         for run in self.runs:
             if run.status == "pending" and why:
                 run.status, run.error = "not started", why
-            elif run.status == "pending" and self._worker_failure:
-                run.status, run.error = "failed", self._worker_failure
+            elif run.status == "pending" and worker_failure:
+                run.status, run.error = "failed", worker_failure
         if self.signum:
             self.status = "interrupted"
         elif all(r.status == "completed" for r in self.runs):
@@ -538,40 +386,22 @@ class Sweep:
         return [r.run_dir for r in self.runs if r.run_dir and is_run_dir(r.run_dir)]
 
     def save(self) -> None:
-        """Write ``sweep.json`` atomically, under the lock ``mindexp rm`` takes
-        to drop a removed run from it.
-
-        When the write fails (a full disk), the space the sweep set aside is
-        given back and the write tried once more; a failure after that is
-        kept in ``disk_error`` (no further run starts; the command says it in
-        one line) and sweep.json keeps its last whole version.
+        """Write ``sweep.json`` (:func:`.sweep_record.write_record`). A write that
+        fails even after the space set aside is given back (a full disk) is
+        kept in ``record_error`` and ``disk_error``: no further run starts,
+        the command says it in one line, sweep.json keeps its last whole version.
         """
-        try:
-            self._write_record()
-        except OSError as exc:
-            if not release_space(self.dir):
-                self._write_failed(exc)
-                return
-            try:
-                self._write_record()
-            except OSError as again:
-                self._write_failed(again)
-                return
-        self.record_error = None
+        self.record_error = write_record(self.dir, self._record())
+        if self.record_error is not None:
+            self.disk_error = self.disk_error or self.record_error
 
-    def _write_failed(self, exc):
-        self.record_error = f"cannot write {os.path.join(self.dir, SWEEP_JSON)}: {exc.strerror}"
-        self.disk_error = self.disk_error or self.record_error
-
-    def _write_record(self):
-        with locked(self.dir):
-            write_json(os.path.join(self.dir, SWEEP_JSON), {
-                "sweep_id": self.sweep_id, "experiment": self.experiment, "spec": self.spec,
+    def _record(self):
+        return {"sweep_id": self.sweep_id, "experiment": self.experiment, "spec": self.spec,
                 "name": self.name, "grid": self.grid, "set": self.sets,
                 "config_file": self.config_file, "workers": self.workers, "out": self.out,
                 "storage": shown_url(self._spec.storage), "study": self._spec.study,
                 "retries": self.retries, "status": self.status, "started_at": self.started_at,
-                "ended_at": self.ended_at, "runs": [r.as_dict() for r in self.runs]})
+                "ended_at": self.ended_at, "runs": [r.as_dict() for r in self.runs]}
 
 
 def _texts(values):
@@ -602,50 +432,3 @@ def _check_retries(retries):
         raise ConfigError(f"--retries must be an integer >= 0 (times a failed point is trained "
                           f"again). Received: --retries {retries!r}", field="retries")
     return retries
-
-
-def _read_text(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except (OSError, TypeError):
-        return ""
-
-
-def _under_root(out, run_dir, record_path):
-    """``<out>/<experiment>/<run_id>`` for a run folder a sweep.json names;
-    RunDirError when that resolves outside ``out`` (``..``, a symlink)."""
-    key = os.path.normpath(run_dir) if isinstance(run_dir, str) and run_dir else ""
-    there = os.path.join(out, os.path.basename(os.path.dirname(key)), os.path.basename(key))
-    if not key or not inside(out, there):
-        raise RunDirError(f"{record_path} names a run outside the output root {out}; "
-                          f"refusing to continue that sweep. Received: {run_dir!r}")
-    return there
-
-
-def _read_record(path):
-    """A sweep.json as a dict, or None when it cannot be read."""
-    try:
-        record = read_json(path)
-    except Exception:  # noqa: BLE001  (a damaged record is simply not taken up)
-        return None
-    return record if isinstance(record, dict) else None
-
-
-def _read_meta(run_dir):
-    if not run_dir:
-        return None
-    try:
-        return read_meta(run_dir)
-    except Exception:  # noqa: BLE001  a child killed mid-start may leave no readable run.json
-        return None
-
-
-def _last_error(output, returncode):
-    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.startswith("mindexp:")]
-    if errors:
-        return errors[-1]
-    if returncode is not None and returncode < 0:
-        return f"killed by signal {-returncode}"
-    return lines[-1] if lines else f"exited with status {returncode}"

@@ -1,5 +1,6 @@
 """mindexp serve: the JSON API, path safety, runs changing under it, the command."""
 import base64
+import contextlib
 import hashlib
 import http.client
 import json
@@ -21,34 +22,48 @@ from mindexp.cli.main import main
 from rundirs import make_run
 
 
-@pytest.fixture
-def served(tmp_path):
-    """A dashboard over tmp_path/runs in a thread; yields (root, get(path) -> (status, body))."""
-    root = tmp_path / "runs"
-    root.mkdir()
+@contextlib.contextmanager
+def _serve(root):
+    """A dashboard over ``root`` in a thread; yields get(path) -> (status, body),
+    whose ``address`` is the server's (host, port)."""
     server = make_server([str(root)], port=0)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
     host, port = server.server_address[:2]
 
     def get(path):
-        conn = http.client.HTTPConnection(host, port, timeout=30)
+        conn = http.client.HTTPConnection(host, port, timeout=60)
         conn.request("GET", path)  # sent as is: no client-side normalisation of ".."
         response = conn.getresponse()
         body = response.read()
         conn.close()
         return response.status, body
     get.address = (host, port)
-    yield root, get
-    server.shutdown()
-    server.server_close()
+    try:
+        yield get
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A dashboard over tmp_path/runs in a thread; yields (root, get(path) -> (status, body))."""
+    root = tmp_path / "runs"
+    root.mkdir()
+    with _serve(root) as get:
+        yield root, get
+
+
+def _json(get, path):
+    """The JSON answer to a GET of ``path``, which must succeed."""
+    status, body = get(path)
+    assert status == 200, body
+    return json.loads(body)
 
 
 def _data(get, query=""):
-    status, body = get("/api/data" + query)
-    assert status == 200, body
-    return json.loads(body)
+    return _json(get, "/api/data" + query)
 
 
 def test_binds_to_this_machine_only_by_default(tmp_path):
@@ -508,27 +523,12 @@ def sixty(tmp_path_factory):
         with open(os.path.join(run_dir, "config.json"), "w") as f:
             json.dump({"seed": 0, "epochs": 3, "lr": i / 100,
                        "optimizer": "adam" if i % 7 == 0 else "sgd"}, f)
-    server = make_server([str(root)], port=0)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
-    host, port = server.server_address[:2]
-
-    def get(path):
-        conn = http.client.HTTPConnection(host, port, timeout=60)
-        conn.request("GET", path)
-        response = conn.getresponse()
-        body = response.read()
-        conn.close()
-        return response.status, body
-    yield root, get
-    server.shutdown()
-    server.server_close()
+    with _serve(root) as get:
+        yield root, get
 
 
 def _runs(get, query=""):
-    status, body = get("/api/runs" + query)
-    assert status == 200, body
-    return json.loads(body)
+    return _json(get, "/api/runs" + query)
 
 
 def test_the_runs_table_is_paged_sorted_and_filtered_by_the_server(sixty):
@@ -547,6 +547,14 @@ def test_the_runs_table_is_paged_sorted_and_filtered_by_the_server(sixty):
     assert adam["matched"] == len(range(7, SIXTY, 7)) and adam["total"] == SIXTY
     assert all(r["config"]["optimizer"] == "adam" for r in adam["rows"])
     assert _runs(get, "?q=optimizer=adam+lr=0.14")["rows"][0]["config"]["lr"] == 0.14
+
+
+def test_the_runs_table_shows_at_most_eight_differing_config_fields(served):
+    root, get = served
+    for i in range(2):
+        make_run(root, f"r{i}", config={f"f{n}": i for n in range(10)} | ({"gone": 1} if i else {}))
+    columns = _runs(get)["columns"]
+    assert len(columns) == 8 and set(columns) <= {f"f{n}" for n in range(10)} | {"gone"}
 
 
 @pytest.mark.parametrize("query, says", [("?sort=colour", "cannot sort by 'colour'"),

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from mindexp import ConfigError, RunDirError, compare, history, load_run, load_runs
-from mindexp.analysis.reports import config_labels, differing_config, display_table
+from mindexp.analysis.reports import (config_labels, differing_config, differing_fields,
+                                      display_table)
 from rundirs import OPTIMIZER_RUNS, make_run, trained_runs
 
 
@@ -274,6 +275,13 @@ def test_display_table_keeps_differing_config_and_outcomes(tmp_path):
     assert list(shown.columns[:3]) == ["run_id", "status", "optimizer"]
     assert "lr" not in shown.columns and "final_loss" in shown.columns
     assert "run_dir" not in shown.columns
+
+
+def test_differing_fields_counts_a_missing_field_and_compares_lists_by_value():
+    configs = [{"lr": 0.1, "layers": [8, 8], "seed": 0},
+               {"lr": 0.1, "layers": [8, 8], "seed": 1, "extra": True},
+               {"lr": 0.2, "layers": [8, 8], "seed": 1}]
+    assert differing_fields(configs) == ["lr", "seed", "extra"]
 
 
 def test_equal_configs_get_distinct_labels(tmp_path):

@@ -1,5 +1,6 @@
 """Search on storage shared by processes as by machines: a real PostgreSQL
-server (started by the tests on 127.0.0.1) and a journal file."""
+server (started by the tests on 127.0.0.1) and a journal file; a storage that
+cannot be had, for tune and sweep alike."""
 import subprocess
 import sys
 
@@ -7,6 +8,7 @@ import pytest
 
 from conftest import cli_env, require
 from postgres import postgres  # noqa: F401  (the fixture: a private server per module)
+from searches import lost_trial
 
 optuna = require("optuna")
 
@@ -83,15 +85,8 @@ def test_a_trial_whose_worker_died_on_another_host_is_failed_by_heartbeat_and_re
         postgres, cli, tmp_path):
     import psycopg
     from mindexp.search.liveness import GRACE_S
-    from mindexp.search.study import open_storage
     url = postgres.create_database("dead_worker")
-    study = optuna.create_study(study_name="linear", storage=open_storage(url))
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Optuna: heartbeats are meant for optimize()
-        lost = study.ask()
-    lost.set_user_attr("host", "another-machine")  # its worker's lock is out of reach
-    study._storage.record_heartbeat(lost._trial_id)
+    lost_trial(url)
     with psycopg.connect(url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as db:
         db.execute("UPDATE trial_heartbeats SET heartbeat = heartbeat - %s * interval '1 second'",
                    (GRACE_S + 60,))
@@ -102,19 +97,23 @@ def test_a_trial_whose_worker_died_on_another_host_is_failed_by_heartbeat_and_re
     assert [t.state.name for t in _trials(url, "linear")] == ["FAIL", "COMPLETE"]
 
 
+@pytest.mark.parametrize("command", [
+    ["tune", "linear", "--param", "lr=loguniform:1e-3:1", "--trials", "1"],
+    ["sweep", "linear", "--grid", "lr=0.1,0.2"],
+], ids=["tune", "sweep"])
 @pytest.mark.parametrize("storage", [
     "postgresql+psycopg://someone:secret@127.0.0.1:{port}/nothing",  # no server there
     "nosuchdialect://host/db",
     "postgresql+nosuchdriver://someone@127.0.0.1/db",
 ])
 def test_a_storage_that_cannot_be_had_is_one_line_and_creates_nothing(capsys, tmp_path,
-                                                                      monkeypatch, storage):
+                                                                      monkeypatch, command,
+                                                                      storage):
     from mindexp.cli.main import main
     from postgres import free_port
     monkeypatch.chdir(tmp_path)
     storage = storage.format(port=free_port())
-    code = main(["tune", "linear", "--param", "lr=loguniform:1e-3:1", "--storage", storage,
-                 "--trials", "1", "--out", "out"])  # in this process: MindSpore imported once
+    code = main([*command, "--storage", storage, "--out", "out"])  # in this process
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1, lines
     assert lines[0].startswith("mindexp: error: cannot open the storage ")

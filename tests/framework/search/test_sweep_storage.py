@@ -1,7 +1,7 @@
 """mindexp sweep on a shared Optuna storage: two processes as two machines (their
 own output roots) share one sweep on a real PostgreSQL server and on one
 journal file; retries; a killed worker's point redone; the same command again
-trains only what is missing; a storage that cannot be had."""
+trains only what is missing (a storage that cannot be had: test_shared_storage.py)."""
 import glob
 import json
 import os
@@ -154,25 +154,6 @@ def test_retries_a_killed_worker_and_a_failing_point_then_the_same_command_train
     # every run folder is one attempt's (the killed one died before it had a folder)
     assert sorted(glob.glob(str(tmp_path / "out" / "flaky" / "*"))) == \
         sorted(t.user_attrs["run_dir"] for t in trials if t.user_attrs.get("run_dir"))
-
-
-@pytest.mark.parametrize("storage", [
-    "postgresql+psycopg://someone:secret@127.0.0.1:{port}/nothing",  # no server there
-    "nosuchdialect://host/db",
-])
-def test_a_storage_that_cannot_be_had_is_one_line_and_creates_nothing(capsys, tmp_path,
-                                                                      monkeypatch, storage):
-    from mindexp.cli.main import main
-    from postgres import free_port
-    monkeypatch.chdir(tmp_path)
-    storage = storage.format(port=free_port())
-    code = main(["sweep", "linear", "--grid", "lr=0.1,0.2", "--storage", storage,
-                 "--out", "out"])
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(lines) == 1, lines
-    assert lines[0].startswith("mindexp: error: cannot open the storage ")
-    assert storage.split("://")[0] in lines[0] and "secret" not in lines[0]
-    assert not (tmp_path / "out").exists()
 
 
 def test_retries_must_be_a_count(capsys, tmp_path):

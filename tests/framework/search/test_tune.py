@@ -5,11 +5,11 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 
 import pytest
 
 from conftest import cli_env, require
+from searches import lost_trial
 
 optuna = require("optuna")
 
@@ -438,15 +438,9 @@ def test_kill_9_of_the_driver_ends_its_worker_and_a_rerun_continues(cli, tmp_pat
 def test_a_trial_whose_worker_went_silent_is_failed_by_its_heartbeat(cli, tmp_path):
     import sqlite3
     from mindexp.search.liveness import GRACE_S
-    from mindexp.search.study import open_storage
     database = tmp_path / "study.db"
     url = f"sqlite:///{database}"
-    study = optuna.create_study(study_name="linear", storage=open_storage(url))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Optuna: heartbeats are meant for optimize()
-        lost = study.ask()
-    lost.set_user_attr("host", "another-machine")  # its worker's lock is out of reach
-    study._storage.record_heartbeat(lost._trial_id)
+    lost_trial(url)
     with sqlite3.connect(database) as db:
         db.execute("UPDATE trial_heartbeats SET heartbeat = datetime('now', ?)",
                    (f"-{GRACE_S + 60} seconds",))
