@@ -98,12 +98,19 @@ def save_traceback(run_dir, exc):
 
 
 def reserve_space(run_dir):
-    """Set ``RESERVE_BYTES`` aside in the run directory (best effort)."""
+    """Set ``RESERVE_BYTES`` aside in the run directory; returns the
+    ``OSError`` when they cannot be had (a disk all but full), with the
+    partial file removed, else None."""
+    path = os.path.join(run_dir, schema.SPACE_RESERVE)
     try:
-        with open(os.path.join(run_dir, schema.SPACE_RESERVE), "wb") as f:
+        with open(path, "wb") as f:
             f.write(b"\0" * RESERVE_BYTES)
-    except OSError:
-        pass
+            f.flush()
+            os.fsync(f.fileno())  # a full disk shows here, not at a later write-back
+    except OSError as exc:
+        release_space(run_dir)
+        return exc
+    return None
 
 
 def release_space(run_dir):

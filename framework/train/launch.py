@@ -181,8 +181,8 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
         _capture_provenance(exp, record, previous)
     record.write_config(_config.to_dict(exp.config))
     record.write()
-    if writer:
-        failures.reserve_space(run_dir)  # so run.json can still say why on a full disk
+    if writer:  # so run.json can still say why on a full disk
+        _reserve_or_fail(record, run_dir)
     Session(exp, plan, run_dir, quiet, shard, stopper).execute(record, resume)
     if writer and finish is not None:
         finish(run_dir)  # before the final record: a completed run has all its files
@@ -193,6 +193,19 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
         raise TrainingError(record.meta.get("error") or "training failed",
                             run_dir=run_dir if writer else None)
     return run_dir if writer else None
+
+
+def _reserve_or_fail(record, run_dir):
+    """Set space aside for the final record, or fail the run now, while run.json
+    can still be rewritten: training on would fail at a later write, with no room
+    left to record why (its run.json would say running for good)."""
+    error = failures.reserve_space(run_dir)
+    if error is None:
+        return
+    record.failed(f"{failures.one_line(error)}: not even {failures.RESERVE_BYTES // 1024} KB "
+                  f"free for the run's records")
+    record.write()
+    raise TrainingError(record.meta["error"], run_dir=run_dir)
 
 
 def _new_record(exp, run_dir, entry, writer=True):

@@ -223,3 +223,23 @@ def test_a_full_disk_fails_the_run_with_whole_records_and_resume_finishes_it(cli
         assert np.array_equal(mine[key].asnumpy(), theirs[key].asnumpy()), key  # bitwise
     assert pd.read_csv(os.path.join(big_run, "loss.csv"))["step"].tolist() == \
         list(range(1, 4001))
+
+
+def test_a_disk_without_room_for_the_final_record_fails_the_run_before_its_first_step(
+        main_cli, small_disk):
+    # Less free space than the run sets aside for its last record: it fails at once,
+    # recorded, instead of training until a write fails with no room left to say why
+    # (a sweep's second run saw that under load: its run.json said running for good).
+    from mindexp.train.failures import RESERVE_BYTES
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    (small_disk / "filler").write_bytes(b"\0" * (free - RESERVE_BYTES // 2))
+    done = main_cli("run", "linear", "--set", "epochs=1", "--out", small_disk, "--quiet")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "No space left on device" in done.stderr.splitlines()[0]   # the run's one line,
+    assert "Traceback" not in done.stderr                              # then where it is
+    (name,) = os.listdir(small_disk / "linear")
+    run_dir = small_disk / "linear" / name
+    meta = _meta(run_dir)
+    assert meta["status"] == "failed" and meta["steps"] == 0, meta
+    assert "No space left on device" in meta["error"] and "KB free" in meta["error"], meta
+    assert not (run_dir / "loss.csv").exists()   # not one step trained
