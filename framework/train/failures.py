@@ -87,7 +87,10 @@ def save_traceback(run_dir, exc):
     """Write the full traceback to ``<run_dir>/error.txt``; returns its path
     (None when even that cannot be written: the one-line error in run.json
     is then all there is)."""
-    release_space(run_dir)
+    # half the space set aside is for this file; the other half stays set aside
+    # until the final run.json is written: another writer on a full disk (a
+    # sweep's other point) takes any room freed a moment too soon
+    shrink_space(run_dir, RESERVE_BYTES // 2)
     path = os.path.join(run_dir, schema.ERROR_FILE)
     try:
         with open(path, "w", encoding="utf-8") as f:
@@ -111,6 +114,14 @@ def reserve_space(run_dir):
         release_space(run_dir)
         return exc
     return None
+
+
+def shrink_space(run_dir, keep):
+    """Give back all but ``keep`` bytes of the space set aside (best effort)."""
+    try:
+        os.truncate(os.path.join(run_dir, schema.SPACE_RESERVE), keep)
+    except OSError:
+        pass
 
 
 def release_space(run_dir):
