@@ -466,7 +466,7 @@ def _per_run(values, rows):
     import pandas as pd
     if any(isinstance(v, tuple) for v in values):
         out = np.empty(rows, object)
-        return out, pd.Series(values, dtype=object).to_numpy(), lambda: out
+        return out, [_object_scalar(v) for v in values], lambda: out
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         each = np.asarray(values)
         out = np.empty(rows, each.dtype)
@@ -474,6 +474,15 @@ def _per_run(values, rows):
     categories = pd.Categorical(values)
     out = np.empty(rows, categories.codes.dtype)
     return out, categories.codes, lambda: pd.Categorical.from_codes(out, categories.categories)
+
+
+def _object_scalar(value):
+    """``value`` as a 0-d object array: assigned to a slice, a tuple fills
+    every row whole instead of being spread over the rows."""
+    import numpy as np
+    scalar = np.empty((), object)
+    scalar[()] = value
+    return scalar
 
 
 def available_metrics(run):

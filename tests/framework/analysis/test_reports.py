@@ -334,3 +334,9 @@ def test_history_holds_each_run_id_once_as_a_category_and_pivots_as_text(tmp_pat
     assert str(table["run_id"].dtype) == "category" and str(table["optimizer"].dtype) == "category"
     assert list(table.pivot(index="step", columns="run_id", values="loss").columns) == ["a", "b"]
     assert table.loc[table["run_id"] == "b", "optimizer"].tolist() == ["adam"] * 3
+
+
+def test_history_puts_a_list_config_value_whole_on_each_row(tmp_path):
+    make_run(tmp_path, "a", config={"layers": [1, 2]}, losses=(1.0, 0.5, 0.25))
+    make_run(tmp_path, "b", config={"layers": [3]}, losses=(2.0, 1.5))
+    assert history(str(tmp_path))["layers"].tolist() == [(1, 2)] * 3 + [(3,)] * 2
