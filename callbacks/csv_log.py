@@ -345,6 +345,9 @@ def _read_checked(file: str, data: bytes, wanted: set[str] | None) -> pd.DataFra
     return pd.read_csv(io.BytesIO(data), engine=engine, usecols=usecols)
 
 
+_THREADED_BYTES = 16 << 20   # a log this large is parsed by pyarrow's threads
+
+
 def _parse_numbers(data: bytes, wanted: set[str] | None) -> pa.Table | None:
     """The table when pyarrow parses every line with the header's field count
     and the columns read hold numbers, none missing; None otherwise (no
@@ -360,9 +363,13 @@ def _parse_numbers(data: bytes, wanted: set[str] | None) -> pa.Table | None:
     # pandas renames repeated names and skips a one-column file's empty lines: let it
     if not data.endswith(b"\n") or len(header) < 2 or len(set(header)) != len(header):
         return None
+    # one block (one chunk a column, which to_numpy() takes without a copy),
+    # cut into blocks for pyarrow's threads only when a log is large
+    threads = len(data) > _THREADED_BYTES
     try:
         table = pa_csv.read_csv(
-            pa.BufferReader(data), read_options=pa_csv.ReadOptions(use_threads=len(data) > 16 << 20),
+            pa.BufferReader(data), read_options=pa_csv.ReadOptions(
+                use_threads=threads, block_size=(1 << 20) if threads else len(data) + 1),
             parse_options=pa_csv.ParseOptions(ignore_empty_lines=False),
             convert_options=pa_csv.ConvertOptions(
                 include_columns=header if wanted is None else [c for c in header if c in wanted]))
