@@ -104,7 +104,7 @@ class Run:
         path = schema.path_of(self.dir, name)
         if not _ends_mid_row(path):
             arrays = _parse_arrays(path, columns)
-            if _plainly_valid(arrays, schema.LOGS.get(name), columns):
+            if arrays is not None and _plainly_valid(arrays, schema.LOGS.get(name), columns):
                 return arrays
         # a row in flight, text, an empty field, a missing column: read() decides, naming the line
         table = self.read(name, columns)
@@ -210,12 +210,10 @@ def _parse_arrays(path: str, columns: list[str]) -> dict[str, np.ndarray] | None
         return None
 
 
-def _plainly_valid(arrays: dict[str, np.ndarray] | None, log: schema.Log | None,
+def _plainly_valid(arrays: dict[str, np.ndarray], log: schema.Log | None,
                    columns: list[str]) -> bool:
     """True when nothing needs read()'s checks: numbers throughout, integers in the
     integer columns, every required column asked for present."""
-    if arrays is None:
-        return False
     if not arrays:
         return True   # a missing or empty file: no rows, no columns
     required = log.required if log else ()
