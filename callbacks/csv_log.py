@@ -4,15 +4,19 @@ from __future__ import annotations
 import csv
 import io
 import os
+import sys
 import time
 from typing import IO, TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 from ._files import atomic_write
 
-__all__ = ["CsvLog", "CsvFormatError", "read_csv", "read_header", "read_rows"]
+__all__ = ["CsvLog", "CsvFormatError", "read_arrays", "read_csv", "read_header", "read_rows",
+           "release_memory"]
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
+    import pyarrow as pa
 
 # one row: values in column order, or a dict keyed by column name
 Row = Sequence[Any] | dict[str, Any]
@@ -269,28 +273,118 @@ def read_rows(path: str | os.PathLike[str]) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def read_csv(path: str | os.PathLike[str], name: str | None = None) -> pd.DataFrame:
+def read_csv(path: str | os.PathLike[str], name: str | None = None,
+             columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Read a log the way ``CsvLog`` wrote it, as a pandas DataFrame.
 
     ``path`` is the file, or a directory together with ``name`` (the file
-    name inside it, e.g. ``"loss.csv"``). A missing or empty file gives an
-    empty DataFrame. Every complete line must have as many fields as the
-    header, else ``CsvFormatError`` names the file and the first bad
-    line (a last row without line end, left by a writer that was killed,
-    is the caller's to judge). pandas is imported here, lazily, so that the
-    callbacks stay importable without it.
+    name inside it, e.g. ``"loss.csv"``). ``columns``: read only these, in
+    the file's order (those the file lacks are left out); every column when
+    None. A missing or empty file gives an empty DataFrame. Every complete
+    line must have as many fields as the header, else ``CsvFormatError``
+    names the file and the first bad line (a last row without line end,
+    left by a writer that was killed, is the caller's to judge). pandas is
+    imported here, lazily, so that the callbacks stay importable without it.
     """
     import pandas as pd  # lazy: callbacks/ must not need pandas to train
 
     file = os.path.join(os.fspath(path), name) if name else os.fspath(path)
-    if not os.path.exists(file) or os.path.getsize(file) == 0:
+    data = _read_bytes(file)
+    if data is None:
         return pd.DataFrame()
-    with open(file, "rb") as f:
-        data = f.read()
+    wanted = None if columns is None else set(columns)
+    table = _parse_numbers(data, wanted)
+    return table.to_pandas() if table is not None else _read_checked(file, data, wanted)
+
+
+def read_arrays(path: str | os.PathLike[str],
+                columns: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """``read_csv`` as numpy arrays by column name, without a DataFrame: for
+    code that takes a few columns of many logs (``history``). The same parse
+    and checks; the arrays may be read-only. ``{}`` for a missing or empty file."""
+    file = os.fspath(path)
+    data = _read_bytes(file)
+    if data is None:
+        return {}
+    wanted = None if columns is None else set(columns)
+    table = _parse_numbers(data, wanted)
+    if table is not None:
+        return {name: column.to_numpy() for name, column in zip(table.column_names, table.columns)}
+    frame = _read_checked(file, data, wanted)
+    return {str(name): frame[name].to_numpy() for name in frame.columns}
+
+
+def release_memory() -> None:
+    """Give the memory of parsed columns no longer used back to the system.
+
+    pyarrow's allocator keeps freed memory for its next parse: a caller that
+    copies many logs' arrays into one table, letting each go, calls this now
+    and then so the peak stays near the table's size (200 logs of 100,000
+    rows: 0.76 GB instead of 1.1 GB)."""
+    pa = sys.modules.get("pyarrow")   # nothing was parsed by pyarrow when it is not loaded
+    if pa is not None:
+        pa.default_memory_pool().release_unused()
+
+
+def _read_bytes(file: str) -> bytes | None:
+    try:
+        with open(file, "rb") as f:
+            return f.read() or None
+    except FileNotFoundError:
+        return None
+
+
+def _read_checked(file: str, data: bytes, wanted: set[str] | None) -> pd.DataFrame:
+    """Every line's field count checked (the bad one named), then pandas' parser."""
+    import pandas as pd
     check_fields(file, data)
     # pyarrow refuses a short last row (a writer killed mid-row): pandas' own parser reads it
     engine = _fastest_engine() if data.endswith(b"\n") else "c"
-    return pd.read_csv(io.BytesIO(data), engine=engine)
+    usecols = None if wanted is None else (
+        [c for c in _header_of(data) if c in wanted] if engine == "pyarrow" else wanted.__contains__)
+    return pd.read_csv(io.BytesIO(data), engine=engine, usecols=usecols)
+
+
+_THREADED_BYTES = 16 << 20   # a log this large is parsed by pyarrow's threads
+
+
+def _parse_numbers(data: bytes, wanted: set[str] | None) -> pa.Table | None:
+    """The table when pyarrow parses every line with the header's field count
+    and the columns read hold numbers, none missing; None otherwise (no
+    pyarrow, a cut last row, a damaged line, text, an empty field): the
+    careful path then checks each line and names the bad one. The common
+    case costs one parse and no line-by-line check."""
+    try:
+        import pyarrow as pa
+        from pyarrow import csv as pa_csv
+    except ImportError:
+        return None
+    header = _header_of(data)
+    # pandas renames repeated names and skips a one-column file's empty lines: let it
+    if not data.endswith(b"\n") or len(header) < 2 or len(set(header)) != len(header):
+        return None
+    # one block (one chunk a column, which to_numpy() takes without a copy),
+    # cut into blocks for pyarrow's threads only when a log is large
+    threads = len(data) > _THREADED_BYTES
+    try:
+        table = pa_csv.read_csv(
+            pa.BufferReader(data), read_options=pa_csv.ReadOptions(
+                use_threads=threads, block_size=(1 << 20) if threads else len(data) + 1),
+            parse_options=pa_csv.ParseOptions(ignore_empty_lines=False),
+            convert_options=pa_csv.ConvertOptions(
+                include_columns=header if wanted is None else [c for c in header if c in wanted]))
+    except (pa.ArrowInvalid, pa.ArrowKeyError):
+        return None
+    # an empty line reads as a row of nulls here: any null takes the careful path
+    if any(not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type))
+           or column.null_count for column in table.columns):
+        return None
+    return table
+
+
+def _header_of(data: bytes) -> list[str]:
+    first = data[:data.find(b"\n") + 1].decode("utf-8", errors="replace")
+    return next(csv.reader([first.rstrip("\r\n")]), [])
 
 
 def check_fields(path: str, data: bytes) -> None:

@@ -16,7 +16,8 @@ import re
 from typing import TYPE_CHECKING, Sequence
 
 from ._files import atomic_replace, atomic_write, fsync_folder, temp_name  # noqa: F401
-from .csv_log import read_csv, read_rows  # noqa: F401  (the readers of the logs)
+from .csv_log import (read_arrays, read_csv, read_header, read_rows,  # noqa: F401  (the readers)
+                      release_memory)
 
 if TYPE_CHECKING:
     import pandas as pd

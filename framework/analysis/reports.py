@@ -347,8 +347,8 @@ def history(runs: RunsOrPaths, metric: str = "loss") -> pd.DataFrame:
     """
     runs = as_runs(runs, _load_records)
     varying = differing_config(runs)
-    found = [(run, arrays) for run in runs
-             if (arrays := _readable_metric_arrays(run, metric)) is not None]
+    found = [(run, arrays) for run, arrays in zip(runs, _each_run(_readable_metric_arrays, runs, metric))
+             if arrays is not None]
     if not found:
         available = sorted(set().union(*(available_metrics(run) for run in runs)))
         if any(metric in run.config for run in runs):
@@ -361,6 +361,16 @@ def history(runs: RunsOrPaths, metric: str = "loss") -> pd.DataFrame:
     return _long_table(found, metric, varying)
 
 
+def _each_run(read, runs, metric):
+    """``read(run, metric)`` of every run, in order, on a few threads: the CSV
+    parser releases the GIL, so one run's parse overlaps another's Python."""
+    from concurrent.futures import ThreadPoolExecutor
+    if len(runs) < 2:
+        return [read(run, metric) for run in runs]
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        return list(pool.map(read, runs, [metric] * len(runs)))
+
+
 def _readable_metric_arrays(run, metric):
     """The run's ``(step, epoch, values)`` of ``metric``; None (with a warning)
     when its log is broken."""
@@ -371,49 +381,108 @@ def _readable_metric_arrays(run, metric):
         return None
 
 
+_STEP_EPOCH = (schema.Col.STEP, schema.Col.EPOCH)
+
+
 def _metric_arrays(run, metric):
-    # one log after the other: most metrics are in the first (loss.csv)
-    for table_of in (lambda: run.loss, lambda: run.grad_norm, lambda: _eval_table(run)):
-        table = table_of()
-        if metric in table.columns and metric not in (schema.Col.STEP, schema.Col.EPOCH):
-            return tuple(table[c].to_numpy() for c in ("step", "epoch", metric))
+    # one log after the other: most metrics are in the first (loss.csv), of
+    # which only three columns are read (the log has five) and not kept on the run
+    if metric not in _STEP_EPOCH:
+        for log in (schema.LOSS, schema.GRAD_NORM):
+            if metric in (schema.read_header(schema.path_of(run.dir, log.name)) or ()):
+                arrays = run.read_arrays(log.name, (*_STEP_EPOCH, metric))
+                if metric in arrays:   # not when even the header is in flight
+                    return tuple(arrays[c] for c in (*_STEP_EPOCH, metric))
+        table = _eval_table(run)
+        if metric in table.columns:
+            return tuple(table[c].to_numpy() for c in (*_STEP_EPOCH, metric))
     params = run.params
     if len(params):
         mask = params[schema.Col.PARAM].to_numpy() == metric
         if mask.any():
-            return tuple(params[c].to_numpy()[mask] for c in ("step", "epoch", "value"))
+            return tuple(params[c].to_numpy()[mask] for c in (*_STEP_EPOCH, schema.Col.VALUE))
     return None
+
+
+_WAVE_ROWS = 4_000_000   # rows copied between two releases of the parser's memory
 
 
 def _long_table(found, metric, varying):
     """One frame from every run's arrays, built column by column (a frame per
-    run and a concat cost ~4 ms a run: 200 runs took a second more)."""
+    run and a concat cost ~4 ms a run). Each column is allocated once and
+    filled in place by a few threads (numpy copies release the GIL), a wave
+    of runs at a time, each run's arrays let go once copied: the peak stays
+    near the size of the result (20 million rows: 0.94 GB, was 1.9)."""
     import numpy as np
     import pandas as pd
-    lengths = [len(arrays[0]) for _, arrays in found]
-    columns = {"run_id": _per_run([run.run_id for run, _ in found], lengths)}
-    for i, name in enumerate(("step", "epoch", metric)):
-        columns[name] = np.concatenate([arrays[i] for _, arrays in found])
+    bounds = np.cumsum([0] + [len(arrays[0]) for _, arrays in found]).tolist()
+    per_run = {"run_id": [run.run_id for run, _ in found]}
     for name in varying:
         column = _config_column(name)
-        if column in columns:   # a field named like the metric (loss="mse") stays apart
+        if column in per_run or column in (*_STEP_EPOCH, metric):   # loss="mse" stays apart
             column = f"config.{name}"
-        columns[column] = _per_run([_cell(run.config.get(name)) for run, _ in found], lengths)
-    return pd.DataFrame(columns)
+        per_run[column] = [_cell(run.config.get(name)) for run, _ in found]
+    logged = {name: np.empty(bounds[-1], np.result_type(*(a[i] for _, a in found)))
+              for i, name in enumerate((*_STEP_EPOCH, metric))}
+    filled = {name: _per_run(values, bounds[-1]) for name, values in per_run.items()}
+
+    def fill(runs):
+        for k in runs:
+            rows = slice(bounds[k], bounds[k + 1])
+            for out, values in zip(logged.values(), found[k][1]):
+                out[rows] = values
+            for out, each, _ in filled.values():
+                out[rows] = each[k]
+            found[k] = (found[k][0], None)
+
+    _fill_in_waves(fill, bounds)
+    columns = {"run_id": filled.pop("run_id")[2](), **logged}
+    columns.update((name, finish()) for name, (_, _, finish) in filled.items())
+    return pd.DataFrame(columns, copy=False)   # no copy: the arrays are the frame's own
 
 
-def _per_run(values, lengths):
-    """A column holding each run's value on each of its rows: numbers repeated,
-    text as a categorical (one code a row: a string column of 20 million rows
-    took seconds and a gigabyte), tuples as objects."""
+def _fill_in_waves(fill, bounds):
+    """``fill(runs)`` over every run, on two threads, a wave of about
+    ``_WAVE_ROWS`` rows at a time, the parser's freed memory released after each."""
+    from concurrent.futures import ThreadPoolExecutor
+    waves, first = [], 0
+    for k in range(1, len(bounds)):
+        if bounds[k] - bounds[first] >= _WAVE_ROWS or k == len(bounds) - 1:
+            waves.append(range(first, k))
+            first = k
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for wave in waves:
+            list(pool.map(fill, (wave[:len(wave) // 2], wave[len(wave) // 2:])))
+            schema.release_memory()
+
+
+def _per_run(values, rows):
+    """A column of ``rows`` rows holding each run's value on each of its rows,
+    as ``(out, each, finish)``: ``out[run's rows] = each[k]`` fills it,
+    ``finish()`` gives the column. Numbers as numbers, text as a categorical
+    (one code a row: a string column of 20 million rows took seconds and a
+    gigabyte), tuples as objects."""
     import numpy as np
     import pandas as pd
     if any(isinstance(v, tuple) for v in values):
-        return pd.Series(values, dtype=object).repeat(lengths).to_numpy()
+        out = np.empty(rows, object)
+        return out, [_object_scalar(v) for v in values], lambda: out
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        return np.repeat(np.asarray(values), lengths)
-    per_run = pd.Categorical(values)
-    return pd.Categorical.from_codes(np.repeat(per_run.codes, lengths), per_run.categories)
+        each = np.asarray(values)
+        out = np.empty(rows, each.dtype)
+        return out, each, lambda: out
+    categories = pd.Categorical(values)
+    out = np.empty(rows, categories.codes.dtype)
+    return out, categories.codes, lambda: pd.Categorical.from_codes(out, categories.categories)
+
+
+def _object_scalar(value):
+    """``value`` as a 0-d object array: assigned to a slice, a tuple fills
+    every row whole instead of being spread over the rows."""
+    import numpy as np
+    scalar = np.empty((), object)
+    scalar[()] = value
+    return scalar
 
 
 def available_metrics(run):

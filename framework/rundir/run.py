@@ -11,6 +11,7 @@ from .io import is_run_dir, read_json
 from .meta import read_meta
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
     from mindspore import nn
 
@@ -73,8 +74,9 @@ class Run:
         """The experiment's known true parameter values."""
         return dict(self.meta.get("targets") or {})
 
-    def read(self, name: str) -> pd.DataFrame:
-        """A log of this run as a DataFrame (``"loss"``, ``"params"``, ...).
+    def read(self, name: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
+        """A log of this run as a DataFrame (``"loss"``, ``"params"``, ...);
+        ``columns``: only these (those the file lacks are left out), uncached.
 
         Raises RunDirError naming the file when it is truncated (a last row
         without line end) or malformed. A running run's last row may still
@@ -85,12 +87,28 @@ class Run:
         if partial and self.status != "running":
             raise RunDirError(f"{path} is truncated: its last row has no line end "
                               "(the file was cut while being written or copied)")
-        table = _parse_csv(path)
+        columns = None if columns is None else list(columns)
+        table = _parse_csv(path, columns)
         if partial:  # no rows parsed: even the header is still in flight
             table = table.iloc[:-1] if len(table) else table.iloc[:0, :0]
         log = schema.LOGS.get(name)  # reports rely on a log's required columns
-        _check_columns(path, table, log.required if log else ())
+        required = log.required if log else ()
+        _check_columns(path, table, [c for c in required if columns is None or c in columns])
         return table
+
+    def read_arrays(self, name: str, columns: Iterable[str]) -> dict[str, np.ndarray]:
+        """``columns`` of a log as numpy arrays by name (those the file lacks
+        are left out), checked as :meth:`read` checks them, without a DataFrame:
+        what a table over many runs takes from each (``history``)."""
+        columns = list(columns)
+        path = schema.path_of(self.dir, name)
+        if not _ends_mid_row(path):
+            arrays = _parse_arrays(path, columns)
+            if arrays is not None and _plainly_valid(arrays, schema.LOGS.get(name), columns):
+                return arrays
+        # a row in flight, text, an empty field, a missing column: read() decides, naming the line
+        table = self.read(name, columns)
+        return {str(c): table[c].to_numpy() for c in table.columns}
 
     @functools.cached_property
     def loss(self) -> pd.DataFrame:
@@ -175,14 +193,32 @@ def _ends_mid_row(path: str) -> bool:
         return False
 
 
-def _parse_csv(path: str) -> pd.DataFrame:
+def _parse_csv(path: str, columns: list[str] | None = None) -> pd.DataFrame:
     from ..callbacks import CsvFormatError
     try:
-        return schema.read_csv(path)
+        return schema.read_csv(path, columns=columns)
     except CsvFormatError as exc:  # names the file and line already
         raise RunDirError(str(exc)) from None
     except Exception as exc:  # pandas' parser errors name no file
         raise RunDirError(f"{path} is not a readable CSV ({str(exc).splitlines()[0]})") from None
+
+
+def _parse_arrays(path: str, columns: list[str]) -> dict[str, np.ndarray] | None:
+    try:
+        return schema.read_arrays(path, columns)
+    except Exception:  # read() parses it again and says what is wrong
+        return None
+
+
+def _plainly_valid(arrays: dict[str, np.ndarray], log: schema.Log | None,
+                   columns: list[str]) -> bool:
+    """True when nothing needs read()'s checks: numbers throughout, integers in the
+    integer columns, every required column asked for present."""
+    if not arrays:
+        return True   # a missing or empty file: no rows, no columns
+    required = log.required if log else ()
+    return all(c in arrays for c in required if c in columns) and all(
+        a.dtype.kind in ("iu" if c in schema.INTEGER_COLUMNS else "iuf") for c, a in arrays.items())
 
 
 def _check_columns(path: str, table: pd.DataFrame, required: Iterable[str]) -> None:

@@ -130,3 +130,16 @@ def test_write_rows_buffers_like_write_and_flushes_at_flush_rows(tmp_path):
 def _lines(path):
     with open(path, newline="") as f:
         return f.read().splitlines()
+
+
+@pytest.mark.parametrize("tail", ["", "4,1,0.0"])   # pyarrow's path; pandas' (a row in flight)
+def test_reader_reads_only_the_columns_asked_for(tmp_path, tail):
+    from mindexp.callbacks.csv_log import read_arrays
+    path = tmp_path / "loss.csv"
+    path.write_text("step,epoch,loss,note\n1,1,0.5,a\n2,1,0.25,b\n3,1,0.125,c\n" + tail)
+    table = read_csv(path, columns=["loss", "step", "absent"])
+    assert list(table.columns) == ["step", "loss"]   # the file's order; absent left out
+    assert table["loss"].tolist()[:3] == [0.5, 0.25, 0.125]
+    arrays = read_arrays(path, ["loss", "step"])
+    assert list(arrays) == ["step", "loss"] and arrays["step"].tolist()[:3] == [1, 2, 3]
+    assert read_arrays(tmp_path / "missing.csv", ["step"]) == {}

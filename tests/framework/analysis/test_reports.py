@@ -2,13 +2,14 @@
 import json
 import logging
 import os
+import re
 
 import pandas as pd
 import pytest
 
 from mindexp import ConfigError, RunDirError, compare, history, load_run, load_runs
 from mindexp.analysis.reports import (config_labels, differing_config, differing_fields,
-                                      display_table)
+                                      display_table, list_runs)
 from rundirs import OPTIMIZER_RUNS, make_run, trained_runs
 
 
@@ -191,6 +192,41 @@ def test_a_running_run_may_have_a_row_in_flight(tmp_path):
     assert load_run(run_dir).loss["step"].tolist() == [1, 2]
 
 
+@pytest.mark.parametrize("status, text, message", [
+    ("completed", "3,2,0.1,0.1,0.3", r"loss\.csv is truncated"),
+    ("completed", "3\n", r"loss\.csv line 4: expected 5 fields, got 1"),
+    ("completed", "\n3,2,0.1,0.1,0.3\n", r"loss\.csv line 4: expected 5 fields, got an empty line"),
+    ("completed", "3,2,abc,0.1,0.3\n", r"column 'loss' must hold numbers. Received: 'abc' on line 4"),
+    ("completed", "x,2,0.1,0.1,0.3\n", r"column 'step' must hold integers. Received: 'x' on line 4"),
+    ("running", "3,2,0.", None),   # a row in flight: dropped, the run kept
+])
+def test_history_reads_only_its_columns_yet_names_damage_and_skips_only_that_run(
+        tmp_path, caplog, status, text, message):
+    make_run(tmp_path, "good", losses=(1.0, 0.5))
+    _spoil(make_run(tmp_path, "other", status=status, losses=(2.0, 1.0)), "loss.csv", text, "a")
+    with caplog.at_level(logging.WARNING, logger="mindexp.analysis.reports"):
+        table = history(str(tmp_path), "loss")
+    expected = {"good": [1.0, 0.5]} if message else {"good": [1.0, 0.5], "other": [2.0, 1.0]}
+    assert {r: list(t["loss"]) for r, t in table.groupby("run_id", observed=True)} == expected
+    if message:
+        assert re.search(r"skipped a broken run: \S*[/\\]other[/\\].*" + message, caplog.text)
+
+
+def test_history_takes_the_metric_from_logs_with_more_or_fewer_columns_and_keeps_none(tmp_path):
+    """An old loss.csv without lr and time_s and one with a loss component: the
+    loss of both, the component of the one; the runs do not keep the logs read."""
+    make_run(tmp_path, "five", losses=(1.0, 0.5))
+    with open(os.path.join(make_run(tmp_path, "old"), "loss.csv"), "w") as f:
+        f.write("step,epoch,loss,mse\n1,1,3.0,2.5\n2,1,2.0,1.5\n")
+    runs = list_runs(str(tmp_path))
+    loss = history(runs, "loss")
+    assert loss["run_id"].tolist() == ["five", "five", "old", "old"]
+    assert loss["loss"].tolist() == [1.0, 0.5, 3.0, 2.0] and loss["epoch"].tolist() == [1, 1, 1, 1]
+    assert history(runs, "mse")["mse"].tolist() == [2.5, 1.5]
+    assert history(runs, "lr")["run_id"].tolist() == ["five", "five"]
+    assert not any("loss" in vars(run) for run in runs)   # 100,000-step tables are not kept
+
+
 def test_final_and_best_eval_metrics_follow_the_metric_direction(tmp_path):
     rows = [{"epoch": 1, "step": 2, "accuracy": 0.5, "mae": 0.4},
             {"epoch": 2, "step": 4, "accuracy": 0.9, "mae": 0.1},
@@ -306,3 +342,9 @@ def test_history_holds_each_run_id_once_as_a_category_and_pivots_as_text(tmp_pat
     assert str(table["run_id"].dtype) == "category" and str(table["optimizer"].dtype) == "category"
     assert list(table.pivot(index="step", columns="run_id", values="loss").columns) == ["a", "b"]
     assert table.loc[table["run_id"] == "b", "optimizer"].tolist() == ["adam"] * 3
+
+
+def test_history_puts_a_list_config_value_whole_on_each_row(tmp_path):
+    make_run(tmp_path, "a", config={"layers": [1, 2]}, losses=(1.0, 0.5, 0.25))
+    make_run(tmp_path, "b", config={"layers": [3]}, losses=(2.0, 1.5))
+    assert history(str(tmp_path))["layers"].tolist() == [(1, 2)] * 3 + [(3,)] * 2
