@@ -1,6 +1,6 @@
 """Seeded fault injection: every long-lived command killed at random moments.
 
-20 rounds of SIGKILL or SIGTERM (alternately, per command) of ``run``, ``resume``,
+40 rounds of SIGKILL or SIGTERM (alternately, per command) of ``run``, ``resume``,
 ``sweep``, ``tune``, ``report``, ``rm`` and ``gc``, with ``tag``/``note``/``rm``/``gc`` racing
 them. After each kill, once the killed command and its workers are gone, the
 output root must hold:
@@ -37,15 +37,14 @@ from mindexp.cli.main import main
 pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("MINDEXP_FAULT_SEED", "0"))
-# 20 rounds (100 until 0.3.0, 40 until the suite had to fit CI's 30 minutes): every
-# command gets at least 2, signalled alternately by SIGKILL and SIGTERM at seeded random
-# moments of its life, so each meets both signals, and every invariant is checked after
-# every round; run and resume get 4, their lives span the most phases. (resume and rm need
-# a run to act on: without one, the round first makes an interrupted run, SIGTERMed after
-# its first checkpoint; a command that ends before its moment is tried again with moments
-# inside the life it had.) A longer hunt: MINDEXP_FAULT_SCALE=5 (the old 100), with
-# MINDEXP_FAULT_SEED for other moments.
-KILLS = {"run": 4, "resume": 4, "sweep": 2, "tune": 2, "report": 2, "rm": 3, "gc": 3}
+# 40 rounds (100 until 0.3.0, 10 minutes of a 2-core CI): every command gets at least
+# 4, signalled alternately by SIGKILL and SIGTERM at seeded random moments of its life,
+# and every invariant is checked after every round; run and resume get 8, their lives
+# span the most phases. (resume and rm need a run to act on: without one, the round
+# first makes an interrupted run, SIGTERMed after its first checkpoint; a command that
+# ends before its moment is tried again with moments inside the life it had.) A longer hunt: MINDEXP_FAULT_SCALE=2.5 (the old 100),
+# with MINDEXP_FAULT_SEED for other moments.
+KILLS = {"run": 8, "resume": 8, "sweep": 4, "tune": 4, "report": 5, "rm": 5, "gc": 6}
 _SCALE = float(os.environ.get("MINDEXP_FAULT_SCALE", "1"))
 KILLS = {name: max(1, round(count * _SCALE)) for name, count in KILLS.items()}
 RACERS = ("tag", "note", "rm", "gc")
@@ -372,8 +371,8 @@ class Harness:
         return compared
 
 
-@pytest.mark.timeout(2400)  # ~2 min on an idle 2-core machine; a busy one stretches the moments
-def test_twenty_kills_lose_nothing_and_every_run_resumes_to_the_same_files(tmp_path):
+@pytest.mark.timeout(2400)  # ~4 min on an idle 2-core machine; a busy one stretches the moments
+def test_forty_kills_lose_nothing_and_every_run_resumes_to_the_same_files(tmp_path):
     (tmp_path / "fi.py").write_text(EXPERIMENT)
     h = Harness(tmp_path)
     ref_root = tmp_path / "reference"
