@@ -145,15 +145,19 @@ class CsvLog:
         # row boundary or leave a partial tail, which open() repairs.
         data = "".join(self._text) + _format_rows(self._rows)
         size = os.fstat(file.fileno()).st_size
+        taken = self._rows, self._text, self._text_rows
         try:
             file.write(data)
             file.flush()
-        except OSError:
+            self._rows, self._text, self._text_rows = [], [], 0
+        except BaseException:
+            # A full disk, or a second Ctrl-C/SIGTERM (KeyboardInterrupt) at any
+            # bytecode in here: the file goes back to its last whole flush and the
+            # rows stay buffered, so close() writes them once (a KeyboardInterrupt
+            # after the write used to leave them in the file and in the buffer).
             self._cut_back_to(size)
-            raise  # the rows stay buffered: a later flush writes them once
-        self._rows = []
-        self._text = []
-        self._text_rows = 0
+            self._rows, self._text, self._text_rows = taken
+            raise
         self._last_flush = time.monotonic()
 
     def _cut_back_to(self, size: int) -> None:

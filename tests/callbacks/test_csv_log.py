@@ -143,3 +143,30 @@ def test_reader_reads_only_the_columns_asked_for(tmp_path, tail):
     arrays = read_arrays(path, ["loss", "step"])
     assert list(arrays) == ["step", "loss"] and arrays["step"].tolist()[:3] == [1, 2, 3]
     assert read_arrays(tmp_path / "missing.csv", ["step"]) == {}
+
+
+@pytest.mark.parametrize("moment", ["in the write", "after the write"])
+def test_a_second_signal_in_a_flush_leaves_each_row_once(tmp_path, moment):
+    """A KeyboardInterrupt (the second Ctrl-C/SIGTERM) while a flush writes: the
+    rows stay buffered and the file whole, and close() writes each row once (the
+    fault injection saw an interrupted sweep point's rows twice)."""
+    path = tmp_path / "x.csv"
+    log = CsvLog(path, ["step"], flush_rows=100, flush_seconds=3600).open()
+    log.write((1,))
+    log.flush()
+    log.write((2,))
+    log.write((3,))
+    real_flush = log._file.flush
+
+    def interrupted():
+        log._file.flush = real_flush   # one signal
+        if moment == "after the write":
+            real_flush()   # the rows reached the file: the signal comes right after
+        raise KeyboardInterrupt
+
+    log._file.flush = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        log.flush()
+    assert rows_of(path) == [["step"], ["1"]]   # back to the last whole flush
+    log.close()
+    assert rows_of(path) == [["step"], ["1"], ["2"], ["3"]]
