@@ -90,9 +90,11 @@ def _read_now(run_dir: str | os.PathLike[str]) -> Run:
     return run
 
 
-def _save_plots(run_dir: str) -> None:
+def _save_plots(run_dir: str, status: str) -> None:
     """Draw plots/ of the run (the runner calls it before the run's final
-    record); plots are a convenience, so a failure only warns.
+    record, with the status that record will hold: run.json still says
+    running, and the titles name the status); plots are a convenience, so
+    a failure only warns.
 
     Not in an msrun worker: ranks must leave the cluster together, and a
     rank 0 still plotting after the others exit is declared timed out (the
@@ -103,6 +105,8 @@ def _save_plots(run_dir: str) -> None:
         return
     try:
         from .analysis import plots
-        plots.save_run_plots(run_dir)
+        run = Run(run_dir)
+        run.meta["status"] = status  # what the final record will say (run.json: running)
+        plots.save_run_plots(run)
     except Exception as exc:
         logger.warning("could not draw the plots of %s: %s: %s", run_dir, type(exc).__name__, exc)

@@ -29,7 +29,7 @@ def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None, f
     creation to its final record; with ``resume`` (a
     :class:`~mindexp.train.resume.Resume` from ``prepare_resume``, whose
     caller holds the run's lock) the run continues in its own directory.
-    ``finish(run_dir)`` (the plots) runs before run.json is final. From
+    ``finish(run_dir, status)`` (the plots) runs before run.json is final. From
     before the folder exists until run.json is final, SIGINT/SIGTERM only
     stop the run cleanly (:class:`~mindexp.train.signals.SignalStop`).
     Raises ConfigError/DataError before anything is created, TrainingError
@@ -66,7 +66,7 @@ def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None, f
 def launch_workers(exp, run_dir, entry, resume=False, previous=None, finish=None):
     """Train with ``config.workers`` msrun workers; the launcher keeps run.json true
     when a worker dies (status failed with that worker's last log lines), and
-    runs ``finish(run_dir)`` after them."""
+    runs ``finish(run_dir, status)`` after them."""
     from . import distributed
     record = RunRecord(run_dir, previous) if previous else _new_record(exp, run_dir, entry)
     record.write_config(_config.to_dict(exp.config))
@@ -80,7 +80,7 @@ def launch_workers(exp, run_dir, entry, resume=False, previous=None, finish=None
         record.failed(f"msrun exited with status {code}; last lines of msrun/{log}:\n{tail}")
         record.write()
     if finish is not None:
-        finish(run_dir)
+        finish(run_dir, record.status)
     if record.status == "failed":
         raise TrainingError(record.meta["error"].splitlines()[0], run_dir=run_dir)
     return run_dir
@@ -168,8 +168,8 @@ def _warn_unrecorded(cfg, run_dir, rank):
 def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shard=(1, 0),
               stopper=None, finish=None):
     """Train in this process (one rank of ``shard``); returns ``run_dir`` (None
-    on a rank that does not write). ``finish(run_dir)`` runs on rank 0 once
-    training ended, before the final write of run.json."""
+    on a rank that does not write). ``finish(run_dir, status)`` runs on rank 0 once
+    training ended, with the run's final status, before the final write of run.json."""
     exp.run_dir = run_dir
     writer = shard[1] == 0  # rank 0 alone writes the run directory
     record = _new_record(exp, run_dir, entry, writer)
@@ -185,7 +185,7 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
         _reserve_or_fail(record, run_dir)
     Session(exp, plan, run_dir, quiet, shard, stopper).execute(record, resume)
     if writer and finish is not None:
-        finish(run_dir)  # before the final record: a completed run has all its files
+        finish(run_dir, record.status)  # before the final record: a completed run has all its files
     if writer:
         failures.release_space(run_dir)
     record.write()

@@ -219,3 +219,36 @@ def test_run_plot_titles_fit_in_the_figure_with_a_long_run_id(tmp_path):
             box = title.get_window_extent(canvas.get_renderer())
             assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (draw.__name__, title.get_text())
             assert 0 <= box.y0 and box.y1 <= fig.bbox.height, (draw.__name__, title.get_text())
+
+
+def test_the_runners_plots_are_titled_with_the_final_status_and_keep_their_titles_in_view(
+        tmp_path, monkeypatch):
+    """The runner draws plots/ before run.json is final (it still says running): the
+    titles must say the status the run ends with, and the fixed margins of the run-end
+    plots must keep every title inside the picture."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+    from mindexp.experiments.linear import Linear
+    drawn = {}
+
+    def keep(fig, path, dpi=100):
+        drawn[os.path.basename(path)] = fig
+        return path
+    monkeypatch.setattr(plots, "save_figure", keep)
+    Linear(epochs=2, samples=16).run(out=str(tmp_path), quiet=True)
+    assert sorted(drawn) == ["grad_norm.png", "loss.png", "params.png"]
+    for name, fig in drawn.items():
+        assert not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine), name
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        titles = [t for t in [fig._suptitle] + [ax.title for ax in fig.axes]
+                  if t is not None and t.get_text()]
+        assert titles and "(completed)" in titles[0].get_text(), (name, titles[0].get_text())
+        assert "running" not in "".join(t.get_text() for t in titles)
+        boxes = [t.get_window_extent(canvas.get_renderer()) for t in titles]
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), name
+        for text in titles + [ax.xaxis.label for ax in fig.axes] + \
+                [ax.yaxis.label for ax in fig.axes]:
+            box = text.get_window_extent(canvas.get_renderer())
+            assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (name, text.get_text())
+            assert 0 <= box.y0 and box.y1 <= fig.bbox.height, (name, text.get_text())
