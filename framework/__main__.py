@@ -1,5 +1,3 @@
-import sys
+from .cli.main import console
 
-from .cli.main import main
-
-sys.exit(main())
+console()

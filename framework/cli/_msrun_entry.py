@@ -6,7 +6,7 @@ import sys
 # imported from where it is installed.
 del sys.path[0]
 
-from mindexp.cli.main import main  # noqa: E402
+from mindexp.cli.main import console  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -51,6 +51,31 @@ def test_list_shows_experiments_and_fields_without_importing_mindspore():
     assert "samples" in done.stdout and "optimizer" in done.stdout and "'sgd'" in done.stdout
 
 
+# Each way a process enters mindexp: `python -m mindexp` (sweep and tune workers),
+# msrun's worker script, and the console script (its target, as installed).
+_ENTRIES = {"-m": "import runpy; runpy.run_module('mindexp', run_name='__main__')",
+            "msrun": "import runpy; from mindexp.train.distributed import ENTRY_SCRIPT; "
+                     "runpy.run_path(ENTRY_SCRIPT, run_name='__main__')",
+            "script": "from importlib.metadata import entry_points; "
+                      "(script,) = entry_points(group='console_scripts', name='mindexp'); "
+                      "script.load()()"}
+
+
+@pytest.mark.parametrize("entry", sorted(_ENTRIES))
+def test_every_entry_exits_with_mains_status_without_the_last_garbage_collection(entry):
+    """gc.freeze() before exit: CPython's last collection of everything MindSpore loaded
+    cost 0.7-0.9 s of CPU after each command that trained (benchmarks/exit_cost.py)."""
+    code = ("import atexit, gc, sys\n"
+            "import mindexp.cli.main as cli\n"
+            "cli.main = lambda argv=None: print('main', sys.argv[1:]) or 3\n"
+            "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+            + _ENTRIES[entry])
+    done = subprocess.run([sys.executable, "-c", code, "runs", "--out", "nowhere"],
+                          env=cli_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.splitlines() == ["main ['runs', '--out', 'nowhere']", "frozen True"]
+
+
 @pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_list_takes_every_form_run_takes(cli, tmp_path):
     (tmp_path / "mine.py").write_text(USER_FILE.replace(
