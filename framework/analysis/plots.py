@@ -5,6 +5,7 @@ through pyplot: no display is needed, nothing is left open in pyplot's
 registry, and a notebook's own backend is left alone. Every plot function
 takes an optional ``ax`` to draw into and returns the figure.
 """
+import contextvars
 import io
 import logging
 import math
@@ -23,6 +24,9 @@ HEALTHY = ("completed", "running", "interrupted", "pruned")
 MAX_ELEMENTS = 16  # elements of a small tensor drawn one by one in params.png
 LABEL_WIDTH = 40   # characters per line of a bar label
 TITLE_CHARS = 52   # characters per title line that fit 6.4 inches at matplotlib's title size
+# The layout engine of the figures being built: constrained, except for a run's own
+# plots, which save_run_plots lays out itself (see _fixed_margins).
+_LAYOUT: contextvars.ContextVar[str] = contextvars.ContextVar("layout", default="constrained")
 STATUS_COLORS = {"completed": "tab:blue", "diverged": "tab:orange", "failed": "tab:red",
                  "interrupted": "tab:gray", "running": "tab:green", "pruned": "tab:olive"}
 
@@ -230,8 +234,12 @@ def save_run_plots(run, out_dir=None):
         plots.append(("grad_norm.png", grad_norm_plot))
     if _eval_metrics(run):
         plots.append(("eval.png", eval_plot))
-    return [save_figure(_fixed_margins(draw(run)), os.path.join(out_dir, name))
-            for name, draw in plots]
+    token = _LAYOUT.set("none")
+    try:
+        return [save_figure(_fixed_margins(draw(run)), os.path.join(out_dir, name))
+                for name, draw in plots]
+    finally:
+        _LAYOUT.reset(token)
 
 
 def _fixed_margins(fig):
@@ -254,12 +262,8 @@ def _fixed_margins(fig):
         fig._suptitle.set_y(1 - 0.1 / height)
     gap = 0.45 if any(ax.get_title() for ax in axes[1:]) else 0.15
     panel = (height - top - 0.6 - gap * (len(axes) - 1)) / len(axes)
-    fig.set_layout_engine("none")
-    # subplots_adjust() refuses a figure made with constrained layout: set what it sets
-    fig.subplotpars.update(left=0.95 / width, right=1 - 0.2 / width, bottom=0.6 / height,
-                           top=1 - top / height, hspace=gap / panel)
-    for ax in axes:
-        ax.set_position(ax.get_subplotspec().get_position(fig))
+    fig.subplots_adjust(left=0.95 / width, right=1 - 0.2 / width, bottom=0.6 / height,
+                        top=1 - top / height, hspace=gap / panel)
     return fig
 
 
@@ -291,7 +295,7 @@ def figure_png(fig, dpi=100):
 
 def _figure(figsize=(6.4, 4.0)):
     from matplotlib.figure import Figure  # lazy: framework imports stay light
-    return Figure(figsize=figsize, layout="constrained")
+    return Figure(figsize=figsize, layout=_LAYOUT.get())
 
 
 def _axes(ax, figsize=(6.4, 4.0)):

@@ -200,25 +200,35 @@ def test_params_png_shows_elements_of_small_and_norms_of_large_tensors(tmp_path)
     assert fig.axes[0].lines[1].get_linestyle() == "--"
 
 
-def test_run_plot_titles_fit_in_the_figure_with_a_long_run_id(tmp_path):
+def _drawn_titles(fig):
+    """``(canvas, titles)``: ``fig`` drawn by Agg, and its suptitle and axes titles."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas, [t for t in [fig._suptitle] + [ax.title for ax in fig.axes]
+                    if t is not None and t.get_text()]
+
+
+def _assert_inside(fig, canvas, texts, what):
+    """Every one of ``texts`` lies inside the figure."""
+    for text in texts:
+        box = text.get_window_extent(canvas.get_renderer())
+        assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (what, text.get_text())
+        assert 0 <= box.y0 and box.y1 <= fig.bbox.height, (what, text.get_text())
+
+
+def test_run_plot_titles_fit_in_the_figure_with_a_long_run_id(tmp_path):
     run_dir = make_run(tmp_path, "20261201-101500-momentum-small-lr-with-warmup-1a2b3c",
                        experiment="classification_mlp", status="interrupted",
                        params={"dense.weight": [1, 2, 3], "dense.bias": [0, 1, 2]},
                        eval_rows=[{"epoch": 1, "step": 2, "accuracy": 0.5}])
     for draw in (plots.params_plot, plots.loss_plot, plots.eval_plot):
         fig = draw(run_dir)
-        canvas = FigureCanvasAgg(fig)
-        canvas.draw()
-        titles = [t for t in [fig._suptitle] + [ax.title for ax in fig.axes]
-                  if t is not None and t.get_text()]
+        canvas, titles = _drawn_titles(fig)
         text = "\n".join(t.get_text() for t in titles)
         assert "(interrupted!)" in text and "momentum-small-lr-with-warmup-1a2b3c" in \
             text.replace("\n", "")  # a word longer than a line is split, not lost
-        for title in titles:
-            box = title.get_window_extent(canvas.get_renderer())
-            assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (draw.__name__, title.get_text())
-            assert 0 <= box.y0 and box.y1 <= fig.bbox.height, (draw.__name__, title.get_text())
+        _assert_inside(fig, canvas, titles, draw.__name__)
 
 
 def test_the_runners_plots_are_titled_with_the_final_status_and_keep_their_titles_in_view(
@@ -226,7 +236,6 @@ def test_the_runners_plots_are_titled_with_the_final_status_and_keep_their_title
     """The runner draws plots/ before run.json is final (it still says running): the
     titles must say the status the run ends with, and the fixed margins of the run-end
     plots must keep every title inside the picture."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.layout_engine import ConstrainedLayoutEngine
     from mindexp.experiments.linear import Linear
     drawn = {}
@@ -238,17 +247,15 @@ def test_the_runners_plots_are_titled_with_the_final_status_and_keep_their_title
     Linear(epochs=2, samples=16).run(out=str(tmp_path), quiet=True)
     assert sorted(drawn) == ["grad_norm.png", "loss.png", "params.png"]
     for name, fig in drawn.items():
-        assert not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine), name
-        canvas = FigureCanvasAgg(fig)
-        canvas.draw()
-        titles = [t for t in [fig._suptitle] + [ax.title for ax in fig.axes]
-                  if t is not None and t.get_text()]
+        # built without a layout engine: even a placeholder one makes savefig draw twice
+        assert fig.get_layout_engine() is None, (name, fig.get_layout_engine())
+        canvas, titles = _drawn_titles(fig)
         assert titles and "(completed)" in titles[0].get_text(), (name, titles[0].get_text())
         assert "running" not in "".join(t.get_text() for t in titles)
         boxes = [t.get_window_extent(canvas.get_renderer()) for t in titles]
         assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:]), name
-        for text in titles + [ax.xaxis.label for ax in fig.axes] + \
-                [ax.yaxis.label for ax in fig.axes]:
-            box = text.get_window_extent(canvas.get_renderer())
-            assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (name, text.get_text())
-            assert 0 <= box.y0 and box.y1 <= fig.bbox.height, (name, text.get_text())
+        _assert_inside(fig, canvas, titles + [ax.xaxis.label for ax in fig.axes]
+                       + [ax.yaxis.label for ax in fig.axes], name)
+    # the plot functions users call keep constrained layout
+    (run_dir,) = [d for d in (tmp_path / "linear").iterdir()]
+    assert isinstance(plots.loss_plot(str(run_dir)).get_layout_engine(), ConstrainedLayoutEngine)
