@@ -4,7 +4,7 @@
 
 Each command runs ``--rounds`` times (default 5) both ways, in turn:
 
-- ``plain``: ``sys.exit(main())``, as the console script did until 0.3.1;
+- ``plain``: ``sys.exit(main())``, as the console script did before this change;
 - ``console``: ``mindexp.cli.main:console``, which freezes the garbage
   collector before exiting, so CPython's last collection skips everything
   MindSpore loaded.

@@ -75,10 +75,14 @@ def console() -> NoReturn:
     script: :func:`main` on ``sys.argv``, then exit with its status."""
     code = main()
     # At exit CPython's last garbage collection walks every object still alive:
-    # with MindSpore's modules loaded that was 0.7-0.9 s of CPU after every
-    # command that trained (a quarter of `mindexp run linear`). Nothing waits
-    # on it: our files are flushed and closed explicitly, objects freed by
-    # reference counting still are, and the kernel drops the locks.
+    # after `mindexp run linear` the process took 0.7-0.9 s from main()'s return
+    # to its end, and freezing saves 0.5 s of it (1.7 s after mlp_sine;
+    # benchmarks/exit_cost.py), as train.session freezes the startup objects
+    # during training. Nothing of mindexp's waits on that collection: our files
+    # are flushed and closed explicitly, objects freed by reference counting
+    # still are, MindSpore's exit hooks still run, and the kernel drops the
+    # locks. (A file that user code leaves open inside a reference cycle is not
+    # flushed; the CHANGELOG says so.)
     gc.freeze()
     sys.exit(code)
 
