@@ -147,7 +147,7 @@ class Session:
                                    steps_per_epoch=spe, lr=self.lr)
         from ..callbacks import Timer
         self.timer = Timer()
-        cbs = [self.timer, self.loss_cb]
+        cbs = [self.stopper.head(), self.timer, self.loss_cb]
         if cfg.track_params:
             self.param_cb = ParameterTracker(d, names=list(cfg.track_names) or None,
                                              all_ranks=ranks, every=cfg.log_every,

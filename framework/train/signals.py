@@ -56,6 +56,11 @@ class SignalStop(QuietCallback):
         for sig in self._saved:
             signal.signal(sig, self.handler)
 
+    def head(self) -> "TakeBack":
+        """The callback to put first: it takes these handlers back before any
+        other callback's step end runs (this one runs last, see the runner)."""
+        return TakeBack(self)
+
     def on_train_step_end(self, run_context):
         if self.signum is not None:
             run_context.request_stop()
@@ -84,3 +89,22 @@ class SignalStop(QuietCallback):
         caller = saved.get(late)
         if callable(caller) and caller is not signal.default_int_handler:
             caller(late, None)  # a tuning worker's flag: it stops after this run
+
+
+class TakeBack(QuietCallback):
+    """The first callback of a run: puts the :class:`SignalStop` handlers back
+    at each step end, before the others run.
+
+    MindSpore's runtime installs its own C-level SIGINT handler while it runs a
+    graph (every step in graph mode; the backward pass in PyNative) and leaves
+    it there after the step: until the stop's handlers were taken back, a
+    Ctrl-C during the other callbacks' step ends became a SIGTERM (exit 143,
+    "interrupted by SIGTERM"). A signal inside the step itself still can.
+    """
+
+    def __init__(self, stop: SignalStop) -> None:
+        super().__init__()
+        self._stop = stop
+
+    def on_train_step_end(self, run_context):
+        self._stop._take_back()

@@ -240,10 +240,20 @@ def test_good_labels_train(tmp_path):
 
 # -- signals --------------------------------------------------------------------------------
 
-def _start(tmp_path, *args):
+def _start(tmp_path, *args, **env):
     return subprocess.Popen([sys.executable, "-m", "mindexp", *args], cwd=tmp_path,
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=cli_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+
+
+def _wait_for_file(path, proc, timeout=120):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.communicate()
+        if os.path.exists(path):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no {path}")
 
 
 def _wait_for_rows(path, rows, proc, timeout=120):
@@ -258,19 +268,48 @@ def _wait_for_rows(path, rows, proc, timeout=120):
     raise AssertionError(f"{path} did not reach {rows} rows")
 
 
+PAUSING = '''
+import os
+import time
+from mindexp.experiments.linear import Linear
+
+
+class Pausing(Linear):
+    """The seed's experiment; once the file $PAUSE exists, one step's end writes
+    $PAUSE.ready and waits 3 s in Python, where the test's signal lands."""
+
+    def callbacks(self):
+        from mindspore.train import Callback
+        pause = os.environ["PAUSE"]
+
+        class Pause(Callback):
+            def on_train_step_end(self, run_context):
+                if os.path.exists(pause) and not os.path.exists(pause + ".ready"):
+                    open(pause + ".ready", "w").close()
+                    time.sleep(3)
+        return [Pause()]
+'''
+
+
 @pytest.mark.slow
 def test_sigint_and_sigterm_are_reported_by_name_with_exit_130_and_143(tmp_path):
     """Ctrl-C of `run` (SIGINT) then SIGTERM of `resume`.
 
-    PyNative mode: in graph mode MindSpore 2.10's own handler, installed for
-    the duration of each graph run, turns a SIGINT into ``kill(getpid(),
-    SIGTERM)`` (GraphScheduler's IntHandler), so a Ctrl-C that lands inside
-    a step is seen as SIGTERM there (a known limitation, see README)."""
+    The SIGINT is sent while the run waits between two steps: MindSpore 2.10's
+    own handler, installed while its runtime runs a graph (in graph mode every
+    step; in PyNative at least the backward pass), turns a SIGINT into
+    ``kill(getpid(), SIGTERM)`` (GraphScheduler's IntHandler), so a Ctrl-C that
+    lands inside one is seen as SIGTERM (a known limitation, see README). Sent at
+    a random moment of a PyNative step, it was seen as SIGTERM in one full run."""
+    (tmp_path / "pausing.py").write_text(PAUSING)
+    pause = tmp_path / "pause"
     args = ["--set", "epochs=5000", "--set", "checkpoint_interval_s=0", "--set", "mode=pynative",
             "--out", "out", "--quiet"]
-    proc = _start(tmp_path, "run", "linear", *args)
+    proc = _start(tmp_path, "run", "pausing.py:Pausing", *args, PAUSE=str(pause))
     run_dir = _wait_for_run_dir(tmp_path / "out" / "linear", proc)
     _wait_for_rows(os.path.join(run_dir, "loss.csv"), 100, proc)
+    pause.touch()
+    _wait_for_file(tmp_path / "pause.ready", proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
@@ -280,7 +319,7 @@ def test_sigint_and_sigterm_are_reported_by_name_with_exit_130_and_143(tmp_path)
     assert "interrupted by SIGINT" in out
 
     steps = meta["steps"]
-    proc = _start(tmp_path, "resume", run_dir, "--quiet")
+    proc = _start(tmp_path, "resume", run_dir, "--quiet", PAUSE=str(pause))  # paused once
     _wait_for_rows(os.path.join(run_dir, "loss.csv"), steps + 100, proc)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
