@@ -1,4 +1,4 @@
-"""Statistics of large tracked parameters (numpy only)."""
+"""Statistics of large tracked parameters (numpy; numba's one pass with the ``fast`` extra)."""
 from __future__ import annotations
 
 import math
@@ -8,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
+
+from ._fused import four_sums
 
 # five float64 arrays (or floats): L2 norm, mean, std, min, max
 Array = npt.NDArray[np.float64]
@@ -60,7 +62,8 @@ def _statistics_of(block: np.ndarray) -> tuple[Array, Array, Array, Array, Array
 CHUNK = 1 << 18   # elements per pass of statistics(): 1 MB of float32, about the L2 cache (fastest here of 64k-1M)
 
 
-def statistics(flat: np.ndarray, workers: int | None = None) -> tuple[float, float, float, float, float]:
+def statistics(flat: np.ndarray, workers: int | None = None,
+               fused: bool = True) -> tuple[float, float, float, float, float]:
     """L2 norm, mean, standard deviation, min and max of one flat array, as
     five Python floats: for a parameter large enough that its statistics
     are computed at the step, from the parameter's own memory.
@@ -68,8 +71,10 @@ def statistics(flat: np.ndarray, workers: int | None = None) -> tuple[float, flo
     Linear in the size and without a temporary the size of the array: the
     array is read in chunks of ``CHUNK`` elements that stay in the CPU's
     cache while four reductions (sum, sum of squares, min, max) run over
-    them, so memory is read about once. Each chunk's sums are exact enough
-    in its own dtype (a chunk is short) and are combined in float64; the
+    them, so memory is read about once. With numba (the ``fast`` extra) and
+    ``fused``, one compiled pass computes all four; without, four numpy
+    passes. Each chunk's sums are exact enough in its own dtype (a chunk is
+    short) and are combined in float64; the
     variance combines each chunk's centred sum of squares (Chan et al.), so
     a large mean against a small spread loses nothing across chunks, and a
     chunk whose own E[x^2] - mean^2 could cancel is recomputed around its
@@ -91,7 +96,7 @@ def statistics(flat: np.ndarray, workers: int | None = None) -> tuple[float, flo
         if n <= CHUNK and flat.dtype in (np.float32, np.float64):
             return _one_chunk(flat)
         helpers = (default_workers() if workers is None else workers) - 1
-        return _combine(n, *_chunk_sums(flat, helpers))
+        return _combine(flat, _chunk_sums(flat, helpers, fused))
 
 
 # most threads one parameter's statistics use (memory bandwidth, not cores,
@@ -130,56 +135,87 @@ def _one_chunk(flat: np.ndarray) -> tuple[float, float, float, float, float]:
     """:func:`statistics` of an array of one chunk, without the per-chunk tables
     (their small numpy calls cost as much as the sums here)."""
     n = flat.size
-    total, squares = float(flat.sum()), float(np.dot(flat, flat))
+    total, squares = _sum_chunk(flat), float(np.dot(flat, flat))
     m2 = squares - total * total / n
-    if not m2 > 0.5 * squares:   # |mean| > std: could cancel (or NaN)
-        total, m2 = _centred_squares(flat, total / n, _workspace(flat.dtype)[1][:n])
+    if not m2 > 0.5 * squares and math.isfinite(total + squares):   # |mean| > std: could cancel
+        total, m2 = _centred_squares(flat, _workspace(flat.dtype)[1][:n])
         squares = m2 + total * total / n
-    var = m2 / n
-    std = math.sqrt(var) if var >= 0 else (0.0 if var > -1e-300 else var)
-    return math.sqrt(squares), total / n, std, float(flat.min()), float(flat.max())
+    return math.sqrt(squares), total / n, _std_of(m2 / n), float(flat.min()), float(flat.max())
 
 
-def _chunk_sums(flat: np.ndarray, helpers: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                             np.ndarray, np.ndarray]:
-    """Per-chunk sum, sum of squares, centred sum of squares, min and max
-    (float64 arrays), the chunks shared with ``helpers`` pool threads.
+def _std_of(var: float) -> float:
+    """The square root of a variance; a rounding leftover below 0 is 0, NaN stays NaN."""
+    return var if math.isnan(var) else math.sqrt(max(var, 0.0))
 
-    The sum uses numpy's pairwise summation (about 1e-7 relative in float32
-    on a chunk); the sum of squares BLAS's dot (the fastest of the four
-    passes), whose float32 accumulation is as good where the values vary
-    but lost 1e-5 on a chunk of nearly equal values: exactly the chunks
-    whose E[x^2] - mean^2 cancels, so those get both sums again around
-    their mean, exactly.
+
+Sums = tuple[float, float, float, float]   # a chunk's sum, sum of squares, min and max
+
+
+def _chunk_sums(flat: np.ndarray, helpers: int = 0, fused: bool = True) -> list[Sums]:
+    """Each chunk's sum, sum of squares, min and max (float64), the chunks
+    shared with ``helpers`` pool threads.
+
+    With numba (``fused``, the ``fast`` extra) one compiled pass gives a
+    chunk's four (``_fused``); a chunk with a NaN or an infinity gets them
+    again from numpy, whose min and max are exact for those. Without it:
+    four numpy passes (the sum ``einsum``'s, see ``_sum_chunk``; the sum of
+    squares BLAS's dot). Each chunk's result lands
+    in its own slot, so they are the same bit for bit whatever the threads.
+    The rest is done in Python floats: after a train step numpy's calls on
+    tiny arrays cost ~10 us each (their code is out of cache), more than
+    the sums of a chunk.
     """
-    n = flat.size
-    count = -(-n // CHUNK)
-    out = np.empty((5, count), np.float64)
-    sums, squares, m2, lows, highs = out
+    count = -(-flat.size // CHUNK)
+    parts: list[Sums] = [(0.0, 0.0, 0.0, 0.0)] * count
     kind = flat.dtype if flat.dtype in (np.float32, np.float64) else np.float32
     jobs = iter(range(count))   # shared: next() on it is atomic under the GIL
+    kernel = four_sums() if fused else None
+    # the kernel is compiled for writeable contiguous arrays: any other is copied chunk by chunk
+    # (a read-only or strided array would compile another version inside a step)
+    direct = flat.dtype == kind and flat.flags.c_contiguous and flat.flags.writeable
 
     def work() -> None:
+        if kernel is not None and direct:   # the common case, kept short
+            for j in jobs:
+                parts[j] = kernel(flat[j * CHUNK:(j + 1) * CHUNK])
+            return
         buffer = _workspace(kind)[0]
         with np.errstate(all="ignore"):   # per thread
             for j in jobs:
-                chunk = _as_kind(flat[j * CHUNK:(j + 1) * CHUNK], buffer)
-                sums[j] = chunk.sum()
-                squares[j] = np.dot(chunk, chunk)
-                lows[j] = chunk.min()
-                highs[j] = chunk.max()
+                chunk = flat[j * CHUNK:(j + 1) * CHUNK]
+                if kernel is None:
+                    parts[j] = _reduce_chunk(_as_kind(chunk, buffer))
+                else:
+                    parts[j] = kernel(_copy_into(chunk, buffer))
     helping = [_pool().submit(work) for _ in range(min(helpers, count - 1, MAX_WORKERS - 1))]
     work()
     for done in helping:
         done.result()
-    buffer, squared = _workspace(kind)
-    sizes = _chunk_sizes(n, count)
-    m2[:] = squares - sums * sums / sizes
-    for j in np.flatnonzero(~(m2 > 0.5 * squares)):   # |mean| > std: could cancel (or NaN)
-        chunk = _as_kind(flat[j * CHUNK:(j + 1) * CHUNK], buffer)
-        sums[j], m2[j] = _centred_squares(chunk, sums[j] / sizes[j], squared[:chunk.size])
-        squares[j] = m2[j] + sums[j] * sums[j] / sizes[j]
-    return sums, squares, m2, lows, highs
+    if kernel is not None:   # a NaN or infinity: the fused min and max are not to be trusted
+        buffer = _workspace(kind)[0]
+        for j, (total, squares, _, _) in enumerate(parts):
+            if not math.isfinite(total + squares):
+                parts[j] = _reduce_chunk(_as_kind(flat[j * CHUNK:(j + 1) * CHUNK], buffer))
+    return parts
+
+
+def _reduce_chunk(chunk: np.ndarray) -> Sums:
+    """Sum, sum of squares, min and max of a chunk, in four numpy passes
+    (the first, one thread's min, streams the chunk into its core's cache)."""
+    low, high = float(chunk.min()), float(chunk.max())
+    return _sum_chunk(chunk), float(np.dot(chunk, chunk)), low, high
+
+
+def _sum_chunk(chunk: np.ndarray) -> float:
+    """The sum of a float32 or float64 chunk in its dtype: ``einsum``'s
+    vectorised loop, in a third of the time of numpy's pairwise ``sum`` here
+    (17 us against 53 on 256k float32, 5 against 15 on 64k), which made the
+    sum the slowest of the four passes; without BLAS (whose threads a
+    matrix-vector product with ones would wake). Less exact than the
+    pairwise sum on nearly equal values (4e-6 relative on a constant chunk,
+    against 3e-7): exactly the chunks whose variance is taken again around
+    a float64 mean (see ``_centred_squares``)."""
+    return float(np.einsum("i->", chunk))
 
 
 _WORKSPACE = threading.local()
@@ -196,6 +232,13 @@ def _workspace(kind: npt.DTypeLike) -> tuple[np.ndarray, np.ndarray]:
     return spaces[key]
 
 
+def _copy_into(chunk: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+    """``chunk`` converted into the start of ``buffer`` (writeable, contiguous)."""
+    part = buffer[:chunk.size]
+    np.copyto(part, chunk, casting="unsafe")
+    return part
+
+
 def _as_kind(chunk: np.ndarray, buffer: np.ndarray) -> np.ndarray:
     """``chunk`` itself when it has the buffer's dtype, else a converted copy in ``buffer``."""
     if chunk.dtype == buffer.dtype:
@@ -205,16 +248,14 @@ def _as_kind(chunk: np.ndarray, buffer: np.ndarray) -> np.ndarray:
     return part
 
 
-def _chunk_sizes(n: int, count: int) -> np.ndarray:
-    sizes = np.full(count, float(CHUNK))
-    sizes[-1] = n - CHUNK * (count - 1)
-    return sizes
-
-
-def _centred_squares(chunk: np.ndarray, mean: float, work: np.ndarray) -> tuple[float, float]:
-    """``(sum, sum((x - sum / n)^2))`` of one chunk, both refined around an
-    approximate ``mean`` (in ``work``, a chunk-sized buffer): the differences
-    from a close mean are exact, so neither sum cancels."""
+def _centred_squares(chunk: np.ndarray, work: np.ndarray) -> tuple[float, float]:
+    """``(sum, sum((x - sum / n)^2))`` of one chunk, both refined around its
+    mean (in ``work``, a chunk-sized buffer): the differences from the mean
+    rounded to the chunk's dtype are exact, so neither sum cancels. The mean
+    is summed in float64 for this: a float32 sum of nearly equal values can
+    be tens of units in the last place off, and then the refined sum of
+    squares cancels again (a std 1e-3 relative off, or below 0)."""
+    mean = float(np.add.reduce(chunk, dtype=np.float64)) / chunk.size
     shift = chunk.dtype.type(mean)
     d = np.subtract(chunk, shift, out=work)
     offset = float(d.sum())
@@ -222,15 +263,44 @@ def _centred_squares(chunk: np.ndarray, mean: float, work: np.ndarray) -> tuple[
     return float(shift) * chunk.size + offset, centred
 
 
-def _combine(n: int, sums: np.ndarray, squares: np.ndarray, m2: np.ndarray,
-             lows: np.ndarray, highs: np.ndarray) -> tuple[float, float, float, float, float]:
-    """The five statistics of the whole array from its chunks' (float64)."""
-    mean = float(sums.sum()) / n
-    sizes = _chunk_sizes(n, sums.size)
-    spread = float(m2.sum() + np.dot(sizes, (sums / sizes - mean) ** 2))
-    var = spread / n
-    std = math.sqrt(var) if var >= 0 else (0.0 if var > -1e-300 else var)
-    return (math.sqrt(float(squares.sum())), mean, std, float(lows.min()), float(highs.max()))
+def _combine(flat: np.ndarray, parts: list[Sums]) -> tuple[float, float, float, float, float]:
+    """The five statistics of the whole array from its chunks' sums.
+
+    The variance combines each chunk's centred sum of squares (Chan et
+    al.); a chunk whose own E[x^2] - mean^2 could cancel (|mean| > std)
+    has both sums computed again around its mean, exactly; a NaN or an
+    infinity is left as it is (std NaN, norm inf or NaN, as numpy gives).
+    """
+    n = flat.size
+    sizes, sums, spreads = [], [], []
+    total_squares, low, high = 0.0, math.inf, -math.inf
+    for j, (total, squares, lo, hi) in enumerate(parts):
+        size = min(CHUNK, n - j * CHUNK)
+        m2 = squares - total * total / size
+        if not m2 > 0.5 * squares and math.isfinite(total + squares):   # |mean| > std: could cancel
+            chunk = flat[j * CHUNK:j * CHUNK + size]
+            kind = chunk.dtype if chunk.dtype in (np.float32, np.float64) else np.float32
+            buffer, work = _workspace(kind)
+            total, m2 = _centred_squares(_as_kind(chunk, buffer), work[:size])
+            squares = m2 + total * total / size
+        sizes.append(size)
+        sums.append(total)
+        spreads.append(m2)
+        total_squares += squares
+        low, high = _min_keeping_nan(low, lo), _max_keeping_nan(high, hi)
+    mean = sum(sums) / n   # not math.fsum: it raises on inf + -inf, a diverged step's values
+    spread = sum(spreads) + sum(size * (total / size - mean) ** 2 for size, total in zip(sizes, sums))
+    return math.sqrt(total_squares), mean, _std_of(spread / n), low, high
+
+
+def _min_keeping_nan(a: float, b: float) -> float:
+    """min() that keeps a NaN, as numpy's does."""
+    return b if b < a or b != b else a
+
+
+def _max_keeping_nan(a: float, b: float) -> float:
+    """max() that keeps a NaN, as numpy's does."""
+    return b if b > a or b != b else a
 
 
 def from_graph_sums(sums: np.ndarray, n: int) -> tuple[float, float, float, float, float]:

@@ -1,7 +1,11 @@
 """The statistics kernel of large tracked parameters against a float64 reference."""
+import importlib.util
+import logging
+
 import numpy as np
 import pytest
 
+from mindexp.callbacks import _fused
 from mindexp.callbacks._stats import CHUNK, statistics
 
 
@@ -10,6 +14,13 @@ def _reference(raw):
     return [np.linalg.norm(exact), exact.mean(), exact.std(), exact.min(), exact.max()]
 
 
+numba_missing = pytest.mark.skipif(importlib.util.find_spec("numba") is None,
+                                   reason="numba (the fast extra) is not installed")
+# each test of the statistics runs through the numba kernel (the fast extra) and numpy's passes
+KERNELS = [pytest.param(True, id="fused", marks=numba_missing), pytest.param(False, id="numpy")]
+
+
+@pytest.mark.parametrize("fused", KERNELS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("data", [
     # a spread a million times smaller than the mean: E[x^2] - mean^2 loses every digit
@@ -18,9 +29,46 @@ def _reference(raw):
     np.repeat([5e3, 5e3 + 1e-1, 5e3 - 2e-1, 5e3], CHUNK // 2)
     + np.random.default_rng(4).normal(0.0, 1e-3, 2 * CHUNK),
 ], ids=["spread-1e-6-of-mean", "chunks-with-different-means"])
-def test_statistics_of_badly_conditioned_arrays_match_float64(data, dtype):
+def test_statistics_of_badly_conditioned_arrays_match_float64(data, dtype, fused):
     raw = data.astype(dtype)
-    assert statistics(raw) == pytest.approx(_reference(raw), rel=1e-6)
+    assert statistics(raw, fused=fused) == pytest.approx(_reference(raw), rel=1e-6)
+
+
+@pytest.mark.parametrize("fused", KERNELS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_statistics_of_weights_match_float64_to_a_millionth_of_their_scale(dtype, fused):
+    # like a trained layer's weights: a mean near 0, so the mean is judged against the spread
+    raw = np.random.default_rng(6).normal(4e-5, 0.05, 4 * CHUNK + 4097).astype(dtype)
+    norm, mean, std, low, high = statistics(raw, fused=fused)
+    ref = _reference(raw)
+    assert [norm, std, low, high] == pytest.approx([ref[0], ref[2], ref[3], ref[4]], rel=1e-6)
+    assert abs(mean - ref[1]) < 1e-6 * ref[2]
+
+
+@numba_missing
+def test_the_fast_extra_reads_each_chunk_once_in_the_compiled_kernel(monkeypatch):
+    from mindexp.callbacks import _stats
+    calls = []
+    kernel = _fused.four_sums()
+    monkeypatch.setattr(_stats, "four_sums", lambda: lambda chunk: calls.append(chunk.size) or kernel(chunk))
+    monkeypatch.setattr(_stats, "_reduce_chunk", lambda chunk: pytest.fail("numpy's passes ran"))
+    monkeypatch.setattr(_stats, "_centred_squares", lambda *a: pytest.fail("a chunk was read again"))
+    raw = np.random.default_rng(7).normal(0.0, 1.0, 3 * CHUNK + 5).astype(np.float32)
+    assert statistics(raw, workers=1) == pytest.approx(_reference(raw), rel=1e-6)
+    assert calls == [CHUNK, CHUNK, CHUNK, 5]
+
+
+@pytest.mark.parametrize("fused", KERNELS)
+def test_a_diverged_parameter_gets_numpys_nan_and_infinities(fused):
+    raw = np.random.default_rng(8).normal(0.0, 1.0, 4 * CHUNK).astype(np.float32)
+    raw[CHUNK + 3] = np.inf
+    assert statistics(raw, fused=fused)[0] == np.inf
+    assert statistics(raw, fused=fused)[3:] == (pytest.approx(raw.min()), np.inf)
+    raw[2 * CHUNK + 9] = -np.inf
+    assert statistics(raw, fused=fused)[3:] == (-np.inf, np.inf)
+    raw[3 * CHUNK + 1] = np.nan   # the fused min and max drop a NaN: numpy's keep it
+    norm, mean, std, low, high = statistics(raw, fused=fused)
+    assert all(np.isnan([mean, std, low, high])), (norm, mean, std, low, high)
 
 
 def test_statistics_make_no_temporary_the_size_of_the_parameter():
@@ -33,13 +81,14 @@ def test_statistics_make_no_temporary_the_size_of_the_parameter():
     assert peak < raw.nbytes / 4
 
 
+@pytest.mark.parametrize("fused", KERNELS)
 @pytest.mark.parametrize("n", [CHUNK + 1, 3 * CHUNK - 7, 5 * CHUNK])
-def test_helper_threads_give_the_same_statistics_bit_for_bit(n):
+def test_helper_threads_give_the_same_statistics_bit_for_bit(n, fused):
     data = np.random.default_rng(n).normal(3.0, 0.5, n).astype(np.float32)
     data[n // 2] = np.nan if n > 4 * CHUNK else data[n // 2]   # NaN is a value too
-    one = statistics(data, workers=1)
+    one = statistics(data, workers=1, fused=fused)
     for workers in (2, 4):
-        assert np.array_equal(statistics(data, workers=workers), one, equal_nan=True)
+        assert np.array_equal(statistics(data, workers=workers, fused=fused), one, equal_nan=True)
 
 
 def test_the_thread_count_is_the_faster_of_one_and_many_after_the_trials():
@@ -56,3 +105,50 @@ def test_the_thread_count_is_the_faster_of_one_and_many_after_the_trials():
         slow_helpers.record(workers, {1: 0.004, 2: 0.016}[workers])
     assert slow_helpers.chosen == 1
     assert _ThreadChoice(1).chosen == 1
+
+
+@pytest.mark.parametrize("fused", KERNELS)
+@pytest.mark.parametrize("centre", [0.1, 470.76])
+@pytest.mark.parametrize("n", [CHUNK - 100, 3 * CHUNK + 11], ids=["one-chunk", "chunks"])
+def test_nearly_equal_values_keep_their_spread(n, centre, fused):
+    # values one unit in the last place apart: a float32 sum of them is tens of units
+    # off, and a variance taken around that mean cancels (std 1e-4 off, or below 0)
+    base = np.float32(centre)
+    steps = np.random.default_rng(9).integers(-1, 2, n).astype(np.float32)
+    raw = (base + steps * np.spacing(base)).astype(np.float32)
+    std = statistics(raw, fused=fused)[2]
+    exact = raw.astype(np.float64).std()
+    assert std >= 0 and abs(std - exact) < 1e-6 * exact, (std, exact)
+
+
+@pytest.mark.parametrize("fused", KERNELS)
+def test_float16_and_read_only_parameters_match_float64(fused):
+    half = np.random.default_rng(10).normal(0.5, 0.25, 2 * CHUNK + 3).astype(np.float16)
+    assert statistics(half, fused=fused) == pytest.approx(_reference(half), rel=1e-6)
+    frozen = half.astype(np.float32)
+    frozen.setflags(write=False)
+    assert statistics(frozen, fused=fused) == pytest.approx(_reference(frozen), rel=1e-6)
+
+
+@numba_missing
+def test_the_kernel_is_compiled_once_per_dtype_whatever_the_array():
+    kernel = _fused.four_sums()
+    for dtype in (np.float16, np.float32, np.float64):
+        raw = np.linspace(-1.0, 1.0, 6 * CHUNK).astype(dtype)[::2]   # strided, and then read-only
+        statistics(raw, workers=1)
+        raw = np.ascontiguousarray(raw)
+        raw.setflags(write=False)
+        statistics(raw, workers=1)
+    assert len(kernel.signatures) == 2   # float32 and float64, compiled at its first call
+
+
+@numba_missing
+def test_a_kernel_numba_cannot_build_leaves_the_work_to_numpy(monkeypatch, caplog):
+    import numba
+
+    def broken(**options):
+        raise EOFError("a truncated cache file")
+    monkeypatch.setattr(numba, "njit", broken)
+    with caplog.at_level(logging.WARNING):
+        assert _fused._compile_kernel() is None
+    assert "numpy computes them" in caplog.text and "EOFError" in caplog.text
