@@ -292,7 +292,7 @@ def bench_compare(args, gate, out):
 
 # -- scaling (issue 26) -------------------------------------------------------------
 # (model, steps): H of an MLP 1-H-H-H-1, or the transformer experiment (default config)
-SCALING_SIZES = (("256", 600), ("1024", 240), ("2048", 120), ("4096", 48), ("transformer", 96))
+SCALING_SIZES = (("256", 1400), ("1024", 700), ("2048", 240), ("4096", 80), ("transformer", 200))
 SCALING_QUICK = (("256", 96), ("1024", 48))
 SCALING_SETS = ("host", "graph", "budget", "before")
 
@@ -326,10 +326,11 @@ def render_scaling(data):
     sets = [s for s in SCALING_SETS if s in (rows[0].get("sets") or {})]
     lines = ["", "ParameterTracker at scale (MLP 1-H-H-H-1 or the transformer experiment as shipped, "
              "batch 64, Adam, graph; one training per model, sets interleaved by chunks of "
-             "steps; host: numpy every step, graph: in the train step, budget: host with 0.05)",
+             "steps; host: numpy every step, graph: in the train step, budget: host with 0.05; "
+             "over loss: a LossMonitor and the host tracker against the LossMonitor alone)",
              f"{'model':>11}  {'params':>7}  {'step ms':>8}  {'load':>9}" + "".join(
                  f"  {s + ' hook':>11}  {'ms/M':>6}  {'on/off':>6}" for s in sets)
-             + "  budget k  threads"]
+             + "  over loss  budget k  threads"]
     for r in rows:
         name = r.get("model", r.get("hidden"))
         if "error" in r:
@@ -341,7 +342,8 @@ def render_scaling(data):
         for s in sets:
             x = r["sets"][s]
             line += f"  {x['hook_ms']:>8.2f} ms  {x['hook_ms'] / m:>6.2f}  {x['ratio']:>5.2f}x"
-        lines.append(line + f"  {r.get('budget_every', '-'):>8}  {r.get('host_threads') or '-':>7}")
+        over = f"{r['over_loss']:.2f}x" if "over_loss" in r else "-"
+        lines.append(line + f"  {over:>9}  {r.get('budget_every', '-'):>8}  {r.get('host_threads') or '-':>7}")
     return lines
 
 

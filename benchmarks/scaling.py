@@ -1,6 +1,6 @@
 """ParameterTracker's cost as the model grows (issue 26), one model per process.
 
-    python benchmarks/scaling.py MODEL STEPS OUT [--rev REV]   ->  one JSON line
+    python benchmarks/scaling.py MODEL STEPS OUT [--rev REV] [--sets host,loss,...]   ->  one JSON line
 
 MODEL is H (an MLP 1-H-H-H-1) or ``transformer`` (the shipped experiment's
 network in its default config: 17 k parameters, a step of many small
@@ -15,7 +15,10 @@ kernels). Batch 64, Adam, graph mode. One
   in its graph (``TrainStep(param_stats=True)``): for its chunks the Model's
   train cell is swapped for one that returns them (sharing the parameters
   and the optimizer), so its ratio includes their cost inside the step;
-- ``before``: the tracker of git revision REV, when given.
+- ``before``: the tracker of git revision REV, when given;
+- ``loss`` and ``loss_host``: a LossMonitor alone, and with the ``host``
+  tracker: their ratio (``over_loss``) is what turning the tracker on costs
+  in a mindexp run, whose LossMonitor already runs a hook between the steps.
 
 Prints each set's chunk-time ratio against ``off`` (mean and median), its
 tracker's hook time per step, and the load average before and after.
@@ -91,7 +94,7 @@ def _load():
         return float(f.read().split()[0])
 
 
-def measure(model_name, steps, out, before=None):
+def measure(model_name, steps, out, before=None, only=None):
     """Chunk-time ratios against ``off`` and hook seconds per step, per set."""
     import mindspore as ms
     from mindspore import Tensor, nn
@@ -123,6 +126,16 @@ def measure(model_name, steps, out, before=None):
             sets[name] = [_cell_callback(model, cell, made[name]), _Forward(made[name])]
         else:
             sets[name] = [_cell_callback(model, cell), made[name]]
+    # the tracker's own cost in a mindexp run, where a LossMonitor reads every step anyway
+    # (any hook between two steps costs ~0.5 ms here, however short: see benchmarks/README.md)
+    sets["loss"] = [_cell_callback(model, plain), callbacks.LossMonitor(os.path.join(out, "loss"))]
+    hooks["loss_host"] = []
+    made["loss_host"] = _timed(callbacks.ParameterTracker(os.path.join(out, "loss_host"), stats="host"),
+                               hooks["loss_host"])
+    sets["loss_host"] = [_cell_callback(model, plain),
+                         callbacks.LossMonitor(os.path.join(out, "loss_host")), made["loss_host"]]
+    if only:   # fewer sets: each gets more chunks, and all their orders take turns
+        sets = {name: sets[name] for name in ["off", *only]}
     disp = Dispatcher(sets, by_epoch=False, chunk=CHUNK)
     from mindexp.train.session import startup_objects_frozen
     load = [_load()]
@@ -153,10 +166,17 @@ def _row(model_name, net, steps, res, hooks, made, load):
         spent = hooks.get(name, [])
         row["sets"][name] = {"ratio": r["mean_chunk_s"] / base["mean_chunk_s"],
                              "median_ratio": r["median_chunk_s"] / base["median_chunk_s"],
-                             "hook_ms": float(np.median(spent[1:])) * 1e3 if spent else 0.0}
-    row["budget_every"] = made["budget"].large_every
-    row["host_threads"] = made["host"].stats_threads
-    row["graph_source"] = made["graph"].stats_source
+                             "hook_ms": float(np.median(spent[1:])) * 1e3 if spent else 0.0,
+                             # the mean counts the steps that write a block of rows too
+                             "hook_mean_ms": float(np.mean(spent[1:])) * 1e3 if spent else 0.0}
+    if "loss" in res and "loss_host" in res:
+        row["over_loss"] = res["loss_host"]["mean_chunk_s"] / res["loss"]["mean_chunk_s"]
+    if "budget" in res:
+        row["budget_every"] = made["budget"].large_every
+    if "host" in res:
+        row["host_threads"] = made["host"].stats_threads
+    if "graph" in res:
+        row["graph_source"] = made["graph"].stats_source
     return row
 
 
@@ -167,7 +187,8 @@ def main(argv=None):
     if "--rev" in argv:
         from benchmarks.ab import load_revision
         before = load_revision(argv[argv.index("--rev") + 1], tempfile.mkdtemp(prefix="rev-"))
-    print(json.dumps(measure(model_name, steps, out, before)))
+    only = argv[argv.index("--sets") + 1].split(",") if "--sets" in argv else None
+    print(json.dumps(measure(model_name, steps, out, before, only)))
     return 0
 
 
