@@ -89,8 +89,9 @@ def console() -> NoReturn:
 
 def main(argv: Sequence[str] | None = None,
          groups: Sequence[CommandGroup] = GROUPS) -> int:
-    """Entry point of the ``mindexp`` console script; returns the exit status: 0 ok,
-    1 failed, 2 bad input, 130/143 stopped by SIGINT/SIGTERM."""
+    """Run the command line ``argv`` and return its exit status: 0 ok, 1 failed,
+    2 bad input, 130/143 stopped by SIGINT/SIGTERM (the console script's entry
+    is :func:`console`, which exits with it)."""
     # MindSpore's C++ log: nothing on stderr. Its errors reach us as exceptions,
     # whose full text goes to the run's error.txt; the terminal gets one line.
     os.environ.setdefault("GLOG_v", "4")

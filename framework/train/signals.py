@@ -50,9 +50,10 @@ class SignalStop(QuietCallback):
             yield
         finally:
             self._training = False
-            self._take_back()
+            self.take_back()
 
-    def _take_back(self):
+    def take_back(self) -> None:
+        """Install our handlers again over whatever replaced them since :meth:`__enter__`."""
         for sig in self._saved:
             signal.signal(sig, self.handler)
 
@@ -69,8 +70,9 @@ class SignalStop(QuietCallback):
             # the first steps (and may again later), which turns Ctrl-C into a
             # SIGTERM; its dataset pipeline (parallel workers) installs SIGINT and
             # SIGTERM handlers when its iterator starts: take them back after every
-            # step (a cheap syscall each).
-            self._take_back()
+            # step (a cheap syscall each): the head's TakeBack did before the other
+            # callbacks, and one of them may have started an iterator since.
+            self.take_back()
 
     def __enter__(self):
         """Install the handlers (main thread only; the outermost enter)."""
@@ -107,4 +109,4 @@ class TakeBack(QuietCallback):
         self._stop = stop
 
     def on_train_step_end(self, run_context):
-        self._stop._take_back()
+        self._stop.take_back()
