@@ -41,9 +41,10 @@ _LOCK = threading.Lock()
 
 def four_sums() -> Kernel | None:
     """The compiled kernel ``f(x) -> (sum, sum of squares, min, max)`` of a
-    contiguous 1-D float32 or float64 array, or None when numba is not
-    installed. The sums are float64; min and max are exact, but only where
-    the sum and the sum of squares are finite (fastmath: see ``FLAGS``)."""
+    writeable contiguous 1-D float32 or float64 array (any other would
+    compile another version), or None when numba is not installed. The sums
+    are float64; min and max are exact, but only where the sum and the sum
+    of squares are finite (fastmath: see ``FLAGS``)."""
     if not _KERNEL:
         with _LOCK:   # the pool's helper threads may ask at once
             if not _KERNEL:
@@ -54,7 +55,7 @@ def four_sums() -> Kernel | None:
 def _compile_kernel() -> Kernel | None:
     try:
         import numba
-    except ImportError:
+    except ImportError:   # the fast extra is not installed
         return None
     try:
         kernel = numba.njit(fastmath=FLAGS, nogil=True, cache=True)(_sum_lanes)
