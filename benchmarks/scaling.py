@@ -127,7 +127,7 @@ def measure(model_name, steps, out, before=None, only=None):
         else:
             sets[name] = [_cell_callback(model, cell), made[name]]
     # the tracker's own cost in a mindexp run, where a LossMonitor reads every step anyway
-    # (any hook between two steps costs ~0.5 ms here, however short: see benchmarks/README.md)
+    # (benchmarks/README.md, section 1d: what a LossMonitor alone costs against no callbacks)
     sets["loss"] = [_cell_callback(model, plain), callbacks.LossMonitor(os.path.join(out, "loss"))]
     hooks["loss_host"] = []
     made["loss_host"] = _timed(callbacks.ParameterTracker(os.path.join(out, "loss_host"), stats="host"),

@@ -93,7 +93,7 @@ def statistics(flat: np.ndarray, workers: int | None = None,
     if n == 0:
         return (0.0,) + (float("nan"),) * 4
     with np.errstate(all="ignore"):   # a diverged step's inf and NaN are values to log
-        if n <= CHUNK and flat.dtype in (np.float32, np.float64):
+        if n <= CHUNK and _kind_of(flat.dtype) == flat.dtype:
             return _one_chunk(flat)
         helpers = (default_workers() if workers is None else workers) - 1
         return _combine(flat, _chunk_sums(flat, helpers, fused))
@@ -167,7 +167,7 @@ def _chunk_sums(flat: np.ndarray, helpers: int = 0, fused: bool = True) -> list[
     """
     count = -(-flat.size // CHUNK)
     parts: list[Sums] = [(0.0, 0.0, 0.0, 0.0)] * count
-    kind = flat.dtype if flat.dtype in (np.float32, np.float64) else np.float32
+    kind = _kind_of(flat.dtype)
     jobs = iter(range(count))   # shared: next() on it is atomic under the GIL
     kernel = four_sums() if fused else None
     # the kernel is compiled for writeable contiguous arrays: any other is copied chunk by chunk
@@ -232,20 +232,22 @@ def _workspace(kind: npt.DTypeLike) -> tuple[np.ndarray, np.ndarray]:
     return spaces[key]
 
 
+def _kind_of(dtype: np.dtype) -> np.dtype:
+    """The dtype the sums of an array of ``dtype`` are taken in: its own for
+    float32 and float64, float32 for any other (converted chunk by chunk)."""
+    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float32)
+
+
 def _copy_into(chunk: np.ndarray, buffer: np.ndarray) -> np.ndarray:
     """``chunk`` converted into the start of ``buffer`` (writeable, contiguous)."""
     part = buffer[:chunk.size]
-    np.copyto(part, chunk, casting="unsafe")
+    np.copyto(part, chunk)
     return part
 
 
 def _as_kind(chunk: np.ndarray, buffer: np.ndarray) -> np.ndarray:
     """``chunk`` itself when it has the buffer's dtype, else a converted copy in ``buffer``."""
-    if chunk.dtype == buffer.dtype:
-        return chunk
-    part = buffer[:chunk.size]
-    np.copyto(part, chunk)
-    return part
+    return chunk if chunk.dtype == buffer.dtype else _copy_into(chunk, buffer)
 
 
 def _centred_squares(chunk: np.ndarray, work: np.ndarray) -> tuple[float, float]:
@@ -279,8 +281,7 @@ def _combine(flat: np.ndarray, parts: list[Sums]) -> tuple[float, float, float, 
         m2 = squares - total * total / size
         if not m2 > 0.5 * squares and math.isfinite(total + squares):   # |mean| > std: could cancel
             chunk = flat[j * CHUNK:j * CHUNK + size]
-            kind = chunk.dtype if chunk.dtype in (np.float32, np.float64) else np.float32
-            buffer, work = _workspace(kind)
+            buffer, work = _workspace(_kind_of(chunk.dtype))
             total, m2 = _centred_squares(_as_kind(chunk, buffer), work[:size])
             squares = m2 + total * total / size
         sizes.append(size)

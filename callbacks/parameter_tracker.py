@@ -118,7 +118,7 @@ class ParameterTracker(LogCallback):
         multi_chunk = any(int(p.size) > CHUNK for p in on_host)
         self._threads = _ThreadChoice(default_workers()) if multi_chunk else None
         if multi_chunk:
-            four_sums()   # numba's import and kernel (0.7 s, 2 s the first time; the fast extra) here, not in a step
+            four_sums()   # numba's import and kernel (the fast extra: 0.7-2 s) here, not in a step
 
     @property
     def stats_threads(self) -> int | None:
