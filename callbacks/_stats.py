@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import numpy.typing as npt
 
-from ._fused import four_sums
+from ._fused import ROW, Kernels, clean, combine_rows, kernels, spread_of, std_of
 
 # five float64 arrays (or floats): L2 norm, mean, std, min, max
 Array = npt.NDArray[np.float64]
@@ -72,31 +72,43 @@ def statistics(flat: np.ndarray, workers: int | None = None,
     array is read in chunks of ``CHUNK`` elements that stay in the CPU's
     cache while four reductions (sum, sum of squares, min, max) run over
     them, so memory is read about once. With numba (the ``fast`` extra) and
-    ``fused``, one compiled pass computes all four; without, four numpy
-    passes. Each chunk's sums are exact enough in its own dtype (a chunk is
-    short) and are combined in float64; the
-    variance combines each chunk's centred sum of squares (Chan et al.), so
-    a large mean against a small spread loses nothing across chunks, and a
-    chunk whose own E[x^2] - mean^2 could cancel is recomputed around its
-    mean (two passes over that cached chunk only).
+    ``fused``, one compiled pass computes all four (``_fused``); without,
+    four numpy passes. Each chunk's sums are exact enough in its own dtype
+    (a chunk is short) and are combined in float64 (``_fused.combine_rows``):
+    the variance combines each chunk's centred sum of squares (Chan et
+    al.), so a large mean against a small spread loses nothing across
+    chunks, and a chunk whose own E[x^2] - mean^2 could cancel is
+    recomputed around its mean (two passes over that cached chunk only).
 
     The chunks of a large array are shared with up to ``workers - 1``
     helper threads (default: the CPUs this process may use, at most
     ``MAX_WORKERS``): the hook runs between two train steps, while
-    MindSpore's threads wait, and numpy's reductions release the GIL. The
-    calling thread takes chunks too, so a helper that a busy machine does
-    not schedule in time costs at most the chunk it took; each chunk's
-    sums land in its own slot, so the results are the same bit for bit
-    whatever the threads.
+    MindSpore's threads wait, and the kernels and numpy's reductions
+    release the GIL. The calling thread takes chunks too, so a helper that
+    a busy machine does not schedule in time costs at most the chunk it
+    took; each chunk's sums land in their own row, so the results are the
+    same bit for bit whatever the threads.
     """
     n = flat.size
     if n == 0:
         return (0.0,) + (float("nan"),) * 4
-    with np.errstate(all="ignore"):   # a diverged step's inf and NaN are values to log
-        if n <= CHUNK and _kind_of(flat.dtype) == flat.dtype:
+    if n <= CHUNK and _kind_of(flat.dtype) == flat.dtype:
+        with np.errstate(all="ignore"):   # a diverged step's inf and NaN are values to log
             return _one_chunk(flat)
-        helpers = (default_workers() if workers is None else workers) - 1
-        return _combine(flat, _chunk_sums(flat, helpers, fused))
+    helpers = (default_workers() if workers is None else workers) - 1
+    fast = kernels() if fused else None
+    table = np.empty((-(-n // CHUNK), len(ROW)))
+    if fast is not None and helpers == 0 and _direct(flat):
+        # one call for the whole array: after a train step each Python or numpy
+        # call around the kernel costs ~10 us (their code is out of cache)
+        norm, mean, std, low, high, ok = fast.whole(flat, CHUNK, table)
+        if ok:
+            return norm, mean, std, low, high
+    else:
+        _fill_rows(flat, table, helpers, fast)
+    with np.errstate(all="ignore"):   # a diverged step's inf and NaN are values to log
+        _fix_rows(flat, table)
+        return (fast.combine if fast is not None else combine_rows)(table, n, CHUNK)
 
 
 # most threads one parameter's statistics use (memory bandwidth, not cores,
@@ -132,71 +144,86 @@ if hasattr(os, "register_at_fork"):
 
 
 def _one_chunk(flat: np.ndarray) -> tuple[float, float, float, float, float]:
-    """:func:`statistics` of an array of one chunk, without the per-chunk tables
-    (their small numpy calls cost as much as the sums here)."""
+    """:func:`statistics` of an array of one chunk, numpy's passes without a
+    table (its calls would cost as much as the sums here; numba is not
+    imported for a run without larger parameters)."""
     n = flat.size
     total, squares = _sum_chunk(flat), float(np.dot(flat, flat))
-    m2 = squares - total * total / n
-    if not m2 > 0.5 * squares and math.isfinite(total + squares):   # |mean| > std: could cancel
+    m2 = spread_of(total, squares, n)
+    if math.isfinite(total + squares) and not clean(total, squares, m2):   # could have cancelled
         total, m2 = _centred_squares(flat, _workspace(flat.dtype)[1][:n])
         squares = m2 + total * total / n
-    return math.sqrt(squares), total / n, _std_of(m2 / n), float(flat.min()), float(flat.max())
-
-
-def _std_of(var: float) -> float:
-    """The square root of a variance; a rounding leftover below 0 is 0, NaN stays NaN."""
-    return var if math.isnan(var) else math.sqrt(max(var, 0.0))
+    return math.sqrt(squares), total / n, std_of(m2 / n), float(flat.min()), float(flat.max())
 
 
 Sums = tuple[float, float, float, float]   # a chunk's sum, sum of squares, min and max
 
 
-def _chunk_sums(flat: np.ndarray, helpers: int = 0, fused: bool = True) -> list[Sums]:
-    """Each chunk's sum, sum of squares, min and max (float64), the chunks
-    shared with ``helpers`` pool threads.
-
-    With numba (``fused``, the ``fast`` extra) one compiled pass gives a
-    chunk's four (``_fused``); a chunk with a NaN or an infinity gets them
-    again from numpy, whose min and max are exact for those. Without it:
-    four numpy passes (the sum ``einsum``'s, see ``_sum_chunk``; the sum of
-    squares BLAS's dot). Each chunk's result lands
-    in its own slot, so they are the same bit for bit whatever the threads.
-    The rest is done in Python floats: after a train step numpy's calls on
-    tiny arrays cost ~10 us each (their code is out of cache), more than
-    the sums of a chunk.
-    """
-    count = -(-flat.size // CHUNK)
-    parts: list[Sums] = [(0.0, 0.0, 0.0, 0.0)] * count
+def _fill_rows(flat: np.ndarray, table: np.ndarray, helpers: int = 0,
+               fast: Kernels | None = None) -> None:
+    """Each chunk's row of ``table`` (``_fused.ROW``: sum, sum of squares,
+    spread around its mean, min, max), the chunks shared with ``helpers``
+    pool threads: with numba's kernels (``fast``, the ``fast`` extra) one
+    compiled pass per chunk; without, four numpy passes (the sum
+    ``einsum``'s, see ``_sum_chunk``; the sum of squares BLAS's dot)."""
+    count = table.shape[0]
     kind = _kind_of(flat.dtype)
     jobs = iter(range(count))   # shared: next() on it is atomic under the GIL
-    kernel = four_sums() if fused else None
-    # the kernel is compiled for writeable contiguous arrays: any other is copied chunk by chunk
+    # the kernels are compiled for writeable contiguous arrays: any other is copied chunk by chunk
     # (a read-only or strided array would compile another version inside a step)
-    direct = flat.dtype == kind and flat.flags.c_contiguous and flat.flags.writeable
+    direct = _direct(flat)
 
     def work() -> None:
-        if kernel is not None and direct:   # the common case, kept short
+        if fast is not None and direct:   # the common case, kept short
             for j in jobs:
-                parts[j] = kernel(flat[j * CHUNK:(j + 1) * CHUNK])
+                fast.rows(flat, CHUNK, j, j + 1, table)
             return
         buffer = _workspace(kind)[0]
         with np.errstate(all="ignore"):   # per thread
             for j in jobs:
                 chunk = flat[j * CHUNK:(j + 1) * CHUNK]
-                if kernel is None:
-                    parts[j] = _reduce_chunk(_as_kind(chunk, buffer))
+                if fast is None:
+                    table[j] = _row_of(*_reduce_chunk(_as_kind(chunk, buffer)), chunk.size)
                 else:
-                    parts[j] = kernel(_copy_into(chunk, buffer))
+                    fast.rows(_copy_into(chunk, buffer), CHUNK, 0, 1, table[j:j + 1])
     helping = [_pool().submit(work) for _ in range(min(helpers, count - 1, MAX_WORKERS - 1))]
     work()
     for done in helping:
         done.result()
-    if kernel is not None:   # a NaN or infinity: the fused min and max are not to be trusted
-        buffer = _workspace(kind)[0]
-        for j, (total, squares, _, _) in enumerate(parts):
-            if not math.isfinite(total + squares):
-                parts[j] = _reduce_chunk(_as_kind(flat[j * CHUNK:(j + 1) * CHUNK], buffer))
-    return parts
+
+
+def _fix_rows(flat: np.ndarray, table: np.ndarray) -> None:
+    """Each row that is not ``_fused.clean`` made again: with numpy's passes
+    when its sums are not finite (their min and max are exact with a NaN),
+    around the chunk's mean when its spread could have cancelled."""
+    kind = _kind_of(flat.dtype)
+    for j in range(table.shape[0]):
+        total, squares, spread = table[j, :3].tolist()
+        if not clean(total, squares, spread):
+            table[j] = _row_again(flat[j * CHUNK:(j + 1) * CHUNK], kind, math.isfinite(total + squares))
+
+
+def _row_of(total: float, squares: float, low: float, high: float, size: int) -> list[float]:
+    """A chunk's row (``_fused.ROW``) from its four sums."""
+    return [total, squares, spread_of(total, squares, size), low, high]
+
+
+def _row_again(chunk: np.ndarray, kind: np.dtype, finite: bool) -> list[float]:
+    """The row of a chunk that was not ``clean``: numpy's four passes for one
+    with a NaN or an infinity; both sums around its mean for one whose
+    spread could have cancelled."""
+    buffer, work = _workspace(kind)
+    chunk = _as_kind(chunk, buffer)
+    if not finite:
+        return _row_of(*_reduce_chunk(chunk), chunk.size)
+    total, spread = _centred_squares(chunk, work[:chunk.size])
+    squares = spread + total * total / chunk.size   # two non-negative terms: nothing cancels
+    return [total, squares, spread, float(chunk.min()), float(chunk.max())]
+
+
+def _direct(flat: np.ndarray) -> bool:
+    """Whether the kernels can read ``flat`` itself (else it is copied chunk by chunk)."""
+    return flat.dtype == _kind_of(flat.dtype) and flat.flags.c_contiguous and flat.flags.writeable
 
 
 def _reduce_chunk(chunk: np.ndarray) -> Sums:
@@ -263,45 +290,6 @@ def _centred_squares(chunk: np.ndarray, work: np.ndarray) -> tuple[float, float]
     offset = float(d.sum())
     centred = float(np.multiply(d, d, out=work).sum()) - offset * offset / chunk.size
     return float(shift) * chunk.size + offset, centred
-
-
-def _combine(flat: np.ndarray, parts: list[Sums]) -> tuple[float, float, float, float, float]:
-    """The five statistics of the whole array from its chunks' sums.
-
-    The variance combines each chunk's centred sum of squares (Chan et
-    al.); a chunk whose own E[x^2] - mean^2 could cancel (|mean| > std)
-    has both sums computed again around its mean, exactly; a NaN or an
-    infinity is left as it is (std NaN, norm inf or NaN, as numpy gives).
-    """
-    n = flat.size
-    sizes, sums, spreads = [], [], []
-    total_squares, low, high = 0.0, math.inf, -math.inf
-    for j, (total, squares, lo, hi) in enumerate(parts):
-        size = min(CHUNK, n - j * CHUNK)
-        m2 = squares - total * total / size
-        if not m2 > 0.5 * squares and math.isfinite(total + squares):   # |mean| > std: could cancel
-            chunk = flat[j * CHUNK:j * CHUNK + size]
-            buffer, work = _workspace(_kind_of(chunk.dtype))
-            total, m2 = _centred_squares(_as_kind(chunk, buffer), work[:size])
-            squares = m2 + total * total / size
-        sizes.append(size)
-        sums.append(total)
-        spreads.append(m2)
-        total_squares += squares
-        low, high = _min_keeping_nan(low, lo), _max_keeping_nan(high, hi)
-    mean = sum(sums) / n   # not math.fsum: it raises on inf + -inf, a diverged step's values
-    spread = sum(spreads) + sum(size * (total / size - mean) ** 2 for size, total in zip(sizes, sums))
-    return math.sqrt(total_squares), mean, _std_of(spread / n), low, high
-
-
-def _min_keeping_nan(a: float, b: float) -> float:
-    """min() that keeps a NaN, as numpy's does."""
-    return b if b < a or b != b else a
-
-
-def _max_keeping_nan(a: float, b: float) -> float:
-    """max() that keeps a NaN, as numpy's does."""
-    return b if b > a or b != b else a
 
 
 def from_graph_sums(sums: np.ndarray, n: int) -> tuple[float, float, float, float, float]:

@@ -14,7 +14,7 @@ from mindspore import dtype as mstype
 
 from ._common import (check_directory, check_every, check_steps_per_epoch, log_path, net_outputs,
                       trained_parameters)
-from ._fused import four_sums
+from ._fused import kernels
 from ._log_callback import LogCallback
 from ._mindspore import HostViews, train_network_of
 from ._stats import (CHUNK, RAW_MAX, STATS, block_statistics, default_workers, from_graph_sums,
@@ -118,7 +118,7 @@ class ParameterTracker(LogCallback):
         multi_chunk = any(int(p.size) > CHUNK for p in on_host)
         self._threads = _ThreadChoice(default_workers()) if multi_chunk else None
         if multi_chunk:
-            four_sums()   # numba's import and kernel (the fast extra: 0.7-2 s) here, not in a step
+            kernels()   # numba's import and kernels (fast extra: 0.4 s; 3 s once) here, not in a step
 
     @property
     def stats_threads(self) -> int | None:

@@ -1,6 +1,7 @@
 """The statistics kernel of large tracked parameters against a float64 reference."""
 import importlib.util
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -46,16 +47,70 @@ def test_statistics_of_weights_match_float64_to_a_millionth_of_their_scale(dtype
 
 
 @numba_missing
-def test_the_fast_extra_reads_each_chunk_once_in_the_compiled_kernel(monkeypatch):
+def test_the_fast_extra_reads_each_chunk_once_in_the_compiled_kernels(monkeypatch):
     from mindexp.callbacks import _stats
-    calls = []
-    kernel = _fused.four_sums()
-    monkeypatch.setattr(_stats, "four_sums", lambda: lambda chunk: calls.append(chunk.size) or kernel(chunk))
+    fast, calls = _fused.kernels(), []
+    spy = fast._replace(
+        whole=lambda x, chunk, table: calls.append(("whole", x.size)) or fast.whole(x, chunk, table),
+        rows=lambda x, chunk, first, last, table: calls.append(("rows", first, last))
+        or fast.rows(x, chunk, first, last, table))
+    monkeypatch.setattr(_stats, "kernels", lambda: spy)
     monkeypatch.setattr(_stats, "_reduce_chunk", lambda chunk: pytest.fail("numpy's passes ran"))
     monkeypatch.setattr(_stats, "_centred_squares", lambda *a: pytest.fail("a chunk was read again"))
     raw = np.random.default_rng(7).normal(0.0, 1.0, 3 * CHUNK + 5).astype(np.float32)
     assert statistics(raw, workers=1) == pytest.approx(_reference(raw), rel=1e-6)
-    assert calls == [CHUNK, CHUNK, CHUNK, 5]
+    assert calls == [("whole", raw.size)]   # one call for the whole parameter
+    calls.clear()
+    assert statistics(raw, workers=2) == pytest.approx(_reference(raw), rel=1e-6)
+    assert sorted(calls) == [("rows", j, j + 1) for j in range(4)]   # a call per chunk, shared
+
+
+@numba_missing
+def test_a_zero_parameter_is_read_once(monkeypatch):
+    # zeros (a LoRA B matrix, a zero-initialised layer): E[x^2] - mean^2 = 0 is exact
+    from mindexp.callbacks import _stats
+    monkeypatch.setattr(_stats, "_row_again", lambda *a: pytest.fail("a chunk was read again"))
+    assert statistics(np.zeros(3 * CHUNK + 1, np.float32), workers=1) == (0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.slow
+@numba_missing
+def test_the_kernels_load_from_numbas_cache_in_the_next_process(tmp_path):
+    # each run of a training is a new process: compiling there again would cost seconds
+    import json
+    import subprocess
+    import sys
+    probe = ("import json; from mindexp.callbacks import _fused; fast = _fused.kernels(); "
+             "print(json.dumps([[sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values())]"
+             " for f in fast]))")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+
+    def counts():
+        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                              text=True, timeout=300, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    first, second = counts(), counts()
+    assert all(hits == 0 and misses > 0 for hits, misses in first), first
+    assert all(hits > 0 and misses == 0 for hits, misses in second), second
+
+
+@numba_missing
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_kernels_min_and_max_are_numpys_for_every_kind_of_float(dtype):
+    # min and max come from the floats' bits read as integers: signs, zeros, subnormals,
+    # the largest and smallest, infinities, in every position of a vector lane
+    info = np.finfo(dtype)
+    edges = np.array([0.0, -0.0, info.tiny, -info.tiny, info.smallest_subnormal,
+                      -info.smallest_subnormal, info.max, -info.max, np.inf, -np.inf, 1.0, -1.0], dtype)
+    fast, rng = _fused.kernels(), np.random.default_rng(11)
+    for trial in range(200):
+        n = int(rng.integers(1, 3 * _fused.BLOCK))
+        raw = (rng.normal(size=n) * 10.0 ** float(rng.integers(-30, 30))).astype(dtype)
+        picked = rng.integers(0, n, int(rng.integers(0, 6)))
+        raw[picked] = rng.choice(edges, picked.size)
+        table = np.empty((1, len(_fused.ROW)))
+        fast.rows(raw, n, 0, 1, table)
+        assert (table[0, 3], table[0, 4]) == (raw.min(), raw.max()), (trial, table[0], raw.min(), raw.max())
 
 
 @pytest.mark.parametrize("fused", KERNELS)
@@ -66,7 +121,7 @@ def test_a_diverged_parameter_gets_numpys_nan_and_infinities(fused):
     assert statistics(raw, fused=fused)[3:] == (pytest.approx(raw.min()), np.inf)
     raw[2 * CHUNK + 9] = -np.inf
     assert statistics(raw, fused=fused)[3:] == (-np.inf, np.inf)
-    raw[3 * CHUNK + 1] = np.nan   # the fused min and max drop a NaN: numpy's keep it
+    raw[3 * CHUNK + 1] = np.nan   # the kernel's keys put a NaN at either end: numpy's min and max keep it
     norm, mean, std, low, high = statistics(raw, fused=fused)
     assert all(np.isnan([mean, std, low, high])), (norm, mean, std, low, high)
 
@@ -86,9 +141,16 @@ def test_statistics_make_no_temporary_the_size_of_the_parameter():
 def test_helper_threads_give_the_same_statistics_bit_for_bit(n, fused):
     data = np.random.default_rng(n).normal(3.0, 0.5, n).astype(np.float32)
     data[n // 2] = np.nan if n > 4 * CHUNK else data[n // 2]   # NaN is a value too
+    if n > CHUNK + 1:   # chunks made again: one of nearly equal values, one all zeros
+        base = np.float32(470.76)
+        data[:CHUNK] = base + np.random.default_rng(1).integers(-1, 2, CHUNK) * np.spacing(base)
+        data[CHUNK:2 * CHUNK] = 0.0
     one = statistics(data, workers=1, fused=fused)
     for workers in (2, 4):
         assert np.array_equal(statistics(data, workers=workers, fused=fused), one, equal_nan=True)
+    for layout in (data.astype(np.float64), np.repeat(data, 2)[::2]):   # converted, strided
+        assert np.array_equal(statistics(layout, workers=4, fused=fused),
+                              statistics(layout, workers=1, fused=fused), equal_nan=True)
 
 
 def test_the_thread_count_is_the_faster_of_one_and_many_after_the_trials():
@@ -131,15 +193,18 @@ def test_float16_and_read_only_parameters_match_float64(fused):
 
 
 @numba_missing
-def test_the_kernel_is_compiled_once_per_dtype_whatever_the_array():
-    kernel = _fused.four_sums()
+def test_the_kernels_are_compiled_once_per_dtype_whatever_the_array():
+    fast = _fused.kernels()
+    compiled = [len(f.signatures) for f in fast]   # at train begin: float32 and float64
     for dtype in (np.float16, np.float32, np.float64):
         raw = np.linspace(-1.0, 1.0, 6 * CHUNK).astype(dtype)[::2]   # strided, and then read-only
-        statistics(raw, workers=1)
-        raw = np.ascontiguousarray(raw)
-        raw.setflags(write=False)
-        statistics(raw, workers=1)
-    assert len(kernel.signatures) == 2   # float32 and float64, compiled at its first call
+        for workers in (1, 2):
+            statistics(raw, workers=workers)
+            frozen = np.ascontiguousarray(raw)
+            frozen.setflags(write=False)
+            statistics(frozen, workers=workers)
+    assert [len(f.signatures) for f in fast] == compiled   # nothing compiled inside a step
+    assert len(fast.whole.signatures) == 2
 
 
 @numba_missing
@@ -150,5 +215,5 @@ def test_a_kernel_numba_cannot_build_leaves_the_work_to_numpy(monkeypatch, caplo
         raise EOFError("a truncated cache file")
     monkeypatch.setattr(numba, "njit", broken)
     with caplog.at_level(logging.WARNING):
-        assert _fused._compile_kernel() is None
+        assert _fused._compile_kernels() is None
     assert "numpy computes them" in caplog.text and "EOFError" in caplog.text
