@@ -261,7 +261,7 @@ def test_rm_and_gc_at_20_moments_of_a_resume_are_refused_and_it_completes(capsys
 RUN = ["run", "linear", "--set", "epochs=1", "--set", "mode=pynative", "--set",
        "checkpoint_interval_s=0", "--out", "out", "--quiet"]
 STEPS = 10  # linear: 100 samples in batches of 10
-PHASES = ("start", "folder", "record", "last_step", "exit")
+PHASES = ("start", "folder", "record", "last_step", "plots", "exit")
 
 
 def _start_run(root):
@@ -271,12 +271,15 @@ def _start_run(root):
 
 
 def _phase(root):
-    """How far a run under ``root`` got: its folder exists, its record, its last step."""
+    """How far a run under ``root`` got: its folder exists, its record, its last
+    step (in loss.csv), its plots (drawn after training, before the final record)."""
     found = [os.path.join(root, "out", "linear", d) for d in
              (os.listdir(os.path.join(root, "out", "linear"))
               if os.path.isdir(os.path.join(root, "out", "linear")) else ())]
     if not found:
         return "start"
+    if os.path.isdir(os.path.join(found[0], "plots")):
+        return "plots"
     try:
         with open(os.path.join(found[0], "loss.csv")) as f:
             if any(line.startswith(f"{STEPS},") for line in f):
@@ -294,17 +297,22 @@ def _timeline(root):
         time.sleep(0.02)
     seen["exit"] = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr.read()
+    for phase, after in reversed(list(zip(PHASES, PHASES[1:]))):   # one too short to be seen
+        seen.setdefault(phase, seen[after])
     return seen
 
 
-def _moments(seen, count=15):
-    """``count`` (phase, delay) pairs: a third of them in each stretch of the run
-    (start -> record, record -> last step, last step -> exit), each stretch cut
-    evenly by its length in the uninterrupted run."""
-    stretches = [("start", "record"), ("record", "last_step"), ("last_step", "exit")]
-    per = count // len(stretches)
+def _moments(seen):
+    """15 (phase, delay) pairs: 5 from the start to the record, 5 from the record
+    to the last step, 3 from the last step to the plots, 2 from the plots to the
+    exit, each stretch cut evenly by its length in the uninterrupted run. The
+    last two follow the run's own plots, not the reference's clock: on a loaded
+    machine a run's last row can be flushed well before its training ends, and a
+    signal there rightly interrupts it (all five of a last-step stretch did once)."""
+    stretches = [("start", "record", 5), ("record", "last_step", 5), ("last_step", "plots", 3),
+                 ("plots", "exit", 2)]
     return [(a, (seen[b] - seen.get(a, seen["start"])) * i / per)
-            for a, b in stretches for i in range(per)]
+            for a, b, per in stretches for i in range(per)]
 
 
 def _terminate_at(root, phase, delay):
