@@ -151,8 +151,7 @@ def _one_chunk(flat: np.ndarray) -> tuple[float, float, float, float, float]:
     total, squares = _sum_chunk(flat), float(np.dot(flat, flat))
     m2 = spread_of(total, squares, n)
     if math.isfinite(total + squares) and not clean(total, squares, m2):   # could have cancelled
-        total, m2 = _centred_squares(flat, _workspace(flat.dtype)[1][:n])
-        squares = m2 + total * total / n
+        total, squares, m2 = _centred_squares(flat, _workspace(flat.dtype)[1][:n])
     return math.sqrt(squares), total / n, std_of(m2 / n), float(flat.min()), float(flat.max())
 
 
@@ -198,9 +197,8 @@ def _fix_rows(flat: np.ndarray, table: np.ndarray) -> None:
     around the chunk's mean when its spread could have cancelled."""
     kind = _kind_of(flat.dtype)
     for j in range(table.shape[0]):
-        total, squares, spread = table[j, :3].tolist()
-        if not clean(total, squares, spread):
-            table[j] = _row_again(flat[j * CHUNK:(j + 1) * CHUNK], kind, math.isfinite(total + squares))
+        if not clean(*table[j, :3].tolist()):
+            table[j] = _row_again(flat[j * CHUNK:(j + 1) * CHUNK], kind, table[j].tolist())
 
 
 def _row_of(total: float, squares: float, low: float, high: float, size: int) -> list[float]:
@@ -208,17 +206,15 @@ def _row_of(total: float, squares: float, low: float, high: float, size: int) ->
     return [total, squares, spread_of(total, squares, size), low, high]
 
 
-def _row_again(chunk: np.ndarray, kind: np.dtype, finite: bool) -> list[float]:
-    """The row of a chunk that was not ``clean``: numpy's four passes for one
-    with a NaN or an infinity; both sums around its mean for one whose
-    spread could have cancelled."""
+def _row_again(chunk: np.ndarray, kind: np.dtype, row: list[float]) -> list[float]:
+    """``row``, of a chunk that was not ``clean``, made again: numpy's four
+    passes for one with a NaN or an infinity; for one whose spread could
+    have cancelled, its sums around its mean (its min and max stand)."""
     buffer, work = _workspace(kind)
     chunk = _as_kind(chunk, buffer)
-    if not finite:
+    if not math.isfinite(row[0] + row[1]):
         return _row_of(*_reduce_chunk(chunk), chunk.size)
-    total, spread = _centred_squares(chunk, work[:chunk.size])
-    squares = spread + total * total / chunk.size   # two non-negative terms: nothing cancels
-    return [total, squares, spread, float(chunk.min()), float(chunk.max())]
+    return [*_centred_squares(chunk, work[:chunk.size]), row[3], row[4]]
 
 
 def _direct(flat: np.ndarray) -> bool:
@@ -277,10 +273,12 @@ def _as_kind(chunk: np.ndarray, buffer: np.ndarray) -> np.ndarray:
     return chunk if chunk.dtype == buffer.dtype else _copy_into(chunk, buffer)
 
 
-def _centred_squares(chunk: np.ndarray, work: np.ndarray) -> tuple[float, float]:
-    """``(sum, sum((x - sum / n)^2))`` of one chunk, both refined around its
-    mean (in ``work``, a chunk-sized buffer): the differences from the mean
-    rounded to the chunk's dtype are exact, so neither sum cancels. The mean
+def _centred_squares(chunk: np.ndarray, work: np.ndarray) -> tuple[float, float, float]:
+    """``(sum, sum of squares, sum((x - sum / n)^2))`` of one chunk, the first
+    and the last refined around its mean (in ``work``, a chunk-sized buffer),
+    the sum of squares from them (two non-negative terms): the differences
+    from the mean rounded to the chunk's dtype are exact, so neither sum
+    cancels. The mean
     is summed in float64 for this: a float32 sum of nearly equal values can
     be tens of units in the last place off, and then the refined sum of
     squares cancels again (a std 1e-3 relative off, or below 0)."""
@@ -289,7 +287,8 @@ def _centred_squares(chunk: np.ndarray, work: np.ndarray) -> tuple[float, float]
     d = np.subtract(chunk, shift, out=work)
     offset = float(d.sum())
     centred = float(np.multiply(d, d, out=work).sum()) - offset * offset / chunk.size
-    return float(shift) * chunk.size + offset, centred
+    total = float(shift) * chunk.size + offset
+    return total, centred + total * total / chunk.size, centred
 
 
 def from_graph_sums(sums: np.ndarray, n: int) -> tuple[float, float, float, float, float]:
