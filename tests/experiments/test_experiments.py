@@ -113,8 +113,10 @@ TINY = {"digits": dict(eval_fraction=0.5, batch_size=64, channels=4, hidden=16),
         "spirals": dict(samples=128, eval_samples=64, batch_size=16),
         "pinn_ode": dict(samples=64, eval_samples=32, batch_size=16),
         "multitask": dict(samples=128, eval_samples=64, batch_size=16),
+        # one encoder layer: the switches are what is tested, and each layer is
+        # a hundred more operators for pynative to run one by one
         "transformer": dict(samples=128, eval_samples=64, batch_size=16, log_every=1,
-                            warmup_steps=0)}
+                            warmup_steps=0, layers=1)}
 SWITCHES = {"graph": dict(optimizer="momentum", lr=0.01, lr_schedule="cosine", warmup_steps=2,
                           clip_grad_norm=1.0, grad_accumulation=2, amp_level="O2",
                           loss_scale=8.0),

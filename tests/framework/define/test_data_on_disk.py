@@ -144,17 +144,34 @@ def meta(run_dir):
     return json.load(open(os.path.join(run_dir, "run.json")))
 
 
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """``reference(cli, files, entry, kind)``: the run folder of the uninterrupted run
+    of ``entry`` on source ``kind``, trained once for the module (the kill cases of
+    one kind differ only in their signal; the files are the same seeded samples)."""
+    root, made = tmp_path_factory.mktemp("references"), {}
+
+    def reference(cli, files, entry, kind):
+        if (entry, kind) not in made:
+            out = root / f"{entry}-{kind}"
+            done = cli("run", f"kinds.py:{entry}", "--set", f"kind={kind}", "--quiet",
+                       "--out", out, DATA=files)
+            assert done.returncode == 0, done.stderr
+            made[entry, kind] = only_run(out)
+        return made[entry, kind]
+    return reference
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("entry, kind, sig", [
     ("Killing", "samples", "SIGKILL"), ("Killing", "lazy", "SIGKILL"),
     ("Killing", "memmap", "SIGKILL"), ("Finished", "samples", "SIGKILL"),
     # SIGTERM checkpoints mid-epoch: the resume starts inside epoch 3
     ("Killing", "samples", "SIGTERM"), ("Finished", "samples", "SIGTERM")])
-def test_sigkill_mid_epoch_resumes_to_bitwise_equal_weights(cli, tmp_path, files, entry, kind,
-                                                            sig):
+def test_sigkill_mid_epoch_resumes_to_bitwise_equal_weights(cli, tmp_path, files, references,
+                                                            entry, kind, sig):
     args = ("run", f"kinds.py:{entry}", "--set", f"kind={kind}", "--quiet")
-    ref = cli(*args, "--out", "ref", DATA=files)
-    assert ref.returncode == 0, ref.stderr
+    ref_dir = references(cli, files, entry, kind)
     killed = cli(*args, "--out", "out", DATA=files, KILL_AT="17", KILL_SIG=sig)  # 7 steps/epoch
     run_dir = only_run(tmp_path / "out")
     assert meta(run_dir)["status"] == ("running" if sig == "SIGKILL" else "interrupted"), \
@@ -165,10 +182,10 @@ def test_sigkill_mid_epoch_resumes_to_bitwise_equal_weights(cli, tmp_path, files
     assert done["status"] == "completed" and done["steps"] == 28
     assert done["resumes"][0]["step"] == (14 if sig == "SIGKILL" else 17)
     loss = pd.read_csv(os.path.join(run_dir, "loss.csv"))
-    ref_loss = pd.read_csv(os.path.join(only_run(tmp_path / "ref"), "loss.csv"))
+    ref_loss = pd.read_csv(os.path.join(ref_dir, "loss.csv"))
     assert loss["step"].tolist() == list(range(1, 29))
     assert np.array_equal(loss["loss"].values, ref_loss["loss"].values)
-    ours, theirs = weights(run_dir), weights(only_run(tmp_path / "ref"))
+    ours, theirs = weights(run_dir), weights(ref_dir)
     assert ours.keys() == theirs.keys()
     for key in ours:
         assert np.array_equal(ours[key], theirs[key]), key  # bitwise

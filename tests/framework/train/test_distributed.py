@@ -24,6 +24,12 @@ class Dies(Linear):
 '''
 
 
+# MindSpore's heartbeat timeout (MS_NODE_TIMEOUT, 30 s by default) decides how long
+# the cluster waits for a dead process before it fails the rest: 10 s here, so each
+# test of a dying worker or node waits 10 s for it instead of 30-70 s.
+NODE_TIMEOUT = {"MS_NODE_TIMEOUT": "10"}
+
+
 def only_run(root, name="linear"):
     (run_id,) = os.listdir(os.path.join(root, name))
     return os.path.join(root, name, run_id)
@@ -55,7 +61,8 @@ def test_two_workers_train_sharded_with_equal_parameters_on_every_rank(cli, tmp_
 @pytest.mark.slow
 def test_a_dying_worker_fails_the_run_with_its_logs_instead_of_hanging(cli, tmp_path):
     (tmp_path / "dies.py").write_text(DIES)
-    done = cli("run", "dies.py:Dies", "--workers", "2", "--out", "out", "--quiet", timeout=600)
+    done = cli("run", "dies.py:Dies", "--workers", "2", "--out", "out", "--quiet", timeout=600,
+               **NODE_TIMEOUT)
     assert done.returncode == 1
     meta = json.load(open(os.path.join(only_run(tmp_path / "out"), "run.json")))
     assert meta["status"] == "failed"
@@ -68,9 +75,9 @@ def test_workers_zero_is_bad_input(main_cli, tmp_path):
     assert not (tmp_path / "outputs").exists()
 
 
-def _msrun_node(rank, port, folder, *args):
+def _msrun_node(rank, port, folder, *args, **env):
     """One msrun launcher of a two-node cluster on loopback, running
-    ``mindexp run ARGS`` in ``folder``."""
+    ``mindexp run ARGS`` in ``folder`` (``env``: more environment variables)."""
     import subprocess
     import sys
     from conftest import cli_env
@@ -79,7 +86,8 @@ def _msrun_node(rank, port, folder, *args):
     return subprocess.Popen(
         [os.path.join(bin_dir, "msrun"), "--worker_num=2", "--local_worker_num=1",
          f"--node_rank={rank}", "--master_addr=127.0.0.1", f"--master_port={port}",
-         "--join=True", "--log_dir=logs", os.path.join(bin_dir, "mindexp"), "run", *args], cwd=folder, env=cli_env(PATH=bin_dir + os.pathsep + os.environ["PATH"]),
+         "--join=True", "--log_dir=logs", os.path.join(bin_dir, "mindexp"), "run", *args],
+        cwd=folder, env=cli_env(PATH=bin_dir + os.pathsep + os.environ["PATH"], **env),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -121,7 +129,8 @@ def test_a_dying_node_fails_the_run_on_the_other_instead_of_hanging(tmp_path):
     (tmp_path / "dies.py").write_text(DIES)  # rank 1, on node 1, dies at step 10
     port = free_port()
     nodes = [_msrun_node(rank, port, tmp_path / f"node{rank}", f"{tmp_path / 'dies.py'}:Dies",
-                         "--set", "epochs=4", "--out", "out", "--quiet") for rank in (0, 1)]
+                         "--set", "epochs=4", "--out", "out", "--quiet", **NODE_TIMEOUT)
+             for rank in (0, 1)]
     assert [node.wait(timeout=600) for node in nodes] == [1, 1]  # msrun's error on both
     meta = json.load(open(os.path.join(only_run(tmp_path / "node0" / "out"), "run.json")))
     # MindSpore's message varies with the moment the node died (a cluster error, or the
