@@ -6,7 +6,7 @@ import pytest
 from mindspore import Model, Parameter, Tensor, nn
 from mindspore import dataset as ds
 
-from mindexp.callbacks import ParameterTracker
+from mindexp.callbacks import ParameterTracker, parameter_tracker
 
 
 def _drive(tracker, ctx, steps):
@@ -51,14 +51,32 @@ def test_budget_logs_large_parameters_every_k_steps_and_small_ones_every_step(tm
     assert steps["big:norm"] == steps["big:max"] == _expected_large_steps(tracker, 60)
 
 
+class _RecordingMeter(parameter_tracker._BudgetMeter):
+    """The tracker's meter, keeping each step's (step time, statistics time) after
+    the calibration (the meter itself keeps only their sums)."""
+
+    def __init__(self, budget):
+        super().__init__(budget)
+        self.after = []
+
+    def record(self, start, stats_end):
+        step_time, cost_time = self.step_time, self.cost_time
+        super().record(start, stats_end)
+        if self.step_time != step_time:
+            self.after.append((self.step_time - step_time, self.cost_time - cost_time))
+
+
 @pytest.mark.slow
-def test_budget_holds_at_8_4_million_parameters(tmp_path):
+def test_budget_holds_at_8_4_million_parameters(tmp_path, monkeypatch):
     """1-2048-2048-2048-1 (8.4 M parameters): the time in the large parameters'
     statistics stays within the budget of the measured step time. The budget is
-    1 %: they cost about 3.3 % of this step here (one pass over 33 MB, 1.8-2.0 ms
-    of a 56-58 ms step), so k > 1 whatever the machine's load; at the default 5 %
-    they fit, k = 1."""
-    budget, steps = 0.01, 60
+    0.5 %: they cost about 3.3 % of this step here (one pass over 33 MB, 1.8-2.0 ms
+    of a 56-58 ms step), so k is about 7, and still > 1 on a machine so loaded that
+    the step takes 6 times as long (MindSpore's threads wait for cores; the one pass
+    less so: at 1 %, k fell to 1 with three busy processes beside the test on 2
+    cores). At the default 5 % they fit, k = 1."""
+    budget, steps = 0.005, 60
+    monkeypatch.setattr(parameter_tracker, "_BudgetMeter", _RecordingMeter)
     x = np.random.default_rng(0).normal(size=(steps * 16, 1)).astype(np.float32)
     data = ds.NumpySlicesDataset({"x": x, "y": np.sin(x)}, shuffle=False).batch(16)
     net = nn.SequentialCell(nn.Dense(1, 2048), nn.ReLU(), nn.Dense(2048, 2048), nn.ReLU(),
@@ -67,7 +85,14 @@ def test_budget_holds_at_8_4_million_parameters(tmp_path):
     Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 1e-4)).train(
         1, data, callbacks=[tracker], dataset_sink_mode=False)
     assert tracker.large_every > 1, "8.4 M parameters' statistics within 1 % of a step?"
-    assert tracker._meter.cost_ratio <= 1.5 * budget   # measured time over measured time
+    # Measured time over measured time, as medians of the steps after the calibration:
+    # on a loaded machine one hook descheduled for 10 ms weighs as much as five
+    # statistics on the sum (cost_ratio read 1.9 % once, with the medians within budget).
+    after = tracker._meter.after
+    step = float(np.median([s for s, _ in after]))
+    cost = float(np.median([c for _, c in after if c > 0]))
+    assert cost / tracker.large_every <= 1.5 * budget * step, (cost, step, tracker.large_every)
+    assert tracker._meter.cost_ratio > 0
     logged = _param_steps(tmp_path / "params.csv")
     assert logged["6.bias"] == list(range(1, steps + 1))   # a small parameter: every step
     assert logged["2.weight:norm"] == _expected_large_steps(tracker, steps)
