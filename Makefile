@@ -20,8 +20,9 @@ run: $(STAMP)
 # on msrun, servers, signals or subprocesses rather than on the CPU, and with two
 # workers a core idled through every such wait (the suite used 1.74 of 2 cores;
 # with three, 1.85-1.87: full runs took 13.6-16 minutes, against 16-20 with two).
-# Files go out costliest first (tests/conftest.py orders them; xdist's own reorder, by test count, would
-# leave the one-test 3-minute fault injection for last).
+# Files go out costliest first (tests/conftest.py orders them; xdist's own
+# reorder, by test count, would leave the one-test 3-minute fault injection
+# for last).
 PYTEST := $(BIN)/python -m pytest -q -ra -p no:cacheprovider -n 3 --dist loadfile --no-loadscope-reorder
 
 # The full suite (what CI runs).
