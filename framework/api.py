@@ -98,10 +98,11 @@ def _save_plots(run_dir: str, status: str) -> None:
 
     Not in an msrun worker: ranks must leave the cluster together, and a
     rank 0 still plotting after the others exit is declared timed out (the
-    launcher plots instead).
+    launcher plots instead), nor with ``MINDEXP_PLOTS=0``.
     """
     from .train.distributed import under_msrun
-    if under_msrun():
+    from .train.figures import drawing_wanted
+    if under_msrun() or not drawing_wanted():
         return
     try:
         from .analysis import plots

@@ -7,6 +7,10 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("GLOG_v", "3")
+# Runs in tests draw no plots/ or figures/ (1-2 s of CPU each); the tests about plots
+# and figures ask for them (the ``plots_drawn`` fixture, or MINDEXP_PLOTS=1 in a
+# subprocess's environment). Set here, so every subprocess inherits it.
+os.environ["MINDEXP_PLOTS"] = "0"
 
 
 def in_ci():
@@ -37,13 +41,46 @@ def cli_env(**extra):
     return env
 
 
+MAIN_PY = os.path.join(ROOT, "framework", "__main__.py")  # sys.argv[0] of `python -m mindexp`
+
+
 @pytest.fixture
-def cli(tmp_path):
-    """Run ``mindexp ARGS`` in a subprocess (cwd: tmp_path); returns CompletedProcess."""
+def cli_proc(tmp_path):
+    """Run ``mindexp ARGS`` in a subprocess (cwd: tmp_path); returns CompletedProcess.
+    For what needs a process of its own: exit by a signal, a process that kills
+    itself, environment variables read at a process's start, msrun."""
     def run(*args, cwd=None, timeout=300, **env):
         return subprocess.run([sys.executable, "-m", "mindexp", *map(str, args)],
                               cwd=cwd or tmp_path, env=cli_env(**env), capture_output=True,
                               text=True, timeout=timeout)
+    return run
+
+
+@pytest.fixture
+def cli(cli_proc, tmp_path, monkeypatch, capsys):
+    """Run ``mindexp ARGS`` (cwd: tmp_path); returns CompletedProcess.
+
+    Through the CLI's main() in this process, as ``python -m mindexp`` would (its
+    argv, its cwd): MindSpore is imported once per test worker instead of once per
+    command (about 2 s of CPU each). A call that sets environment variables runs in
+    a subprocess (``cli_proc``): a process reads some at its start, and the tests'
+    own experiments use them to signal their process."""
+    from mindexp.cli.main import main
+
+    def run(*args, cwd=None, timeout=300, **env):
+        if env:
+            return cli_proc(*args, cwd=cwd, timeout=timeout, **env)
+        argv = [str(a) for a in args]
+        with monkeypatch.context() as patch:
+            patch.chdir(cwd or tmp_path)
+            patch.setattr(sys, "argv", [MAIN_PY, *argv])
+            capsys.readouterr()
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse's --help and --version
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+            out, err = capsys.readouterr()
+        return subprocess.CompletedProcess([sys.executable, "-m", "mindexp", *argv], code, out, err)
     return run
 
 
@@ -62,6 +99,14 @@ def main_cli(tmp_path, monkeypatch, capsys):
         captured = capsys.readouterr()
         return subprocess.CompletedProcess(args, code, captured.out, captured.err)
     return run
+
+@pytest.fixture(scope="module")
+def plots_drawn():
+    """Runs made while this (module-scoped) fixture is up draw plots/ and figures/."""
+    os.environ["MINDEXP_PLOTS"] = "1"
+    yield
+    os.environ["MINDEXP_PLOTS"] = "0"
+
 
 @pytest.fixture
 def holder():
@@ -160,3 +205,40 @@ def pytest_collection_modifyitems(session, config, items):
         by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
     ordered = sorted(by_file.values(), key=_file_cost, reverse=True)  # stable: ties keep order
     items[:] = [item for group in ordered for item in group]
+
+
+# -- what the suite cost: wall time and CPU of every process, printed at the end ------
+
+def _cpu_seconds():
+    """User+system CPU of this process and of the children it has waited for."""
+    import resource
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+def pytest_sessionstart(session):
+    import time
+    session.config._suite_started = time.monotonic()
+    session.config._worker_cpu = 0.0
+
+
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: report its CPU to the controller
+        workeroutput["cpu_s"] = _cpu_seconds()
+
+
+def pytest_testnodedown(node, error):
+    output = getattr(node, "workeroutput", None) or {}
+    node.config._worker_cpu += output.get("cpu_s", 0.0)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    import time
+    if getattr(config, "workeroutput", None) is not None:
+        return
+    wall = time.monotonic() - config._suite_started
+    cpu = _cpu_seconds() + config._worker_cpu
+    terminalreporter.write_line(f"suite: {wall:.0f} s wall ({wall // 60:.0f} min {wall % 60:.0f} s), "
+                                f"{cpu:.0f} CPU-seconds (user+sys, every process the tests "
+                                f"started and waited for), {cpu / wall:.2f} cores busy on average")

@@ -25,9 +25,22 @@ logger = logging.getLogger(__name__)
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
+PLOTS_ENV = "MINDEXP_PLOTS"
+
+
+def drawing_wanted() -> bool:
+    """False when the environment says ``MINDEXP_PLOTS=0`` (also ``false``, ``no``,
+    ``off``): runs then draw neither ``plots/`` nor ``figures/``, which saves a
+    headless batch of many runs (and a test suite) a second or two of CPU per run;
+    ``mindexp plot RUN`` draws a run's plots later."""
+    value = os.environ.get(PLOTS_ENV, "").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
 def has_figures(exp):
-    """True when the experiment implements the optional ``figures`` hook."""
-    return callable(getattr(exp, "figures", None))
+    """True when the experiment implements the optional ``figures`` hook and
+    drawing is wanted (:func:`drawing_wanted`)."""
+    return callable(getattr(exp, "figures", None)) and drawing_wanted()
 
 
 def as_named(result):

@@ -204,6 +204,24 @@ def test_checkpoint_keeps_the_best_by_monitor(tmp_path, run_context, network):
     assert [s for s, _, _ in list_checkpoints(tmp_path, "last")] == [4]  # the final save
 
 
+def test_checkpoint_keep_best_after_a_restart_keeps_a_better_score(tmp_path, run_context,
+                                                                   network):
+    """A restarted Checkpoint ranks the best files it finds on disk the same way
+    as while running: with scores 0.1 and 0.5 kept (keep_best=2, mode min), a new
+    0.3 displaces 0.5."""
+    first = {1: 0.1, 2: 0.5}
+    drive(Checkpoint(tmp_path, every_epochs=None, monitor="loss", mode="min", keep_best=2),
+          run_context(train_network=network), epochs=2, steps=1,
+          outputs=lambda step: (Tensor(np.float32(first[step])),))
+    assert [s for s, _, _ in list_checkpoints(tmp_path, "best")] == [1, 2]
+    restarted = Checkpoint(tmp_path, every_epochs=None, monitor="loss", mode="min", keep_best=2,
+                           steps_per_epoch=1)
+    drive(restarted, run_context(train_network=network), epochs=3, steps=1, initial_epoch=2,
+          outputs=lambda step: (Tensor(np.float32(0.3)),))
+    assert [s for s, _, _ in list_checkpoints(tmp_path, "best")] == [1, 3]
+    assert [score for score, _, _ in restarted.best] == pytest.approx([0.1, 0.3])
+
+
 def test_checkpoint_files_carry_step_and_epoch(tmp_path, run_context, network):
     import mindspore as ms
     drive(Checkpoint(tmp_path), run_context(train_network=network), epochs=2, steps=3)

@@ -352,6 +352,40 @@ def test_gc_removes_the_failed_and_never_a_live_one(capsys, runs, copy, holder):
 
 
 @pytest.mark.slow
+def test_gc_never_lists_a_run_whose_lock_is_held_whatever_its_status(capsys, runs, copy,
+                                                                     holder):
+    """A resume holds a run that run.json still calls failed: gc asks the lock, not
+    the status, so even its dry run leaves that run out and says who holds it."""
+    failed = in_copy(copy, runs.failed, runs)
+    proc = holder(failed, "resume")
+    code, out, err = mindexp(capsys, "gc", copy, "--dry-run")
+    assert code == 0, err
+    assert os.path.basename(failed) not in out, out
+    assert f"it is live (pid {proc.pid} on" in err and os.path.basename(failed) in err
+    assert os.path.isdir(failed)
+
+
+@pytest.mark.slow
+def test_runs_shows_a_running_runs_last_logged_step_and_loss(capsys, runs, copy, holder):
+    """run.json is final only at the end: for a live run, runs reads loss.csv's last row."""
+    import csv
+    import io
+    running = in_copy(copy, runs.adam, runs)
+    mark_running(running)
+    holder(running, "run")
+    with open(os.path.join(running, "loss.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[0]["loss"] != rows[-1]["loss"]
+    code, out, err = mindexp(capsys, "runs", copy, "--csv")
+    assert code == 0, err
+    row = next(r for r in csv.DictReader(io.StringIO(out))
+               if r["run_id"] == os.path.basename(running))
+    assert row["status"] == "running"
+    assert int(row["steps"]) == int(rows[-1]["step"])
+    assert float(row["final_loss"]) == pytest.approx(float(rows[-1]["loss"]), rel=1e-6)
+
+
+@pytest.mark.slow
 def test_gc_keep_best_keeps_the_best_of_each_experiment(capsys, runs, copy):
     code, out, err = mindexp(capsys, "gc", copy, "--status", "completed", "--keep-best", "1",
                              "--by", "final_loss", "--yes")

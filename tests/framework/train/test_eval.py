@@ -143,3 +143,30 @@ def test_max_error_and_rmse_over_batches():
     metric.clear()
     with pytest.raises(RuntimeError):
         metric.eval()
+
+
+@pytest.mark.slow
+def test_resume_after_a_kill_between_an_eval_row_and_its_checkpoint_keeps_each_epoch_once(
+        tmp_path):
+    """Killed after epoch 4's eval row reached eval.csv but before its checkpoint:
+    resume goes back to epoch 2's checkpoint and cuts every log back to it, eval.csv
+    (whose first column is ``epoch``) as well as loss.csv."""
+    import json
+    import pandas as pd
+    from mindexp.api import resume_run
+    run = LinearEval(epochs=4, checkpoint_every=2, checkpoint_interval_s=0).run(out=str(tmp_path))
+    ckpts = pd.read_csv(os.path.join(run.dir, "checkpoints.csv"))
+    epoch2 = int(ckpts[ckpts.epoch == 2].step.iloc[-1])
+    for row in ckpts[ckpts.epoch > 2].itertuples():   # the kill came before these
+        os.remove(os.path.join(run.dir, row.file))
+    ckpts[ckpts.epoch <= 2].to_csv(os.path.join(run.dir, "checkpoints.csv"), index=False)
+    meta_path = os.path.join(run.dir, "run.json")
+    meta = json.load(open(meta_path))
+    meta.update(status="running", ended_at=None)      # what a SIGKILL leaves
+    json.dump(meta, open(meta_path, "w"))
+
+    resumed = resume_run(run.dir)
+    assert resumed.meta["status"] == "completed"
+    assert resumed.meta["resumes"][0]["step"] == epoch2
+    assert list(resumed.eval["epoch"]) == [1, 2, 3, 4]
+    assert list(resumed.loss["step"]) == list(run.loss["step"])

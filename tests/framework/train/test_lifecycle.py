@@ -223,20 +223,69 @@ def wait_for(condition, timeout=300, what="a condition"):
         time.sleep(0.02)
 
 
+GATED = '''
+import os, time
+from mindexp.experiments.linear import Linear
+
+
+class Gated(Linear):
+    """Linear that, when $GATES names a folder, stops at each moment of $MOMENTS
+    ("begin", a step, "end"): it writes at-<moment> there and waits for go-<moment>."""
+
+    def callbacks(self):
+        from mindspore.train import Callback
+        gates, moments = os.environ.get("GATES"), os.environ.get("MOMENTS", "").split(",")
+        if not gates:
+            return []
+
+        def gate(moment):
+            if moment in moments:
+                open(os.path.join(gates, "at-" + moment), "w").close()
+                while not os.path.exists(os.path.join(gates, "go-" + moment)):
+                    time.sleep(0.005)
+
+        class Gate(Callback):
+            def on_train_begin(self, run_context):
+                gate("begin")
+
+            def on_train_step_end(self, run_context):
+                p = run_context.original_args()
+                gate(str((p.cur_epoch_num - 1) * p.batch_num + (p.cur_step_num - 1) % p.batch_num + 1))
+
+            def on_train_end(self, run_context):
+                gate("end")
+        return [Gate()]
+'''
+
+# the resume's own phases: before its first step, inside epochs, at epoch ends (where
+# it checkpoints), the last step, after training (before its final record)
+MOMENTS = ["begin", "21", "22", "25", "29", "30", "31", "35", "40", "41", "50", "51", "59",
+           "60", "61", "70", "71", "79", "80", "end"]
+
+
 @pytest.mark.slow
-def test_rm_and_gc_at_20_moments_of_a_resume_are_refused_and_it_completes(capsys, trained,
-                                                                           tmp_path):
+def test_rm_and_gc_at_20_moments_of_a_resume_are_refused_and_it_completes(capsys, tmp_path):
     from mindexp.rundir.run_lock import holder
-    run_dir = str(tmp_path / "out" / "linear" / os.path.basename(trained))
-    shutil.copytree(trained, run_dir)
+    (tmp_path / "gated.py").write_text(GATED)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    code, out, err = mindexp(capsys, "run", tmp_path / "gated.py:Gated", "--set", "epochs=2",
+                             "--set", "mode=pynative", "--set", "checkpoint_interval_s=0",
+                             "--out", tmp_path / "out", "--quiet")
+    assert code == 0, err
+    (run_dir,) = [os.path.join(tmp_path, "out", "linear", d)
+                  for d in os.listdir(tmp_path / "out" / "linear")]
     resume = subprocess.Popen([sys.executable, "-m", "mindexp", "resume", run_dir, "--set",
-                               "epochs=8", "--quiet"], cwd=tmp_path, env=cli_env(),
+                               "epochs=8", "--quiet"], cwd=tmp_path,
+                              env=cli_env(GATES=str(gates), MOMENTS=",".join(MOMENTS)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    refused = 0
     try:
-        wait_for(lambda: holder(run_dir) or resume.poll() is not None, what="the resume's lock")
-        start, refused = time.monotonic(), 0
-        for moment in range(20):  # spread over the first 3 s of the resume's hold
-            time.sleep(max(0.0, start + 3.0 * moment / 19 - time.monotonic()))
+        for moment in MOMENTS:
+            wait_for(lambda: (gates / f"at-{moment}").exists() or resume.poll() is not None,
+                     what=f"the resume at moment {moment}")
+            assert resume.poll() is None, resume.communicate()[1]
+            assert "(resume)" in (holder(run_dir) or ""), moment
             code, out, err = mindexp(capsys, "rm", run_dir, "--yes")
             assert code == 2 and "(resume) holds it" in one_line(err), (moment, out, err)
             code, out, err = mindexp(capsys, "gc", tmp_path / "out", "--status",
@@ -244,7 +293,7 @@ def test_rm_and_gc_at_20_moments_of_a_resume_are_refused_and_it_completes(capsys
             assert code == 0 and f"kept {run_dir}: it is live" in err, (moment, out, err)
             assert os.path.isdir(run_dir)
             refused += 2
-        assert holder(run_dir), "the resume ended before the 20 moments were over"
+            (gates / f"go-{moment}").touch()
         stdout, stderr = resume.communicate(timeout=600)
     finally:
         resume.kill()

@@ -29,7 +29,7 @@ class BrokenFigures(Linear):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, plots_drawn):
     require("psutil", "system.csv needs psutil (the system extra)")
     out = tmp_path_factory.mktemp("system")
     return LinearWithEval(epochs=2, samples=40, system_every_s=0.05,
@@ -76,7 +76,7 @@ def test_figures_are_saved_after_each_evaluation_with_the_latest_beside(run):
 
 
 @pytest.mark.slow
-def test_a_figures_hook_that_raises_fails_nothing(tmp_path, caplog):
+def test_a_figures_hook_that_raises_fails_nothing(tmp_path, caplog, plots_drawn):
     with caplog.at_level(logging.WARNING):
         run = BrokenFigures(epochs=1, samples=20, system_every_s=0, mode="pynative").run(out=str(tmp_path),
                                                                         quiet=True)
