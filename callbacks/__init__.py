@@ -17,7 +17,7 @@ _EXPORTS = {
     "GradNormMonitor": "grad_norm_monitor", "LossMonitor": "loss_monitor",
     "ParameterTracker": "parameter_tracker", "SystemMonitor": "system_monitor",
     "TensorBoardLogger": "tensorboard_logger",
-    "Timer": "timer", "TrainStep": "train_step",
+    "Timer": "timer", "TrainStep": "train_step", "metric_direction": "direction",
 }
 __all__ = sorted(_EXPORTS)
 

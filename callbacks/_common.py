@@ -14,9 +14,6 @@ from . import schema
 from ._mindspore import (calling_model_eval_network, calling_model_metrics,  # noqa: F401
                          net_outputs)  # (for the callbacks)
 
-# Directions of a monitored value (Checkpoint's best, EarlyStopping).
-MODES = ("min", "max")
-
 
 def step_info(cb_params: Any, steps_per_epoch: int | None = None) -> tuple[int, int, bool]:
     """``(global step, epoch, is the epoch's last step)`` in one read.

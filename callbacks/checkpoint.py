@@ -11,8 +11,9 @@ import mindspore as ms
 from mindspore.train import RunContext
 import numpy as np
 
-from ._common import (MODES, check_directory, check_steps_per_epoch, first_output, is_finite,
+from ._common import (check_directory, check_steps_per_epoch, first_output, is_finite,
                       log_path, monitored_value, to_float, trained_parameters)
+from .direction import MODES, metric_direction, rank_key
 from .eval_loss import EVAL_LOSS, check_loss_metric
 from ._quiet_callback import QuietCallback
 from . import schema
@@ -43,7 +44,10 @@ class Checkpoint(QuietCallback):
 
     Retention keeps the newest ``keep_last`` regular files and the
     ``keep_best`` best by ``monitor``; it only ever deletes files named by
-    this callback, found again on disk after a restart.
+    this callback, found again on disk after a restart. Ties: a score equal
+    to a kept one ranks after it (the earlier epoch stays the best), and once
+    ``keep_best`` files are kept a new score must be strictly better than
+    the worst of them to be saved.
 
     Args:
         directory: run folder; checkpoints go into its ``checkpoints/``.
@@ -53,7 +57,9 @@ class Checkpoint(QuietCallback):
         monitor: ``"loss"`` or an eval metric name to keep the best by
             (``"accuracy"`` or ``"eval_accuracy"``; ``"eval_loss"`` is the
             Model's ``"loss"`` metric, mindexp's ``EvalLoss``).
-        mode: ``"min"`` or ``"max"``; required with ``monitor``.
+        mode: ``"min"`` or ``"max"``; None: from the name of ``monitor``
+            (``eval_loss``: min, ``eval_accuracy``: max; a name that does
+            not say is refused, see :mod:`mindexp.callbacks.direction`).
         keep_best: best checkpoints kept.
         min_interval_s: skip a periodic save when the last one is younger
             (the final save is never skipped).
@@ -205,7 +211,7 @@ class Checkpoint(QuietCallback):
                 _remove(self._last.pop(0))
             return
         self.best.append((float("nan") if score is None else score, step, path))
-        self.best.sort(key=lambda b: b[0], reverse=self.mode == "max")
+        self._rank(self.best)
         while len(self.best) > self.keep_best:
             _remove(self.best.pop()[2])
 
@@ -235,8 +241,14 @@ class Checkpoint(QuietCallback):
                 best.append((scores.get(name, float("nan")), int(match["step"]), path))
             else:
                 last.append((int(match["step"]), path))
-        best.sort(key=lambda b: b[0], reverse=self.mode == "max")
+        self._rank(best)
         return [p for _, p in sorted(last)], best
+
+    def _rank(self, best: list[tuple[float, int, str]]) -> None:
+        """Best first; equal scores: the earlier step first (see the class's tie rule)."""
+        assert self.mode is not None  # only called with a monitor
+        mode = self.mode
+        best.sort(key=lambda b: rank_key(b[0], b[1], mode))
 
 
 def list_checkpoints(directory: str | os.PathLike[str],
@@ -303,9 +315,4 @@ def _check_monitor(monitor: str | None, mode: str | None) -> tuple[str | None, s
         if mode is not None and mode not in MODES:
             raise ValueError(f"`mode` must be one of {MODES}. Received: mode={mode!r}")
         return None, mode
-    if mode not in MODES:
-        raise ValueError(
-            f"Checkpoint(monitor={monitor!r}) needs `mode` set to one of {MODES}: "
-            "there is no safe default (a wrong one silently keeps the worst "
-            f"checkpoint). Received: mode={mode!r}")
-    return monitor, mode
+    return monitor, metric_direction(monitor, mode)
