@@ -246,8 +246,7 @@ class Checkpoint(QuietCallback):
 
     def _rank(self, best: list[tuple[float, int, str]]) -> None:
         """Best first; equal scores: the earlier step first (see the class's tie rule)."""
-        assert self.mode is not None  # only called with a monitor
-        mode = self.mode
+        mode = self.mode or "min"  # no monitor: no scores (NaN), the files rank by step
         best.sort(key=lambda b: rank_key(b[0], b[1], mode))
 
 

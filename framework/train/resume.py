@@ -130,28 +130,17 @@ def _check_early_stop_asked(meta, overrides, run_dir):
 
 def _latest_good_checkpoint(run_dir):
     """``(path, params, step, epoch)`` of the newest checkpoint that loads and
-    holds finite weights; a corrupt or non-finite (saved after a divergence)
-    newer one is skipped with a warning."""
-    import mindspore as ms
-    from ..callbacks import list_checkpoints
-    found = sorted(list_checkpoints(run_dir, "all"), key=lambda c: (c[0], "best-" not in c[2]))
-    corrupt, nonfinite = [], resume_checks.nonfinite_checkpoints(run_dir)
-    for step, epoch, path in reversed(found):
-        try:
-            params = ms.load_checkpoint(path)
-        except Exception as exc:  # MindSpore raises several types for a bad file
-            corrupt.append((path, str(exc).strip().splitlines()[0] if str(exc).strip() else ""))
-            continue
-        if os.path.normpath(path) in nonfinite or not resume_checks.weights_finite(params):
-            corrupt.append((path, "its loss or weights are not finite"))
-            continue
-        for bad, why in corrupt:
-            kind = "non-finite" if why.endswith("not finite") else "corrupt"
-            logger.warning("skipping %s checkpoint %s (%s)", kind, bad, why)
-        return path, params, step, epoch
-    what = "no checkpoint" if not found else \
-        f"no usable checkpoint ({len(corrupt)} corrupt or not finite)"
-    raise MindexpError(f"cannot resume {run_dir}: it has {what} in checkpoints/")
+    holds finite weights (the chooser's ``last``; a corrupt or non-finite newer
+    one is skipped with a warning)."""
+    from ..rundir.checkpoints import NoCheckpointError, choose_checkpoint
+    from ..rundir.run import Run
+    try:
+        chosen = choose_checkpoint(Run(run_dir), "last")
+    except NoCheckpointError as exc:
+        what = f"no usable checkpoint ({exc.unusable} corrupt or not finite)" if exc.unusable \
+            else "no checkpoint"
+        raise MindexpError(f"cannot resume {run_dir}: it has {what} in checkpoints/") from None
+    return chosen.path, chosen.params, chosen.step, chosen.epoch
 
 
 def truncate_logs(run_dir, step):

@@ -226,7 +226,7 @@ def test_evaluate_the_best_on_the_train_split_appends_a_row(spirals_run):
 @pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--checkpoint", "999"], "has no step 999 checkpoint; accepted: last, best or a step of"),
-    (["--checkpoint", "newest"], "--checkpoint must be best, last or a step number"),
+    (["--checkpoint", "newest"], "--checkpoint must be best, last, a step number >= 1 or a .ckpt"),
     (["--split", "test"], "invalid choice: 'test'"),
 ])
 def test_evaluate_bad_arguments_write_nothing(main_cli, spirals_run, args, message):
