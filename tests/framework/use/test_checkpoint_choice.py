@@ -58,10 +58,10 @@ def _best_epoch_file(run):
 
 def test_every_reader_picks_the_truly_best_checkpoint(crossing, main_cli):
     import mindspore as ms
-    from mindexp.analysis.mlflow_export import model_checkpoint
     best = _best_epoch_file(crossing)
     assert crossing.checkpoint(best=True) == best
     assert crossing.checkpoint_path("best") == best
+    from mindexp.analysis.mlflow_export import model_checkpoint
     assert model_checkpoint(crossing) == best          # what mindexp mlflow uploads
     saved = ms.load_checkpoint(best)
     for net in (crossing.network("best"), crossing.network(best=True)):
