@@ -34,7 +34,16 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
     row = {**dict(zip(schema.EVALUATIONS.columns, fixed)), **results}
     if record:
         append_row(os.path.join(run.dir, schema.EVALUATIONS_CSV), row)
+        _register_evaluations(run.dir)
     return row
+
+
+def _register_evaluations(run_dir):
+    """evaluations.csv is a log of the run a resume leaves as it is (no step to
+    cut by); a run made before the registry gets none here (its resume writes one)."""
+    from ..callbacks._registry import register_log, registered_logs
+    if registered_logs(run_dir) is not None:
+        register_log(os.path.join(run_dir, schema.EVALUATIONS_CSV), None, run_dir=run_dir)
 
 
 def _split_arrays(exp, split):
