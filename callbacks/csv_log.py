@@ -95,6 +95,15 @@ class CsvLog:
                 "write to another directory or remove the file")
         return self
 
+    def holds_rows(self) -> bool:
+        """True when the file holds a row below its header (flushed rows only)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.readline()
+                return bool(f.read(1))
+        except FileNotFoundError:
+            return False
+
     def open(self) -> CsvLog:
         """Open for appending, checking or writing the header. Idempotent."""
         if self._file is not None:
