@@ -69,14 +69,18 @@ class Checkpoint(QuietCallback):
         steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
             call's dataset holds only the rest of an interrupted epoch (a
             resume mid-epoch); None: the dataset's size.
+        append: continue an existing ``checkpoints.csv`` that holds rows already;
+            without it such a file is refused, unless a mindexp run holds it.
     """
 
     def __init__(self, directory: str | os.PathLike[str], every_epochs: int | None = 1,
                  every_steps: int | None = None, keep_last: int | None = 3,
                  monitor: str | None = None, mode: str | None = None, keep_best: int = 1,
                  min_interval_s: float = 0.0, all_ranks: bool = False,
-                 flush: Iterable[Any] = (), steps_per_epoch: int | None = None) -> None:
+                 flush: Iterable[Any] = (), steps_per_epoch: int | None = None,
+                 append: bool = False) -> None:
         super().__init__()
+        self.append = bool(append)
         self.flush_callbacks = _check_flush(flush)
         self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self.directory = check_directory(directory)
@@ -111,7 +115,7 @@ class Checkpoint(QuietCallback):
                                      schema.CHECKPOINT_DIR + rank_suffix.replace(".", "/"))
         # Nothing is created before the first save: a callback that rejects the
         # run at train begin leaves no empty folders or files behind.
-        self._index = CsvLog(index_path, schema.CHECKPOINTS.columns, flush_rows=1).check()
+        self._index = self._checked_log(index_path, schema.CHECKPOINTS.columns, flush_rows=1)
         self._last, self.best = self._scan(index_path)
         self._last_save_time = time.monotonic()
         self.skipped_reason = None

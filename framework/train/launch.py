@@ -183,7 +183,9 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
     record.write()
     if writer:  # so run.json can still say why on a full disk
         _reserve_or_fail(record, run_dir)
-    Session(exp, plan, run_dir, quiet, shard, stopper).execute(record, resume)
+    from ..callbacks._registry import run_declared
+    with run_declared(run_dir):  # every log opened inside the run folder registers with it
+        Session(exp, plan, run_dir, quiet, shard, stopper).execute(record, resume)
     if writer and finish is not None:
         finish(run_dir, record.status)  # before the final record: a completed run has all its files
     if writer:

@@ -144,13 +144,60 @@ def _latest_good_checkpoint(run_dir):
 
 
 def truncate_logs(run_dir, step):
-    """Cut every step log back to ``step`` so the resumed run writes each step once."""
+    """Cut every log registered with the run back to ``step``, each by its own
+    step column, so the resumed run writes each step once. A CSV in the run
+    folder that nothing registered is left as it is, with one warning naming it."""
+    from ..callbacks._registry import registered_logs
+    logs = registered_logs(run_dir)
+    if logs is None:  # a run made before the registry (0.3): the logs it knew
+        logs = _legacy_registry(run_dir)
+    for name, column in sorted(logs.items()):
+        if column is not None:
+            _cut_log(os.path.join(run_dir, name), column, step)
+    for path in _unregistered_csvs(run_dir, logs):
+        logger.warning("%s: a CSV no writer registered with the run, left as it is: resume cuts "
+                       "back only registered logs (a CsvLog inside the run folder, or "
+                       "register_log)", path)
+
+
+def _cut_log(path, column, step):
     from ..callbacks.csv_log import CsvLog, read_header
+    header = read_header(path)
+    if not header:
+        return
+    if column not in header:
+        logger.warning("%s: registered with step column %r, which it lacks (columns %s); "
+                       "left as it is", path, column, ",".join(header))
+        return
+    CsvLog(path, header).truncate_after(step, column)
+
+
+def _legacy_registry(run_dir):
+    """The registry of a run made before registries, written now: the step logs
+    of mindexp 0.3 (each rank's file too) by ``step``, and evaluations.csv kept."""
+    from ..callbacks._registry import register_log, registered_logs
     for name in schema.STEP_LOGS:
-        path = os.path.join(run_dir, name)
-        header = read_header(path)
-        if header and schema.Col.STEP in header:
-            CsvLog(path, header).truncate_after(step)
+        for path in schema.rank_files(run_dir, name).values():
+            register_log(path, schema.Col.STEP, run_dir=run_dir)
+    register_log(os.path.join(run_dir, schema.EVALUATIONS_CSV), None, run_dir=run_dir)
+    return registered_logs(run_dir)
+
+
+# Folders of a run that hold no logs of it (copies of the user's code, msrun's own files).
+_NOT_LOGS = (schema.SOURCE_DIR, schema.MSRUN_DIR, schema.CHECKPOINT_DIR)
+
+
+def _unregistered_csvs(run_dir, logs):
+    """The CSV files under ``run_dir`` that are not in ``logs``, sorted."""
+    found = []
+    for folder, dirs, files in os.walk(run_dir):
+        if folder == run_dir:
+            dirs[:] = [d for d in dirs if d not in _NOT_LOGS]
+        for name in files:
+            rel = os.path.relpath(os.path.join(folder, name), run_dir).replace(os.sep, "/")
+            if name.endswith(".csv") and rel not in logs:
+                found.append(os.path.join(folder, name))
+    return sorted(found)
 
 
 def _logged_at(run_dir, step):

@@ -32,6 +32,7 @@ class Session:
         self.cfg = exp.config
         from .signals import SignalStop
         self.stopper = stopper or SignalStop()  # the runner's, held until run.json is final
+        self.steps = None  # the RunSteps heading the callbacks (see _callbacks)
         self.loss_cb = None
         self.param_cb = None
         self.early_stop_cb = None
@@ -91,6 +92,7 @@ class Session:
             self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
 
     def _fit(self, model, metrics, epochs, initial_epoch, cbs, first_batch=0):
+        self.steps.steps_before = initial_epoch * self.plan.steps_per_epoch + first_batch
         train_ds = self._dataset("train", initial_epoch, first_batch)
         eval_ds = self._dataset("eval") if self.plan.eval is not None and metrics else None
         with startup_objects_frozen():
@@ -147,7 +149,9 @@ class Session:
                                    steps_per_epoch=spe, lr=self.lr)
         from ..callbacks import Timer
         self.timer = Timer()
-        cbs = [self.stopper.head(), self.timer, self.loss_cb]
+        from .steps import RunSteps
+        self.steps = RunSteps()  # first: every callback after it reads the run's step
+        cbs = [self.steps, self.stopper.head(), self.timer, self.loss_cb]
         if cfg.track_params:
             self.param_cb = ParameterTracker(d, names=list(cfg.track_names) or None,
                                              all_ranks=ranks, every=cfg.log_every,

@@ -35,6 +35,7 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
     row = {**dict(zip(schema.EVALUATIONS.columns, fixed)), **results}
     if record:
         append_row(os.path.join(run.dir, schema.EVALUATIONS_CSV), row)
+        _register_evaluations(run.dir)
     return row
 
 
@@ -44,6 +45,13 @@ def _metrics_of_run(exp):
     from ..define.metrics import with_eval_loss
     cfg = exp.config
     return with_eval_loss(exp.metrics(), (cfg.early_stop, cfg.checkpoint_monitor))
+
+def _register_evaluations(run_dir):
+    """evaluations.csv is a log of the run a resume leaves as it is (no step to
+    cut by); a run made before the registry gets none here (its resume writes one)."""
+    from ..callbacks._registry import register_log, registered_logs
+    if registered_logs(run_dir) is not None:
+        register_log(os.path.join(run_dir, schema.EVALUATIONS_CSV), None, run_dir=run_dir)
 
 
 def _split_arrays(exp, split):
