@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -35,6 +36,8 @@ from . import failures
 from .signals import SignalStop
 
 __all__ = ["track", "TrackedRun"]
+
+logger = logging.getLogger(__name__)
 
 
 def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | None = None, *,
@@ -285,14 +288,25 @@ def finish_record(record: RunRecord,
                   finish: Callable[[str, str], None] | None = None) -> None:
     """The run's last writes: ``finish(run_dir, status)`` (plots), the log
     summary, the space set aside given back, then the final run.json."""
-    from .session import _record_log_summary
     if not record.writer:
         return
     if finish is not None:
         finish(record.run_dir, record.status)  # before the final record: it has all its files
-    _record_log_summary(record)
+    record_log_summary(record)
     failures.release_space(record.run_dir)
     record.write()
+
+
+def record_log_summary(record: RunRecord) -> None:
+    """Keep the summary of the logs in run.json, so reports read a finished run
+    from run.json alone (see rundir.summary); the logs are closed by now."""
+    from ..rundir.run import Run
+    from ..rundir.summary import SUMMARY_KEY, log_summary
+    record.meta.pop(SUMMARY_KEY, None)
+    try:
+        record.meta[SUMMARY_KEY] = log_summary(Run(record.run_dir))
+    except Exception:  # a report reads the CSVs instead; never fail the run for it
+        logger.debug("no log summary for %s", record.run_dir, exc_info=True)
 
 
 def note_signal(meta: dict[str, Any], signum: int | None) -> None:
