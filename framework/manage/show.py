@@ -67,8 +67,11 @@ def _head(run):
 
 
 def _config(run):
+    from ..define.entry import is_script_entry
     defaults = experiment_defaults(run.meta.get("entry"))
     head = ("config (* differs from the experiment's default)" if defaults else
+            "config (the script's own, given to mindexp.track)"
+            if is_script_entry(run.meta.get("entry")) else
             "config (the experiment's defaults are unknown)")
     cells = []
     for name, value in run.config.items():

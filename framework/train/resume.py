@@ -5,7 +5,7 @@ import os
 
 from ..define import config as _config
 from ..callbacks import schema
-from ..define.entry import load_experiment
+from ..define.entry import load_experiment, refuse_script_run
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import read_json
 from ..rundir.meta import read_meta
@@ -67,6 +67,7 @@ def prepare_resume(run_dir, overrides=None):
     run_dir = check_run_dir(run_dir)
     resume_checks.check_logs_readable(run_dir, schema.STEP_LOGS)
     meta = read_meta(run_dir, require=("entry",))
+    refuse_script_run(run_dir, meta["entry"], "resume")  # its script resumes it (track)
     config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     cls = load_experiment(meta["entry"])
     exp = cls({**config, **(overrides or {})})

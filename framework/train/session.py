@@ -11,6 +11,7 @@ from ..callbacks import schema
 from ..errors import ConfigError
 from ..rundir.io import now_iso
 from . import compile_dumps, failures
+from .tracked import note_signal
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class Session:
                 self._train(resume)
         except KeyboardInterrupt:
             meta.update(status="interrupted", error="interrupted (second signal)")
-            _note_signal(meta, self.stopper.signum)
+            note_signal(meta, self.stopper.signum)
         except Exception as exc:  # the run failed: keep why, the caller raises
             record.failed(failures.one_line(exc))
             if self.shard_id == 0:  # the full traceback: error.txt in the run directory
@@ -58,9 +59,7 @@ class Session:
             logger.debug("training failed", exc_info=True)
         else:
             meta["status"] = self._status(meta)
-        self._summarize(meta, time.monotonic() - start, resume)
-        if record.writer:
-            _record_log_summary(record)
+        self._summarize(meta, time.monotonic() - start, resume)  # the log summary: finish_record
 
     def _train(self, resume):
         from ..callbacks import TrainStep
@@ -198,7 +197,7 @@ class Session:
 
     def _status(self, meta):
         if self.stopper.signum is not None:
-            _note_signal(meta, self.stopper.signum)
+            note_signal(meta, self.stopper.signum)
             return "interrupted"
         if self.loss_cb is not None and self.loss_cb.stop_reason:
             meta["error"] = f"diverged: {self.loss_cb.stop_reason}"
@@ -354,18 +353,6 @@ def _amp(net, level, run_dir):
     return mixed_precision(net, level, run_dir)
 
 
-def _record_log_summary(record):
-    """Keep the summary of the logs in run.json, so reports read a finished run
-    from run.json alone (see rundir.summary); the logs are closed by now."""
-    from ..rundir.run import Run
-    from ..rundir.summary import SUMMARY_KEY, log_summary
-    record.meta.pop(SUMMARY_KEY, None)
-    try:
-        record.meta[SUMMARY_KEY] = log_summary(Run(record.run_dir))
-    except Exception:  # a report reads the CSVs instead; never fail the run for it
-        logger.debug("no log summary for %s", record.run_dir, exc_info=True)
-
-
 def _scalar_params(net):
     if net is None:
         return {}
@@ -374,10 +361,3 @@ def _scalar_params(net):
         if p.size == 1:
             out[p.name] = float(p.asnumpy().reshape(-1)[0])
     return out
-
-
-def _note_signal(meta, signum):
-    """run.json names the signal that stopped the run (``signal``: ``"SIGINT"``)."""
-    if signum is not None:
-        name = failures.signal_name(signum)
-        meta.update(signal=name, error=f"interrupted by {name}")
