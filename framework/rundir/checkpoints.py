@@ -210,7 +210,7 @@ def checkpoint_direction(run: Any) -> str:
     metrics = run.experiment().metrics() if monitor.startswith("eval_") else None
     direction = monitor_mode(monitor, mode, metrics) if monitor else None
     if direction is None:
-        raise RunDirError(f"cannot rank the best checkpoints of {run.dir}: its config.json names "
+        raise RunDirError(f"cannot rank the best checkpoints of {run.dir}: its config names "
                           "no checkpoint_monitor whose direction is known; accepted: "
                           "--checkpoint last, a step or a path. "
                           f"Received: checkpoint_monitor={monitor!r}")
