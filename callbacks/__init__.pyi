@@ -7,6 +7,9 @@ from .checkpoint import list_checkpoints as list_checkpoints
 from .csv_log import CsvFormatError as CsvFormatError
 from .csv_log import CsvLog as CsvLog
 from .csv_log import read_csv as read_csv
+from .direction import metric_direction as metric_direction
+from ._registry import register_log as register_log
+from ._registry import registered_logs as registered_logs
 from .early_stopping import EarlyStopping as EarlyStopping
 from .eval_loss import EvalCell as EvalCell
 from .eval_loss import EvalLoss as EvalLoss

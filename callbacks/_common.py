@@ -8,29 +8,32 @@ from typing import Any, Callable, Collection, Mapping
 import numpy as np
 
 # MindSpore internals are read through ._mindspore only (re-exported here for the callbacks).
-from ._mindspore import (ITEM_DTYPES as _ITEM_DTYPES, eval_results, item_readable,
-                         local_rank_id, optimizer_of, rank_id, step_counters)
+from ._mindspore import (ITEM_DTYPES as _ITEM_DTYPES, count_steps_from, eval_results,  # noqa: F401
+                         item_readable, local_rank_id, optimizer_of, rank_id, step_counters,
+                         steps_before)
 from . import schema
 from ._mindspore import (calling_model_eval_network, calling_model_metrics,  # noqa: F401
                          net_outputs)  # (for the callbacks)
-
-# Directions of a monitored value (Checkpoint's best, EarlyStopping).
-MODES = ("min", "max")
 
 
 def step_info(cb_params: Any, steps_per_epoch: int | None = None) -> tuple[int, int, bool]:
     """``(global step, epoch, is the epoch's last step)`` in one read.
 
-    The step counts from 1 across epochs, also after ``initial_epoch``:
-    MindSpore keeps ``cur_epoch_num`` absolute but restarts ``cur_step_num``
-    there, so the step within the epoch is recomputed from ``batch_num``.
-    ``steps_per_epoch`` is a whole epoch's steps when the dataset holds
-    fewer (a runner that resumes mid-epoch first trains the rest of that
-    epoch, ``batch_num`` batches): the missing ones ran before.
+    The step counts from 1 across epochs, also after ``initial_epoch``. In a
+    plain ``Model.train`` MindSpore keeps ``cur_epoch_num`` absolute but
+    restarts ``cur_step_num`` there, so the step within the epoch is
+    recomputed from ``batch_num``. ``steps_per_epoch`` is a whole epoch's
+    steps when the dataset holds fewer (a runner that resumes mid-epoch first
+    trains the rest of that epoch, ``batch_num`` batches): the missing ones
+    ran before. Under a runner that made ``cur_step_num`` absolute
+    (:func:`count_steps_from`, mindexp's framework) it is taken as it is.
     """
     batch_num, cur_step, epoch = step_counters(cb_params)
-    batch_num, epoch = int(batch_num), int(epoch)
-    in_epoch = (int(cur_step) - 1) % batch_num + 1
+    batch_num, cur_step, epoch = int(batch_num), int(cur_step), int(epoch)
+    before = steps_before(cb_params)
+    if before is not None:  # absolute already: never corrected twice
+        return cur_step, epoch, (cur_step - before) % batch_num == 0
+    in_epoch = (cur_step - 1) % batch_num + 1
     epoch_steps = steps_per_epoch or batch_num
     done_before = max(epoch_steps - batch_num, 0)
     return (epoch - 1) * epoch_steps + done_before + in_epoch, epoch, in_epoch == batch_num

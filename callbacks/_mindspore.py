@@ -41,6 +41,34 @@ def step_counters(cb_params: Any) -> tuple[Any, Any, Any]:
     return cb_params.batch_num, cb_params.cur_step_num, cb_params.cur_epoch_num
 
 
+# Set by a runner whose cb_params count ``cur_step_num`` from the run's start
+# (mindexp's framework, see count_steps_from): the steps done before this
+# Model.train call. Absent in a plain Model.train, where the count restarts.
+STEPS_BEFORE = "mindexp_steps_before"
+
+
+def count_steps_from(cb_params: Any, steps_before: int) -> None:
+    """Make ``cur_step_num`` count from the run's start in this train call:
+    called at ``on_train_begin``, before the first step.
+
+    Checked on 2.10: ``Model._train_process`` and
+    ``_train_dataset_sink_process`` add 1 (or the sink size) to
+    ``cb_params.cur_step_num`` before each step, starting from the value it
+    holds after ``on_train_begin`` (0 then); an evaluation of ``Model.fit``
+    saves and restores it. ``cur_epoch_num`` is absolute already.
+    """
+    cb_params.cur_step_num = int(cb_params.cur_step_num) + int(steps_before)
+    cb_params[STEPS_BEFORE] = int(steps_before)
+
+
+def steps_before(cb_params: Any) -> int | None:
+    """What :func:`count_steps_from` set (the steps before this train call),
+    or None: ``cur_step_num`` is MindSpore's own count (restarting at 1)."""
+    if isinstance(cb_params, dict):
+        return cb_params.get(STEPS_BEFORE)
+    return getattr(cb_params, STEPS_BEFORE, None)
+
+
 def net_outputs(cb_params: Any) -> Any:
     """What the train network returned this step (an item read, see step_counters)."""
     return cb_params["net_outputs"] if isinstance(cb_params, dict) else cb_params.net_outputs

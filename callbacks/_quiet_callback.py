@@ -2,11 +2,14 @@
 ends with training, not with Model.fit's evaluations."""
 from __future__ import annotations
 
-from typing import Any, Literal
+import os
+from typing import Any, Literal, Sequence
 
 from mindspore.train import Callback, RunContext
 
 from ._common import step_info
+from ._runs import holding
+from .csv_log import CsvLog
 
 
 class QuietCallback(Callback):
@@ -25,6 +28,23 @@ class QuietCallback(Callback):
     _context_depth = 0
     every: int = 1               # a logging callback writes every N-th step ...
     steps_per_epoch: int | None = None  # ... of epochs this long (None: the dataset's size)
+
+    append: bool = False         # a log file holding rows already is continued, not refused
+    _continued: frozenset[str] = frozenset()  # files this callback wrote (a next train call goes on)
+
+    def _checked_log(self, path: str, columns: Sequence[str], **kwargs: Any) -> CsvLog:
+        """A :class:`CsvLog` of ``path``, its header checked. A file that holds
+        rows already is refused (one line) unless ``append`` is true, an active
+        run holds it (its resume cut it back) or this callback wrote it (a
+        second ``Model.train`` with the same callback continues it)."""
+        log = CsvLog(path, columns, **kwargs).check()
+        if not (self.append or path in self._continued or holding(path)) and log.holds_rows():
+            raise ValueError(
+                f"{type(self).__name__}: {os.fspath(path)} holds rows of an earlier training "
+                "already; pass append=True to continue it, or write to another directory. "
+                f"Received: append={self.append!r}")
+        self._continued = self._continued | {path}
+        return log
 
     def _step_info(self, cb_params: Any) -> tuple[int, int, bool]:
         """``(global step, epoch, is the epoch's last step)``, see :func:`step_info`."""

@@ -11,8 +11,9 @@ import mindspore as ms
 from mindspore.train import RunContext
 import numpy as np
 
-from ._common import (MODES, check_directory, check_steps_per_epoch, first_output, is_finite,
+from ._common import (check_directory, check_steps_per_epoch, first_output, is_finite,
                       log_path, monitored_value, to_float, trained_parameters)
+from .direction import MODES, metric_direction, rank_key
 from .eval_loss import EVAL_LOSS, check_loss_metric
 from ._quiet_callback import QuietCallback
 from . import schema
@@ -43,7 +44,10 @@ class Checkpoint(QuietCallback):
 
     Retention keeps the newest ``keep_last`` regular files and the
     ``keep_best`` best by ``monitor``; it only ever deletes files named by
-    this callback, found again on disk after a restart.
+    this callback, found again on disk after a restart. Ties: a score equal
+    to a kept one ranks after it (the earlier epoch stays the best), and once
+    ``keep_best`` files are kept a new score must be strictly better than
+    the worst of them to be saved.
 
     Args:
         directory: run folder; checkpoints go into its ``checkpoints/``.
@@ -53,7 +57,9 @@ class Checkpoint(QuietCallback):
         monitor: ``"loss"`` or an eval metric name to keep the best by
             (``"accuracy"`` or ``"eval_accuracy"``; ``"eval_loss"`` is the
             Model's ``"loss"`` metric, mindexp's ``EvalLoss``).
-        mode: ``"min"`` or ``"max"``; required with ``monitor``.
+        mode: ``"min"`` or ``"max"``; None: from the name of ``monitor``
+            (``eval_loss``: min, ``eval_accuracy``: max; a name that does
+            not say is refused, see :mod:`mindexp.callbacks.direction`).
         keep_best: best checkpoints kept.
         min_interval_s: skip a periodic save when the last one is younger
             (the final save is never skipped).
@@ -63,14 +69,18 @@ class Checkpoint(QuietCallback):
         steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
             call's dataset holds only the rest of an interrupted epoch (a
             resume mid-epoch); None: the dataset's size.
+        append: continue an existing ``checkpoints.csv`` that holds rows already;
+            without it such a file is refused, unless a mindexp run holds it.
     """
 
     def __init__(self, directory: str | os.PathLike[str], every_epochs: int | None = 1,
                  every_steps: int | None = None, keep_last: int | None = 3,
                  monitor: str | None = None, mode: str | None = None, keep_best: int = 1,
                  min_interval_s: float = 0.0, all_ranks: bool = False,
-                 flush: Iterable[Any] = (), steps_per_epoch: int | None = None) -> None:
+                 flush: Iterable[Any] = (), steps_per_epoch: int | None = None,
+                 append: bool = False) -> None:
         super().__init__()
+        self.append = bool(append)
         self.flush_callbacks = _check_flush(flush)
         self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self.directory = check_directory(directory)
@@ -105,7 +115,7 @@ class Checkpoint(QuietCallback):
                                      schema.CHECKPOINT_DIR + rank_suffix.replace(".", "/"))
         # Nothing is created before the first save: a callback that rejects the
         # run at train begin leaves no empty folders or files behind.
-        self._index = CsvLog(index_path, schema.CHECKPOINTS.columns, flush_rows=1).check()
+        self._index = self._checked_log(index_path, schema.CHECKPOINTS.columns, flush_rows=1)
         self._last, self.best = self._scan(index_path)
         self._last_save_time = time.monotonic()
         self.skipped_reason = None
@@ -205,7 +215,7 @@ class Checkpoint(QuietCallback):
                 _remove(self._last.pop(0))
             return
         self.best.append((float("nan") if score is None else score, step, path))
-        self.best.sort(key=lambda b: b[0], reverse=self.mode == "max")
+        self._rank(self.best)
         while len(self.best) > self.keep_best:
             _remove(self.best.pop()[2])
 
@@ -235,8 +245,13 @@ class Checkpoint(QuietCallback):
                 best.append((scores.get(name, float("nan")), int(match["step"]), path))
             else:
                 last.append((int(match["step"]), path))
-        best.sort(key=lambda b: b[0], reverse=self.mode == "max")
+        self._rank(best)
         return [p for _, p in sorted(last)], best
+
+    def _rank(self, best: list[tuple[float, int, str]]) -> None:
+        """Best first; equal scores: the earlier step first (see the class's tie rule)."""
+        mode = self.mode or "min"  # no monitor: no scores (NaN), the files rank by step
+        best.sort(key=lambda b: rank_key(b[0], b[1], mode))
 
 
 def list_checkpoints(directory: str | os.PathLike[str],
@@ -303,9 +318,4 @@ def _check_monitor(monitor: str | None, mode: str | None) -> tuple[str | None, s
         if mode is not None and mode not in MODES:
             raise ValueError(f"`mode` must be one of {MODES}. Received: mode={mode!r}")
         return None, mode
-    if mode not in MODES:
-        raise ValueError(
-            f"Checkpoint(monitor={monitor!r}) needs `mode` set to one of {MODES}: "
-            "there is no safe default (a wrong one silently keeps the worst "
-            f"checkpoint). Received: mode={mode!r}")
-    return monitor, mode
+    return monitor, metric_direction(monitor, mode)

@@ -9,6 +9,7 @@ import time
 from typing import IO, TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
 from ._files import atomic_write
+from ._runs import register_if_in_run
 
 __all__ = ["CsvLog", "CsvFormatError", "read_arrays", "read_csv", "read_header", "read_rows",
            "release_memory"]
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
     import pyarrow as pa
+
+_STEP = "step"  # schema.Col.STEP (schema imports this module, not the reverse)
 
 # one row: values in column order, or a dict keyed by column name
 Row = Sequence[Any] | dict[str, Any]
@@ -41,21 +44,33 @@ class CsvLog:
     leaves half a row. A half row left by a killed process is cut off when
     the file is opened again.
 
+    A file opened inside the folder of an active run (a mindexp run, see
+    ``_registry.run_declared``) registers itself with that run, so the
+    run's resume cuts it back to the checkpoint's step by ``step_column``.
+
     Args:
         path: file to write.
         fieldnames: column names, in order.
         flush_rows: rows buffered before a write.
         flush_seconds: longest time a row stays buffered (checked on write).
+        step_column: the column holding the global step, by which a resume
+            cuts the log back; by default ``"step"`` when it is a column, else
+            None (a resume leaves the log as it is).
     """
 
     def __init__(self, path: str | os.PathLike[str], fieldnames: Sequence[str],
-                 flush_rows: int = 256, flush_seconds: float = 2.0) -> None:
+                 flush_rows: int = 256, flush_seconds: float = 2.0,
+                 step_column: str | None = _STEP) -> None:
         if not fieldnames:
             raise ValueError(f"CsvLog needs at least one column. Received: fieldnames={fieldnames!r}")
         if flush_rows < 1:
             raise ValueError(f"flush_rows must be >= 1. Received: flush_rows={flush_rows!r}")
+        if step_column is not None and step_column not in fieldnames and step_column != _STEP:
+            raise ValueError(f"step_column must be one of the columns {list(fieldnames)} or None. "
+                             f"Received: step_column={step_column!r}")
         self.path = os.fspath(path)
         self.fieldnames = list(fieldnames)
+        self.step_column = step_column if step_column in self.fieldnames else None
         self.flush_rows = int(flush_rows)
         self.flush_seconds = float(flush_seconds)
         self._rows: list[Sequence[Any]] = []
@@ -80,10 +95,21 @@ class CsvLog:
                 "write to another directory or remove the file")
         return self
 
+    def holds_rows(self) -> bool:
+        """True when the file holds a row below its header (flushed rows only)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.readline()
+                return bool(f.read(1))
+        except FileNotFoundError:
+            return False
+
     def open(self) -> CsvLog:
         """Open for appending, checking or writing the header. Idempotent."""
         if self._file is not None:
             return self
+        # before the file exists: a kill right after its first row leaves it registered
+        register_if_in_run(self.path, self.step_column)
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         header = self.check()._read_header()
         self._cut_partial_row()

@@ -6,7 +6,8 @@ from typing import Any, Mapping
 
 from mindspore.train import Callback, RunContext
 
-from ._common import MODES, monitored_value
+from ._common import monitored_value
+from .direction import metric_direction
 from .eval_loss import EVAL_LOSS, check_loss_metric
 
 __all__ = ["EarlyStopping"]
@@ -22,24 +23,22 @@ class EarlyStopping(Callback):
     ``"eval_loss"`` is the Model's ``"loss"`` metric, mindexp's
     ``EvalLoss`` (the eval set's loss; MindSpore's own ``eval_loss`` is the
     last batch's), refused at train begin when the Model lacks it. ``mode`` is
-    ``"min"`` or ``"max"``: required unless monitoring the loss (a wrong
-    default silently keeps the worst model).
+    ``"min"`` or ``"max"``; None follows the name (``loss``, ``eval_loss``,
+    ``eval_mae``: min; ``eval_accuracy``, ``f1``: max; see
+    :mod:`mindexp.callbacks.direction`) and a name that does not say is
+    refused (a wrong default silently keeps the worst model).
 
     Args:
         monitor: ``"loss"`` or an eval metric name.
         patience: epochs without improvement before stopping.
         min_delta: smallest change that counts as an improvement.
-        mode: ``"min"`` or ``"max"``.
+        mode: ``"min"`` or ``"max"``; None: from the name of ``monitor``.
     """
 
     def __init__(self, monitor: str = "loss", patience: int = 5, min_delta: float = 0.0,
                  mode: str | None = None) -> None:
         super().__init__()
-        if mode is None and monitor == "loss":
-            mode = "min"
-        if mode not in MODES:
-            raise ValueError(f"EarlyStopping(monitor={monitor!r}) needs `mode` set to one of {MODES}. "
-                             f"Received: mode={mode!r}")
+        mode = metric_direction(monitor, mode)
         if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
             raise ValueError(f"`patience` must be an integer >= 1. Received: patience={patience!r}")
         if not isinstance(min_delta, (int, float)) or min_delta < 0:

@@ -43,11 +43,15 @@ class EvalMonitor(LogCallback):
         steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
             call's dataset holds only the rest of an interrupted epoch (a
             resume mid-epoch); None: the dataset's size.
+        append: continue an existing ``eval.csv`` that holds rows already;
+            without it such a file is refused, unless a mindexp run holds it.
     """
 
     def __init__(self, directory: str | os.PathLike[str], metrics: str | Sequence[str],
-                 all_ranks: bool = False, steps_per_epoch: int | None = None) -> None:
+                 all_ranks: bool = False, steps_per_epoch: int | None = None,
+                 append: bool = False) -> None:
         super().__init__()
+        self.append = bool(append)
         self.directory = check_directory(directory)
         if isinstance(metrics, str):
             metrics = [metrics]
@@ -68,7 +72,7 @@ class EvalMonitor(LogCallback):
                 check_loss_metric("EvalMonitor")
             self._check_names(list(metric_fns))
         path = log_path(self.directory, schema.EVAL.filename, self.all_ranks)
-        self._log = CsvLog(path, list(schema.EVAL.columns) + self.metrics, flush_rows=1).check() \
+        self._log = self._checked_log(path, list(schema.EVAL.columns) + self.metrics, flush_rows=1) \
             if path else None
 
     def on_train_epoch_end(self, run_context: RunContext) -> None:

@@ -37,11 +37,15 @@ class GradNormMonitor(LogCallback):
         steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
             call's dataset holds only the rest of an interrupted epoch (a
             resume mid-epoch); None: the dataset's size.
+        append: continue an existing ``grad_norm.csv`` that holds rows already;
+            without it such a file is refused, unless a mindexp run holds it.
     """
 
     def __init__(self, directory: str | os.PathLike[str], every: int = 1, per_param: bool = False,
-                 all_ranks: bool = False, steps_per_epoch: int | None = None) -> None:
+                 all_ranks: bool = False, steps_per_epoch: int | None = None,
+                 append: bool = False) -> None:
         super().__init__()
+        self.append = bool(append)
         self.directory = check_directory(directory)
         self.every = check_every("every", every)
         self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
@@ -58,10 +62,10 @@ class GradNormMonitor(LogCallback):
         self._names = tuple(getattr(network, "param_names", ()))
         self._float_reader = None
         path = log_path(self.directory, schema.GRAD_NORM.filename, self.all_ranks)
-        self._log = CsvLog(path, schema.GRAD_NORM.columns).check() if path else None
+        self._log = self._checked_log(path, schema.GRAD_NORM.columns) if path else None
         ppath = log_path(self.directory, schema.GRAD_NORM_PARAMS.filename, self.all_ranks)
         if self.per_param and ppath:
-            self._params_log = CsvLog(ppath, schema.GRAD_NORM_PARAMS.columns).check()
+            self._params_log = self._checked_log(ppath, schema.GRAD_NORM_PARAMS.columns)
 
     def on_train_step_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()

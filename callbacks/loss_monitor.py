@@ -55,6 +55,8 @@ class LossMonitor(LogCallback):
         steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
             call's dataset holds only the rest of an interrupted epoch (a
             resume mid-epoch); None: the dataset's size.
+        append: continue an existing ``loss.csv`` that holds rows already;
+            without it such a file is refused, unless a mindexp run holds it.
     """
 
     ON_NAN = ("raise", "stop")
@@ -62,8 +64,10 @@ class LossMonitor(LogCallback):
     def __init__(self, directory: str | os.PathLike[str], every: int = 1, all_ranks: bool = False,
                  time_offset: float = 0.0, on_nan: str = "raise",
                  steps_per_epoch: int | None = None,
-                 lr: float | Sequence[float] | None = None) -> None:
+                 lr: float | Sequence[float] | None = None,
+                 append: bool = False) -> None:
         super().__init__()
+        self.append = bool(append)
         if on_nan not in self.ON_NAN:
             raise ValueError(f"`on_nan` must be one of {', '.join(map(repr, self.ON_NAN))}. "
                              f"Received: on_nan={on_nan!r}")
@@ -89,7 +93,7 @@ class LossMonitor(LogCallback):
         path = log_path(self.directory, schema.LOSS.filename, self.all_ranks)
         self._parts = _components_of(getattr(cb_params, "train_network", None))
         columns = schema.LOSS.columns + self._parts[0]
-        self._log = CsvLog(path, columns).check() if path else None
+        self._log = self._checked_log(path, columns) if path else None
         self._lr = _LearningRate(None if self.lr is not None else optimizer_of(cb_params), self.lr)
         self._float_reader = None
         if self._t0 is None:  # a second Model.train on the same monitor keeps the clock

@@ -72,13 +72,17 @@ class ParameterTracker(LogCallback):
             to the host; the budget then does not apply, their cost is part
             of the step) or ``"auto"``: the graph's when the train network
             returns them for every such parameter, else the host's.
+        append: continue an existing ``params.csv`` that holds rows already;
+            without it such a file is refused, unless a mindexp run holds it.
     """
 
     def __init__(self, directory: str | os.PathLike[str], names: str | Sequence[str] | None = None,
                  every: int = 1, max_values: int = 16, all_ranks: bool = False,
                  steps_per_epoch: int | None = None, budget: float | None = None,
-                 stats: str = "auto") -> None:
+                 stats: str = "auto",
+                 append: bool = False) -> None:
         super().__init__()
+        self.append = bool(append)
         self.directory = check_directory(directory)
         self.names = _check_names(names)
         self.every = check_every("every", every)
@@ -105,7 +109,7 @@ class ParameterTracker(LogCallback):
         cb_params = run_context.original_args()
         self._params = self._select(trained_parameters(cb_params))
         path = log_path(self.directory, schema.PARAMS.filename, self.all_ranks)
-        self._log = CsvLog(path, schema.PARAMS.columns).check() if path else None
+        self._log = self._checked_log(path, schema.PARAMS.columns) if path else None
         self._block = _Block([(int(p.size), self._labels(p.name, p.size), p.dtype == mstype.float32)
                               for p in self._params], self.max_values)
         self._graph = self._graph_stats(cb_params, self._block)

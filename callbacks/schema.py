@@ -29,6 +29,7 @@ RUN_LOCK = ".run.lock"                 # held for each read-change-write of run.
 RESUME_LOCK = ".lock"                  # held by a resume for its whole run (pid, host inside)
 WORKER_LOCK = "worker-{host}-{pid}.lock"  # a search worker's, in <study>/logs/, held while it lives
 SPACE_RESERVE = ".space-reserve"       # freed when the disk fills, so run.json can still say why
+LOG_REGISTRY = "logs.json"             # every log of the run and its step column (resume cuts each)
 ERROR_FILE = "error.txt"               # the full traceback of a failed run
 EVALUATIONS_CSV = "evaluations.csv"    # one row per `mindexp evaluate`
 CHECKPOINT_DIR = "checkpoints"         # <CHECKPOINT_DIR>/epochEEEE-stepSSSSSSS.ckpt

@@ -51,11 +51,15 @@ class SystemMonitor(LogCallback):
             only, unless ``all_ranks``).
         start_step: steps trained before (a resumed run).
         time_offset: seconds added to ``time_s`` (a resumed run).
+        append: continue an existing ``system.csv`` that holds rows already;
+            without it such a file is refused, unless a mindexp run holds it.
     """
 
     def __init__(self, directory: str | os.PathLike[str], every_s: float = 5.0, all_ranks: bool = False,
-                 start_step: int = 0, time_offset: float = 0.0, per_node: bool = True) -> None:
+                 start_step: int = 0, time_offset: float = 0.0, per_node: bool = True,
+                 append: bool = False) -> None:
         super().__init__()
+        self.append = bool(append)
         self.directory = check_directory(directory)
         if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or every_s <= 0:
             raise ValueError(f"`every_s` must be a number > 0. Received: every_s={every_s!r}")
@@ -79,7 +83,7 @@ class SystemMonitor(LogCallback):
             return
         self._device = device_memory_reader()
         columns = schema.SYSTEM.columns if self._device else schema.SYSTEM.required
-        self._log = CsvLog(path, columns).check()
+        self._log = self._checked_log(path, columns)
         if self._t0 is None:  # a second Model.train on the same monitor keeps the clock
             self._t0 = time.monotonic()
         self._sample(first=True)

@@ -19,6 +19,7 @@ _EXPORTS = {
     "Runs": "analysis.notebook", "plot": "analysis.notebook",
     "TrainingError": "errors", "diff": "manage.diff",
     "tune": "search", "study_frame": "search", "sweep": "search", "to_mlflow": "analysis.mlflow_export",
+    "track": "train.tracked", "TrackedRun": "train.tracked",
 }
 __all__ = sorted(_EXPORTS)
 

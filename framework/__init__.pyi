@@ -22,6 +22,8 @@ from .manage.diff import diff as diff
 from .search import study_frame as study_frame
 from .search import sweep as sweep
 from .search import tune as tune
+from .train.tracked import TrackedRun as TrackedRun
+from .train.tracked import track as track
 
 __version__: str
 __all__: list[str]

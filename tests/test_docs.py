@@ -302,7 +302,8 @@ def test_the_api_reference_shows_the_public_names(site):
     where, _ = site
     mindexp = (where / "reference" / "mindexp" / "index.html").read_text(encoding="utf-8")
     for name in ("Experiment", "Config", "Run", "Runs", "load_run", "load_runs", "compare",
-                 "history", "plot", "diff", "tune", "study_frame", "sweep", "Lazy", "ConfigError"):
+                 "history", "plot", "diff", "tune", "study_frame", "sweep", "Lazy", "ConfigError",
+                 "track", "TrackedRun"):
         assert re.search(rf'<h[23] id="mindexp\.[\w.]*\b{name}"', mindexp), name
     callbacks = (where / "reference" / "callbacks" / "index.html").read_text(encoding="utf-8")
     for name in ("LossMonitor", "ParameterTracker", "GradNormMonitor", "EvalMonitor", "Checkpoint",

@@ -219,9 +219,16 @@ def _folder_files(run):
         for root, _dirs, files in os.walk(os.path.join(run.dir, top)):
             folder = os.path.relpath(root, run.dir).replace(os.sep, "/")
             yield from ((os.path.join(root, f), folder) for f in sorted(files))
-    checkpoint = run.checkpoint(best=True) or run.checkpoint()
+    checkpoint = model_checkpoint(run)
     if checkpoint:
         yield checkpoint, schema.CHECKPOINT_DIR
+
+
+def model_checkpoint(run):
+    """The checkpoint uploaded as the run's model: the one ``evaluate --checkpoint
+    best`` uses, else (no best kept) the last; None when the run has none."""
+    from ..callbacks import list_checkpoints
+    return run.checkpoint(best=bool(list_checkpoints(run.dir, "best"))) or run.checkpoint()
 
 
 def _stored_sizes(client, run_id):

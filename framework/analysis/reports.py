@@ -17,7 +17,7 @@ from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
 from ..rundir.meta import UNREADABLE, UnreadableRun
-from ..rundir.summary import eval_name, log_summary, lower_is_better, stored_summary  # noqa: F401
+from ..rundir.summary import eval_name, log_summary, stored_summary  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd

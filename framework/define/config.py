@@ -1,12 +1,12 @@
 """The common experiment config, and turning user values into it."""
 import dataclasses
 import difflib
-import re
 import types
 import typing
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Tuple, TypeVar
 
+from ..callbacks.direction import MODES as DIRECTIONS, direction_of_name
 from ..errors import ConfigError
 from .metrics import METRIC_NAMES
 
@@ -29,12 +29,6 @@ _NONE_WORDS = ("none", "null", "")
 
 MONITOR_MODES = ("auto", "min", "max")
 PARAM_STATS = ("auto", "host", "graph")
-# The direction of a value from the words of its name: early_stop and
-# checkpoint_monitor ("auto"), tune's --objective, gc --by, the best of a metric.
-LOWER_IS_BETTER = frozenset({"loss", "error", "err", "mae", "mse", "rmse", "mape", "nll", "l1",
-                             "l2", "perplexity", "distance", "hausdorff"})
-HIGHER_IS_BETTER = frozenset({"accuracy", "acc", "top1", "top5", "auc", "f1", "precision",
-                              "recall", "r2", "iou", "dice", "bleu", "rouge"})
 
 
 @dataclass
@@ -176,29 +170,19 @@ def _is_monitor(value: str, empty_ok: bool = False) -> bool:
 
 
 def monitor_mode(name: str, mode: str = "auto", metrics: Any = None) -> str | None:
-    """``"min"`` or ``"max"`` for a monitored value, or None when unknown.
+    """``"min"`` or ``"max"`` for a monitored value, or None when unknown
+    (callers refuse it in their own words, naming their config field).
 
-    ``mode`` other than auto wins; otherwise the direction follows the name
-    (``loss``, ``eval_mae``: min; ``eval_accuracy``: max). ``metrics`` is the
-    experiment's ``metrics()``: a dict there maps an eval column to its metric.
+    The rule is :mod:`mindexp.callbacks.direction`'s: ``mode`` other than
+    auto wins, otherwise the name says it (``loss``, ``eval_mae``: min;
+    ``eval_accuracy``: max). ``metrics`` is the experiment's ``metrics()``:
+    a dict there maps an eval column to its metric, whose name is read.
     """
-    if mode in ("min", "max"):
+    if mode in DIRECTIONS:
         return mode
     metric = name[len("eval_"):] if name.startswith("eval_") else name
     renamed = metrics.get(metric) if isinstance(metrics, dict) else None
     return direction_of_name(renamed if isinstance(renamed, str) else metric)
-
-
-def direction_of_name(name: object) -> str | None:
-    """``"min"``, ``"max"`` or None from the words of ``name``: the last of its
-    words that says (``eval_accuracy``, ``final_loss``, ``dense.weight_error``,
-    ``top5_error``: the error of top5)."""
-    for word in reversed(re.split(r"[^a-z0-9]+", str(name).lower())):
-        if word in LOWER_IS_BETTER:
-            return "min"
-        if word in HIGHER_IS_BETTER:
-            return "max"
-    return None
 
 
 def resolve(config_cls: type[C], *sources: Mapping[str, Any] | None) -> C:

@@ -27,6 +27,31 @@ def _experiments_dir() -> str:
 EXPERIMENTS_DIR = _experiments_dir()
 
 
+# The entry of a run made by ``mindexp.track`` in a user's script: ``script:/path/x.py``.
+# No class rebuilds such a run; the script itself does (``track(..., resume=RUN)``).
+SCRIPT_PREFIX = "script:"
+
+
+def script_entry(path):
+    """The entry of a script run whose script is ``path``."""
+    return SCRIPT_PREFIX + path
+
+
+def is_script_entry(entry):
+    """True for the entry of a run made by ``mindexp.track`` in a script."""
+    return isinstance(entry, str) and entry.startswith(SCRIPT_PREFIX)
+
+
+def refuse_script_run(run_dir, entry, action):
+    """MindexpError (one line) when ``entry`` is a script run's: ``action``
+    (resume, rerun) needs an experiment class, and a script run has none."""
+    if is_script_entry(entry):
+        raise MindexpError(f"cannot {action} {run_dir}: it is a script run (made by "
+                           f"mindexp.track in {entry[len(SCRIPT_PREFIX):]}), which has no "
+                           "experiment class to rebuild it; re-run the script with "
+                           f"track(..., resume=RUN_DIR). Received: entry={entry!r}")
+
+
 def entry_of(exp):
     """The entry of an experiment object: the one it was loaded from, else its class's."""
     return getattr(exp, "entry", None) or f"{type(exp).__module__}:{type(exp).__qualname__}"
@@ -34,6 +59,7 @@ def entry_of(exp):
 
 def load_experiment(entry):
     """Import ``module:Class`` or ``/path/file.py:Class`` and check it."""
+    refuse_script_run("this run", entry, "rebuild the experiment of")
     target, _, class_name = entry.rpartition(":")
     if target.startswith("experiments."):  # runs made before the one package name
         target = SHIPPED_PREFIX + target[len("experiments."):]

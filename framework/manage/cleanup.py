@@ -13,7 +13,7 @@ import os
 import shutil
 
 from ..errors import MindexpError, RunDirError
-from ..analysis.reports import lower_is_better
+from ..callbacks.direction import UnknownDirectionError, metric_direction
 from ..rundir.io import inside, is_run_dir, read_json, write_json
 from ..rundir.meta import read_meta
 from .runs import short_path
@@ -112,12 +112,22 @@ def _drop_best(table, keep, by):
         raise MindexpError(f"--by names an unknown column {by!r}; valid columns: "
                            f"{', '.join(map(str, table.columns))}. Received: --by {by}")
     import pandas as pd
-    ascending = lower_is_better(by) or by in ("final_loss", "min_loss", "loss")
+    ascending = _direction_of(by) == "min"
     values = pd.to_numeric(table[by], errors="coerce")
     ranked = table.assign(_value=values).sort_values("_value", ascending=ascending,
                                                      na_position="last", kind="stable")
     best = ranked.groupby("experiment", dropna=False, sort=False).head(keep).index
     return table.drop(index=best)
+
+
+def _direction_of(by):
+    """The rule of :mod:`mindexp.callbacks.direction`; a column it cannot read is refused."""
+    try:
+        return metric_direction(by)
+    except UnknownDirectionError:
+        raise MindexpError(f"--by {by}: cannot tell whether a lower or a higher {by} is better; "
+                           "accepted: a column whose name says it (final_loss, min_loss, eval_loss, "
+                           f"eval_accuracy, best_eval_f1, ...). Received: --by {by}") from None
 
 
 def describe(targets):

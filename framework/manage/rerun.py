@@ -22,12 +22,13 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     Raises MindexpError (one line) when ``run_dir`` is not a run, or its
     captured source is missing or corrupt (unless ``current_code``).
     """
-    from ..define.entry import load_experiment
+    from ..define.entry import load_experiment, refuse_script_run
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not is_run_dir(run_dir):
         raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no {schema.RUN_JSON})")
     refuse_if_held(run_dir, "rerun")  # a live run may still change
     meta = read_meta(run_dir, require=("entry",))
+    refuse_script_run(run_dir, meta["entry"], "rerun")  # its script reruns it
     config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     if current_code:
         entry = meta["entry"]

@@ -5,7 +5,8 @@ import re
 
 from ..callbacks import schema
 from ..errors import RunDirError
-from ..analysis.reports import find_run_dirs, format_value, lower_is_better
+from ..analysis.reports import eval_name, find_run_dirs, format_value
+from ..rundir.summary import run_direction
 from ..rundir.run import Run
 from ..rundir.run_lock import holder
 
@@ -66,8 +67,11 @@ def _head(run):
 
 
 def _config(run):
+    from ..define.entry import is_script_entry
     defaults = experiment_defaults(run.meta.get("entry"))
     head = ("config (* differs from the experiment's default)" if defaults else
+            "config (the script's own, given to mindexp.track)"
+            if is_script_entry(run.meta.get("entry")) else
             "config (the experiment's defaults are unknown)")
     cells = []
     for name, value in run.config.items():
@@ -198,17 +202,20 @@ def _eval(run):
 
 def eval_lines(run):
     """One line per eval.csv metric: ``eval_<metric>``, its last and best
-    value, each with its epoch (the end of ``mindexp run`` prints them too)."""
-    table = run.eval
+    value, each with its epoch (the end of ``mindexp run`` prints them too); no
+    best for a metric whose name does not say whether higher is better."""
+    table, epochs = run.eval, run.eval.get(schema.Col.EPOCH)
     lines = []
     for metric in [c for c in table.columns if c not in (schema.Col.EPOCH, schema.Col.STEP)]:
         values = table[metric].astype(float)
         if not values.notna().any():
             continue
-        best = values.idxmin() if lower_is_better(metric) else values.idxmax()
-        lines.append(f"  eval_{metric:<12} last {values.iloc[-1]:.6g} (epoch "
-                     f"{table[schema.Col.EPOCH].iloc[-1]})  best {values[best]:.6g} "
-                     f"(epoch {table[schema.Col.EPOCH][best]})")
+        line = f"  eval_{metric:<12} last {values.iloc[-1]:.6g} (epoch {epochs.iloc[-1]})"
+        direction = run_direction(run.config, eval_name(metric))
+        if direction is not None:
+            best = values.idxmin() if direction == "min" else values.idxmax()
+            line += f"  best {values[best]:.6g} (epoch {epochs[best]})"
+        lines.append(line)
     return lines
 
 

@@ -52,7 +52,28 @@ def capture_resume(exp, run_dir, number):
     return _capture_into(exp, run_dir, folder, os.path.join(folder, schema.ENVIRONMENT_FILE), None)
 
 
+def capture_script(path, run_dir, config_keys, number=0):
+    """Provenance of a script run (``mindexp.track``): the script ``path`` (None
+    or not a file: typed into a REPL or a notebook), git, packages, command.
+    ``number`` 0 is the run's start (returns the run.json fields to add, like
+    :func:`capture`); a resume's number returns the block for its resume entry."""
+    if number:
+        folder = os.path.join(schema.SOURCE_DIR, F.RESUME_DIR.format(n=number))
+        return _capture_file(path, None, run_dir, folder,
+                             os.path.join(folder, schema.ENVIRONMENT_FILE), None)
+    block = _capture_file(path, None, run_dir, schema.SOURCE_DIR, schema.ENVIRONMENT_FILE, None)
+    block[F.CONFIG_SET_KEY] = list(config_keys)
+    return {F.META_KEY: block, F.RERUN_KEY: None}
+
+
 def _capture_into(exp, run_dir, folder, environment_file, rerun_of):
+    return _capture_file(class_file(type(exp)), type(exp), run_dir, folder, environment_file,
+                         rerun_of)
+
+
+def _capture_file(path, cls, run_dir, folder, environment_file, rerun_of):
+    """Capture into ``folder``: the packages, and the file ``path`` defining
+    ``cls`` (an experiment class; None: ``path`` is a script) with its git state."""
     block = {"captured_at": now_iso(), "command": list(sys.argv), "cwd": os.getcwd(),
              "python_executable": sys.executable, "host": platform.node(),
              "env": mindspore_env(), "environment": None, "source": None, "git": None}
@@ -61,11 +82,11 @@ def _capture_into(exp, run_dir, folder, environment_file, rerun_of):
         write_file(os.path.join(run_dir, environment_file),
                    "".join(f"{p}\n" for p in installed_packages()))
         block["environment"] = environment_file
-        path = class_file(type(exp))
-        if path is None:
-            block["source_missing"] = f"{type(exp).__qualname__} is not defined in a file"
+        if path is None or not os.path.isfile(path):
+            what = cls.__qualname__ if cls is not None else "the script"
+            block["source_missing"] = f"{what} is not defined in a file"
             return block
-        block["source"] = _copy_source(type(exp), path, run_dir, folder)
+        block["source"] = _copy_source(cls, path, run_dir, folder)
         block["git"] = _git_block(path, run_dir, folder, rerun_of)
     except OSError as exc:  # provenance is a record, never a reason to fail training
         logger.warning("could not capture the provenance of %s: %s", run_dir, exc)
@@ -98,11 +119,11 @@ def is_shipped(cls):
 
 
 def _copy_source(cls, path, run_dir, folder):
-    """Copy the experiment's file (for a shipped one, also its private sibling
+    """Copy the experiment's file (a script's when ``cls`` is None) (for a shipped one, also its private sibling
     modules, e.g. ``_nets.py``, which hold the networks)."""
     names = [os.path.basename(path)]
     sub = ""
-    if is_shipped(cls):
+    if cls is not None and is_shipped(cls):
         sub = F.SHIPPED_FOLDER
         here = os.path.dirname(path)
         names += sorted(n for n in os.listdir(here) if n.startswith("_") and n.endswith(".py")
@@ -116,8 +137,8 @@ def _copy_source(cls, path, run_dir, folder):
         write_file(os.path.join(target, name), data)
         digests[os.path.join(sub, name) if sub else name] = F.sha256_of(os.path.join(target, name))
     entry_file = os.path.join(sub, names[0]) if sub else names[0]
-    return {"dir": folder, "origin": path, "entry_file": entry_file, "class": cls.__qualname__,
-            "files": digests}
+    return {"dir": folder, "origin": path, "entry_file": entry_file,
+            "class": cls.__qualname__ if cls is not None else None, "files": digests}
 
 
 # -- environment ---------------------------------------------------------------

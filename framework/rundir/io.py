@@ -11,12 +11,13 @@ from ..errors import ConfigError, RunDirError
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}$")
 
 
-def check_label(label):
-    """A run label is safe in a file name and can never escape the root."""
+def check_label(label, what="--name"):
+    """A run label is safe in a file name and can never escape the root;
+    ``what`` names it in the error (``--name``, ``track()'s name``)."""
     if label is None:
         return None
     if not isinstance(label, str) or not _LABEL.match(label) or ".." in label:
-        raise ConfigError("--name must be 1-64 characters of letters, digits, '.', '_', "
+        raise ConfigError(f"{what} must be 1-64 characters of letters, digits, '.', '_', "
                           f"'-', '+', '=' (no '/', '..' or control characters). Received: {label!r}",
                           field="name")
     return label

@@ -143,28 +143,34 @@ class Run:
                 for rank, path in schema.rank_files(self.dir, schema.SYSTEM.name).items()}
 
     def checkpoint(self, best: bool = False) -> str | None:
-        """Path of the latest checkpoint, or of the newest best one, or None."""
-        from ..callbacks import list_checkpoints
-        found = list_checkpoints(self.dir, "best" if best else "last")
-        return found[-1][2] if found else None
+        """Path of the last checkpoint, or (``best``) of the best one, or None
+        when the run has none: what :meth:`checkpoint_path` picks."""
+        from .checkpoints import NoCheckpointError
+        try:
+            return self.checkpoint_path("best" if best else "last")
+        except NoCheckpointError:
+            return None
 
     def checkpoint_path(self, checkpoint: str | int = "last") -> str:
-        """The file of ``checkpoint``: ``"last"`` (the newest regular one),
-        ``"best"`` (the best by the run's checkpoint_monitor) or a step number.
+        """The file of ``checkpoint``: ``"last"`` (the newest), ``"best"`` (the
+        best-ranked by the run's checkpoint_monitor and its direction), a step
+        number or a path; one that loads and holds finite weights (see
+        :func:`mindexp.rundir.checkpoints.choose_checkpoint`).
 
         Raises RunDirError (one line, naming what exists) when there is none.
         """
-        from .checkpoints import find_checkpoint
-        return find_checkpoint(self, checkpoint)
+        from .checkpoints import choose_checkpoint
+        return choose_checkpoint(self, checkpoint).path
 
     def network(self, checkpoint: str | int = "last", best: bool = False) -> nn.Cell:
         """Rebuild the experiment's network with a checkpoint loaded into it,
-        ready for inference: ``checkpoint`` is ``"last"``, ``"best"`` or a step
-        number (``best=True`` is the older spelling of ``"best"``)."""
+        ready for inference: ``checkpoint`` is ``"last"``, ``"best"``, a step
+        number or a path (``best=True`` is the older spelling of ``"best"``)."""
         import mindspore as ms
-        path = self.checkpoint_path("best" if best else checkpoint)
+        from .checkpoints import choose_checkpoint
+        chosen = choose_checkpoint(self, "best" if best else checkpoint)
         net = self.experiment().network()
-        ms.load_param_into_net(net, ms.load_checkpoint(path), strict_load=False)
+        ms.load_param_into_net(net, chosen.params, strict_load=False)
         return net
 
     def experiment(self) -> BaseExperiment:

@@ -11,7 +11,7 @@ their CSVs through the same function, so both ways give the same table.
 """
 
 from ..callbacks import schema
-from ..define.config import direction_of_name
+from ..define.config import monitor_mode
 
 SUMMARY_KEY = "summary"
 # Bump when the content changes: a record of another version is ignored.
@@ -25,7 +25,8 @@ def log_summary(run):
 
     Raises RunDirError when a log is unreadable (as reading it would)."""
     return {"version": SUMMARY_VERSION, "loss": _loss_summary(run.loss),
-            "params": _final_scalar_params(run.params), "eval": _eval_summary(run.eval),
+            "params": _final_scalar_params(run.params),
+            "eval": _eval_summary(run.eval, run.config),
             "system": system_summary(*run.system_by_rank.values())}
 
 
@@ -82,17 +83,20 @@ def _final_scalar_params(params):
             if not ("[" in str(name) or ":" in str(name))}
 
 
-def _eval_summary(table):
-    """``{eval_<metric>: last, best_eval_<metric>: best}`` over eval.csv's metric columns."""
+def _eval_summary(table, config):
+    """``{eval_<metric>: last, best_eval_<metric>: best}`` over eval.csv's metric
+    columns; no best for a metric whose direction is unknown (never guessed)."""
     if len(table.columns):
         table = table.rename(columns=eval_name)
     out = {}
     for column in table.columns:
         values = table[column].dropna() if column not in (schema.Col.EPOCH, schema.Col.STEP) else ()
-        if len(values):
-            out[column] = float(values.iloc[-1])
-            best = values.min() if lower_is_better(column) else values.max()
-            out[f"best_{column}"] = float(best)
+        if not len(values):
+            continue
+        out[column] = float(values.iloc[-1])
+        direction = run_direction(config, column)
+        if direction is not None:
+            out[f"best_{column}"] = float(values.min() if direction == "min" else values.max())
     return out
 
 
@@ -104,8 +108,12 @@ def eval_name(metric):
         else f"eval_{metric}"
 
 
-def lower_is_better(metric):
-    """True for loss/error-like metric names (``mae``, ``val_loss``, ``rmse``);
-    any other metric (accuracy, f1, ...) is maximized. The rule is the config's
-    (``early_stop_mode=auto``, ``tune --objective``)."""
-    return direction_of_name(metric) == "min"
+def run_direction(config, name):
+    """``"min"``, ``"max"`` or None (unknown) for a value a run logged, named
+    as everywhere but eval.csv (``loss``, ``eval_loss``, ``eval_accuracy``).
+
+    The rule of :mod:`mindexp.callbacks.direction`, with the run's own
+    ``early_stop_mode`` winning for the value it stopped on (``config``: the
+    run's config.json)."""
+    mode = config.get("early_stop_mode", "auto") if name == config.get("early_stop") else "auto"
+    return monitor_mode(name, mode)

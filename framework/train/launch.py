@@ -12,11 +12,9 @@ from ..callbacks._mindspore import local_rank_id
 from ..define.entry import entry_of, load_experiment
 from ..errors import TrainingError
 from ..rundir.record import RunRecord
-from ..rundir.run_lock import create_locked
-from . import failures
 from .preflight import prepare
 from .session import Session
-from .signals import SignalStop
+from .tracked import finish_record, hold_new_run, hold_signals, reserve_or_fail
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +45,9 @@ def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None, f
     with contextlib.ExitStack() as held:
         # msrun's launcher forwards a signal to its workers (distributed.launch):
         # only a run trained here keeps SIGINT/SIGTERM until run.json is final.
-        stopper = held.enter_context(SignalStop()) if workers <= 1 else None
+        stopper = hold_signals(held) if workers <= 1 else None
         if resume is None:
-            run_dir, lock = create_locked(out, exp.experiment_name(), label)
-            held.callback(lock.release)  # last: after run.json is final
+            run_dir = hold_new_run(held, out, exp.experiment_name(), label)  # released last
             previous = None
         else:
             run_dir, previous = resume.run_dir, resume.meta
@@ -118,11 +115,10 @@ def _create_shared_run_dir(exp, out, label, held):
     """Rank 0: create the locked run folder and send its id to every rank."""
     from . import distributed
     try:
-        run_dir, lock = create_locked(out, exp.experiment_name(), label)
+        run_dir = hold_new_run(held, out, exp.experiment_name(), label)
     except Exception:
         distributed.share_run_id(None)  # the other ranks wait for an id: none
         raise
-    held.callback(lock.release)
     distributed.share_run_id(os.path.basename(run_dir))
     return run_dir
 
@@ -182,30 +178,15 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
     record.write_config(_config.to_dict(exp.config))
     record.write()
     if writer:  # so run.json can still say why on a full disk
-        _reserve_or_fail(record, run_dir)
-    Session(exp, plan, run_dir, quiet, shard, stopper).execute(record, resume)
-    if writer and finish is not None:
-        finish(run_dir, record.status)  # before the final record: a completed run has all its files
-    if writer:
-        failures.release_space(run_dir)
-    record.write()
+        reserve_or_fail(record)
+    from ..callbacks._registry import run_declared
+    with run_declared(run_dir):  # every log opened inside the run folder registers with it
+        Session(exp, plan, run_dir, quiet, shard, stopper).execute(record, resume)
+    finish_record(record, finish)  # the same last writes as a tracked script's run
     if record.status == "failed":
         raise TrainingError(record.meta.get("error") or "training failed",
                             run_dir=run_dir if writer else None)
     return run_dir if writer else None
-
-
-def _reserve_or_fail(record, run_dir):
-    """Set space aside for the final record, or fail the run now, while run.json
-    can still be rewritten: training on would fail at a later write, with no room
-    left to record why (its run.json would say running for good)."""
-    error = failures.reserve_space(run_dir)
-    if error is None:
-        return
-    record.failed(f"{failures.one_line(error)}: not even {failures.RESERVE_BYTES // 1024} KB "
-                  f"free for the run's records")
-    record.write()
-    raise TrainingError(record.meta["error"], run_dir=run_dir)
 
 
 def _new_record(exp, run_dir, entry, writer=True):

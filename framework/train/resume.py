@@ -5,7 +5,7 @@ import os
 
 from ..define import config as _config
 from ..callbacks import schema
-from ..define.entry import load_experiment
+from ..define.entry import load_experiment, refuse_script_run
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import read_json
 from ..rundir.meta import read_meta
@@ -67,6 +67,7 @@ def prepare_resume(run_dir, overrides=None):
     run_dir = check_run_dir(run_dir)
     resume_checks.check_logs_readable(run_dir, schema.STEP_LOGS)
     meta = read_meta(run_dir, require=("entry",))
+    refuse_script_run(run_dir, meta["entry"], "resume")  # its script resumes it (track)
     config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
     cls = load_experiment(meta["entry"])
     exp = cls({**config, **(overrides or {})})
@@ -130,38 +131,74 @@ def _check_early_stop_asked(meta, overrides, run_dir):
 
 def _latest_good_checkpoint(run_dir):
     """``(path, params, step, epoch)`` of the newest checkpoint that loads and
-    holds finite weights; a corrupt or non-finite (saved after a divergence)
-    newer one is skipped with a warning."""
-    import mindspore as ms
-    from ..callbacks import list_checkpoints
-    found = sorted(list_checkpoints(run_dir, "all"), key=lambda c: (c[0], "best-" not in c[2]))
-    corrupt, nonfinite = [], resume_checks.nonfinite_checkpoints(run_dir)
-    for step, epoch, path in reversed(found):
-        try:
-            params = ms.load_checkpoint(path)
-        except Exception as exc:  # MindSpore raises several types for a bad file
-            corrupt.append((path, str(exc).strip().splitlines()[0] if str(exc).strip() else ""))
-            continue
-        if os.path.normpath(path) in nonfinite or not resume_checks.weights_finite(params):
-            corrupt.append((path, "its loss or weights are not finite"))
-            continue
-        for bad, why in corrupt:
-            kind = "non-finite" if why.endswith("not finite") else "corrupt"
-            logger.warning("skipping %s checkpoint %s (%s)", kind, bad, why)
-        return path, params, step, epoch
-    what = "no checkpoint" if not found else \
-        f"no usable checkpoint ({len(corrupt)} corrupt or not finite)"
-    raise MindexpError(f"cannot resume {run_dir}: it has {what} in checkpoints/")
+    holds finite weights (the chooser's ``last``; a corrupt or non-finite newer
+    one is skipped with a warning)."""
+    from ..rundir.checkpoints import NoCheckpointError, choose_checkpoint
+    from ..rundir.run import Run
+    try:
+        chosen = choose_checkpoint(Run(run_dir), "last")
+    except NoCheckpointError as exc:
+        what = f"no usable checkpoint ({exc.unusable} corrupt or not finite)" if exc.unusable \
+            else "no checkpoint"
+        raise MindexpError(f"cannot resume {run_dir}: it has {what} in checkpoints/") from None
+    return chosen.path, chosen.params, chosen.step, chosen.epoch
 
 
 def truncate_logs(run_dir, step):
-    """Cut every step log back to ``step`` so the resumed run writes each step once."""
+    """Cut every log registered with the run back to ``step``, each by its own
+    step column, so the resumed run writes each step once. A CSV in the run
+    folder that nothing registered is left as it is, with one warning naming it."""
+    from ..callbacks._registry import registered_logs
+    logs = registered_logs(run_dir)
+    if logs is None:  # a run made before the registry (0.3): the logs it knew
+        logs = _legacy_registry(run_dir)
+    for name, column in sorted(logs.items()):
+        if column is not None:
+            _cut_log(os.path.join(run_dir, name), column, step)
+    for path in _unregistered_csvs(run_dir, logs):
+        logger.warning("%s: a CSV no writer registered with the run, left as it is: resume cuts "
+                       "back only registered logs (a CsvLog inside the run folder, or "
+                       "register_log)", path)
+
+
+def _cut_log(path, column, step):
     from ..callbacks.csv_log import CsvLog, read_header
+    header = read_header(path)
+    if not header:
+        return
+    if column not in header:
+        logger.warning("%s: registered with step column %r, which it lacks (columns %s); "
+                       "left as it is", path, column, ",".join(header))
+        return
+    CsvLog(path, header).truncate_after(step, column)
+
+
+def _legacy_registry(run_dir):
+    """The registry of a run made before registries, written now: the step logs
+    of mindexp 0.3 (each rank's file too) by ``step``, and evaluations.csv kept."""
+    from ..callbacks._registry import register_log, registered_logs
     for name in schema.STEP_LOGS:
-        path = os.path.join(run_dir, name)
-        header = read_header(path)
-        if header and schema.Col.STEP in header:
-            CsvLog(path, header).truncate_after(step)
+        for path in schema.rank_files(run_dir, name).values():
+            register_log(path, schema.Col.STEP, run_dir=run_dir)
+    register_log(os.path.join(run_dir, schema.EVALUATIONS_CSV), None, run_dir=run_dir)
+    return registered_logs(run_dir)
+
+
+# Folders of a run that hold no logs of it (copies of the user's code, msrun's own files).
+_NOT_LOGS = (schema.SOURCE_DIR, schema.MSRUN_DIR, schema.CHECKPOINT_DIR)
+
+
+def _unregistered_csvs(run_dir, logs):
+    """The CSV files under ``run_dir`` that are not in ``logs``, sorted."""
+    found = []
+    for folder, dirs, files in os.walk(run_dir):
+        if folder == run_dir:
+            dirs[:] = [d for d in dirs if d not in _NOT_LOGS]
+        for name in files:
+            rel = os.path.relpath(os.path.join(folder, name), run_dir).replace(os.sep, "/")
+            if name.endswith(".csv") and rel not in logs:
+                found.append(os.path.join(folder, name))
+    return sorted(found)
 
 
 def _logged_at(run_dir, step):

@@ -5,10 +5,9 @@
   or append to a record nobody can read.
 - A diverged run resumed with the very config that made it diverge does it
   again: refused unless some config value changes.
-- Checkpoints saved after a divergence hold non-finite weights: skipped.
+- (Checkpoints saved after a divergence hold non-finite weights: the chooser,
+  ``rundir.checkpoints``, skips them.)
 """
-import csv
-import math
 import os
 
 from ..callbacks import schema
@@ -72,33 +71,3 @@ def check_not_diverged_again(run_dir, meta, old_config, new_config):
     why = (meta.get("error") or "diverged").removeprefix("diverged: ")
     raise MindexpError(f"cannot resume {run_dir}: it diverged ({why}) and the same config "
                        f"diverges again; change what caused it, e.g. --set lr=<smaller>{lr}")
-
-
-def nonfinite_checkpoints(run_dir):
-    """Paths of the checkpoints whose loss in checkpoints.csv is not finite."""
-    path = os.path.join(run_dir, schema.CHECKPOINTS.filename)
-    bad = set()
-    if not os.path.exists(path):
-        return bad
-    with open(path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            try:
-                finite = math.isfinite(float(row.get(schema.Col.LOSS) or 0.0))
-            except ValueError:
-                finite = False
-            if not finite and row.get(schema.Col.FILE):
-                bad.add(os.path.normpath(os.path.join(run_dir, row[schema.Col.FILE])))
-    return bad
-
-
-def weights_finite(params):
-    """True when every float parameter of a loaded checkpoint is finite."""
-    import numpy as np
-    for value in params.values():
-        try:
-            array = value.asnumpy() if hasattr(value, "asnumpy") else np.asarray(value)
-        except (TypeError, RuntimeError):  # a dtype numpy lacks (bfloat16): not checked
-            continue
-        if array.dtype.kind == "f" and not np.isfinite(array).all():
-            return False
-    return True

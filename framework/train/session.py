@@ -11,6 +11,7 @@ from ..callbacks import schema
 from ..errors import ConfigError
 from ..rundir.io import now_iso
 from . import compile_dumps, failures
+from .tracked import note_signal
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class Session:
         self.cfg = exp.config
         from .signals import SignalStop
         self.stopper = stopper or SignalStop()  # the runner's, held until run.json is final
+        self.steps = None  # the RunSteps heading the callbacks (see _callbacks)
         self.loss_cb = None
         self.param_cb = None
         self.early_stop_cb = None
@@ -49,7 +51,7 @@ class Session:
                 self._train(resume)
         except KeyboardInterrupt:
             meta.update(status="interrupted", error="interrupted (second signal)")
-            _note_signal(meta, self.stopper.signum)
+            note_signal(meta, self.stopper.signum)
         except Exception as exc:  # the run failed: keep why, the caller raises
             record.failed(failures.one_line(exc))
             if self.shard_id == 0:  # the full traceback: error.txt in the run directory
@@ -57,9 +59,7 @@ class Session:
             logger.debug("training failed", exc_info=True)
         else:
             meta["status"] = self._status(meta)
-        self._summarize(meta, time.monotonic() - start, resume)
-        if record.writer:
-            _record_log_summary(record)
+        self._summarize(meta, time.monotonic() - start, resume)  # the log summary: finish_record
 
     def _train(self, resume):
         from ..callbacks import TrainStep
@@ -91,6 +91,7 @@ class Session:
             self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
 
     def _fit(self, model, metrics, epochs, initial_epoch, cbs, first_batch=0):
+        self.steps.steps_before = initial_epoch * self.plan.steps_per_epoch + first_batch
         train_ds = self._dataset("train", initial_epoch, first_batch)
         eval_ds = self._dataset("eval") if self.plan.eval is not None and metrics else None
         with startup_objects_frozen():
@@ -147,7 +148,9 @@ class Session:
                                    steps_per_epoch=spe, lr=self.lr)
         from ..callbacks import Timer
         self.timer = Timer()
-        cbs = [self.stopper.head(), self.timer, self.loss_cb]
+        from .steps import RunSteps
+        self.steps = RunSteps()  # first: every callback after it reads the run's step
+        cbs = [self.steps, self.stopper.head(), self.timer, self.loss_cb]
         if cfg.track_params:
             self.param_cb = ParameterTracker(d, names=list(cfg.track_names) or None,
                                              all_ranks=ranks, every=cfg.log_every,
@@ -194,7 +197,7 @@ class Session:
 
     def _status(self, meta):
         if self.stopper.signum is not None:
-            _note_signal(meta, self.stopper.signum)
+            note_signal(meta, self.stopper.signum)
             return "interrupted"
         if self.loss_cb is not None and self.loss_cb.stop_reason:
             meta["error"] = f"diverged: {self.loss_cb.stop_reason}"
@@ -350,18 +353,6 @@ def _amp(net, level, run_dir):
     return mixed_precision(net, level, run_dir)
 
 
-def _record_log_summary(record):
-    """Keep the summary of the logs in run.json, so reports read a finished run
-    from run.json alone (see rundir.summary); the logs are closed by now."""
-    from ..rundir.run import Run
-    from ..rundir.summary import SUMMARY_KEY, log_summary
-    record.meta.pop(SUMMARY_KEY, None)
-    try:
-        record.meta[SUMMARY_KEY] = log_summary(Run(record.run_dir))
-    except Exception:  # a report reads the CSVs instead; never fail the run for it
-        logger.debug("no log summary for %s", record.run_dir, exc_info=True)
-
-
 def _scalar_params(net):
     if net is None:
         return {}
@@ -370,10 +361,3 @@ def _scalar_params(net):
         if p.size == 1:
             out[p.name] = float(p.asnumpy().reshape(-1)[0])
     return out
-
-
-def _note_signal(meta, signum):
-    """run.json names the signal that stopped the run (``signal``: ``"SIGINT"``)."""
-    if signum is not None:
-        name = failures.signal_name(signum)
-        meta.update(signal=name, error=f"interrupted by {name}")

@@ -32,16 +32,13 @@ def open_run(run_dir):
 def load_model(run, checkpoint="last"):
     """Rebuild the run's network in its mode and device, with ``checkpoint`` loaded."""
     import mindspore as ms
-    path = run.checkpoint_path(checkpoint)
+    from ..rundir.checkpoints import choose_checkpoint
+    chosen = choose_checkpoint(run, checkpoint)
+    path = chosen.path
     exp = run.experiment()
     _set_context(exp.config)
     net = exp.network()
-    try:
-        params = ms.load_checkpoint(path)
-    except Exception as exc:  # MindSpore raises several types for a bad file
-        raise RunDirError(f"cannot read checkpoint {path}: {str(exc).strip().splitlines()[0]}") \
-            from None
-    missing, _ = ms.load_param_into_net(net, params, strict_load=False)
+    missing, _ = ms.load_param_into_net(net, chosen.params, strict_load=False)
     if missing:
         raise RunDirError(f"checkpoint {path} does not match the network of {run.dir}: it lacks "
                           f"{', '.join(missing[:5])}")

@@ -16,8 +16,9 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
     The metrics are the experiment's ``metrics()`` computed as during
     training (``Model.eval`` on ``dataset("eval", ...)``: unshuffled, every
     sample), so a checkpoint saved at an epoch's end gives that epoch's
-    eval.csv row. Returns a dict: ``checkpoint, step, epoch, split`` and one
-    value per metric; with ``record`` the row is appended to the run's
+    eval.csv row, every column of it in its names (the loss too when the run
+    added it because it watched ``eval_loss``). Returns a dict: ``evaluated_at,
+    checkpoint, step, epoch, split`` and one value per metric; with ``record`` the row is appended to the run's
     evaluations.csv. Bad input raises MindexpError before anything is written.
     """
     if split not in SPLITS:
@@ -25,7 +26,7 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
     run = open_run(run_dir)
     model = load_model(run, checkpoint)
     arrays = _split_arrays(model.exp, split)
-    spec = model.exp.metrics()
+    spec = _metrics_of_run(model.exp)
     if not spec:
         raise MindexpError(f"{model.exp.experiment_name()}.metrics() names no metric to evaluate")
     results = _run_eval(model, arrays, spec)
@@ -34,7 +35,23 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
     row = {**dict(zip(schema.EVALUATIONS.columns, fixed)), **results}
     if record:
         append_row(os.path.join(run.dir, schema.EVALUATIONS_CSV), row)
+        _register_evaluations(run.dir)
     return row
+
+
+def _metrics_of_run(exp):
+    """The metrics the run evaluated with: the experiment's, plus the loss the
+    run added because early_stop or checkpoint_monitor watched ``eval_loss``."""
+    from ..define.metrics import with_eval_loss
+    cfg = exp.config
+    return with_eval_loss(exp.metrics(), (cfg.early_stop, cfg.checkpoint_monitor))
+
+def _register_evaluations(run_dir):
+    """evaluations.csv is a log of the run a resume leaves as it is (no step to
+    cut by); a run made before the registry gets none here (its resume writes one)."""
+    from ..callbacks._registry import register_log, registered_logs
+    if registered_logs(run_dir) is not None:
+        register_log(os.path.join(run_dir, schema.EVALUATIONS_CSV), None, run_dir=run_dir)
 
 
 def _split_arrays(exp, split):

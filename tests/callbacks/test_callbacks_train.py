@@ -116,3 +116,18 @@ def test_checkpoint_reloads_into_a_fresh_network_with_equal_weights(tmp_path):
     assert np.array_equal(other.weight.asnumpy(), net.weight.asnumpy())
     assert np.array_equal(other.bias.asnumpy(), net.bias.asnumpy())
     assert "moment1.weight" in saved and saved["global_step"].asnumpy().item() == 12  # optimizer state
+
+
+@pytest.mark.slow  # trains: seconds
+def test_a_bare_monitor_refuses_a_log_with_rows_unless_asked_to_append(tmp_path):
+    model = Model(fresh_net(), nn.MSELoss(), nn.SGD(fresh_net().trainable_params(), 0.1))
+    model.train(1, dataset(), callbacks=[LossMonitor(tmp_path)])          # steps 1..4
+    before = (tmp_path / "loss.csv").read_bytes()
+    with pytest.raises(ValueError) as refused:
+        model.train(1, dataset(), callbacks=[LossMonitor(tmp_path)])
+    message = str(refused.value)
+    assert "\n" not in message and str(tmp_path / "loss.csv") in message
+    assert "append=True" in message and message.endswith("Received: append=False")
+    assert (tmp_path / "loss.csv").read_bytes() == before                 # nothing written
+    model.train(2, dataset(), callbacks=[LossMonitor(tmp_path, append=True)], initial_epoch=1)
+    assert read_csv(tmp_path, "loss.csv")["step"].tolist() == list(range(1, 9))

@@ -64,8 +64,8 @@ def test_loss_monitor_writes_every_nth_and_each_epochs_last_step(tmp_path, run_c
 
 def test_loss_monitor_numbers_steps_globally_after_initial_epoch(tmp_path, run_context):
     drive(LossMonitor(tmp_path), run_context(train_network=None), epochs=2, steps=5)
-    drive(LossMonitor(tmp_path), run_context(train_network=None), epochs=4, steps=5,
-          initial_epoch=2)
+    drive(LossMonitor(tmp_path, append=True), run_context(train_network=None), epochs=4,
+          steps=5, initial_epoch=2)  # a plain script's restart continues its log when asked
     rows = rows_of(tmp_path / "loss.csv")
     assert [int(r["step"]) for r in rows] == list(range(1, 21))
     assert [int(r["epoch"]) for r in rows[::5]] == [1, 2, 3, 4]
@@ -160,9 +160,9 @@ def test_no_callback_creates_a_file_before_its_first_write(tmp_path, run_context
     assert not (tmp_path / "logs").exists()
 
 
-def test_checkpoint_monitor_without_mode_is_an_error(tmp_path):
-    with pytest.raises(ValueError, match=r"needs `mode`.*Received: mode=None"):
-        Checkpoint(tmp_path, monitor="accuracy")
+def test_checkpoint_monitor_without_mode_is_an_error_when_the_name_does_not_say(tmp_path):
+    with pytest.raises(ValueError, match=r"needs `mode`.*Received: monitor='custom', mode=None"):
+        Checkpoint(tmp_path, monitor="custom")
 
 
 @pytest.mark.parametrize("kwargs", [{"every_epochs": -1}, {"keep_last": 1.5}, {"mode": "up"}])
@@ -189,7 +189,8 @@ def test_checkpoint_retention_keeps_last_n_and_ignores_temp_files(tmp_path, run_
 
 def test_checkpoint_retention_is_rebuilt_from_disk_after_a_restart(tmp_path, run_context, network):
     drive(Checkpoint(tmp_path, keep_last=2), run_context(train_network=network), epochs=3, steps=2)
-    drive(Checkpoint(tmp_path, keep_last=2), run_context(train_network=network), epochs=6, steps=2,
+    drive(Checkpoint(tmp_path, keep_last=2, append=True), run_context(train_network=network),
+          epochs=6, steps=2,
           initial_epoch=3)
     assert [s for s, _, _ in list_checkpoints(tmp_path)] == [10, 12]
 
@@ -255,10 +256,10 @@ def test_early_stopping_stops_after_patience_epochs_without_improvement(run_cont
     assert "did not improve on 0.5 for 3 epochs" in cb.stop_reason
 
 
-def test_early_stopping_on_an_eval_metric_needs_a_mode():
+def test_early_stopping_on_a_metric_whose_name_does_not_say_needs_a_mode():
     from mindexp.callbacks import EarlyStopping
-    with pytest.raises(ValueError, match=r"needs `mode`.*Received: mode=None"):
-        EarlyStopping(monitor="accuracy")
+    with pytest.raises(ValueError, match=r"needs `mode`.*Received: monitor='eval_custom', mode=None"):
+        EarlyStopping(monitor="eval_custom")
 
 
 @pytest.mark.parametrize("data", [
@@ -417,7 +418,7 @@ def test_parameter_tracker_rows_do_not_depend_on_where_a_block_starts(tmp_path, 
         out = tmp_path / f"run{len(blocks)}"
         step = 0
         for n in blocks:
-            tracker = ParameterTracker(out)
+            tracker = ParameterTracker(out, append=True)  # the second block continues
             ctx = run_context(train_network=net, optimizer=nn.SGD(params, 0.1), batch_num=8)
             p = ctx.original_args()
             tracker.on_train_begin(ctx)

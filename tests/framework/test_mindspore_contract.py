@@ -440,3 +440,21 @@ def test_all_reduce_sums_over_msruns_workers_on_cpu(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:]
     for rank in (0, 1):
         assert (tmp_path / f"rank{rank}.txt").read_text() == "3.0 1.0"
+
+
+def test_model_counts_steps_on_from_what_train_begin_left_in_cur_step_num(ms_graph):
+    """callbacks/_mindspore.count_steps_from (the framework's RunSteps): MindSpore
+    adds to cur_step_num from the value it holds after on_train_begin, and an
+    evaluation of Model.fit puts it back; step_info then takes it as it is."""
+    from mindspore.train import Callback
+
+    class From(Callback):
+        def on_train_begin(self, run_context):
+            cbms.count_steps_from(run_context.original_args(), 12)
+
+    net = nn.Dense(1, 1)
+    model = Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01), metrics={"mae": MAE()})
+    rec = Recorder()
+    model.fit(3, dataset(), dataset(), callbacks=[From(), rec], initial_epoch=1)
+    assert [int(s) for (_, s, _), _ in rec.steps] == [13, 14, 15, 16]
+    assert [g for _, g in rec.steps] == [13, 14, 15, 16]

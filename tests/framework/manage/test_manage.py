@@ -468,3 +468,14 @@ def test_gc_keep_best_by_an_unknown_column_is_refused(capsys, tmp_path):
                                    "--keep-best", "1", "--by", "nosuch", "--yes")[::2],
                           "--by names an unknown column 'nosuch'")
     assert "final_loss" in line and os.path.isdir(tmp_path / "toy" / "r1")
+
+
+def test_gc_keep_best_by_a_column_whose_name_does_not_say_is_refused(capsys, tmp_path):
+    """train_time_s says nothing about better: refused, never taken as maximised."""
+    make_run(tmp_path, "r1")
+    make_run(tmp_path, "r2", losses=(1.0, 0.1))
+    line = one_line_error(*mindexp(capsys, "gc", tmp_path, "--status", "completed",
+                                   "--keep-best", "1", "--by", "train_time_s", "--yes")[::2],
+                          "--by train_time_s: cannot tell whether a lower or a higher")
+    assert line.endswith("Received: --by train_time_s")
+    assert os.path.isdir(tmp_path / "toy" / "r1") and os.path.isdir(tmp_path / "toy" / "r2")

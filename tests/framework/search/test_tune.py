@@ -227,7 +227,8 @@ def test_sigint_marks_the_trial_interrupted_and_resume_runs_it_again(tmp_path):
 
 
 def test_the_objective_direction_follows_its_name_as_early_stopping_does():
-    from mindexp.define.config import direction_of_name, monitor_mode
+    from mindexp.callbacks.direction import direction_of_name
+    from mindexp.define.config import monitor_mode
     for name in ("eval_accuracy", "best_eval_accuracy", "eval_auc", "eval_f1", "eval_precision",
                  "eval_recall", "eval_r2", "eval_classification_accuracy"):
         assert direction_of_name(name) == "max" and monitor_mode(name) == "max", name

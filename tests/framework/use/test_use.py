@@ -164,7 +164,7 @@ def test_run_network_loads_best_last_or_a_step(spirals_run):
     index = checkpoints_index(run)
     best = index[index["kind"] == "best"]
     best = best[best["file"].map(lambda f: os.path.exists(os.path.join(run.dir, f)))]
-    best_file = best.sort_values(["score", "step"], ascending=False).iloc[0]["file"]
+    best_file = best.sort_values(["score", "step"], ascending=[False, True]).iloc[0]["file"]  # ties: the earlier
     assert run.checkpoint_path("best") == os.path.join(run.dir, best_file)
     for which, path in (("best", best_file), ("last", index[index["kind"] == "last"].iloc[-1]["file"]),
                         (16, "checkpoints/epoch0002-step0000016.ckpt")):
@@ -226,7 +226,7 @@ def test_evaluate_the_best_on_the_train_split_appends_a_row(spirals_run):
 @pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--checkpoint", "999"], "has no step 999 checkpoint; accepted: last, best or a step of"),
-    (["--checkpoint", "newest"], "--checkpoint must be best, last or a step number"),
+    (["--checkpoint", "newest"], "--checkpoint must be best, last, a step number >= 1 or a .ckpt"),
     (["--split", "test"], "invalid choice: 'test'"),
 ])
 def test_evaluate_bad_arguments_write_nothing(main_cli, spirals_run, args, message):

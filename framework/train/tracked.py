@@ -1,0 +1,422 @@
+"""track(): any MindSpore script is a run, in two lines.
+
+```python
+with mindexp.track("outputs", "my_script", config={"lr": 0.01}) as run:
+    model.train(10, dataset, callbacks=run.callbacks(model))
+```
+
+The context owns what a run owns: the locked run folder (``rundir.run_lock``),
+run.json from ``running`` to its final status (``rundir.record``), the
+signal handlers (``train.signals``), provenance, config.json, and the final
+record with the steps and the last loss of loss.csv. ``Experiment.run``
+shares its lifecycle helpers (:func:`hold_signals`, :func:`hold_new_run`,
+:func:`reserve_or_fail`, :func:`finish_record`), so a run's lifecycle has
+one owner.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import types
+from typing import Any, Callable, Iterable, Mapping
+
+from ..callbacks import schema
+from ..callbacks._registry import register_log, run_declared
+from ..define.entry import is_script_entry, script_entry
+from ..errors import ConfigError, MindexpError, TrainingError
+from ..rundir.io import check_label
+from ..rundir.meta import read_meta
+from ..rundir.record import RunRecord
+from ..rundir.run_lock import acquire, create_locked
+from . import failures
+from .signals import SignalStop
+
+__all__ = ["track", "TrackedRun"]
+
+logger = logging.getLogger(__name__)
+
+
+def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | None = None, *,
+          tags: Iterable[str] = (), note: str | None = None,
+          resume: str | os.PathLike[str] | None = None) -> TrackedRun:
+    """A tracked run of a plain MindSpore script, as a context manager.
+
+    ``with mindexp.track(out, name, config) as run:`` creates
+    ``<out>/<name>/<run_id>/`` (a fresh ``run_id`` each time: running the
+    script twice makes two runs) and keeps its run.json true to the end:
+    ``completed`` when the block ends normally; ``failed`` with error.txt
+    when it raises (the exception propagates); ``interrupted`` on SIGTERM or
+    SIGINT, then ``SystemExit(143)``/``SystemExit(130)`` (in a notebook a
+    SIGINT stays a KeyboardInterrupt). ``run.callbacks(model)`` gives the
+    standard monitors and checkpoint, writing into ``run.dir``.
+
+    Args:
+        out: output root (runs go to ``<out>/<name>/``).
+        name: the script's name: 1-64 letters, digits, ``.``, ``_``, ``-``,
+            ``+``, ``=`` (like ``mindexp run --name``).
+        config: the script's settings, JSON-serialisable (config.json,
+            and the columns of ``mindexp compare``).
+        tags, note: the run's labels (``mindexp tag`` / ``note`` later).
+        resume: a script run's folder to continue in place (from its latest
+            good checkpoint: ``run.load(network)``, ``run.position(steps)``).
+
+    Raises:
+        ConfigError: a bad name or a config that is not JSON, before
+            anything is created.
+    """
+    script = _caller_file(sys._getframe(1))
+    return TrackedRun(out, name, config, tags=tags, note=note, resume=resume, script=script)
+
+
+class TrackedRun:
+    """A run made by :func:`track`; use it as a context manager.
+
+    Inside the block: ``dir`` (the run folder), ``run_id``, ``config``,
+    ``resumed`` (the resume point or None) and :meth:`callbacks`.
+    """
+
+    def __init__(self, out: str | os.PathLike[str], name: str,
+                 config: Mapping[str, Any] | None = None, *, tags: Iterable[str] = (),
+                 note: str | None = None, resume: str | os.PathLike[str] | None = None,
+                 script: str | None = None) -> None:
+        self.config = _checked_config(config)
+        self.name = check_label(name, "track()'s name")
+        self.out, self.tags, self.note, self.script = out, list(tags or ()), note, script
+        self.resume_from = resume
+        self.dir = ""
+        self.run_id = ""
+        self.resumed: Any = None  # train.resume.Resume of a resumed run
+        self.record: RunRecord | None = None
+        self._held = contextlib.ExitStack()
+        self._stopper: SignalStop | None = None
+        self._training: Any = None
+        self._loss_cb: Any = None
+        self._timer: Any = None
+        self._start = 0.0
+
+    # -- the block -------------------------------------------------------------
+    def __enter__(self) -> TrackedRun:
+        try:
+            self._stopper = hold_signals(self._held, _BlockStop())
+            if self.resume_from is None:
+                self.dir = hold_new_run(self._held, self.out, self.name)
+            else:
+                self.dir = self._hold_resumed(os.fspath(self.resume_from))
+            self.run_id = os.path.basename(self.dir)
+            self.record = self._start_record()
+            # every log opened inside the run folder registers with it (resume cuts each back)
+            self._held.enter_context(run_declared(self.dir))
+        except BaseException:
+            self._held.close()
+            raise
+        self._training = self._stopper.training()  # from here a second signal stops at once
+        self._training.__enter__()
+        self._start = time.monotonic()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: types.TracebackType | None) -> bool:
+        assert self._stopper is not None and self.record is not None  # set by __enter__
+        self._training.__exit__(None, None, None)  # a signal from here on is only noted
+        try:
+            status = self._end(exc)
+        finally:
+            self._held.close()  # the lock last: after run.json is final
+        return self._outcome(status, exc)
+
+    def register_log(self, path: str | os.PathLike[str],
+                     step_column: str | None = "step") -> None:
+        """Register a file this run writes (a log of the user's own writer) so a
+        resume cuts it back to the checkpoint's step by ``step_column`` (None:
+        never cut); a ``CsvLog`` inside :attr:`dir` registers itself."""
+        register_log(path, step_column, run_dir=self.dir)
+
+    # -- callbacks -------------------------------------------------------------
+    def callbacks(self, model: Any = None, *extra: Any, every: int = 1, track_params: bool = True,
+                  checkpoint_every: int | None = 1, keep_checkpoints: int = 3,
+                  system_every_s: float = 5.0, steps_per_epoch: int | None = None) -> list[Any]:
+        """The run's callbacks for ``Model.train``, writing into :attr:`dir`.
+
+        LossMonitor, ParameterTracker (``track_params``), GradNormMonitor
+        (only when ``model``, a ``Model`` or its train cell, is a
+        ``mindexp.callbacks.TrainStep``), SystemMonitor (with psutil),
+        then ``extra`` (the user's own callbacks, in order), then
+        Checkpoint, and the run's signal stop around them all.
+        ``steps_per_epoch``: a whole epoch's steps when the dataset holds
+        only the rest of an interrupted epoch (see :meth:`position`).
+        """
+        from ..callbacks import (Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker,
+                                 Timer, TrainStep)
+        assert self._stopper is not None, "run.callbacks() is for inside the with block"
+        d, spe, point = self.dir, steps_per_epoch, self.resumed
+        self._loss_cb = LossMonitor(d, every=every, on_nan="stop", steps_per_epoch=spe,
+                                    time_offset=point.time_offset if point else 0.0)
+        self._timer = Timer()
+        cbs = [self._stopper.head(), self._timer, self._loss_cb]
+        if track_params:
+            cbs.append(ParameterTracker(d, every=every, steps_per_epoch=spe))
+        if isinstance(_train_cell(model), TrainStep):
+            cbs.append(GradNormMonitor(d, every=every, steps_per_epoch=spe))
+        cbs.extend(_system(d, system_every_s, point))
+        cbs.extend(extra)
+        flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]  # logs never behind
+        cbs.append(Checkpoint(d, every_epochs=checkpoint_every, keep_last=keep_checkpoints,
+                              flush=flush, steps_per_epoch=spe))
+        cbs.append(self._stopper)  # last: a signal during any callback of step s stops at s
+        return cbs
+
+    # -- resuming --------------------------------------------------------------
+    def load(self, network: Any) -> None:
+        """Load the resume point's weights (and optimizer state) into ``network``
+        (the train cell or ``Model.train_network``); nothing for a new run."""
+        if self.resumed is not None:
+            self.resumed.load(_train_cell(network))
+
+    def position(self, steps_per_epoch: int) -> tuple[int, int]:
+        """``(initial_epoch, first_batch)``: where ``Model.train`` starts after a
+        resume (the 0-based epoch, and the batches of it already done: skip
+        them and pass ``steps_per_epoch`` to :meth:`callbacks`); ``(0, 0)`` new."""
+        if self.resumed is None:
+            return 0, 0
+        position: tuple[int, int] = self.resumed.position(steps_per_epoch)
+        return position
+
+    # -- inside ----------------------------------------------------------------
+    def _hold_resumed(self, run_dir: str) -> str:
+        """Take a script run's lock and put it back at its latest good checkpoint."""
+        from .resume import check_run_dir, resume_point, truncate_logs
+        run_dir = check_run_dir(run_dir)
+        self._held.callback(acquire(run_dir, "resume").release)
+        meta = read_meta(run_dir, require=("entry",))
+        if not is_script_entry(meta["entry"]) or meta.get("experiment") != self.name:
+            raise MindexpError(f"cannot resume {run_dir} as script run {self.name!r}: accepted: "
+                               "a run made by mindexp.track with the same name (an experiment's "
+                               "run resumes with `mindexp resume`). Received: experiment="
+                               f"{meta.get('experiment')!r}, entry={meta['entry']!r}")
+        self.resumed = resume_point(run_dir, meta)
+        truncate_logs(run_dir, self.resumed.step)  # each step once in every log
+        return run_dir
+
+    def _start_record(self) -> RunRecord:
+        """run.json ``running``, config.json and provenance, before the block runs."""
+        record = RunRecord.new(self.dir, self.name, script_entry(self.script or "<unknown>"),
+                               _context_of_mindspore(), {}, tags=self.tags, note=self.note)
+        point = self.resumed
+        if point is not None:
+            record.resumed_from(point.meta, point.step, point.path)
+        _capture(record, self.script, self.config, point)
+        record.write_config(self.config)
+        record.write()
+        reserve_or_fail(record)
+        return record
+
+    def _end(self, exc: BaseException | None) -> str:
+        """The final record: status, why, totals; returns the status."""
+        assert self.record is not None and self._stopper is not None
+        meta = self.record.meta
+        status = _status_of(exc, self._stopper.signum, self._loss_cb)
+        if status == "failed":
+            assert exc is not None
+            self.record.failed(failures.one_line(exc))
+            failures.save_traceback(self.dir, exc)
+        elif status == "interrupted":
+            note_signal(meta, self._stopper.signum)
+        elif status == "diverged":
+            meta["error"] = f"diverged: {self._loss_cb.stop_reason}"
+        rate = self._timer.steps_per_s if self._timer is not None else None
+        self.record.ended(status, steps_per_s=round(rate, 2) if rate else None,
+                          **_totals(self.dir, meta, time.monotonic() - self._start, self.resumed))
+        finish_record(self.record)
+        return status
+
+    def _outcome(self, status: str, exc: BaseException | None) -> bool:
+        """What leaves the block: the block's own exception, or the signal's exit."""
+        assert self._stopper is not None
+        signum = self._stopper.signum
+        if status != "interrupted" or signum is None:
+            return False  # its exception (if any) propagates
+        from .progress import in_notebook
+        if signum == signal.SIGINT and in_notebook():
+            if isinstance(exc, KeyboardInterrupt):
+                return False
+            raise KeyboardInterrupt
+        raise SystemExit(failures.exit_status(signum))
+
+
+class _BlockStop(SignalStop):
+    """The signal stop of a tracked block: inside ``Model.train`` with the run's
+    callbacks a first signal stops at the end of the step (the checkpoint then
+    matches the logs); anywhere else in the block nothing would ask it to
+    stop, so it stops at once (KeyboardInterrupt, which the run turns into
+    its exit)."""
+
+    def handler(self, signum: int, frame: types.FrameType | None) -> None:
+        idle = self._training and self._context_depth <= 1  # only our own `with`: no Model.train
+        super().handler(signum, frame)
+        if idle:
+            raise KeyboardInterrupt
+
+
+# -- shared with Experiment.run (train.launch) ---------------------------------
+
+def hold_signals(held: contextlib.ExitStack, stopper: SignalStop | None = None) -> SignalStop:
+    """SIGINT/SIGTERM handlers of a run (``stopper``'s, a new SignalStop by
+    default), from before its folder exists until ``held`` closes (main thread
+    only; earlier handlers restored, and a signal noted outside training
+    passed on to them)."""
+    return held.enter_context(stopper or SignalStop())
+
+
+def hold_new_run(held: contextlib.ExitStack, out: str | os.PathLike[str], experiment: str,
+                 label: str | None = None) -> str:
+    """A new locked run folder under ``out/experiment``; its lock is released
+    when ``held`` closes (after run.json is final)."""
+    run_dir, lock = create_locked(out, experiment, label)
+    held.callback(lock.release)
+    return run_dir
+
+
+def reserve_or_fail(record: RunRecord) -> None:
+    """Set space aside for the final record, or fail the run now, while run.json
+    can still be rewritten: training on would fail at a later write, with no room
+    left to record why (its run.json would say running for good)."""
+    error = failures.reserve_space(record.run_dir)
+    if error is None:
+        return
+    record.failed(f"{failures.one_line(error)}: not even {failures.RESERVE_BYTES // 1024} KB "
+                  f"free for the run's records")
+    record.write()
+    raise TrainingError(record.meta["error"], run_dir=record.run_dir)
+
+
+def finish_record(record: RunRecord,
+                  finish: Callable[[str, str], None] | None = None) -> None:
+    """The run's last writes: ``finish(run_dir, status)`` (plots), the log
+    summary, the space set aside given back, then the final run.json."""
+    if not record.writer:
+        return
+    if finish is not None:
+        finish(record.run_dir, record.status)  # before the final record: it has all its files
+    record_log_summary(record)
+    failures.release_space(record.run_dir)
+    record.write()
+
+
+def record_log_summary(record: RunRecord) -> None:
+    """Keep the summary of the logs in run.json, so reports read a finished run
+    from run.json alone (see rundir.summary); the logs are closed by now."""
+    from ..rundir.run import Run
+    from ..rundir.summary import SUMMARY_KEY, log_summary
+    record.meta.pop(SUMMARY_KEY, None)
+    try:
+        record.meta[SUMMARY_KEY] = log_summary(Run(record.run_dir))
+    except Exception:  # a report reads the CSVs instead; never fail the run for it
+        logger.debug("no log summary for %s", record.run_dir, exc_info=True)
+
+
+def note_signal(meta: dict[str, Any], signum: int | None) -> None:
+    """run.json names the signal that stopped the run (``signal``: ``"SIGINT"``)."""
+    if signum is not None:
+        name = failures.signal_name(signum)
+        meta.update(signal=name, error=f"interrupted by {name}")
+
+
+# -- helpers -------------------------------------------------------------------
+
+def _checked_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of ``config``; ConfigError naming the first key JSON cannot hold."""
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise ConfigError("track()'s config must be a dict of JSON values; received "
+                          f"{type(config).__name__}: {_shown(config)}", field="config")
+    for key, value in config.items():
+        if not isinstance(key, str):
+            raise ConfigError("track()'s config keys must be strings. "
+                              f"Received: key {key!r}", field="config")
+        try:
+            json.dumps(value, allow_nan=True)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"track()'s config key {key!r} is not JSON-serialisable ({exc}); "
+                              "accepted: numbers, strings, booleans, None, lists and dicts of "
+                              f"them. Received: {key}={_shown(value)}", field=key) from None
+    return dict(config)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _caller_file(frame: types.FrameType) -> str | None:
+    """The absolute path of the script that called track(); None in a REPL or notebook."""
+    name = frame.f_code.co_filename
+    return os.path.abspath(name) if name and not name.startswith("<") else None
+
+
+def _train_cell(model: Any) -> Any:
+    """The train cell of a ``Model`` (``train_network``), or ``model`` itself."""
+    from mindspore.train import Model
+    return model.train_network if isinstance(model, Model) else model
+
+
+def _system(run_dir: str, every_s: float, point: Any) -> list[Any]:
+    """system.csv's sampler when wanted and psutil is there (train.system decides)."""
+    from .system import system_monitor
+    cfg = types.SimpleNamespace(system_every_s=every_s, log_all_ranks=False)
+    monitor = system_monitor(cfg, run_dir, point)
+    return [] if monitor is None else [monitor]
+
+
+def _context_of_mindspore() -> types.SimpleNamespace:
+    """The device, mode and workers run.json records, read from MindSpore's context
+    (a script sets them itself; there is no mindexp Config)."""
+    import mindspore as ms
+    mode = "graph" if ms.get_context("mode") == ms.GRAPH_MODE else "pynative"
+    return types.SimpleNamespace(device=ms.get_context("device_target"), mode=mode, workers=1)
+
+
+def _capture(record: RunRecord, script: str | None, config: dict[str, Any], point: Any) -> None:
+    """Provenance of the script; a resume keeps the first block and adds its own."""
+    from ..provenance import capture
+    from ..provenance import files as F
+    meta = record.meta
+    if point is None:
+        meta.update(capture.capture_script(script, record.run_dir, config))
+        return
+    meta.update({k: point.meta.get(k) for k in (F.META_KEY, F.RERUN_KEY)})
+    meta["resumes"][-1][F.META_KEY] = capture.capture_script(
+        script, record.run_dir, config, number=len(meta["resumes"]))
+
+
+def _status_of(exc: BaseException | None, signum: int | None, loss_cb: Any) -> str:
+    """The final status of a block that ended with ``exc`` (None: normally)."""
+    if isinstance(exc, KeyboardInterrupt) or signum is not None:
+        return "interrupted"
+    if isinstance(exc, SystemExit) and exc.code in (0, None):
+        return "completed"  # sys.exit() inside the block: a normal end
+    if exc is not None:
+        return "failed"
+    if loss_cb is not None and loss_cb.stop_reason:
+        return "diverged"
+    return "completed"
+
+
+def _totals(run_dir: str, meta: dict[str, Any], elapsed: float, point: Any) -> dict[str, Any]:
+    """steps, epochs and final loss from loss.csv's last row (the file is what
+    run.json must agree with), and the training time so far."""
+    steps, epochs, loss = 0, 0, None
+    rows = schema.read_rows(schema.path_of(run_dir, schema.LOSS.name))
+    if rows:
+        last = rows[-1]
+        steps, epochs = int(last[schema.Col.STEP]), int(last[schema.Col.EPOCH])
+        loss = float(last[schema.Col.LOSS]) if last.get(schema.Col.LOSS) else None
+    elif point is not None:  # resumed with nothing trained since
+        steps, epochs, loss = point.step, point.epoch, point.loss
+    return {"steps": steps, "epochs": epochs, "final_loss": loss,
+            "train_time_s": round((meta.get("train_time_s") or 0) + elapsed, 4)}
