@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test test-fast docs bench bench-lightning-venv clean
+.PHONY: run test test-fast coverage docs bench bench-lightning-venv clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,11 +23,22 @@ run: $(STAMP)
 # Files go out costliest first (tests/conftest.py orders them; xdist's own
 # reorder, by test count, would leave the one-test 3-minute fault injection
 # for last).
+# The slowest 20 tests and the suite's wall time and CPU-seconds (tests/conftest.py) are
+# printed at the end.
 PYTEST := $(BIN)/python -m pytest -q -ra -p no:cacheprovider -n 3 --dist loadfile --no-loadscope-reorder
 
 # The full suite (what CI runs).
 test: $(STAMP)
-	$(PYTEST)
+	$(PYTEST) --durations=20
+
+# Branch coverage of framework/ and callbacks/ over the full suite, subprocesses
+# included (coverage's patch = subprocess, setup.cfg); not part of the timed `make test`.
+coverage: $(STAMP)
+	rm -f .coverage .coverage.*
+	COVERAGE_FILE=$(CURDIR)/.coverage COVERAGE_RCFILE=$(CURDIR)/setup.cfg \
+		$(PYTEST) --cov --cov-report= || true
+	$(BIN)/coverage combine -q --keep 2>/dev/null || true
+	$(BIN)/coverage report --rcfile=setup.cfg --skip-covered --sort=cover | tail -n 45
 
 # The inner loop: every test not marked slow (nothing trains for long).
 test-fast: $(STAMP)
@@ -46,4 +57,4 @@ bench-lightning-venv:
 	benchmarks/setup_lightning.sh
 
 clean:
-	rm -rf $(VENV) build site *.egg-info
+	rm -rf $(VENV) build site *.egg-info .coverage .coverage.*
