@@ -209,11 +209,12 @@ def pytest_collection_modifyitems(session, config, items):
 
 # -- what the suite cost: wall time and CPU of every process, printed at the end ------
 
-def _cpu_seconds():
-    """User+system CPU of this process and of the children it has waited for."""
+def _cpu_seconds(who):
+    """User+system CPU of this process (RUSAGE_SELF) or of the children it has waited for
+    (RUSAGE_CHILDREN: theirs and their own waited-for children's)."""
     import resource
-    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
-               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def pytest_sessionstart(session):
@@ -225,7 +226,9 @@ def pytest_sessionstart(session):
 def pytest_sessionfinish(session):
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: report its CPU to the controller
-        workeroutput["cpu_s"] = _cpu_seconds()
+        import resource
+        workeroutput["cpu_s"] = sum(map(_cpu_seconds, (resource.RUSAGE_SELF,
+                                                      resource.RUSAGE_CHILDREN)))
 
 
 def pytest_testnodedown(node, error):
@@ -237,8 +240,12 @@ def pytest_terminal_summary(terminalreporter, config):
     import time
     if getattr(config, "workeroutput", None) is not None:
         return
+    import resource
     wall = time.monotonic() - config._suite_started
-    cpu = _cpu_seconds() + config._worker_cpu
+    # the workers' own count, or the controller's count of its reaped children (the
+    # workers, once they exited, and all they waited for), whichever saw more
+    children = max(_cpu_seconds(resource.RUSAGE_CHILDREN), config._worker_cpu)
+    cpu = _cpu_seconds(resource.RUSAGE_SELF) + children
     terminalreporter.write_line(f"suite: {wall:.0f} s wall ({wall // 60:.0f} min {wall % 60:.0f} s), "
                                 f"{cpu:.0f} CPU-seconds (user+sys, every process the tests "
                                 f"started and waited for), {cpu / wall:.2f} cores busy on average")

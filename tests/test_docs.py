@@ -253,7 +253,8 @@ def test_every_snippet_of_the_docs_runs_in_order(tmp_path):
     work = tmp_path / "fresh"
     work.mkdir()
     done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(steps_file),
-                           str(files_file)], cwd=work, env=cli_env(MPLBACKEND="Agg", MINDEXP_PLOTS="1")  # the pages show plots and figures,
+                           str(files_file)], cwd=work,
+                          env=cli_env(MPLBACKEND="Agg", MINDEXP_PLOTS="1"),  # the pages show plots
                           capture_output=True, text=True, timeout=2400)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert "--- all snippets ran" in done.stdout

@@ -1,11 +1,14 @@
 """Metrics of one checkpoint of a run on one split, appended to evaluations.csv."""
 import csv
 import io
+import logging
 import os
 
 from ..callbacks import schema
 from ..errors import MindexpError, RunDirError
 from ._model import load_model, open_run
+
+logger = logging.getLogger(__name__)
 
 SPLITS = ("eval", "train")
 
@@ -82,8 +85,11 @@ def append_row(path, row):
     """Append one whole row to a CSV shared by concurrent commands.
 
     The header is written with the first row; an exclusive lock around the
-    check and the single write keeps two evaluations from interleaving.
-    A file with other columns is refused before anything is written.
+    check and the single write keeps two evaluations from interleaving. A file
+    written before (mindexp 0.3's evaluations.csv, without the loss a run
+    added for ``eval_loss``) keeps its header: the row goes in under it, a
+    column it lacks left out with one warning; a file of another command's
+    columns is refused before anything is written.
     """
     import fcntl
     with open(path, "a+", newline="", encoding="utf-8") as f:
@@ -91,16 +97,29 @@ def append_row(path, row):
         try:
             f.seek(0)
             header = next(csv.reader(f), None)
-            if header is not None and header != list(row):
-                raise RunDirError(f"{path} has columns {','.join(header)}; this evaluation has "
-                                  f"{','.join(row)}; move the file away to start a new one")
+            values = _under_header(path, header, row)
             text = io.StringIO()
             writer = csv.writer(text, lineterminator="\n")
             if header is None:
                 writer.writerow(list(row))
-            writer.writerow(list(row.values()))
+            writer.writerow(values)
             f.write(text.getvalue())
             f.flush()
             os.fsync(f.fileno())
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _under_header(path, header, row):
+    """The row's values in the order of the file's ``header`` (None: a new file)."""
+    if header is None or header == list(row):
+        return list(row.values())
+    fixed = list(schema.EVALUATIONS.columns)
+    if header[:len(fixed)] != fixed or not set(header) <= set(row):
+        raise RunDirError(f"{path} has columns {','.join(header)}; this evaluation has "
+                          f"{','.join(row)}; move the file away to start a new one")
+    left_out = [c for c in row if c not in header]
+    logger.warning("%s was written before and has no column %s: this evaluation's %s is "
+                   "printed but not recorded there (move the file away to record every column)",
+                   path, ", ".join(left_out), ", ".join(left_out))
+    return [row[c] for c in header]

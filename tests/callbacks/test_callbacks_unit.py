@@ -216,7 +216,7 @@ def test_checkpoint_keep_best_after_a_restart_keeps_a_better_score(tmp_path, run
           outputs=lambda step: (Tensor(np.float32(first[step])),))
     assert [s for s, _, _ in list_checkpoints(tmp_path, "best")] == [1, 2]
     restarted = Checkpoint(tmp_path, every_epochs=None, monitor="loss", mode="min", keep_best=2,
-                           steps_per_epoch=1)
+                           steps_per_epoch=1, append=True)
     drive(restarted, run_context(train_network=network), epochs=3, steps=1, initial_epoch=2,
           outputs=lambda step: (Tensor(np.float32(0.3)),))
     assert [s for s, _, _ in list_checkpoints(tmp_path, "best")] == [1, 3]

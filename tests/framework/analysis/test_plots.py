@@ -13,8 +13,12 @@ from rundirs import make_run, trained_runs
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+# Every test here is about plots: runs made in this module draw them (MINDEXP_PLOTS=1).
+pytestmark = pytest.mark.usefixtures("plots_drawn")
+
+
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, plots_drawn):
     return trained_runs(tmp_path_factory)
 
 

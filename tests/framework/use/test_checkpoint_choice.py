@@ -89,3 +89,24 @@ def test_a_checkpoint_spelled_as_its_path_is_that_file(crossing):
     step, _, path = list_checkpoints(crossing.dir, "last")[0]
     assert crossing.checkpoint_path(os.path.relpath(path, crossing.dir)) == path
     assert crossing.checkpoint_path(step) == path
+
+
+def test_evaluate_keeps_working_on_an_evaluations_csv_written_before(crossing, main_cli,
+                                                                     tmp_path):
+    """mindexp 0.3 wrote evaluations.csv without the implicit loss column: evaluate
+    still prints the whole row, appends under the file's own header and says which
+    column it could not record there (issue 39, point 8)."""
+    import shutil
+    run_dir = str(tmp_path / "copy")
+    shutil.copytree(crossing.dir, run_dir)
+    path = os.path.join(run_dir, "evaluations.csv")
+    old = "evaluated_at,checkpoint,step,epoch,split,mae\n2026-01-01T00:00:00+00:00,x.ckpt,10,1,eval,0.5\n"
+    with open(path, "w") as f:
+        f.write(old)
+    done = main_cli("evaluate", run_dir, "--checkpoint", "best")
+    assert done.returncode == 0, done.stderr
+    assert "loss = " in done.stdout
+    assert "has no column loss" in done.stderr and len(done.stderr.splitlines()) == 1
+    table = pd.read_csv(path)
+    assert list(table.columns) == ["evaluated_at", "checkpoint", "step", "epoch", "split", "mae"]
+    assert len(table) == 2 and open(path).read().startswith(old)
