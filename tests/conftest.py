@@ -249,3 +249,19 @@ def pytest_terminal_summary(terminalreporter, config):
     terminalreporter.write_line(f"suite: {wall:.0f} s wall ({wall // 60:.0f} min {wall % 60:.0f} s), "
                                 f"{cpu:.0f} CPU-seconds (user+sys, every process the tests "
                                 f"started and waited for), {cpu / wall:.2f} cores busy on average")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With MINDEXP_TEST_CPU_LOG=FILE: each test's CPU-seconds (setup, call, teardown,
+    and the processes it waited for) appended to FILE, to see where the suite's CPU goes."""
+    path = os.environ.get("MINDEXP_TEST_CPU_LOG")
+    if not path:
+        yield
+        return
+    import resource
+    before = _cpu_seconds(resource.RUSAGE_SELF) + _cpu_seconds(resource.RUSAGE_CHILDREN)
+    yield
+    spent = _cpu_seconds(resource.RUSAGE_SELF) + _cpu_seconds(resource.RUSAGE_CHILDREN) - before
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(f"{spent:.2f}\t{item.nodeid}\n")
