@@ -157,8 +157,8 @@ def _collect_garbage(args: argparse.Namespace) -> int:
     if args.keep_best and args.by not in table.columns:
         table = r.with_log_columns(table)
     targets, kept = plan_gc(table, args.keep_best, args.by)
-    for target, holder in kept:
-        print(f"kept {target.path}: it is live ({holder} holds it)", file=sys.stderr)
+    for target, why in kept:
+        print(f"kept {target.path}: {why}", file=sys.stderr)
     code = _remove(targets, args)
     left = remove_leftovers(args.paths or ["outputs"], dry_run=args.dry_run)
     if left:

@@ -270,7 +270,8 @@ def _error(run):
 def _traceback_location(run_dir):
     """The innermost ``File "...", line N, in f`` of error.txt, when the run wrote one."""
     try:
-        with open(os.path.join(run_dir, schema.ERROR_FILE), encoding="utf-8", errors="replace") as f:
+        with schema.open_file(os.path.join(run_dir, schema.ERROR_FILE), "r", encoding="utf-8",
+                              errors="replace") as f:
             frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', f.read())
     except OSError:
         return None

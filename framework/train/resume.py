@@ -96,7 +96,7 @@ def resume_point(run_dir, meta=None):
 def check_run_dir(run_dir):
     """The absolute path of ``run_dir``; RunDirError when it holds no run.json."""
     run_dir = os.path.abspath(os.fspath(run_dir))
-    if not os.path.isfile(os.path.join(run_dir, schema.RUN_JSON)):
+    if not os.path.lexists(os.path.join(run_dir, schema.RUN_JSON)):
         raise RunDirError(f"cannot resume {run_dir}: not a run directory (no {schema.RUN_JSON})")
     return run_dir
 

@@ -1,0 +1,136 @@
+"""Files of a run folder that are not what they say (issue 40): a FIFO, a
+folder or a link where a record, a log or a lock should be, JSON nested
+100,000 deep. Beside a good run, every command that lists, shows or deletes
+answers (a hang fails the test instead of blocking the suite), still lists
+the good run, names the bad file in one line, and touches nothing outside."""
+import os
+import threading
+
+import pytest
+
+from mindexp.cli.main import main
+from rundirs import make_run
+
+DEADLINE_S = 20  # each command answers in well under a second; a FIFO's open would block
+
+
+def _fifo(path):
+    os.mkfifo(path)
+
+
+def _folder(path):
+    os.mkdir(path)
+
+
+def _nested(path):
+    with open(path, "w") as f:
+        f.write("[" * 100_000 + "]" * 100_000)
+
+
+def _link_out(path):
+    os.symlink(os.path.join(os.path.dirname(path), "..", "..", "..", "outside.txt"), path)
+
+
+# (file, how it is made, the commands that must name it)
+CASES = {
+    "fifo-loss": ("loss.csv", _fifo, {"show", "compare"}),
+    "fifo-config": ("config.json", _fifo, {"runs", "show", "compare", "gc"}),
+    "fifo-run-json": ("run.json", _fifo, {"runs", "show", "compare", "gc", "rm", "tag"}),
+    "fifo-lock": (".lock", _fifo, {"rm"}),
+    "folder-loss": ("loss.csv", _folder, {"show", "compare"}),
+    "folder-lock": (".lock", _folder, {"rm"}),
+    "link-lock": (".lock", _link_out, {"rm"}),
+    "link-run-lock": (".run.lock", _link_out, {"rm", "tag"}),
+    "nested-run-json": ("run.json", _nested, {"runs", "show", "compare", "gc", "rm", "tag"}),
+    "nested-config": ("config.json", _nested, {"runs", "show", "compare", "gc"}),
+}
+
+
+def _commands(root, bad):
+    return {"runs": ["runs", root], "show": ["show", bad], "compare": ["compare", root],
+            "gc": ["gc", "--dry-run", "--status", "completed", root],
+            "rm": ["rm", "--dry-run", bad], "tag": ["tag", bad, "+seen"]}
+
+
+def _answer(argv, capsys):
+    """``main(argv)`` on a thread: ``(status, out, err)``; fails after DEADLINE_S."""
+    result = {}
+
+    def call():
+        try:
+            result["status"] = main(argv)
+        except BaseException as exc:  # noqa: BLE001  reported below, with the command
+            result["error"] = exc
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(DEADLINE_S)
+    out, err = capsys.readouterr()
+    assert not thread.is_alive(), f"mindexp {' '.join(argv)} hung"
+    assert "error" not in result, f"mindexp {' '.join(argv)} raised {result.get('error')!r}"
+    return result["status"], out, err
+
+
+@pytest.fixture
+def release_fifos(tmp_path):
+    """Open every FIFO left for writing afterwards: a reader blocked in open()
+    (the code before the fix) then ends instead of keeping its thread."""
+    yield
+    for folder, dirs, names in os.walk(tmp_path):
+        for name in dirs + names:
+            path = os.path.join(folder, name)
+            if os.path.exists(path) and not os.path.islink(path) and \
+                    os.path.stat.S_ISFIFO(os.lstat(path).st_mode):
+                os.close(os.open(path, os.O_RDWR | os.O_NONBLOCK))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_command_answers_beside_a_bad_file_and_names_it(case, tmp_path, capsys,
+                                                             release_fifos):
+    name, make, naming = CASES[case]
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep")
+    root = str(tmp_path / "out")
+    make_run(root, "good")
+    bad = make_run(root, "bad")
+    target = os.path.join(bad, name)
+    if os.path.lexists(target):
+        os.remove(target)
+    make(target)
+    for command, argv in _commands(root, bad).items():
+        status, out, err = _answer(argv, capsys)
+        assert status in (0, 2), (command, status, out, err)
+        assert "Traceback" not in out + err, (command, err)
+        if command in ("runs", "compare"):
+            assert "good" in out, (command, out, err)
+        if command in naming:
+            lines = [line for line in (out + err).splitlines() if target in line]
+            assert lines, (command, out, err)
+            assert all(len(line) < 400 for line in lines), lines  # one line, not a dump
+    assert outside.read_text() == "keep"
+
+
+@pytest.mark.parametrize("lock", [".lock", ".run.lock"])
+@pytest.mark.parametrize("dangling", [False, True], ids=["to-a-file", "dangling"])
+def test_no_command_writes_or_creates_a_lock_through_a_link(lock, dangling, tmp_path, capsys):
+    outside = tmp_path / "outside.txt"
+    root = str(tmp_path / "out")
+    make_run(root, "good")
+    for argv in (["tag", "{bad}", "+x"], ["note", "{bad}", "hi"], ["rm", "--yes", "{bad}"],
+                 ["gc", "--yes", root]):
+        if not dangling:
+            outside.write_text("keep")
+        bad = make_run(root, "bad", status="failed")
+        link = os.path.join(bad, lock)
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(outside, link)
+        status, out, err = _answer([a.format(bad=bad) for a in argv], capsys)
+        assert status in (0, 2) and "Traceback" not in err, (argv, err)
+        if dangling:
+            assert not os.path.lexists(outside), argv  # never created through the link
+        else:
+            assert outside.read_text() == "keep", argv  # never truncated nor rewritten
+        if argv[0] in ("rm", "gc") or lock == ".run.lock":  # refused: says why, naming the link
+            assert os.path.isdir(bad) and link in out + err, (argv, out, err)
+    status, out, _ = _answer(["runs", root], capsys)
+    assert "good" in out
