@@ -22,6 +22,17 @@ def check_label(label):
     return label
 
 
+def check_experiment_name(name):
+    """An experiment's ``name`` names the folder of its runs: the rule of
+    :func:`check_label` (no ``/``, ``..``, leading ``.``, control characters
+    or ``$(``), so that it can neither leave ``--out`` nor hide its runs."""
+    if not isinstance(name, str) or not _LABEL.match(name) or ".." in name:
+        raise ConfigError("an experiment's name must be 1-64 characters of letters, digits, "
+                          "'.', '_', '-', '+', '=', starting with a letter or digit (it names "
+                          f"the folder of its runs). Received: name = {name!r}", field="name")
+    return name
+
+
 def now_iso():
     return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
@@ -34,7 +45,7 @@ def create_run_dir(root, experiment, label=None):
     start in the same second.
     """
     label = check_label(label)
-    parent = os.path.join(os.fspath(root), experiment)
+    parent = os.path.join(os.fspath(root), check_experiment_name(experiment))
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as exc:

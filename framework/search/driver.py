@@ -50,7 +50,9 @@ def make_spec(exp_cls, entry, space, objective, trials, direction=None, sampler=
               out="outputs"):
     """Check every input (ConfigError, nothing created) and return the :class:`TuneSpec`
     (``direction`` None: inferred from the objective's name)."""
+    from ..rundir.io import check_experiment_name
     import_optuna()
+    check_experiment_name(exp_cls.experiment_name())  # names its trials' folder
     check_choices(sampler, pruner, trials)
     base = dict(base or {})
     exp = exp_cls(base)  # the fixed values alone must make a valid experiment

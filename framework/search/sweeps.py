@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from ..define.config import did_you_mean, load_toml
 from ..errors import ConfigError, MindexpError
-from ..rundir.io import check_label, create_run_dir, is_run_dir, now_iso
+from ..rundir.io import check_experiment_name, check_label, create_run_dir, is_run_dir, now_iso
 from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, here, open_study, outcome,
                    point_state, point_trials, release_space, reopen_failed, reserve_space,
                    retired, tell)
@@ -181,7 +181,7 @@ class Sweep:
         holds one sweep per command). A storage that cannot be opened is
         MindexpError naming it, before anything is created.
         """
-        self.experiment = experiment
+        self.experiment = check_experiment_name(experiment)
         if self.storage is None:
             storage, study_name = self._own_folder(resume), SWEEP_STUDY
         else:

@@ -134,3 +134,18 @@ def test_no_command_writes_or_creates_a_lock_through_a_link(lock, dangling, tmp_
             assert os.path.isdir(bad) and link in out + err, (argv, out, err)
     status, out, _ = _answer(["runs", root], capsys)
     assert "good" in out
+
+
+@pytest.mark.parametrize("name", ["../../x", "/tmp/mindexp-abs", ".hidden", "new\nline",
+                                  "esc\x1b[31m", "$(touch pwned)"])
+def test_an_experiment_whose_name_is_no_folder_name_is_refused_in_one_line(name, tmp_path,
+                                                                          capsys):
+    source = tmp_path / "mine.py"
+    source.write_text("from mindexp.experiments.linear import Linear\n\n\n"
+                      f"class Mine(Linear):\n    name = {name!r}\n")
+    out = tmp_path / "a" / "b" / "out"
+    status, _, err = _answer(["run", f"{source}:Mine", "--set", "epochs=1", "--out", str(out)],
+                             capsys)
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert "experiment's name must be" in err and repr(name) in err
+    assert sorted(os.listdir(tmp_path)) == ["mine.py"] and not os.path.exists("/tmp/mindexp-abs")
