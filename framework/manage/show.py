@@ -8,6 +8,7 @@ from ..errors import RunDirError
 from ..analysis.reports import find_run_dirs, format_value, lower_is_better
 from ..rundir.run import Run
 from ..rundir.run_lock import holder
+from .terminal import visible, visible_lines
 
 
 def find_run(spec, root="outputs"):
@@ -42,7 +43,8 @@ def show_text(run):
         part = section(run)
         if part:
             lines += part + [""]
-    return "\n".join(lines).rstrip() + "\n"
+    # any other recorded text (an error, a config value) is shown inert too
+    return visible_lines("\n".join(lines).rstrip()) + "\n"
 
 
 def _head(run):
@@ -59,9 +61,9 @@ def _head(run):
         lines.append(f"why        {why.splitlines()[0]}")
     lines += [f"experiment {meta.get('experiment')}  ({meta.get('entry')})"]
     if meta.get("tags"):
-        lines.append(f"tags       {', '.join(meta['tags'])}")
+        lines.append(f"tags       {visible(', '.join(meta['tags']))}")
     if meta.get("note"):
-        lines.append(f"note       {meta['note']}")
+        lines.append(f"note       {visible(meta['note'])}")
     return lines
 
 

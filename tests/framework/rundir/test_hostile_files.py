@@ -149,3 +149,53 @@ def test_an_experiment_whose_name_is_no_folder_name_is_refused_in_one_line(name,
     assert status == 2 and len(err.strip().splitlines()) == 1, err
     assert "experiment's name must be" in err and repr(name) in err
     assert sorted(os.listdir(tmp_path)) == ["mine.py"] and not os.path.exists("/tmp/mindexp-abs")
+
+
+NOTE = "bell\x07 esc\x1b[31mred\x1b]0;title\x07 csi\x9b2J"
+RAW = ("\x07", "\x1b", "\x9b")
+
+
+def _raw_controls(text):
+    return [c for c in RAW if c in text]
+
+
+def test_notes_and_tags_with_control_characters_are_shown_escaped(tmp_path, capsys):
+    root = str(tmp_path / "out")
+    run = make_run(root, "good", meta={"note": NOTE, "tags": ["t\x1b[2Jx"]})
+    for argv in (["runs", root], ["runs", "--wide", root], ["show", run]):
+        status, out, err = _answer(argv, capsys)
+        assert status == 0 and _raw_controls(out + err) == [], (argv, out)
+        assert "\\x1b" in out, (argv, out)
+    assert "\\x07" in _answer(["show", run], capsys)[1]
+
+
+class _Terminal:
+    """A standard output that says it is a terminal."""
+
+    def __init__(self):
+        self.parts = []
+
+    def write(self, text):
+        self.parts.append(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("form", ["--csv", "--json"])
+def test_csv_and_json_keep_the_data_exact_in_a_pipe_and_never_raw_on_a_terminal(
+        form, tmp_path, capsys, monkeypatch):
+    root = str(tmp_path / "out")
+    make_run(root, "good", meta={"note": NOTE})
+    status, piped, _ = _answer(["runs", form, root], capsys)
+    assert status == 0
+    if form == "--csv":
+        assert NOTE in piped  # the data, exact, for a program that reads it
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stdout", terminal)
+    assert main(["runs", form, root]) == 0
+    shown = "".join(terminal.parts)
+    assert _raw_controls(shown) == [] and "good" in shown
