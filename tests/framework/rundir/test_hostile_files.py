@@ -199,3 +199,33 @@ def test_csv_and_json_keep_the_data_exact_in_a_pipe_and_never_raw_on_a_terminal(
     assert main(["runs", form, root]) == 0
     shown = "".join(terminal.parts)
     assert _raw_controls(shown) == [] and "good" in shown
+
+
+def test_the_dashboard_answers_beside_a_fifo_and_serves_no_log_linked_out_of_its_root(
+        tmp_path, release_fifos):
+    import http.client
+    from mindexp.analysis.dashboard import make_server
+    root = tmp_path / "out"
+    make_run(root, "good")
+    fifo = make_run(root, "fifo")
+    os.remove(os.path.join(fifo, "loss.csv"))
+    os.mkfifo(os.path.join(fifo, "loss.csv"))
+    linked = make_run(root, "linked")
+    os.remove(os.path.join(linked, "loss.csv"))
+    (tmp_path / "outside.csv").write_text("step,epoch,loss\n1,1,4242.5\n")
+    os.symlink(tmp_path / "outside.csv", os.path.join(linked, "loss.csv"))
+    server = make_server([str(root)], port=0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    try:
+        for path in ("/api/data", "/api/data?run=0/toy/fifo", "/api/data?run=0/toy/linked",
+                     "/api/runs"):
+            conn = http.client.HTTPConnection(*server.server_address[:2], timeout=DEADLINE_S)
+            conn.request("GET", path)
+            answer = conn.getresponse()
+            body = answer.read()
+            conn.close()
+            assert answer.status == 200 and b"4242" not in body, (path, answer.status)
+    finally:
+        server.shutdown()
+        server.server_close()
