@@ -33,15 +33,17 @@ def _link_out(path):
 
 # (file, how it is made, the commands that must name it)
 CASES = {
-    "fifo-loss": ("loss.csv", _fifo, {"show", "compare"}),
-    "fifo-config": ("config.json", _fifo, {"runs", "show", "compare", "gc"}),
-    "fifo-run-json": ("run.json", _fifo, {"runs", "show", "compare", "gc", "rm", "tag"}),
-    "fifo-lock": (".lock", _fifo, {"rm"}),
-    "folder-loss": ("loss.csv", _folder, {"show", "compare"}),
-    "folder-lock": (".lock", _folder, {"rm"}),
-    "link-lock": (".lock", _link_out, {"rm"}),
+    "fifo-loss": ("loss.csv", _fifo, {"show", "compare", "resume", "plot"}),
+    "fifo-config": ("config.json", _fifo, {"runs", "show", "compare", "gc", "plot"}),
+    "fifo-run-json": ("run.json", _fifo, {"runs", "show", "compare", "gc", "rm", "tag",
+                                          "resume"}),
+    "fifo-lock": (".lock", _fifo, {"rm", "resume"}),
+    "folder-loss": ("loss.csv", _folder, {"show", "compare", "resume", "plot"}),
+    "folder-lock": (".lock", _folder, {"rm", "resume"}),
+    "link-lock": (".lock", _link_out, {"rm", "resume"}),
     "link-run-lock": (".run.lock", _link_out, {"rm", "tag"}),
-    "nested-run-json": ("run.json", _nested, {"runs", "show", "compare", "gc", "rm", "tag"}),
+    "nested-run-json": ("run.json", _nested, {"runs", "show", "compare", "gc", "rm", "tag",
+                                              "resume"}),
     "nested-config": ("config.json", _nested, {"runs", "show", "compare", "gc"}),
 }
 
@@ -49,7 +51,9 @@ CASES = {
 def _commands(root, bad):
     return {"runs": ["runs", root], "show": ["show", bad], "compare": ["compare", root],
             "gc": ["gc", "--dry-run", "--status", "completed", root],
-            "rm": ["rm", "--dry-run", bad], "tag": ["tag", bad, "+seen"]}
+            "rm": ["rm", "--dry-run", bad], "tag": ["tag", bad, "+seen"],
+            "resume": ["resume", bad], "plot": ["plot", bad],
+            "report": ["report", root, "--out", os.path.join(root, "report.html")]}
 
 
 def _answer(argv, capsys):
