@@ -1,9 +1,76 @@
-"""The one atomic write of mindexp (re-exported by :mod:`schema`, which
-every writer of a run directory uses)."""
+"""The one atomic write of mindexp and its one careful open (both
+re-exported by :mod:`schema`, which every writer and reader of a run
+directory uses)."""
 from __future__ import annotations
 
+import errno
 import os
 import platform
+import stat
+from typing import IO, Any
+
+# A run folder may sit in a shared output folder: any of its files may be
+# a link out of it, a FIFO (whose open blocks until a writer comes) or a
+# directory. Every record, log and lock is opened without following a last
+# link and without blocking, and only a regular file is used.
+_CAREFUL = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+_KINDS = ((stat.S_ISLNK, "link"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISDIR, "directory"),
+          (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "device"), (stat.S_ISBLK, "device"))
+
+
+class NotAFileError(OSError):
+    """A path that should be a regular file is a link, a FIFO, a directory, a
+    socket or a device; its message is ``<path> is a <kind>, not a regular file``."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"{path} is a {kind}, not a regular file")
+        self.path, self.kind = path, kind
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def open_fd(path: str | os.PathLike[str], flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """A descriptor of the regular file ``path`` (``os.open`` ``flags``, e.g.
+    ``O_RDWR | O_CREAT`` for a lock), opened without following a last symlink
+    and without blocking (the descriptor is blocking again once checked);
+    :class:`NotAFileError` when it is anything but a regular file."""
+    path = os.fspath(path)
+    try:
+        fd = os.open(path, flags | _CAREFUL, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise NotAFileError(path, _kind_of(path)) from None
+        raise
+    try:
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise NotAFileError(path, kind)
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_file(path: str | os.PathLike[str], mode: str = "rb", **kwargs: Any) -> IO[Any]:
+    """The regular file ``path`` opened for reading as :func:`open` would
+    (``mode`` ``"rb"`` or ``"r"``, ``encoding=`` ...), through :func:`open_fd`."""
+    return os.fdopen(open_fd(path), mode, **kwargs)
+
+
+def _kind(st_mode: int) -> str | None:
+    for test, name in _KINDS:
+        if test(st_mode):
+            return name
+    return None
+
+
+def _kind_of(path: str) -> str:
+    try:
+        return _kind(os.lstat(path).st_mode) or "file of another kind"
+    except OSError:
+        return "link"  # ELOOP on a path that is gone now: a link was there
 
 
 def atomic_write(path: str | os.PathLike[str], data: str | bytes, encoding: str = "utf-8") -> str:

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import IO, TYPE_CHECKING, Any, Iterable, Literal, Sequence
 
-from ._files import atomic_write
+from ._files import atomic_write, open_file
 from ._runs import register_if_in_run
 
 __all__ = ["CsvLog", "CsvFormatError", "read_arrays", "read_csv", "read_header", "read_rows",
@@ -267,15 +267,16 @@ def _format_rows(rows: Sequence[Sequence[Any]]) -> str:
 
 def read_header(path: str | os.PathLike[str]) -> list[str] | None:
     """The column names of a CSV log, or None when it is missing or empty."""
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
+    try:
+        with open_file(path, "r", newline="", encoding="utf-8") as f:
+            first = f.readline()
+    except FileNotFoundError:
         return None
-    with open(path, newline="", encoding="utf-8") as f:
-        first = f.readline()
     return next(csv.reader([first]), None) or None
 
 
 def _rows_up_to(path: str, column: str, step: int) -> tuple[list[list[str]], int]:
-    with open(path, newline="", encoding="utf-8") as f:
+    with open_file(path, "r", newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     if not rows:
         return [], 0
@@ -297,10 +298,11 @@ def read_rows(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """The rows of a CSV log as dicts keyed by its header, without pandas
     (``[]`` when the file is missing). The one reader for code that needs a
     few values of a log while training or resuming."""
-    if not os.path.exists(path):
+    try:
+        with open_file(path, "r", newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except FileNotFoundError:
         return []
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 def read_csv(path: str | os.PathLike[str], name: str | None = None,
@@ -358,7 +360,7 @@ def release_memory() -> None:
 
 def _read_bytes(file: str) -> bytes | None:
     try:
-        with open(file, "rb") as f:
+        with open_file(file) as f:
             return f.read() or None
     except FileNotFoundError:
         return None

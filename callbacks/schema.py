@@ -15,7 +15,8 @@ import os
 import re
 from typing import TYPE_CHECKING, Sequence
 
-from ._files import atomic_replace, atomic_write, fsync_folder, temp_name  # noqa: F401
+from ._files import (NotAFileError, atomic_replace, atomic_write, fsync_folder,  # noqa: F401
+                     open_fd, open_file, temp_name)
 from .csv_log import (read_arrays, read_csv, read_header, read_rows,  # noqa: F401  (the readers)
                       release_memory)
 

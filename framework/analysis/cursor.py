@@ -176,7 +176,7 @@ def _log_sizes(run_dir, raw):
 def _whole_lines_end(path, size, back=4096):
     """The offset just past the last newline before ``size`` (0: none)."""
     try:
-        with open(path, "rb") as f:
+        with schema.open_file(path) as f:
             end = size
             while end > 0:
                 start = max(0, end - back)
@@ -194,7 +194,7 @@ def _rows_between(path, start, end):
     """The whole lines of ``path`` between byte offsets (the header, at offset 0,
     included as the first row), as lists of strings."""
     try:
-        with open(path, "rb") as f:
+        with schema.open_file(path) as f:
             f.seek(start)
             data = f.read(end - start)
     except OSError:

@@ -43,6 +43,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from ..callbacks import schema
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
+from ..secrets import masked
 from . import interactive, payload
 from ..rundir.index import found_runs
 from .cursor import LOGS, ChangeFeed
@@ -328,7 +329,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send_json(self, answer, status=HTTPStatus.OK):
         body = json.dumps(answer, separators=(",", ":"), allow_nan=False, default=str)
-        self._send(status, body.encode(), "application/json")
+        # masked again here: a run recorded before masking kept its storage URL
+        self._send(status, masked(body).encode(), "application/json")
 
     def _send_runs(self, query):
         """``/api/runs?offset=&limit=&q=&sort=``; a bad value is a 400 naming it."""
@@ -366,12 +368,23 @@ class Handler(BaseHTTPRequestHandler):
         if os.path.isdir(path):
             return self._send_listing(key.rstrip("/"), path)
         kind, disposition = file_type(path)
+        if os.path.basename(path) == schema.RUN_JSON:
+            return self._send_run_json(path, kind, disposition)
         with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
             self._send_head(HTTPStatus.OK, size, kind,
                             extra=[("Content-Disposition", disposition)] if disposition else [])
             if self.command != "HEAD":
                 _copy_bytes(f, self.wfile, size)
+
+    def _send_run_json(self, path, kind, disposition):
+        """A run record with any URL password masked (one written before masking)."""
+        with open_regular(path) as f:
+            body = masked(f.read().decode("utf-8", errors="replace")).encode()
+        self._send_head(HTTPStatus.OK, len(body), kind,
+                        extra=[("Content-Disposition", disposition)] if disposition else [])
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def _send_listing(self, key, path):
         names = sorted(os.listdir(path))

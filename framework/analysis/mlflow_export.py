@@ -10,7 +10,9 @@ artifacts the CSVs, plots/, figures/ and the best (else last) checkpoint.
 Syncing again updates the same MLflow run and sends only the rows logged
 since: the MLflow run carries the mindexp run id (tag ``mindexp.run_id``)
 and how many rows of each log it holds (tags ``mindexp.rows.<log>``), and
-run.json keeps the mapping (``mlflow``: tracking URI -> MLflow run id).
+run.json keeps the mapping (``mlflow``: tracking URI -> MLflow run id), the
+URI with its password masked (:mod:`mindexp.secrets`), as every message
+shows it; run.json is uploaded masked too (a record written before masking).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Any
 
 from ..callbacks import schema
 from ..errors import MindexpError
+from ..secrets import masked
 from ..rundir.record import update_meta
 from .reports import as_runs
 
@@ -55,7 +58,7 @@ def connect(tracking_uri):
     if ":" not in str(tracking_uri) or scheme not in _SCHEMES:
         raise MindexpError(f"--tracking-uri must be an MLflow tracking URI such as "
                            f"http://127.0.0.1:5000 or sqlite:///mlflow.db. "
-                           f"Received: {tracking_uri!r}")
+                           f"Received: {masked(str(tracking_uri))!r}")
     if scheme in ("http", "https"):  # before importing mlflow (seconds): fail fast
         _check_reachable(tracking_uri)
     try:
@@ -76,11 +79,12 @@ def _check_reachable(uri):
     except urllib.error.HTTPError as exc:
         status = exc.code
     except (OSError, ValueError) as exc:
-        raise MindexpError(f"no MLflow tracking server answers at {uri} "
-                           f"({type(exc).__name__}). Received: --tracking-uri {uri}") from None
+        raise MindexpError(f"no MLflow tracking server answers at {masked(uri)} "
+                           f"({type(exc).__name__}). Received: --tracking-uri {masked(uri)}"
+                           ) from None
     if status != 200:
-        raise MindexpError(f"{uri} is not an MLflow tracking server (/health answered "
-                           f"{status}). Received: --tracking-uri {uri}")
+        raise MindexpError(f"{masked(uri)} is not an MLflow tracking server (/health answered "
+                           f"{status}). Received: --tracking-uri {masked(uri)}")
 
 
 def _sync_run(client, uri, run, experiment, experiment_ids):
@@ -100,7 +104,7 @@ def _sync_run(client, uri, run, experiment, experiment_ids):
     client.log_batch(run_id, tags=_tags(run, sent))
     _log_artifacts(client, run_id, run)
     _set_status(client, run_id, run.meta)
-    _remember(run.dir, uri, run_id)
+    _remember(run.dir, masked(uri), run_id)
     return {"run_dir": run.dir, "mlflow_run_id": run_id, "points": points}
 
 
@@ -197,11 +201,11 @@ def _log_artifacts(client, run_id, run):
     a file of plots/, figures/ or checkpoints/ already stored with its size
     is not sent again, so a re-sync of a long run does not upload every
     epoch's figures and a checkpoint once more."""
-    for name in [log.filename for log in schema.LOGS.values()] + [schema.CONFIG_JSON,
-                                                                   schema.RUN_JSON]:
+    for name in [log.filename for log in schema.LOGS.values()] + [schema.CONFIG_JSON]:
         path = os.path.join(run.dir, name)
         if os.path.isfile(path):
             client.log_artifact(run_id, path)
+    _log_run_json(client, run_id, run)
     stored = _stored_sizes(client, run_id)
     for path, folder in _folder_files(run):
         try:
@@ -210,6 +214,18 @@ def _log_artifacts(client, run_id, run):
             continue
         if stored.get(f"{folder}/{os.path.basename(path)}") != size:
             client.log_artifact(run_id, path, artifact_path=folder)
+
+
+def _log_run_json(client, run_id, run):
+    """run.json with any URL password masked: a run recorded before masking kept
+    its worker's command line, storage URL included."""
+    path = os.path.join(run.dir, schema.RUN_JSON)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:  # no run.json (or replaced meanwhile): nothing to send
+        return
+    client.log_text(run_id, masked(text), schema.RUN_JSON)
 
 
 def _folder_files(run):

@@ -352,7 +352,7 @@ def _image_src(run, name, epoch, src):
         return src(run, relative)
     import base64
     try:
-        with open(os.path.join(run.dir, *relative.split("/")), "rb") as f:
+        with schema.open_file(os.path.join(run.dir, *relative.split("/"))) as f:
             return "data:image/png;base64," + base64.b64encode(f.read()).decode("ascii")
     except OSError:  # removed meanwhile
         return None

@@ -108,14 +108,23 @@ def _list_runs(args: argparse.Namespace) -> int:
     table = r.order(r.select(r.runs_table(args.paths or ["outputs"]), filters), args.sort,
                     args.limit)
     if args.csv or args.json:
-        print(table.to_csv(index=False) if args.csv else
-              table.to_json(orient="records", indent=1), end="" if args.csv else "\n")
+        text = table.to_csv(index=False) if args.csv else table.to_json(orient="records",
+                                                                        indent=1) + "\n"
+        print(_for_stdout(text), end="")
         return EXIT_OK
     extra = r.named_columns(table, args.where, (args.sort or "").lstrip("-"))
     shown = r.display(table, extra, wide=args.wide)
     print(r.format_fitted(shown, width=None if args.wide else 100) if len(table)
           else "no runs match")
     return EXIT_OK
+
+
+def _for_stdout(text):
+    """``text`` exact into a pipe or a file; its control characters escaped on a
+    terminal, where a note's ESC or BEL would act (see :mod:`..manage.terminal`)."""
+    from ..manage.terminal import visible_lines
+    isatty = getattr(sys.stdout, "isatty", None)
+    return visible_lines(text) if isatty and isatty() else text
 
 
 def _show_run(args: argparse.Namespace) -> int:
@@ -157,8 +166,8 @@ def _collect_garbage(args: argparse.Namespace) -> int:
     if args.keep_best and args.by not in table.columns:
         table = r.with_log_columns(table)
     targets, kept = plan_gc(table, args.keep_best, args.by)
-    for target, holder in kept:
-        print(f"kept {target.path}: it is live ({holder} holds it)", file=sys.stderr)
+    for target, why in kept:
+        print(f"kept {target.path}: {why}", file=sys.stderr)
     code = _remove(targets, args)
     left = remove_leftovers(args.paths or ["outputs"], dry_run=args.dry_run)
     if left:

@@ -6,6 +6,7 @@ import os
 import sys
 
 from ..errors import ConfigError, MindexpError
+from ..secrets import has_password, masked
 from ._args import add_config_args, add_tag_args, non_negative_int, positive_int
 from ._console import EXIT_FAILED, EXIT_OK, fmt_number
 
@@ -65,13 +66,24 @@ def _add_tune_command(sub):
     add_config_args(tune)
     tune.set_defaults(handler=_run_tune)
     worker = sub.add_parser("_search_worker")  # internal, see search.worker
-    worker.add_argument("task", nargs=2)
+    worker.add_argument("index", type=int)
     worker.set_defaults(handler=_serve_worker)
+
+
+def _warn_typed_password(storage):
+    """One line when ``--storage`` holds a password: this command's own command
+    line shows it to every local user (nothing mindexp writes or prints does)."""
+    if storage and has_password(storage):
+        print("mindexp: warning: --storage holds a password, readable by every user of this "
+              "machine in ps while the command runs; leave it out of the URL and give it in "
+              "this shell's PGPASSWORD or in ~/.pgpass (docs/tune.md)", file=sys.stderr,
+              flush=True)
 
 
 # -- sweep ---------------------------------------------------------------------------
 
 def _run_sweep(args: argparse.Namespace) -> int:
+    _warn_typed_password(args.storage)
     from ..define.catalog import resolve_spec
     from ..define.config import load_toml, parse_assignments
     from ..search.sweeps import Sweep, check_points, parse_grid
@@ -93,8 +105,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
         print(f"sweep {sweep.sweep_id}: {len(sweep.runs)} runs of {cls.experiment_name()}, "
               f"{sweep.workers} at a time; sweep.json in {folder}", flush=True)
     if args.storage:
-        from ..search.study import shown_url
-        print(f"storage: {shown_url(args.storage)} (shared: the same command elsewhere joins)",
+        print(f"storage: {masked(args.storage)} (shared: the same command elsewhere joins)",
               flush=True)
     status = sweep.run(on_finish=_sweep_progress(todo))
     _print_sweep_summary(sweep)
@@ -168,6 +179,7 @@ def _sweep_exit(sweep, status):
 def _run_tune(args: argparse.Namespace) -> int:
     """Run (or continue) a study, or ``--show`` one; returns the exit status."""
     from ..search.results import best, open_existing, save_plots
+    _warn_typed_password(args.storage)
     if args.show:
         _print_study(open_existing(args.study, args.out, args.storage))
         return EXIT_OK
@@ -188,7 +200,7 @@ def _run_tune(args: argparse.Namespace) -> int:
         if spec.direction_inferred else spec.direction
     print(f"study {spec.study}: {spec.objective} ({how}) of {spec.experiment}, "
           f"{left} of {spec.trials} trials to run, {args.workers} worker(s)\n"
-          f"storage: {spec.storage}\nfolder: {spec.study_dir}", flush=True)
+          f"storage: {masked(spec.storage)}\nfolder: {spec.study_dir}", flush=True)
     signum = run_workers(spec, args.workers, on_line=_print_trial) if left else None
     save_plots(study, spec.study_dir)
     _print_study(study)
@@ -243,4 +255,4 @@ def _fmt(value):
 
 def _serve_worker(args: argparse.Namespace) -> int:
     from ..search.worker import serve
-    return serve(args.task[0], int(args.task[1]))
+    return serve(args.index)

@@ -126,7 +126,8 @@ class Config:
 
 # field -> (check, what is accepted); checked after type coercion
 _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "epochs": (lambda v: v >= 1, "an integer >= 1"),
+    # MindSpore counts epochs and steps in 32/64-bit integers: more is no run, but a crash
+    "epochs": (lambda v: 1 <= v < 2 ** 31, "an integer >= 1 and < 2**31"),
     "batch_size": (lambda v: v >= 1, "an integer >= 1"),
     "lr": (lambda v: v > 0, "a number > 0"),
     "momentum": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
@@ -235,8 +236,8 @@ def coerce(name: str, raw: Any, hint: Any) -> Any:
     """Turn ``raw`` into a value of type ``hint`` or raise ConfigError."""
     try:
         return _coerce(raw, hint)
-    except (TypeError, ValueError):
-        raise ConfigError(f"config field {name!r} expects {_type_name(hint)}. "
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config field {name!r} expects {_type_name(hint)}{_bits(exc)}. "
                           f"Received: {name}={raw!r}", field=name) from None
 
 
@@ -318,15 +319,25 @@ def _to_bool(raw: Any) -> bool:
 
 
 def _to_int(raw: Any) -> int:
+    """``raw`` as an int that fits in 64 bits (numpy's and MindSpore's integers:
+    a larger one would fail inside training, after the run folder exists)."""
     if isinstance(raw, bool):
         raise TypeError("")
     if isinstance(raw, int):
-        return raw
-    if isinstance(raw, float) and raw.is_integer():
-        return int(raw)
-    if isinstance(raw, str):
-        return int(raw.strip())
-    raise TypeError("")
+        value = raw
+    elif isinstance(raw, float) and raw.is_integer():
+        value = int(raw)
+    elif isinstance(raw, str):
+        value = int(raw.strip())
+    else:
+        raise TypeError("")
+    if not -2 ** 63 <= value < 2 ** 63:
+        raise _TooLarge(" of 64 bits (-2**63 to 2**63-1)")
+    return value
+
+
+class _TooLarge(ValueError):
+    """An integer beyond 64 bits; its text completes "expects an integer"."""
 
 
 def _to_float(raw: Any) -> float:
@@ -346,9 +357,13 @@ def _to_float(raw: Any) -> float:
 def _check_type(name: str, value: Any, hint: Any) -> None:
     try:
         _coerce(value, hint)
-    except (TypeError, ValueError):
-        raise ConfigError(f"config field {name!r} expects {_type_name(hint)}. "
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config field {name!r} expects {_type_name(hint)}{_bits(exc)}. "
                           f"Received: {name}={value!r}", field=name) from None
+
+
+def _bits(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, _TooLarge) else ""
 
 
 def _type_name(hint: Any) -> str:

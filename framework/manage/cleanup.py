@@ -19,7 +19,7 @@ from ..rundir.meta import read_meta
 from .runs import short_path
 from .show import find_run, human_size
 from ..rundir.record import locked
-from ..rundir.run_lock import acquire, holder
+from ..rundir.run_lock import acquire, holder, lock_trouble
 
 # The index files of a group of runs: a sweep's, and a tune study's.
 INDEX_FILES = ("sweep.json", "study.json")
@@ -66,7 +66,14 @@ def plan_rm(specs, root="outputs"):
 
 
 def refuse_running(targets):
-    """MindexpError naming the live runs (a process holds their lock) and their holders."""
+    """MindexpError naming the live runs (a process holds their lock) and their
+    holders, or the runs whose lock is not a regular file (a link, a FIFO)."""
+    troubled = [(t, lock_trouble(t.path)) for t in targets if not t.group]
+    troubled = [(t, why) for t, why in troubled if why]
+    if troubled:
+        raise MindexpError(f"refusing to remove {len(troubled)} run(s) whose lock file is not "
+                           f"a regular file: {troubled[0][1]}; remove that file (mindexp makes "
+                           "its own). Nothing was removed.")
     alive = [(t, holder(t.path)) for t in targets if not t.group]
     alive = [(t, name) for t, name in alive if name]
     if alive:
@@ -78,17 +85,21 @@ def refuse_running(targets):
 def plan_gc(table, keep_best=None, by="final_loss"):
     """Targets from the selected rows of a runs table (see :mod:`.runs`): live
     runs are left out (each with its lock's holder), and with ``keep_best`` the
-    K best of each experiment by ``by`` are kept. Returns ``(targets, kept_live)``,
-    ``kept_live`` a list of ``(Target, holder)``."""
+    K best of each experiment by ``by`` are kept; so is a run whose lock file is
+    not a regular file (taking it would follow a link). Returns ``(targets, kept)``,
+    ``kept`` a list of ``(Target, why)``, ``why`` ending "it is live (... holds it)"
+    or naming the lock file that is not a file."""
     rows = table
     if keep_best:
         rows = _drop_best(rows, keep_best, by)
     targets, kept = [], []
     for run_dir in rows["run_dir"]:
         target = Target(run_dir, read_meta(run_dir))
-        live = holder(run_dir)
+        live, trouble = holder(run_dir), lock_trouble(run_dir)
         if live:
-            kept.append((target, live))
+            kept.append((target, f"it is live ({live} holds it)"))
+        elif trouble:
+            kept.append((target, f"{trouble}; remove that file (mindexp makes its own)"))
         else:
             targets.append(target)
     return targets, kept

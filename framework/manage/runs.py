@@ -16,6 +16,7 @@ from ..errors import ConfigError
 from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, format_age,
                        format_value, sort_table, unreadable_rows)
 from ..rundir.run_lock import GONE, shown_status
+from .terminal import visible
 
 STATUSES = ("running", "completed", "failed", "interrupted", "diverged", "pruned")
 OUTCOMES = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
@@ -259,7 +260,7 @@ def _text(value):
         return "-"
     if isinstance(value, float):
         return f"{value:.6g}"
-    return format_value(value)
+    return visible(format_value(value))  # a cell is one line, never a terminal command
 
 
 def _is_numeric(series):

@@ -9,6 +9,7 @@ from ..analysis.reports import eval_name, find_run_dirs, format_value
 from ..rundir.summary import run_direction
 from ..rundir.run import Run
 from ..rundir.run_lock import holder
+from .terminal import visible, visible_lines
 
 
 def find_run(spec, root="outputs"):
@@ -43,7 +44,8 @@ def show_text(run):
         part = section(run)
         if part:
             lines += part + [""]
-    return "\n".join(lines).rstrip() + "\n"
+    # any other recorded text (an error, a config value) is shown inert too
+    return visible_lines("\n".join(lines).rstrip()) + "\n"
 
 
 def _head(run):
@@ -60,9 +62,9 @@ def _head(run):
         lines.append(f"why        {why.splitlines()[0]}")
     lines += [f"experiment {meta.get('experiment')}  ({meta.get('entry')})"]
     if meta.get("tags"):
-        lines.append(f"tags       {', '.join(meta['tags'])}")
+        lines.append(f"tags       {visible(', '.join(meta['tags']))}")
     if meta.get("note"):
-        lines.append(f"note       {meta['note']}")
+        lines.append(f"note       {visible(meta['note'])}")
     return lines
 
 
@@ -277,7 +279,8 @@ def _error(run):
 def _traceback_location(run_dir):
     """The innermost ``File "...", line N, in f`` of error.txt, when the run wrote one."""
     try:
-        with open(os.path.join(run_dir, schema.ERROR_FILE), encoding="utf-8", errors="replace") as f:
+        with schema.open_file(os.path.join(run_dir, schema.ERROR_FILE), "r", encoding="utf-8",
+                              errors="replace") as f:
             frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', f.read())
     except OSError:
         return None

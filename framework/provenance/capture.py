@@ -13,6 +13,7 @@ import sys
 
 from ..callbacks import schema
 from ..rundir.io import now_iso, read_json, write_file
+from ..secrets import masked_argv
 from . import files as F
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def _capture_into(exp, run_dir, folder, environment_file, rerun_of):
 def _capture_file(path, cls, run_dir, folder, environment_file, rerun_of):
     """Capture into ``folder``: the packages, and the file ``path`` defining
     ``cls`` (an experiment class; None: ``path`` is a script) with its git state."""
-    block = {"captured_at": now_iso(), "command": list(sys.argv), "cwd": os.getcwd(),
+    block = {"captured_at": now_iso(), "command": masked_argv(sys.argv), "cwd": os.getcwd(),
              "python_executable": sys.executable, "host": platform.node(),
              "env": mindspore_env(), "environment": None, "source": None, "git": None}
     try:

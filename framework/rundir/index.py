@@ -69,18 +69,19 @@ def found_runs(root: str) -> list[tuple[str, list[int]]]:
 
 def _signature(folder):
     """``[size, mtime_ns, inode]`` of run.json and config.json, or None when
-    ``folder`` holds no run.json (config.json may be missing: ``[]``)."""
+    ``folder`` holds no run.json (config.json may be missing: ``[]``).
+
+    Not followed (``lstat``): a link, FIFO or folder named run.json still
+    makes a run, which its reader reports as unreadable."""
     out = []
     for name in (schema.RUN_JSON, schema.CONFIG_JSON):
         try:
-            st = os.stat(os.path.join(folder, name))
+            st = os.lstat(os.path.join(folder, name))
         except OSError:
             if name == schema.RUN_JSON:
                 return None
             continue
-        if name == schema.RUN_JSON and not stat.S_ISREG(st.st_mode):
-            return None
-        out += [st.st_size, st.st_mtime_ns, st.st_ino]
+        out += [st.st_size, st.st_mtime_ns, st.st_ino, stat.S_IFMT(st.st_mode)]
     return out
 
 
@@ -101,7 +102,7 @@ def _read_index(root):
     checksum instead of validating 10,000 run.json copies again (the entries
     were validated when read from the runs)."""
     try:
-        with open(os.path.join(root, schema.SUMMARY_INDEX), "rb") as f:
+        with schema.open_file(os.path.join(root, schema.SUMMARY_INDEX)) as f:
             head, _, body = f.read().partition(b"\n")
         header = json.loads(head)
         if header.get("version") != INDEX_VERSION or \
@@ -109,7 +110,7 @@ def _read_index(root):
             return {}
         runs = json.loads(body)
         return runs if isinstance(runs, dict) else {}
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError):
         return {}
 
 

@@ -23,6 +23,17 @@ def check_label(label, what="--name"):
     return label
 
 
+def check_experiment_name(name):
+    """An experiment's ``name`` names the folder of its runs: the rule of
+    :func:`check_label` (no ``/``, ``..``, leading ``.``, control characters
+    or ``$(``), so that it can neither leave ``--out`` nor hide its runs."""
+    if not isinstance(name, str) or not _LABEL.match(name) or ".." in name:
+        raise ConfigError("an experiment's name must be 1-64 characters of letters, digits, "
+                          "'.', '_', '-', '+', '=', starting with a letter or digit (it names "
+                          f"the folder of its runs). Received: name = {name!r}", field="name")
+    return name
+
+
 def now_iso():
     return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
@@ -35,7 +46,7 @@ def create_run_dir(root, experiment, label=None):
     start in the same second.
     """
     label = check_label(label)
-    parent = os.path.join(os.fspath(root), experiment)
+    parent = os.path.join(os.fspath(root), check_experiment_name(experiment))
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as exc:
@@ -68,18 +79,27 @@ def write_file(path, data):
 
 
 def read_json(path):
-    """Read a JSON file, raising RunDirError naming it when missing or malformed."""
+    """Read a JSON file, raising RunDirError naming it when missing, malformed,
+    nested too deep for the parser, or not a regular file (a link, a FIFO, a
+    directory: :func:`schema.open_file`, which never follows nor blocks)."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with schema.open_file(path, "r", encoding="utf-8") as f:
             return json.load(f)
     except FileNotFoundError:
         raise RunDirError(f"{path} does not exist") from None
+    except schema.NotAFileError as exc:
+        raise RunDirError(str(exc)) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RunDirError(f"{path} is not valid JSON ({exc})") from None
+    except RecursionError:  # [[[[...]]]] 100,000 deep: damaged like any other
+        raise RunDirError(f"{path} is not valid JSON (nested deeper than the parser "
+                          "allows)") from None
 
 
 def is_run_dir(path):
-    return os.path.isfile(os.path.join(path, schema.RUN_JSON))
+    """True when ``path`` holds a run.json (a regular file, or something else
+    in its place, which the readers then report as unreadable)."""
+    return os.path.lexists(os.path.join(path, schema.RUN_JSON))
 
 
 def _jsonable(value):

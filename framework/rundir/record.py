@@ -132,7 +132,11 @@ def locked(run_dir, wait_s=None):
 
     Not the run's liveness lock (``run_lock``): this one is held only for
     each read-change-write of run.json."""
-    fd = os.open(os.path.join(run_dir, schema.RUN_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # never through a link (it would create or lock a file elsewhere)
+        fd = schema.open_fd(os.path.join(run_dir, schema.RUN_LOCK), os.O_RDWR | os.O_CREAT)
+    except schema.NotAFileError as exc:
+        raise RunDirError(f"cannot update {os.path.join(run_dir, schema.RUN_JSON)}: its write "
+                          f"lock {exc}; remove it (mindexp creates it itself)") from None
     try:
         _wait_for_lock(fd, run_dir, wait_s)
         yield
@@ -161,7 +165,7 @@ def _wait_for_lock(fd, run_dir, wait_s):
 def update_meta(run_dir, change):
     """Apply ``change(meta)`` to run.json under the run's lock; returns the new meta."""
     path = os.path.join(run_dir, schema.RUN_JSON)
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):  # something else in its place: read_meta names it
         raise RunDirError(f"{run_dir} is not a run directory (it has no {schema.RUN_JSON}). "
                           f"Received: {run_dir!r}")
     try:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Union
 from ..callbacks import schema
 from ..errors import RunDirError
 from .io import is_run_dir, read_json
-from .meta import read_meta
+from .meta import UnreadableRun, read_meta
 
 if TYPE_CHECKING:
     import numpy as np
@@ -180,16 +180,22 @@ class Run:
 
 
 def _read_object(path: str) -> dict[str, Any]:
-    data = read_json(path)
+    """config.json as a dict; :class:`UnreadableRun` (the run is listed
+    ``unreadable``, like one whose run.json is damaged) when it cannot be."""
+    try:
+        data = read_json(path)
+    except RunDirError as exc:
+        raise UnreadableRun(str(exc), path) from None
     if not isinstance(data, dict):
-        raise RunDirError(f"{path} must hold a JSON object. Received: {type(data).__name__}")
+        raise UnreadableRun(f"{path} must hold a JSON object. Received: {type(data).__name__}",
+                            path)
     return data
 
 
 def _ends_mid_row(path: str) -> bool:
     """True when the file's last byte is not a line end (CsvLog always writes whole rows)."""
     try:
-        with open(path, "rb") as f:
+        with schema.open_file(path) as f:
             f.seek(0, os.SEEK_END)
             if f.tell() == 0:
                 return False
@@ -197,13 +203,15 @@ def _ends_mid_row(path: str) -> bool:
             return f.read(1) != b"\n"
     except FileNotFoundError:
         return False
+    except schema.NotAFileError as exc:  # a FIFO, folder or link in the log's place
+        raise RunDirError(str(exc)) from None
 
 
 def _parse_csv(path: str, columns: list[str] | None = None) -> pd.DataFrame:
     from ..callbacks import CsvFormatError
     try:
         return schema.read_csv(path, columns=columns)
-    except CsvFormatError as exc:  # names the file and line already
+    except (CsvFormatError, schema.NotAFileError) as exc:  # each names the file already
         raise RunDirError(str(exc)) from None
     except Exception as exc:  # pandas' parser errors name no file
         raise RunDirError(f"{path} is not a readable CSV ({str(exc).splitlines()[0]})") from None

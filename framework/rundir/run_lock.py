@@ -69,10 +69,13 @@ def acquire(run_dir, action):
     RunDirError when the folder no longer exists (removed meanwhile)."""
     path = os.path.join(os.fspath(run_dir), schema.RESUME_LOCK)
     while True:
-        try:  # non-inheritable: msrun children do not keep it
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # non-inheritable: msrun children do not keep it; never through a link
+            fd = schema.open_fd(path, os.O_RDWR | os.O_CREAT)
         except FileNotFoundError:
             raise RunDirError(f"cannot {action} {run_dir}: it no longer exists") from None
+        except schema.NotAFileError as exc:
+            raise RunDirError(f"cannot {action} {run_dir}: its lock {exc}; remove it "
+                              "(mindexp creates the lock file itself)") from None
         if not _lock(fd, fcntl.LOCK_EX, PROBE_PATIENCE_S):
             name = _holder_name(fd)
             os.close(fd)
@@ -91,6 +94,21 @@ def holder(run_dir):
         return None if fd is None else _holder_name(fd)
 
 
+def lock_trouble(run_dir):
+    """Why ``run_dir``'s lock files cannot be taken (``"<path> is a link, not a
+    regular file"``), or None when each is a regular file or absent: a command
+    that would take them says so before it changes anything."""
+    for name in (schema.RESUME_LOCK, schema.RUN_LOCK):
+        path = os.path.join(os.fspath(run_dir), name)
+        try:
+            os.close(schema.open_fd(path))
+        except schema.NotAFileError as exc:
+            return str(exc)
+        except OSError:  # absent (made when taken), or unreadable: taking it says why
+            continue
+    return None
+
+
 def lock_held(path):
     """True while a live process holds an flock on the file ``path`` (a run's
     lock, a search worker's lock); False when none does or the file is gone.
@@ -104,8 +122,9 @@ def _probed(path):
     """The open lock file while a live process holds it, else None (the probe
     takes a shared lock for an instant: any holder's exclusive one refuses it)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # no lock file: nobody ever held it, or its holder ended cleanly
+        fd = schema.open_fd(path)
+    except OSError:  # no lock file (nobody ever held it, or its holder ended cleanly),
+        # or a link, FIFO or folder in its place, which no mindexp process can hold
         yield None
         return
     try:

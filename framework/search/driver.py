@@ -38,6 +38,10 @@ from .study import (LOGS, TuneSpec, check_choices, default_storage, grid_space,
 logger = logging.getLogger(__name__)
 
 WORKER_COMMAND = "_search_worker"  # the hidden command a worker process runs
+# The spec holds the storage URL, perhaps with its password: it goes to the
+# worker in its environment (readable by its owner alone), never on its
+# command line (readable by every local user in ps and /proc/*/cmdline).
+SPEC_VARIABLE = "MINDEXP_WORKER_SPEC"
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -46,7 +50,9 @@ def make_spec(exp_cls, entry, space, objective, trials, direction=None, sampler=
               out="outputs"):
     """Check every input (ConfigError, nothing created) and return the :class:`TuneSpec`
     (``direction`` None: inferred from the objective's name)."""
+    from ..rundir.io import check_experiment_name
     import_optuna()
+    check_experiment_name(exp_cls.experiment_name())  # names its trials' folder
     check_choices(sampler, pruner, trials)
     base = dict(base or {})
     exp = exp_cls(base)  # the fixed values alone must make a valid experiment
@@ -126,7 +132,8 @@ def run_workers(spec, workers, on_line=None):
 
 
 class Crew:
-    """Worker processes (``python -m mindexp _search_worker SPEC INDEX``, see :mod:`.worker`)
+    """Worker processes (``python -m mindexp _search_worker INDEX``, the spec in
+    :data:`SPEC_VARIABLE`, see :mod:`.worker`)
     and the events they print, one JSON object a line, in one queue.
 
     Each worker runs in its own session (a terminal's Ctrl-C reaches only the
@@ -146,9 +153,10 @@ class Crew:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         env.setdefault("GLOG_v", "3")
+        env[SPEC_VARIABLE] = spec_json
         with open(log, "a", encoding="utf-8") as stderr:
-            proc = subprocess.Popen([sys.executable, "-m", "mindexp", WORKER_COMMAND, spec_json,
-                                     str(index)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            proc = subprocess.Popen([sys.executable, "-m", "mindexp", WORKER_COMMAND, str(index)],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=stderr, env=env, text=True, start_new_session=True,
                                     preexec_fn=die_with_parent())
         proc.log_path = log

@@ -39,6 +39,7 @@ import traceback
 
 from ..callbacks import schema
 from ..errors import ConfigError, MindexpError
+from ..secrets import masked
 from .signals import StopFlag  # noqa: F401  (run_trials' stop; tune and its workers pass one)
 
 logger = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ def open_storage(storage):
         try:
             return _open_rdb(optuna, storage)
         except Exception as exc:  # a driver missing, a server not reachable, a bad URL
-            raise MindexpError(f"cannot open the storage {shown_url(storage)}: "
+            raise MindexpError(f"cannot open the storage {masked(storage)}: "
                                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from None
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
     os.makedirs(os.path.dirname(os.path.abspath(storage)), exist_ok=True)
@@ -151,15 +152,6 @@ def _open_rdb(optuna, storage):
             if attempt == _SCHEMA_ATTEMPTS or not any(t in str(exc) for t in _CREATED_MEANWHILE):
                 raise
             time.sleep(0.2 * attempt)
-
-
-def shown_url(url):
-    """``url`` with its password masked (``***``), for messages and logs."""
-    try:
-        from sqlalchemy.engine import make_url
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001  not a URL SQLAlchemy can parse: nothing to mask
-        return url
 
 
 def load_study(spec, create=False):
@@ -190,7 +182,7 @@ def _check_same_study(study, spec):
         return
     differ = [k for k in mine if saved.get(k) != mine[k]]
     if differ:
-        raise ConfigError(f"study {spec.study!r} in {spec.storage} was made for "
+        raise ConfigError(f"study {spec.study!r} in {masked(spec.storage)} was made for "
                           + ", ".join(f"{k}={saved.get(k)}" for k in differ)
                           + "; use another --study name, or the same values. Received: "
                           + ", ".join(f"{k}={mine[k]}" for k in differ), field="study")

@@ -36,12 +36,13 @@ from typing import Any, Callable
 
 from ..define.config import did_you_mean, load_toml
 from ..errors import ConfigError, MindexpError
-from ..rundir.io import check_label, create_run_dir, is_run_dir, now_iso
+from ..rundir.io import check_experiment_name, check_label, create_run_dir, is_run_dir, now_iso
 from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, here, open_study, outcome,
                    point_state, point_trials, release_space, reopen_failed, reserve_space,
                    retired, tell)
 from .signals import handlers
-from .study import JOURNAL, LOGS, shown_url
+from .study import JOURNAL, LOGS
+from ..secrets import masked
 from .sweep_loop import WORKERS_DIR, SweepLoop
 from .sweep_record import SWEEP_JSON, SweepRun, apply_answer, read_record, write_record
 from .sweep_takeup import SWEEPS, find_unfinished, import_record
@@ -180,7 +181,7 @@ class Sweep:
         holds one sweep per command). A storage that cannot be opened is
         MindexpError naming it, before anything is created.
         """
-        self.experiment = experiment
+        self.experiment = check_experiment_name(experiment)
         if self.storage is None:
             storage, study_name = self._own_folder(resume), SWEEP_STUDY
         else:
@@ -219,7 +220,7 @@ class Sweep:
         self.continued = bool(self._study.get_trials(deepcopy=False))
         if resume is True and not self.continued:
             raise ConfigError(f"--resume: no sweep of this command in "
-                              f"{shown_url(self._spec.storage)} (study {self.sweep_id}); run it "
+                              f"{masked(self._spec.storage)} (study {self.sweep_id}); run it "
                               "without --resume to start one", field="resume")
         self.dir = os.path.join(self.out, SWEEPS, self.sweep_id)
         try:
@@ -399,7 +400,7 @@ class Sweep:
         return {"sweep_id": self.sweep_id, "experiment": self.experiment, "spec": self.spec,
                 "name": self.name, "grid": self.grid, "set": self.sets,
                 "config_file": self.config_file, "workers": self.workers, "out": self.out,
-                "storage": shown_url(self._spec.storage), "study": self._spec.study,
+                "storage": masked(self._spec.storage), "study": self._spec.study,
                 "retries": self.retries, "status": self.status, "started_at": self.started_at,
                 "ended_at": self.ended_at, "runs": [r.as_dict() for r in self.runs]}
 

@@ -2,7 +2,9 @@
 after another, MindSpore imported once.
 
 Started by :class:`mindexp.search.driver.Crew` as ``python -m mindexp
-_search_worker SPEC_JSON INDEX``; the spec is a :class:`.study.TuneSpec` (trials
+_search_worker INDEX``, the spec (JSON) in the environment variable
+``MINDEXP_WORKER_SPEC``: it holds the storage URL, which may carry a password
+that must not be on a command line. The spec is a :class:`.study.TuneSpec` (trials
 of a study) or a :class:`.grid.SweepSpec` (points of a grid sweep, ``kind``
 ``sweep``). Each trial's or point's stdout and stderr (file descriptors 1
 and 2, so MindSpore's C++ messages too) go to its log in the study's or
@@ -17,8 +19,10 @@ from .children import output_to
 from .signals import StopFlag, handlers
 
 
-def serve(spec_json, index):
+def serve(index):
     """Run trials or points until none is left, or a signal; returns the exit status."""
+    from .driver import SPEC_VARIABLE
+    spec_json = os.environ.pop(SPEC_VARIABLE)  # not inherited by what the runs start
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 1)  # only the logs and the answer pipe get output

@@ -11,6 +11,7 @@ from ..callbacks import schema
 from ..callbacks._mindspore import local_rank_id
 from ..define.entry import entry_of, load_experiment
 from ..errors import TrainingError
+from ..rundir.io import check_experiment_name
 from ..rundir.record import RunRecord
 from .preflight import prepare
 from .session import Session
@@ -34,6 +35,7 @@ def train(exp, out="outputs", label=None, quiet=True, entry=None, resume=None, f
     (after run.json says failed) when training itself fails.
     """
     from . import distributed
+    check_experiment_name(exp.experiment_name())  # before anything is prepared or created
     entry = entry or (resume.entry if resume else entry_of(exp))
     if distributed.msrun_scheduler():  # msrun runs the user's command as its scheduler too
         distributed.serve_as_scheduler()

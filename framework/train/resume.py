@@ -76,6 +76,8 @@ def prepare_resume(run_dir, overrides=None):
     resume = resume_point(run_dir, meta)
     _check_not_done(meta, exp, resume, run_dir)
     _check_early_stop_asked(meta, overrides, run_dir)
+    if overrides:  # only a changed config can change the network's shapes
+        _check_checkpoint_fits(exp, resume, overrides)
     return exp, resume
 
 
@@ -97,7 +99,7 @@ def resume_point(run_dir, meta=None):
 def check_run_dir(run_dir):
     """The absolute path of ``run_dir``; RunDirError when it holds no run.json."""
     run_dir = os.path.abspath(os.fspath(run_dir))
-    if not os.path.isfile(os.path.join(run_dir, schema.RUN_JSON)):
+    if not os.path.lexists(os.path.join(run_dir, schema.RUN_JSON)):
         raise RunDirError(f"cannot resume {run_dir}: not a run directory (no {schema.RUN_JSON})")
     return run_dir
 
@@ -112,6 +114,31 @@ def _check_not_done(meta, exp, resume, run_dir):
         raise MindexpError(f"cannot resume {run_dir}: it is completed ({resume.epoch} of "
                            f"{exp.config.epochs} epochs); to train longer pass "
                            f"--set epochs=N with N > {resume.epoch}")
+
+
+def _check_checkpoint_fits(exp, resume, overrides):
+    """MindexpError (one line) when the network of the new config cannot load
+    the checkpoint (``--set hidden=64`` on a run of 8): refused here, before
+    config.json or the run's status change, not when training starts."""
+    shapes = {name: tuple(p.shape) for name, p in exp.network().parameters_and_names()}
+    for key, value in resume.params.items():
+        name = _network_name(key, shapes)
+        if name is None or not hasattr(value, "shape") or tuple(value.shape) == shapes[name]:
+            continue
+        given = " ".join(f"--set {k}={v}" for k, v in overrides.items())
+        raise MindexpError(f"cannot resume {resume.run_dir}: its checkpoint does not fit the "
+                           f"network of the new config ({name} is {tuple(value.shape)} in "
+                           f"{os.path.basename(resume.path)}, {shapes[name]} in the network); "
+                           f"keep the values that shape the network, or start a new run. "
+                           f"Received: {given}")
+
+
+def _network_name(key, names):
+    """The network parameter a checkpoint entry is (``body.0.weight``) or holds
+    optimizer state of (``moment1.body.0.weight``): the longest matching name."""
+    if key in names:
+        return key
+    return max((n for n in names if key.endswith("." + n)), key=len, default=None)
 
 
 # Overrides that say "train on" after an early stop.

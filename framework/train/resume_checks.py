@@ -31,12 +31,15 @@ def check_logs_readable(run_dir, names):
             _refuse(name, exc.line, exc.problem)
         except UnicodeDecodeError:
             _refuse(name, "?", "not UTF-8 text")
+        except schema.NotAFileError as exc:  # a FIFO, folder or link in the log's place
+            raise DamagedLogError(f"cannot resume: {exc}; remove it, or put the run's "
+                                  f"{name} back") from None
         if len(frame):
             _check_numbers(path, name, frame)
 
 
 def _check_numbers(path, name, frame):
-    with open(path, "rb") as f:
+    with schema.open_file(path) as f:
         cut_tail = not f.read().endswith(b"\n")  # a cut last row: the writer repairs it
     rows = frame.iloc[:-1] if cut_tail else frame
     for column in rows.columns:

@@ -95,6 +95,13 @@ CASES = {
     "lr zero": (["run", "linear", "--set", "lr=0"], "'lr' must be a number > 0"),
     "lr negative": (["run", "linear", "--set", "lr=-0.1"], "'lr' must be a number > 0"),
     "epochs zero": (["run", "linear", "--set", "epochs=0"], "'epochs' must be an integer >= 1"),
+    "epochs beyond 64 bits": (["run", "linear", "--set", "epochs=99999999999999999999"],
+                              "'epochs' expects an integer of 64 bits (-2**63 to 2**63-1). "
+                              "Received: epochs='99999999999999999999'"),
+    "epochs beyond 32 bits": (["run", "linear", "--set", "epochs=4294967296"],
+                              "'epochs' must be an integer >= 1 and < 2**31"),
+    "seed beyond 64 bits": (["run", "linear", "--set", "seed=-99999999999999999999"],
+                            "'seed' expects an integer of 64 bits"),
     "batch zero": (["run", "linear", "--set", "batch_size=0"], "'batch_size' must be an integer >= 1"),
     "batch too big": (["run", "linear", "--set", "batch_size=500"], "at most the training set size 100"),
     "accumulation too big": (["run", "linear", "--set", "grad_accumulation=20"],

@@ -40,7 +40,7 @@ def test_later_sources_win():
     ({"sink": "maybe"}, "sink", r"'sink' expects true or false"),
     ({"lr": "0"}, "lr", r"'lr' must be a number > 0\. Received: lr=0\.0"),
     ({"lr": "-1"}, "lr", r"'lr' must be a number > 0"),
-    ({"epochs": "0"}, "epochs", r"'epochs' must be an integer >= 1\. Received: epochs=0"),
+    ({"epochs": "0"}, "epochs", r"'epochs' must be an integer >= 1 and < 2\*\*31\. Received: epochs=0"),
     ({"batch_size": "0"}, "batch_size", r"'batch_size' must be an integer >= 1"),
     ({"optimizer": "adamm"}, "optimizer",
      r"'optimizer' must be one of sgd, momentum, adam, adamw, rmsprop, adagrad\. Received: optimizer='adamm'"),

@@ -120,6 +120,9 @@ def test_a_storage_that_cannot_be_had_is_one_line_and_creates_nothing(capsys, tm
     storage = storage.format(port=free_port())
     code = main([*command, "--storage", storage, "--out", "out"])  # in this process
     lines = capsys.readouterr().err.strip().splitlines()
+    warned = [line for line in lines if "--storage holds a password" in line]
+    assert len(warned) == (1 if ":secret@" in storage else 0), lines  # the typed password
+    lines = [line for line in lines if line not in warned]
     assert code == 2 and len(lines) == 1, lines
     assert lines[0].startswith("mindexp: error: cannot open the storage ")
     assert storage.split("://")[0] in lines[0] and "secret" not in lines[0]

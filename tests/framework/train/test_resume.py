@@ -159,3 +159,22 @@ def test_the_resume_point_is_one_declared_frozen_shape(tmp_path):
     with pytest.raises((dataclasses.FrozenInstanceError, AttributeError, TypeError)):
         point.anything = 1  # nothing is added after construction
     assert not hasattr(point, "__dict__")
+
+
+@pytest.mark.slow
+def test_a_resume_whose_new_config_cannot_load_the_checkpoint_is_refused_before_any_change(
+        cli, main_cli, tmp_path):
+    """`resume --set hidden=64` on a run of hidden=8: refused in one line, config.json
+    and the run's status as they were (it used to rewrite config.json and end `failed`,
+    after which a plain resume failed forever and gc deleted the run)."""
+    done = cli("run", "mlp_sine", "--set", "epochs=1", "--set", "hidden=8", "--set",
+               "samples=64", "--set", "eval_samples=32", "--out", "out", "--quiet")
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (tmp_path / "out" / "mlp_sine").iterdir()
+    before = {p: p.read_bytes() for p in sorted((tmp_path / "out").rglob("*")) if p.is_file()}
+    refused = main_cli("resume", run_dir, "--set", "hidden=64", "--set", "epochs=2")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "does not fit the network of the new config" in refused.stderr
+    assert "(8, 1)" in refused.stderr and "(64, 1)" in refused.stderr
+    after = {p: p.read_bytes() for p in sorted((tmp_path / "out").rglob("*")) if p.is_file()}
+    assert after == before

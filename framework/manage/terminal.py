@@ -1,0 +1,30 @@
+"""Text from run records shown on a terminal: never a raw control character.
+
+A note or a tag is whatever its writer typed, and a shared output folder
+holds records written by anyone: ESC, BEL or a C1 control printed raw could
+recolour, retitle or rewrite the terminal that lists it. Tables and ``show``
+escape them always (``\\x1b``, visible); ``--csv`` and ``--json`` keep the
+data exact, escaped only when standard output is a terminal.
+"""
+from __future__ import annotations
+
+import re
+
+# C0 controls, DEL and C1 controls (0x9b is a one-byte CSI)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_STRUCTURAL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and line end
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character escaped (``\\x1b``, ``\\n``): one line, inert."""
+    return _CONTROL.sub(_escaped, text)
+
+
+def visible_lines(text: str) -> str:
+    """``text`` with its control characters escaped but its line ends and tabs kept."""
+    return _STRUCTURAL.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char, f"\\x{ord(char):02x}")

@@ -1,0 +1,128 @@
+"""A password in a storage URL is never written, printed, served or put on a
+worker's command line (issue 40): a real PostgreSQL study given a random
+password, every file, both output streams and every worker's
+/proc/<pid>/cmdline searched for it."""
+import os
+import secrets
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import cli_env, require
+from postgres import USER, postgres  # noqa: F401  (the fixture: a private server per module)
+
+require("optuna")
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql+psycopg://user:PASS@host/db", "postgresql+psycopg://user:***@host/db"),
+    ("postgresql://u@h:5432/db", "postgresql://u@h:5432/db"),
+    ("https://u:t@k@h:5000", "https://u:***@h:5000"),
+    ("--storage=mysql://u:p%2Fq@h/db", "--storage=mysql://u:***@h/db"),
+    ("postgresql://u@h/db?sslmode=require&password=PASS", "postgresql://u@h/db?sslmode=require&password=***"),
+    ("/abs/journal.log", "/abs/journal.log"),
+    ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+])
+def test_masked_hides_the_password_of_a_url_and_nothing_else(url, shown):
+    from mindexp.secrets import masked
+    assert masked(url) == shown
+
+
+def _worker_cmdlines(proc, seen):
+    """Every worker's command line as /proc shows it, while the driver ``proc`` runs."""
+    import psutil
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+    for child in children:
+        try:
+            seen[child.pid] = open(f"/proc/{child.pid}/cmdline", "rb").read()
+        except OSError:  # exited meanwhile
+            pass
+
+
+def _files_holding(root, needle):
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                with open(path, "rb") as f:
+                    if needle in f.read():
+                        found.append(path)
+    return found
+
+
+@pytest.mark.slow
+def test_a_password_in_the_storage_url_reaches_no_file_output_or_worker_command_line(
+        postgres, tmp_path):
+    password = "pw" + secrets.token_hex(12)
+    database = postgres.create_database("secret_study")
+    url = database.replace(f"//{USER}@", f"//{USER}:{password}@")  # trust auth: accepted
+    cmd = [sys.executable, "-m", "mindexp", "tune", "linear", "--param", "lr=loguniform:1e-3:0.1",
+           "--set", "epochs=1", "--trials", "2", "--workers", "2", "--storage", url,
+           "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen, deadline = {}, time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        _worker_cmdlines(proc, seen)
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert seen, "no worker was seen running"
+    assert [pid for pid, line in seen.items() if password.encode() in line] == []
+    assert password not in out and password not in err
+    assert err.count("--storage holds a password") == 1  # the one warning line
+    assert f"{USER}:***@" in out  # the storage is shown, masked
+    runs = list((tmp_path / "out").rglob("run.json"))
+    assert len(runs) == 2
+    assert _files_holding(tmp_path / "out", password.encode()) == []
+
+
+def test_the_dashboard_and_the_mlflow_export_mask_a_run_json_recorded_before_masking(tmp_path):
+    """A run.json written by an older mindexp holds its worker's command line
+    with the storage URL: served and uploaded masked."""
+    import json
+    from mindexp.analysis import mlflow_export
+    run = tmp_path / "linear" / "r1"
+    run.mkdir(parents=True)
+    meta = {"experiment": "linear", "run_id": "r1", "status": "completed",
+            "provenance": {"command": ["mindexp", "_search_worker",
+                                       '{"storage": "postgresql://u:SECRETPW@h/db"}', "0"]}}
+    (run / "run.json").write_text(json.dumps(meta))
+
+    class Client:
+        texts = {}
+
+        def log_text(self, run_id, text, name):
+            self.texts[name] = text
+    client = Client()
+    mlflow_export._log_run_json(client, "id", type("Run", (), {"dir": str(run)})())
+    assert "SECRETPW" not in client.texts["run.json"] and "u:***@h" in client.texts["run.json"]
+
+
+def test_the_dashboard_serves_a_run_json_recorded_before_masking_masked(tmp_path):
+    import http.client
+    import threading
+    from mindexp.analysis.dashboard import make_server
+    from rundirs import make_run
+    command = ["mindexp", "_search_worker", '{"storage": "postgresql://u:SECRETPW@h/db"}', "0"]
+    make_run(tmp_path, meta={"provenance": {"command": command}})
+    server = make_server([str(tmp_path)], port=0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    try:
+        for path in ("/files/0/toy/r1/run.json", "/api/data?run=0/toy/r1", "/api/data"):
+            conn = http.client.HTTPConnection(*server.server_address[:2], timeout=60)
+            conn.request("GET", path)
+            answer = conn.getresponse()
+            body = answer.read()
+            conn.close()
+            assert answer.status == 200 and b"SECRETPW" not in body, (path, body[:300])
+    finally:
+        server.shutdown()
+        server.server_close()
