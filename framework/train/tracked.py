@@ -61,7 +61,8 @@ def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | No
             ``+``, ``=`` (like ``mindexp run --name``).
         config: the script's settings, JSON-serialisable (config.json,
             and the columns of ``mindexp compare``).
-        tags, note: the run's labels (``mindexp tag`` / ``note`` later).
+        tags: the run's tags (``mindexp tag`` changes them later).
+        note: the run's note (``mindexp note`` changes it later).
         resume: a script run's folder to continue in place (from its latest
             good checkpoint: ``run.load(network)``, ``run.position(steps)``).
 

@@ -315,7 +315,9 @@ PHASES = ("start", "folder", "record", "last_step", "plots", "exit")
 
 def _start_run(root):
     os.makedirs(root, exist_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "mindexp", *RUN], cwd=root, env=cli_env(),
+    # plots on: drawing them is one of the phases a signal may land in
+    return subprocess.Popen([sys.executable, "-m", "mindexp", *RUN], cwd=root,
+                            env=cli_env(MINDEXP_PLOTS="1"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
