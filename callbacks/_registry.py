@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from typing import Callable, Iterator
 
 from . import _runs, schema
@@ -30,6 +31,8 @@ __all__ = ["register_log", "registered_logs", "run_declared"]
 
 _VERSION = 1
 _written: dict[str, dict[str, str | None]] = {}  # per run folder: what this process registered
+_holders: dict[str, int] = {}  # per run folder: the thread writing its registry now
+_pending: dict[str, dict[str, str | None]] = {}  # logs handed to that write by a re-entry
 
 
 @contextlib.contextmanager
@@ -83,14 +86,36 @@ def registered_logs(run_dir: str | os.PathLike[str]) -> dict[str, str | None] | 
 
 
 def _add(folder: str, name: str, step_column: str | None) -> None:
-    """Add one log to the folder's registry file: read, change, replace, locked."""
+    """Add one log to the folder's registry file: read, change, replace, locked.
+
+    Re-entered on the thread that holds the folder's lock (a signal handler that
+    closes a log while this thread writes the registry), the log is handed to the
+    outer write instead: a second flock of the folder from this process would wait
+    for the first for ever."""
+    if _holders.get(folder) == threading.get_ident():
+        _pending.setdefault(folder, {})[name] = step_column
+        return
     os.makedirs(folder, exist_ok=True)
     with _locked(folder):
-        logs = registered_logs(folder) or {}
-        logs[name] = step_column
+        _holders[folder] = threading.get_ident()
+        try:
+            _write_registry(folder, {name: step_column})
+        finally:
+            _holders.pop(folder, None)
+    _written.setdefault(folder, {})[name] = step_column
+    for late, column in _pending.pop(folder, {}).items():  # handed over after the last write
+        _add(folder, late, column)
+
+
+def _write_registry(folder: str, added: dict[str, str | None]) -> None:
+    """Read, change, replace the registry until no re-entered log waits for it."""
+    logs = registered_logs(folder) or {}
+    while added:
+        logs.update(added)
         atomic_write(os.path.join(folder, schema.LOG_REGISTRY),
                      json.dumps({"version": _VERSION, "logs": logs}, indent=1, sort_keys=True))
-    _written.setdefault(folder, {})[name] = step_column
+        _written.setdefault(folder, {}).update(added)
+        added = _pending.pop(folder, {})
 
 
 @contextlib.contextmanager

@@ -34,7 +34,7 @@ def _wait_healthy(uri, server, deadline_s=900):  # mlflow server starts slowly o
                 return
         except requests.RequestException:
             pass
-        time.sleep(0.5)
+        time.sleep(0.1)
     pytest.fail("mlflow server did not answer /health")
 
 

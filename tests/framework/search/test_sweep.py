@@ -120,7 +120,7 @@ def _wait_for_loss_rows(folder, runs, timeout):
         files = glob.glob(os.path.join(str(folder), "*", "loss.csv"))
         if len(files) >= runs and all(os.path.getsize(f) > 40 for f in files):
             return
-        time.sleep(0.5)
+        time.sleep(0.1)
     raise AssertionError(f"{runs} runs did not start logging within {timeout} s")
 
 

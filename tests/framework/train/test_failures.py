@@ -276,7 +276,8 @@ from mindexp.experiments.linear import Linear
 
 class Pausing(Linear):
     """The seed's experiment; once the file $PAUSE exists, one step's end writes
-    $PAUSE.ready and waits 3 s in Python, where the test's signal lands."""
+    $PAUSE.ready and waits in Python, where the test's signal lands, until the
+    test says it sent it ($PAUSE.sent)."""
 
     def callbacks(self):
         from mindspore.train import Callback
@@ -286,7 +287,9 @@ class Pausing(Linear):
             def on_train_step_end(self, run_context):
                 if os.path.exists(pause) and not os.path.exists(pause + ".ready"):
                     open(pause + ".ready", "w").close()
-                    time.sleep(3)
+                    deadline = time.monotonic() + 120
+                    while not os.path.exists(pause + ".sent") and time.monotonic() < deadline:
+                        time.sleep(0.005)
         return [Pause()]
 '''
 
@@ -311,6 +314,7 @@ def test_sigint_and_sigterm_are_reported_by_name_with_exit_130_and_143(tmp_path)
     pause.touch()
     _wait_for_file(tmp_path / "pause.ready", proc)
     proc.send_signal(signal.SIGINT)
+    (tmp_path / "pause.sent").touch()
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
     assert "mindexp: warning: SIGINT: stopping after this step" in err

@@ -47,3 +47,41 @@ def test_register_log_refuses_a_path_outside_any_run(tmp_path):
     with pytest.raises(ValueError, match="inside a run's folder") as err:
         register_log(tmp_path / "elsewhere.csv")
     assert "\n" not in str(err.value)
+
+
+def test_a_log_registered_from_a_signal_handler_during_a_registry_write_is_kept(tmp_path,
+                                                                               monkeypatch):
+    """A signal lands while this process writes the run's logs.json and its handler
+    closes a log, which registers it: the inner registration joins the outer write
+    (a second flock of the run folder from one process waited for ever: the fault
+    injection found a sweep worker hung so after a SIGTERM)."""
+    import json
+    import signal
+    import threading
+    from mindexp.callbacks import _registry, register_log, registered_logs
+    run_dir = str(tmp_path / "run")
+    os.makedirs(run_dir)
+    write = _registry.atomic_write
+    fired = []
+
+    def write_then_signal(path, data):
+        write(path, data)
+        if not fired:
+            fired.append(True)
+            signal.raise_signal(signal.SIGUSR1)   # its handler runs before this returns
+
+    handler = lambda *_: register_log(os.path.join(run_dir, "late.csv"), "step", run_dir=run_dir)
+    monkeypatch.setattr(_registry, "atomic_write", write_then_signal)
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        done = threading.Event()
+        timer = threading.Timer(30, lambda: done.is_set() or os._exit(3))  # a hang fails
+        timer.start()
+        register_log(os.path.join(run_dir, "first.csv"), "step", run_dir=run_dir)
+        done.set()
+        timer.cancel()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert registered_logs(run_dir) == {"first.csv": "step", "late.csv": "step"}
+    with open(os.path.join(run_dir, "logs.json")) as f:
+        assert set(json.load(f)["logs"]) == {"first.csv", "late.csv"}
