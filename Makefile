@@ -36,7 +36,7 @@ test: $(STAMP)
 coverage: $(STAMP)
 	rm -f .coverage .coverage.*
 	COVERAGE_FILE=$(CURDIR)/.coverage COVERAGE_RCFILE=$(CURDIR)/setup.cfg \
-		$(PYTEST) --cov --cov-report= || true
+		$(PYTEST) --cov --cov-config=setup.cfg --cov-report= $(COVERAGE_ARGS) || true
 	$(BIN)/coverage combine -q --keep 2>/dev/null || true
 	$(BIN)/coverage report --rcfile=setup.cfg --skip-covered --sort=cover | tail -n 45
 
