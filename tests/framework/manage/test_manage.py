@@ -461,21 +461,21 @@ def test_show_names_the_innermost_traceback_frame_of_error_txt(capsys, tmp_path)
     assert "config (the experiment's defaults are unknown)" in out and "error.txt" in out
 
 
-def test_gc_keep_best_by_an_unknown_column_is_refused(capsys, tmp_path):
+@pytest.mark.parametrize("by, message, ending", [
+    ("nosuch", "--by names an unknown column 'nosuch'", None),
+    # train_time_s says nothing about better: refused, never taken as maximised
+    ("train_time_s", "--by train_time_s: cannot tell whether a lower or a higher",
+     "Received: --by train_time_s"),
+])
+def test_gc_keep_best_by_a_column_it_cannot_rank_is_refused(capsys, tmp_path, by, message,
+                                                            ending):
     make_run(tmp_path, "r1")
     make_run(tmp_path, "r2", losses=(1.0, 0.1))
     line = one_line_error(*mindexp(capsys, "gc", tmp_path, "--status", "completed",
-                                   "--keep-best", "1", "--by", "nosuch", "--yes")[::2],
-                          "--by names an unknown column 'nosuch'")
-    assert "final_loss" in line and os.path.isdir(tmp_path / "toy" / "r1")
-
-
-def test_gc_keep_best_by_a_column_whose_name_does_not_say_is_refused(capsys, tmp_path):
-    """train_time_s says nothing about better: refused, never taken as maximised."""
-    make_run(tmp_path, "r1")
-    make_run(tmp_path, "r2", losses=(1.0, 0.1))
-    line = one_line_error(*mindexp(capsys, "gc", tmp_path, "--status", "completed",
-                                   "--keep-best", "1", "--by", "train_time_s", "--yes")[::2],
-                          "--by train_time_s: cannot tell whether a lower or a higher")
-    assert line.endswith("Received: --by train_time_s")
+                                   "--keep-best", "1", "--by", by, "--yes")[::2], message)
+    assert os.path.isdir(tmp_path / "toy" / "r1") and os.path.isdir(tmp_path / "toy" / "r2")
+    if ending is None:
+        assert "final_loss" in line   # the columns it can rank by are named
+    else:
+        assert line.endswith(ending)
     assert os.path.isdir(tmp_path / "toy" / "r1") and os.path.isdir(tmp_path / "toy" / "r2")
