@@ -22,10 +22,11 @@ SHIPPED_PREFIXES = ("mindexp.experiments.", "mindexp._captured_")
 _GIT_TIMEOUT_S = 10
 
 
-def capture(exp, run_dir, entry):
+def capture(exp, run_dir, entry, rerun_of=None, config_set=None):
     """Write ``source/`` and ``environment.txt`` into ``run_dir``; return the
     run.json fields to add: ``provenance`` (with ``config_set``, the config
-    fields the user set) and ``rerun_of``.
+    fields the user set; every field when None) and ``rerun_of`` (the run this
+    one reruns, when it does).
 
     When ``run_dir``'s run.json already holds a provenance block (written by
     the msrun launcher before its workers start), that block is kept.
@@ -33,17 +34,10 @@ def capture(exp, run_dir, entry):
     existing = _existing_meta(run_dir)
     if F.provenance_of(existing):
         return {F.META_KEY: existing[F.META_KEY], F.RERUN_KEY: existing.get(F.RERUN_KEY)}
-    rerun_of = getattr(exp, "rerun_of", None)
+    rerun_of = dict(rerun_of) if rerun_of is not None else None
     block = _capture_into(exp, run_dir, schema.SOURCE_DIR, schema.ENVIRONMENT_FILE, rerun_of)
-    block[F.CONFIG_SET_KEY] = _config_set(exp)
+    block[F.CONFIG_SET_KEY] = list(config_set) if config_set is not None else list(vars(exp.config))
     return {F.META_KEY: block, F.RERUN_KEY: rerun_of}
-
-
-def _config_set(exp):
-    """The fields the user set; every field when the experiment does not say
-    (an object made without Experiment.__init__)."""
-    names = getattr(exp, "config_set", None)
-    return list(names) if names is not None else list(vars(exp.config))
 
 
 def capture_resume(exp, run_dir, number):

@@ -24,13 +24,17 @@ def _eval_epochs(cfg):
 class Session:
     """One training session: builds the MindSpore objects and runs them.
 
-    ``shard``: ``(number of ranks, this rank)`` under data parallelism.
+    ``request``: the :class:`~mindexp.train.request.RunRequest` (experiment,
+    config, the framework's extra callbacks); ``shard``: ``(number of ranks,
+    this rank)`` under data parallelism.
     """
 
-    def __init__(self, exp, plan, run_dir, quiet, shard=(1, 0), stopper=None):
-        self.exp, self.plan, self.run_dir, self.quiet = exp, plan, run_dir, quiet
+    def __init__(self, request, plan, run_dir, shard=(1, 0), stopper=None):
+        self.exp, self.plan, self.run_dir = request.experiment, plan, run_dir
+        self.quiet = request.quiet
+        self.added = request.callbacks  # after the experiment's own (a trial's pruning)
         self.num_shards, self.shard_id = shard
-        self.cfg = exp.config
+        self.cfg = request.config
         from .signals import SignalStop
         self.stopper = stopper or SignalStop()  # the runner's, held until run.json is final
         self.steps = None  # the RunSteps heading the callbacks (see _callbacks)
@@ -165,7 +169,7 @@ class Session:
         from .progress import Progress, wanted
         if wanted(self.quiet):
             cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
-        cbs.extend(self.exp.callbacks() or [])
+        cbs.extend(list(self.exp.callbacks() or []) + list(self.added))
         from .monitors import best_checkpoint_args, early_stopping
         self.early_stop_cb = early_stopping(self.exp, d, resume, self.plan.steps_per_epoch)
         if self.early_stop_cb is not None:
