@@ -42,7 +42,9 @@ class Resume:
         import mindspore as ms
         # The learning rate comes from the (possibly changed) config, not the
         # checkpoint: `resume --set lr=...` must train with the new value.
-        state = {k: v for k, v in self.params.items() if k not in ("step", "epoch", "learning_rate")}
+        from ..callbacks.checkpoint import CALLBACK_STATE_KEY
+        state = {k: v for k, v in self.params.items()
+                 if k not in ("step", "epoch", "learning_rate", CALLBACK_STATE_KEY)}
         not_loaded, _ = ms.load_param_into_net(cell, state, strict_load=True)
         not_loaded = [n for n in not_loaded if n != "learning_rate"]
         if not_loaded:

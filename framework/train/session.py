@@ -11,7 +11,7 @@ from ..callbacks import schema
 from ..errors import ConfigError
 from ..rundir.io import now_iso
 from . import compile_dumps, failures
-from .tracked import note_signal
+from .tracked import note_signal, stateful_callbacks
 
 logger = logging.getLogger(__name__)
 
@@ -177,10 +177,12 @@ class Session:
         # Logs are flushed before each checkpoint (never behind it): ours and the
         # experiment's callbacks that buffer (anything with a flush()).
         flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]
+        stateful = stateful_callbacks(cbs, resume)  # their state goes with each checkpoint
         cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,
                               keep_last=cfg.keep_checkpoints,
                               min_interval_s=cfg.checkpoint_interval_s, flush=flush,
-                              steps_per_epoch=spe, **best_checkpoint_args(self.exp)))
+                              steps_per_epoch=spe, stateful=stateful,
+                              **best_checkpoint_args(self.exp)))
         # Last, so a signal that arrives during any callback of step s stops at s.
         cbs.append(self.stopper)
         self.cbs = cbs

@@ -167,7 +167,8 @@ class TrackedRun:
         cbs.extend(extra)
         flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]  # logs never behind
         cbs.append(Checkpoint(d, every_epochs=checkpoint_every, keep_last=keep_checkpoints,
-                              flush=flush, steps_per_epoch=spe))
+                              flush=flush, steps_per_epoch=spe,
+                              stateful=stateful_callbacks(cbs, point)))
         cbs.append(self._stopper)  # last: a signal during any callback of step s stops at s
         return cbs
 
@@ -318,6 +319,19 @@ def record_log_summary(record: RunRecord) -> None:
         record.meta[SUMMARY_KEY] = log_summary(Run(record.run_dir))
     except Exception:  # a report reads the CSVs instead; never fail the run for it
         logger.debug("no log summary for %s", record.run_dir, exc_info=True)
+
+
+def stateful_callbacks(cbs: Iterable[Any], resume: Any = None) -> list[Any]:
+    """The callbacks of ``cbs`` that keep state beyond their files (opt-in:
+    ``state_dict()`` and ``load_state_dict(state)``), saved with each
+    checkpoint; on a resume (``resume``, a Resume) they get their state back
+    here, before training starts."""
+    from ..callbacks.checkpoint import load_callback_state
+    stateful = [cb for cb in cbs if callable(getattr(cb, "state_dict", None))
+                and callable(getattr(cb, "load_state_dict", None))]
+    if resume is not None and stateful:
+        load_callback_state(resume.params, stateful)
+    return stateful
 
 
 def note_signal(meta: dict[str, Any], signum: int | None) -> None:
