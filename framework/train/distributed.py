@@ -6,6 +6,7 @@
 multi-node case, or a user's own msrun command) is detected from msrun's
 environment and joins the cluster instead of launching another one.
 """
+import contextlib
 import glob
 import logging
 import os
@@ -53,6 +54,47 @@ def share_run_id(run_id: str | None) -> str:
         sent[:len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
     total = all_reduce_sum(sent)
     return bytes(total.astype(np.uint8)).rstrip(b"\0").decode("ascii")
+
+
+def create_shared_run_dir(held: contextlib.ExitStack, out: str | os.PathLike[str],
+                          experiment: str, label: str | None = None) -> str:
+    """Rank 0 of the user's own msrun: create the locked run folder (released
+    when ``held`` closes) and send its id to every rank."""
+    from ..rundir.run_lock import create_locked
+    try:
+        run_dir, lock = create_locked(out, experiment, label)
+        held.callback(lock.release)
+    except Exception:
+        share_run_id(None)  # the other ranks wait for an id: none
+        raise
+    share_run_id(os.path.basename(run_dir))
+    return run_dir
+
+
+def joined_run_dir(out: str | os.PathLike[str], experiment: str) -> str:
+    """A rank other than 0: the path of rank 0's run folder, from the id rank 0
+    sent (whether this node sees it: :func:`visible`)."""
+    run_id = share_run_id(None)
+    if not run_id:
+        from ..errors import TrainingError
+        raise TrainingError("rank 0 created no run folder (rank 0's log says why)")
+    return os.path.join(os.fspath(out), experiment, run_id)
+
+
+def unseen_rank_dir(out: str | os.PathLike[str], experiment: str, rank: int) -> str:
+    """Where a rank that cannot see rank 0's folder "writes": a path never
+    created, so nothing of it reaches a disk."""
+    return os.path.join(os.fspath(out), experiment, f".rank{rank}")
+
+
+def visible(run_dir: str) -> bool:
+    """True when ``run_dir`` exists from here; a listing of its parent first
+    refreshes a network file system's cached lookup of a folder just made."""
+    if os.path.isdir(run_dir):
+        return True
+    with contextlib.suppress(OSError):
+        os.listdir(os.path.dirname(run_dir))
+    return os.path.isdir(run_dir)
 
 
 def serve_as_scheduler() -> None:

@@ -124,41 +124,22 @@ def _train_as_worker_of_own_msrun(request: RunRequest):
 def _create_shared_run_dir(request: RunRequest, held):
     """Rank 0: create the locked run folder and send its id to every rank."""
     from . import distributed
-    try:
-        run_dir = hold_new_run(held, request.out, request.experiment_name, request.label)
-    except Exception:
-        distributed.share_run_id(None)  # the other ranks wait for an id: none
-        raise
-    distributed.share_run_id(os.path.basename(run_dir))
-    return run_dir
+    return distributed.create_shared_run_dir(held, request.out, request.experiment_name,
+                                             request.label)
 
 
 def _joined_run_dir(request: RunRequest, rank):
-    """A rank other than 0: rank 0's run folder when this node sees it (a shared
-    output root), where this rank writes only its per-rank files; else a path
-    never created, and this rank writes nothing (one warning when it would have).
-    Returns ``(run_dir, request)``: the request this rank trains."""
+    """A rank other than 0: rank 0's run folder (see
+    :func:`~mindexp.train.distributed.joined_run_dir`) and the request this rank
+    trains (one that writes no rank files where the folder is not visible)."""
     from . import distributed
-    run_id = distributed.share_run_id(None)
-    if not run_id:
-        raise TrainingError("rank 0 created no run folder (rank 0's log says why)")
-    run_dir = os.path.join(request.out, request.experiment_name, run_id)
-    if _visible(run_dir):
+    run_dir = distributed.joined_run_dir(request.out, request.experiment_name)
+    if distributed.visible(run_dir):
         return run_dir, request
     _warn_unrecorded(request.config, run_dir, rank)
     # rank files would go into a folder of their own on this node: none at all
     unlogged = request.with_config(dataclasses.replace(request.config, log_all_ranks=False))
-    return os.path.join(request.out, request.experiment_name, f".rank{rank}"), unlogged
-
-
-def _visible(run_dir):
-    """True when ``run_dir`` exists from here; a listing of its parent first
-    refreshes a network file system's cached lookup of a folder just made."""
-    if os.path.isdir(run_dir):
-        return True
-    with contextlib.suppress(OSError):
-        os.listdir(os.path.dirname(run_dir))
-    return os.path.isdir(run_dir)
+    return distributed.unseen_rank_dir(request.out, request.experiment_name, rank), unlogged
 
 
 def _warn_unrecorded(cfg, run_dir, rank):
