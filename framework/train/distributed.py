@@ -6,6 +6,7 @@
 multi-node case, or a user's own msrun command) is detected from msrun's
 environment and joins the cluster instead of launching another one.
 """
+from typing import Any
 import contextlib
 import glob
 import logging
@@ -29,7 +30,7 @@ ENTRY_SCRIPT = os.path.join(PACKAGE_DIR, "cli", "_msrun_entry.py")
 REPO_ROOT = os.path.dirname(PACKAGE_DIR)
 
 
-def init_data_parallel():
+def init_data_parallel() -> tuple[int, int]:
     """Join msrun's cluster in DATA_PARALLEL with mean gradients; returns (rank, size)."""
     import mindspore as ms
     from mindspore.communication import get_group_size, get_rank, init
@@ -128,14 +129,14 @@ def _scheduler_answers() -> bool:
         return False
 
 
-def free_port():
+def free_port() -> int:
     """A TCP port free on loopback right now (msrun's scheduler binds it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def launch(run_dir, workers, resume=False, timeout_s=300):
+def launch(run_dir: str, workers: int, resume: bool = False, timeout_s: float = 300) -> int:
     """Run msrun with ``workers`` local workers on ``run_dir``; returns its exit code.
 
     msrun's own output and the workers' logs go to ``run_dir/msrun/``.
@@ -156,7 +157,7 @@ def launch(run_dir, workers, resume=False, timeout_s=300):
             raise
 
 
-def _stop(proc):
+def _stop(proc: Any) -> None:
     import signal
     try:
         os.killpg(proc.pid, signal.SIGTERM)  # workers stop cleanly at the next step
@@ -165,12 +166,12 @@ def _stop(proc):
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _msrun():
+def _msrun() -> str:
     found = os.path.join(os.path.dirname(sys.executable), LAUNCHER)
     return found if os.path.exists(found) else (shutil.which(LAUNCHER) or LAUNCHER)
 
 
-def _worker_env():
+def _worker_env() -> dict[str, str]:
     env = dict(os.environ)
     # msrun starts workers with the `python` on PATH: make it this interpreter.
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
@@ -179,7 +180,7 @@ def _worker_env():
     return env
 
 
-def worker_failure(run_dir, lines=12):
+def worker_failure(run_dir: str, lines: int = 12) -> tuple[str, str]:
     """``(log name, text)``: the error lines msrun and the workers logged, the
     log of a worker with a traceback first, else msrun's and the scheduler's
     ``[ERROR]`` lines (a worker killed outright leaves no trace of its own)."""
@@ -194,7 +195,7 @@ def worker_failure(run_dir, lines=12):
     return "msrun.log and scheduler.log", "\n".join(errors[-lines:])
 
 
-def _error_lines(path):
+def _error_lines(path: str) -> list[str]:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             found = [ln.strip() for ln in f if ln.startswith("[ERROR]")]
@@ -203,7 +204,7 @@ def _error_lines(path):
     return [log_error_message(ln) for ln in found]
 
 
-def _tail(path, lines):
+def _tail(path: str, lines: int) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             kept = [ln.rstrip() for ln in f if ln.strip() and "[INFO]" not in ln]

@@ -1,6 +1,7 @@
 """Start a run: in this process, under msrun (the launcher and each worker),
 or as a rank of the user's own msrun. A resume is the ``resume`` argument
 of :func:`train`, not another path."""
+from typing import Any, Callable
 import contextlib
 import dataclasses
 import logging
@@ -21,8 +22,10 @@ from .tracked import finish_record, hold_new_run, hold_signals, reserve_or_fail
 
 logger = logging.getLogger(__name__)
 
+Finish = Callable[[str, str], None]  # finish(run_dir, status): the plots, before the final record
 
-def train(request: RunRequest, finish=None):
+
+def train(request: RunRequest, finish: Finish | None = None) -> str | None:
     """Train what ``request`` declares and return its run directory (None on a
     rank other than 0 under the user's own msrun, and in msrun's scheduler
     process).
@@ -67,7 +70,8 @@ def train(request: RunRequest, finish=None):
                          finish=finish)
 
 
-def launch_workers(request: RunRequest, run_dir, previous=None, finish=None):
+def launch_workers(request: RunRequest, run_dir: str, previous: dict[str, Any] | None = None,
+                   finish: Finish | None = None) -> str:
     """Train with ``config.workers`` msrun workers; the launcher keeps run.json true
     when a worker dies (status failed with that worker's last log lines), and
     runs ``finish(run_dir, status)`` after them."""
@@ -91,7 +95,7 @@ def launch_workers(request: RunRequest, run_dir, previous=None, finish=None):
     return run_dir
 
 
-def run_worker(run_dir, resume=False):
+def run_worker(run_dir: str, resume: bool = False) -> str | None:
     """One msrun worker of a launched run: join the cluster and train; rank 0 writes."""
     from . import distributed
     from ..rundir.io import read_json
@@ -109,7 +113,7 @@ def run_worker(run_dir, resume=False):
                      shard=(size, rank))
 
 
-def _train_as_worker_of_own_msrun(request: RunRequest):
+def _train_as_worker_of_own_msrun(request: RunRequest) -> str | None:
     from . import distributed
     rank, size = distributed.init_data_parallel()
     plan = prepare(request.experiment, workers=size)
@@ -121,14 +125,14 @@ def _train_as_worker_of_own_msrun(request: RunRequest):
         return _train_in(request, plan, run_dir, shard=(size, rank))
 
 
-def _create_shared_run_dir(request: RunRequest, held):
+def _create_shared_run_dir(request: RunRequest, held: contextlib.ExitStack) -> str:
     """Rank 0: create the locked run folder and send its id to every rank."""
     from . import distributed
     return distributed.create_shared_run_dir(held, request.out, request.experiment_name,
                                              request.label)
 
 
-def _joined_run_dir(request: RunRequest, rank):
+def _joined_run_dir(request: RunRequest, rank: int) -> tuple[str, RunRequest]:
     """A rank other than 0: rank 0's run folder (see
     :func:`~mindexp.train.distributed.joined_run_dir`) and the request this rank
     trains (one that writes no rank files where the folder is not visible)."""
@@ -142,7 +146,7 @@ def _joined_run_dir(request: RunRequest, rank):
     return distributed.unseen_rank_dir(request.out, request.experiment_name, rank), unlogged
 
 
-def _warn_unrecorded(cfg, run_dir, rank):
+def _warn_unrecorded(cfg: Any, run_dir: str, rank: int) -> None:
     """One warning line when this rank would have written files of its own."""
     system = bool(cfg.system_every_s) and (cfg.log_all_ranks or local_rank_id() == 0)
     if not (system or cfg.log_all_ranks):
@@ -153,8 +157,9 @@ def _warn_unrecorded(cfg, run_dir, rank):
                    "system)", what, run_dir)
 
 
-def _train_in(request: RunRequest, plan, run_dir, previous=None, shard=(1, 0), stopper=None,
-              finish=None):
+def _train_in(request: RunRequest, plan: Any, run_dir: str, previous: dict[str, Any] | None = None,
+              shard: tuple[int, int] = (1, 0), stopper: Any = None,
+              finish: Finish | None = None) -> str | None:
     """Train in this process (one rank of ``shard``); returns ``run_dir`` (None
     on a rank that does not write). ``finish(run_dir, status)`` runs on rank 0 once
     training ended, with the run's final status, before the final write of run.json."""
@@ -184,13 +189,14 @@ def _train_in(request: RunRequest, plan, run_dir, previous=None, shard=(1, 0), s
     return run_dir if writer else None
 
 
-def _new_record(request: RunRequest, run_dir, writer=True):
+def _new_record(request: RunRequest, run_dir: str, writer: bool = True) -> RunRecord:
     return RunRecord.new(run_dir, request.experiment_name, request.entry, request.config,
                          request.experiment.targets(), writer, tags=list(request.tags),
                          note=request.note, fields=dict(request.fields) or None)
 
 
-def _capture_provenance(request: RunRequest, record, previous):
+def _capture_provenance(request: RunRequest, record: RunRecord,
+                        previous: dict[str, Any] | None) -> None:
     """Source, git, packages and command into the run directory and its record;
     a resume keeps the original block and appends its own to its resume entry."""
     from ..provenance import capture
