@@ -129,6 +129,9 @@ class BaseExperiment:
         train = split == "train"
         batch = cfg.batch_size * (cfg.grad_accumulation if train else 1)
         if isinstance(arrays, SampleSource):
+            if train and self.curriculum():
+                raise DataError(f"{type(self).__name__}.source takes an epoch (a curriculum), "
+                                "which needs in-memory arrays; received a dataset of samples")
             return arrays.dataset(batch, shuffle=train, seed=cfg.seed, start_epoch=start_epoch,
                                   num_shards=num_shards, shard_id=shard_id, drop_last=train,
                                   first_batch=first_batch)
@@ -136,7 +139,23 @@ class BaseExperiment:
             arrays = (arrays,)
         return make_dataset(arrays, self.columns, batch, shuffle=train, seed=cfg.seed,
                             start_epoch=start_epoch, num_shards=num_shards, shard_id=shard_id,
-                            drop_last=train, first_batch=first_batch)
+                            drop_last=train, first_batch=first_batch,
+                            epoch_data=self._epoch_data if train and self.curriculum() else None)
+
+    def curriculum(self) -> bool:
+        """True when the training data changes with the epoch: ``source`` takes
+        an ``epoch`` argument (``def source(self, split, epoch=1)``). The
+        framework then asks ``source("train", epoch=e)`` as epoch ``e`` (from 1)
+        starts, in a resumed run too; every epoch has as many samples as the
+        first (in-memory arrays; other splits are asked without ``epoch``)."""
+        import inspect
+        return "epoch" in inspect.signature(self.source).parameters
+
+    def _epoch_data(self, epoch: int) -> tuple[Any, ...]:
+        """The training columns of 0-based ``epoch`` (a curriculum's)."""
+        from .data import as_arrays
+        return as_arrays(self.source("train", epoch=epoch + 1), self.columns,  # type: ignore[call-arg]
+                         "train")
 
     # -- model -------------------------------------------------------------
     def network(self) -> nn.Cell:
