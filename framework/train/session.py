@@ -145,7 +145,7 @@ class Session:
         self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
                                    time_offset=resume.time_offset if resume else 0.0,
                                    on_nan="stop",  # the run records "diverged" instead
-                                   steps_per_epoch=spe, lr=self.lr)
+                                   steps_per_epoch=spe)  # its lr: the list's records
         from ..callbacks import Timer
         self.timer = Timer()
         from .steps import RunSteps
@@ -180,7 +180,9 @@ class Session:
         # Last, so a signal that arrives during any callback of step s stops at s.
         cbs.append(self.stopper)
         self.cbs = cbs
-        return cbs
+        # One MindSpore callback: one dispatch per hook, one record per step for all.
+        from ..callbacks import CallbackList
+        return [CallbackList(cbs, steps_per_epoch=spe, lr=self.lr)]
 
     def _extras(self, evaluates, resume):
         """The sampler of system.csv and the experiment's figures, when wanted."""
