@@ -64,14 +64,24 @@ class CallbackList(QuietCallback):
                                 f"Received: {cb!r} of type {type(cb).__name__}")
         self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self._recorder = Recorder(self.steps_per_epoch, lr)
-        self._hooks = {hook: _callers(self.callbacks, hook) for hook in _HOOKS}
+        self._hooks: dict[str, list[Callable[[Any], Any]]] = {}
+        self._ends: list[tuple[Callable[..., Any], bool]] = []
+        self._eval_parts: list[Callback] = []
+        self._eval_hooks: dict[str, list[Callable[[Any], Any]]] = {}
+        self._bind()
+        self._stacks: list[ExitStack] = []
+
+    def _bind(self) -> None:
+        """Each hook's list of the parts' methods that do something (made again
+        at each train begin: the list of callbacks may have changed)."""
+        cbs = self.callbacks
+        self._hooks = {hook: _callers(cbs, hook) for hook in _HOOKS}
         self._ends = [(cb.on_train_step_record, True) if _takes_record(cb)  # type: ignore[attr-defined]
-                      else (cb.on_train_step_end, False) for cb in self.callbacks
+                      else (cb.on_train_step_end, False) for cb in cbs
                       if _takes_record(cb) or _overrides(type(cb), "on_train_step_end")]
-        self._eval_parts = [cb for cb in self.callbacks if runs_in_evaluation(cb)]
+        self._eval_parts = [cb for cb in cbs if runs_in_evaluation(cb)]
         self._eval_hooks = {hook: _callers(self._eval_parts, hook)
                             for hook in _HOOKS if hook.startswith("on_eval")}
-        self._stacks: list[ExitStack] = []
 
     # -- the step: one record, every part -----------------------------------
     def on_train_step_end(self, run_context: RunContext) -> None:
@@ -87,6 +97,7 @@ class CallbackList(QuietCallback):
             end(record, run_context)
 
     def on_train_begin(self, run_context: RunContext) -> None:
+        self._bind()
         for hook in self._hooks["on_train_begin"]:
             hook(run_context)
         self._recorder.begin(run_context.original_args())  # after RunSteps made the step absolute
@@ -132,14 +143,18 @@ class CallbackList(QuietCallback):
 
     # -- the context: every part entered, the evaluations' only ---------------
     def __enter__(self) -> CallbackList:
-        parts = self.callbacks if not self._stacks else self._eval_parts
+        training = not self._stacks
         stack = ExitStack()
         try:
-            for cb in parts:
-                stack.enter_context(cb)
+            targets = [stack.enter_context(cb)
+                       for cb in (self.callbacks if training else self._eval_parts)]
         except BaseException:
             stack.close()
             raise
+        if training:   # as MindSpore's own list does: a part's enter target stands for it
+            self.callbacks = [t if isinstance(t, Callback) else cb
+                              for cb, t in zip(self.callbacks, targets)]
+            self._bind()
         self._stacks.append(stack)
         return self
 

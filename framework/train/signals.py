@@ -7,6 +7,7 @@ import threading
 
 from ..callbacks._quiet_callback import QuietCallback
 from .failures import signal_name
+from .features import Build, feature
 
 logger = logging.getLogger(__name__)
 
@@ -118,3 +119,14 @@ class TakeBack(QuietCallback):
 
     def on_train_step_end(self, run_context):
         self._stop.take_back()
+
+
+@feature("signals_head", order=10)
+def _take_back(run: Build, before: object) -> TakeBack:
+    return run.stopper.head()
+
+
+@feature("signals", order=1000)
+def _signal_stop(run: Build, before: object) -> SignalStop:
+    """Last, so a signal that arrives during any callback of step s stops at s."""
+    return run.stopper

@@ -3,6 +3,7 @@ import logging
 import os
 
 from ..callbacks import schema
+from .features import Build, feature
 
 logger = logging.getLogger(__name__)
 _warned: list[bool] = []
@@ -32,3 +33,8 @@ def system_monitor(cfg, run_dir, resume=None):
                          start_step=resume.step if resume else 0,
                          time_offset=resume.time_offset if resume else 0.0,
                          per_node=os.path.isdir(run_dir))
+
+
+@feature("system", order=70)
+def _system(run: Build, before: object) -> object:
+    return system_monitor(run.cfg, run.run_dir, run.resume)
