@@ -10,6 +10,7 @@ where the uninterrupted run would have.
 """
 import logging
 import math
+from typing import Any, Sequence
 
 from ..define import config as _config
 from ..callbacks import schema
@@ -128,7 +129,7 @@ def _early_stop(run: Build, before: object) -> object:
 
 
 @feature("checkpoint", order=120)
-def _checkpoint(run: Build, before: "list | tuple") -> object:
+def _checkpoint(run: Build, before: Sequence[Any]) -> object:
     """After every log: it flushes the callbacks before it that buffer (ours
     and the experiment's: anything with a flush()), so no log is ever
     behind a checkpoint."""
