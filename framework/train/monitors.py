@@ -10,10 +10,12 @@ where the uninterrupted run would have.
 """
 import logging
 import math
+from typing import Any, Sequence
 
 from ..define import config as _config
 from ..callbacks import schema
 from ..errors import ConfigError
+from .features import Build, feature
 
 logger = logging.getLogger(__name__)
 
@@ -119,3 +121,24 @@ def _number(text):
     except (TypeError, ValueError):
         return None
     return None if math.isnan(value) else value
+
+
+@feature("early_stop", order=110)
+def _early_stop(run: Build, before: object) -> object:
+    return early_stopping(run.exp, run.run_dir, run.resume, run.steps_per_epoch)
+
+
+@feature("checkpoint", order=120)
+def _checkpoint(run: Build, before: Sequence[Any]) -> object:
+    """After every log: it flushes the callbacks before it that buffer (ours
+    and the experiment's: anything with a flush()), so no log is ever
+    behind a checkpoint."""
+    from ..callbacks import Checkpoint
+    from .tracked import stateful_callbacks
+    cfg = run.cfg
+    flush = [cb for cb in before if callable(getattr(cb, "flush", None))]
+    return Checkpoint(run.run_dir, every_epochs=cfg.checkpoint_every or None,
+                      keep_last=cfg.keep_checkpoints, min_interval_s=cfg.checkpoint_interval_s,
+                      flush=flush, steps_per_epoch=run.steps_per_epoch,
+                      stateful=stateful_callbacks(before, run.resume),  # state in each checkpoint
+                      **best_checkpoint_args(run.exp))

@@ -11,7 +11,7 @@ from ..callbacks import schema
 from ..errors import ConfigError
 from ..rundir.io import now_iso
 from . import compile_dumps, failures
-from .tracked import note_signal, stateful_callbacks
+from .tracked import note_signal
 
 logger = logging.getLogger(__name__)
 
@@ -142,64 +142,20 @@ class Session:
         return Model(cell, eval_network=eval_net, metrics=metrics, eval_indexes=[0, 1, 2]), metrics
 
     def _callbacks(self, metrics, resume):
-        from ..callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker
-        from ..callbacks.eval_monitor import EvalMonitor
-        cfg, d = self.cfg, self.run_dir
-        ranks, spe = cfg.log_all_ranks, self.plan.steps_per_epoch
-        self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
-                                   time_offset=resume.time_offset if resume else 0.0,
-                                   on_nan="stop",  # the run records "diverged" instead
-                                   steps_per_epoch=spe, lr=self.lr)
-        from ..callbacks import Timer
-        self.timer = Timer()
-        from .steps import RunSteps
-        self.steps = RunSteps()  # first: every callback after it reads the run's step
-        cbs = [self.steps, self.stopper.head(), self.timer, self.loss_cb]
-        if cfg.track_params:
-            self.param_cb = ParameterTracker(d, names=list(cfg.track_names) or None,
-                                             all_ranks=ranks, every=cfg.log_every,
-                                             max_values=cfg.max_param_values, steps_per_epoch=spe,
-                                             budget=cfg.param_log_budget,
-                                             stats=cfg.param_stats)
-            cbs.append(self.param_cb)
-        cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks, steps_per_epoch=spe))
-        if metrics:
-            cbs.append(EvalMonitor(d, list(metrics), steps_per_epoch=spe))
-        cbs.extend(self._extras(bool(metrics), resume))
-        from .progress import Progress, wanted
-        if wanted(self.quiet):
-            cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
-        cbs.extend(list(self.exp.callbacks() or []) + list(self.added))
-        from .monitors import best_checkpoint_args, early_stopping
-        self.early_stop_cb = early_stopping(self.exp, d, resume, self.plan.steps_per_epoch)
-        if self.early_stop_cb is not None:
-            cbs.append(self.early_stop_cb)
-        # Logs are flushed before each checkpoint (never behind it): ours and the
-        # experiment's callbacks that buffer (anything with a flush()).
-        flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]
-        stateful = stateful_callbacks(cbs, resume)  # their state goes with each checkpoint
-        cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,
-                              keep_last=cfg.keep_checkpoints,
-                              min_interval_s=cfg.checkpoint_interval_s, flush=flush,
-                              steps_per_epoch=spe, stateful=stateful,
-                              **best_checkpoint_args(self.exp)))
-        # Last, so a signal that arrives during any callback of step s stops at s.
-        cbs.append(self.stopper)
-        self.cbs = cbs
-        return cbs
-
-    def _extras(self, evaluates, resume):
-        """The sampler of system.csv and the experiment's figures, when wanted."""
-        from .figures import Figures, has_figures
-        from .system import system_monitor
-        cfg, extras = self.cfg, []
-        monitor = system_monitor(cfg, self.run_dir, resume)
-        if monitor is not None:
-            extras.append(monitor)
-        if self.shard_id == 0 and has_figures(self.exp):
-            extras.append(Figures(self.exp, self.net, self.run_dir, evaluates,
-                                  steps_per_epoch=self.plan.steps_per_epoch))
-        return extras
+        """Every feature's callbacks (train/features.py), in one CallbackList:
+        one MindSpore dispatch per hook, one record per step for all."""
+        from ..callbacks import CallbackList
+        from .features import Build, build_callbacks
+        run = Build(exp=self.exp, cfg=self.cfg, run_dir=self.run_dir,
+                    steps_per_epoch=self.plan.steps_per_epoch, resume=resume, metrics=metrics,
+                    quiet=self.quiet, shard_id=self.shard_id, stopper=self.stopper, net=self.net,
+                    added=self.added)
+        built = build_callbacks(run)
+        (self.steps,), (self.timer,), (self.loss_cb,) = built["steps"], built["timer"], built["loss"]
+        self.param_cb = next(iter(built["params"]), None)
+        self.early_stop_cb = next(iter(built["early_stop"]), None)
+        self.cbs = [cb for cbs in built.values() for cb in cbs]
+        return [CallbackList(self.cbs, steps_per_epoch=self.plan.steps_per_epoch, lr=self.lr)]
 
     def _status(self, meta):
         if self.stopper.signum is not None:
