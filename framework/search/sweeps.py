@@ -46,7 +46,7 @@ from .study import JOURNAL, LOGS
 from ..secrets import masked
 from .sweep_loop import WORKERS_DIR, SweepLoop
 from .sweep_record import SWEEP_JSON, SweepRun, apply_answer, read_record, write_record
-from .sweep_takeup import SWEEPS, find_unfinished, import_record
+from .sweep_takeup import SWEEPS, find_unfinished, import_record, sweeps_locked
 
 logger = logging.getLogger(__name__)
 
@@ -184,17 +184,22 @@ class Sweep:
         """
         self.experiment = check_experiment_name(experiment)
         if self.storage is None:
-            storage, study_name = self._own_folder(resume), SWEEP_STUDY
+            with sweeps_locked(self.out):   # one sweep per command, even started at once
+                self._spec = self._make_spec(self._own_folder(resume), SWEEP_STUDY)
+                self._open()
         else:
-            storage, study_name = _storage_of(self.storage), self._study_name()
-        self._spec = self._make_spec(storage, study_name)
-        self._study = open_study(self._spec, create=True)
-        if self.storage is not None:
+            self._spec = self._make_spec(_storage_of(self.storage), self._study_name())
+            self._study = open_study(self._spec, create=True)
             self._shared_folder(resume)
+            self._open()
+        return self.dir
+
+    def _open(self):
+        if self._study is None:
+            self._study = open_study(self._spec, create=True)
         self._settle_record()
         self.status = "running"
         self.save()
-        return self.dir
 
     def _own_folder(self, resume):
         """The sweep folder (taken up or new) and its journal's path."""

@@ -353,3 +353,46 @@ def _breaking(config):
         def callbacks(self):
             return [Breaks()]
     return Breaking(config)
+
+
+@pytest.mark.slow
+def test_the_same_sweep_started_twice_at_once_trains_each_point_once(tmp_path):
+    """Both commands look for an unfinished sweep of theirs at the same moment:
+    one makes it, the other joins it (before: two sweeps, every point twice)."""
+    import fcntl
+    args = ("linear", "--grid", "lr=0.05,0.1", "--set", "epochs=2", "--set", "samples=8",
+            "--set", "batch_size=4", "--workers", "1", "--out", "out")
+    sweeps = tmp_path / "out" / "sweeps"
+    sweeps.mkdir(parents=True)
+    held = os.open(sweeps, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(held, fcntl.LOCK_EX)   # both commands reach the lock before either looks
+    procs = [_start(tmp_path, *args) for _ in range(2)]
+    try:
+        pids = {str(p.pid) for p in procs}
+        _wait(lambda: _waiting_for(sweeps, pids) == pids or any(p.poll() is not None
+                                                                 for p in procs),
+              "both commands waiting for the sweeps folder")
+        assert _waiting_for(sweeps, pids) == pids and os.listdir(sweeps) == []
+        os.close(held)                  # now they race
+        outputs = [p.communicate(timeout=WAIT_S) for p in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert sum("continuing it" in out for out, _ in outputs) == 1, outputs   # one joined
+    assert len(os.listdir(tmp_path / "out" / "sweeps")) == 1
+    runs = sorted(glob.glob(str(tmp_path / "out" / "linear" / "*")))
+    assert len(runs) == 2, runs                                   # each point once
+    record = _sweep_json(tmp_path / "out")
+    assert sorted(r["run_dir"] for r in record["runs"]) == runs
+    assert [r["status"] for r in record["runs"]] == ["completed", "completed"]
+
+
+def _waiting_for(folder, pids):
+    """The pids among ``pids`` blocked on an flock of ``folder`` (/proc/locks: a
+    waiter's line has ``->``, then the lock's kind, mode, pid and device:inode)."""
+    inode = f":{os.stat(folder).st_ino} "
+    with open("/proc/locks") as f:
+        lines = [line.split() for line in f if "->" in line and inode in line]
+    return {fields[5] for fields in lines if len(fields) > 5} & pids
