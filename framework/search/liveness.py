@@ -177,16 +177,15 @@ def fail_dead_trials(study):
     return sorted(failed)
 
 
-def wait_for_others(study, trials, stop, deadline=None):
+def wait_for_others(study, room, stop, deadline=None):
     """Wait while trials run elsewhere (other workers, other machines) and the
-    budget of ``trials`` is used up, failing those whose worker died; True
-    once the budget has room again (a dead trial failed, a trial interrupted),
+    budget is used up, failing those whose worker died; True once ``room()``
+    says the budget has room again (a dead trial failed, a trial interrupted),
     False once nothing runs, or on a signal (``stop.signum``) or ``deadline``."""
     import optuna
-    from .study import remaining
     while stop.signum is None and (deadline is None or time.time() < deadline):
         fail_dead_trials(study)
-        if remaining(study, trials) > 0:
+        if room():
             return True
         if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             return False

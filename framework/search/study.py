@@ -426,7 +426,8 @@ def run_trials(spec, exp_cls, stop, on_trial=None, log_for=None):
         while stop.signum is None and (spec.deadline is None or time.time() < spec.deadline):
             trial = claim_trial(study, spec, lock)
             if trial is None:
-                if wait_for_others(study, spec.trials, stop, spec.deadline):
+                if wait_for_others(study, lambda: remaining(study, spec.trials) > 0, stop,
+                                   spec.deadline):
                     continue
                 break
             with heartbeat(study, trial._trial_id), \
