@@ -243,7 +243,7 @@ def log_headers(run_dir):
     out = {}
     for name in LOGS:
         try:
-            with open(os.path.join(run_dir, schema.LOGS[name].filename), "rb") as f:
+            with schema.open_file(os.path.join(run_dir, schema.LOGS[name].filename)) as f:
                 line = f.readline(4096).decode("utf-8", "replace")
         except OSError:
             continue
