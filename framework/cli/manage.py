@@ -6,7 +6,7 @@ import sys
 
 from ..errors import MindexpError
 from ._args import add_verbose, positive_int
-from ._console import EXIT_OK, train_and_report
+from ._console import EXIT_FAILED, EXIT_OK, train_and_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -189,7 +189,13 @@ def _remove(targets, args):
     if not args.yes and not _confirmed(f"remove {total}?"):
         print("nothing removed")
         return EXIT_OK
-    removed = remove(targets)
+    failed = []
+    removed = remove(targets, failed)
+    for path, why in failed:
+        print(f"mindexp: error: could not remove {path}: {why}", file=sys.stderr)
+    if failed:
+        print(f"removed {len(removed)} of {len(targets)}")
+        return EXIT_FAILED
     print(f"removed {total}" if len(removed) == len(targets) else
           f"removed {len(removed)} of {len(targets)} (the others were gone already)")
     return EXIT_OK
