@@ -134,6 +134,11 @@ def _check_writable(path):
 
 
 def _write_atomically(path, text):
+    """Write ``path`` atomically; first remove the temporary files that killed
+    writers (a killed report) left in its folder, which may hold no run that a
+    resume or ``gc`` would clean."""
+    from ..rundir.leftovers import remove_dead_temp_files_here
+    remove_dead_temp_files_here(os.path.dirname(os.path.abspath(path)))
     try:
         schema.atomic_write(path, text)
     except OSError as exc:

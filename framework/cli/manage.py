@@ -153,8 +153,18 @@ def _note_run(args: argparse.Namespace) -> int:
 
 
 def _remove_targets(args: argparse.Namespace) -> int:
-    from ..manage.cleanup import plan_rm
-    return _remove(plan_rm(args.targets, args.out), args)
+    from ..manage.cleanup import plan_rm, remove_dead_removals
+    targets = plan_rm(args.targets, args.out)
+    code = _remove(targets, args)
+    left = remove_dead_removals([os.path.dirname(t.path) for t in targets], args.dry_run)
+    _say_leftovers(left, args.dry_run)
+    return code
+
+
+def _say_leftovers(left, dry_run):
+    if left:
+        print(f"{'would remove' if dry_run else 'removed'} {len(left)} temporary file(s) or "
+              "folder(s) left by a killed writer or removal")
 
 
 def _collect_garbage(args: argparse.Namespace) -> int:
@@ -170,9 +180,7 @@ def _collect_garbage(args: argparse.Namespace) -> int:
         print(f"kept {target.path}: {why}", file=sys.stderr)
     code = _remove(targets, args)
     left = remove_leftovers(args.paths or ["outputs"], dry_run=args.dry_run)
-    if left:
-        print(f"{'would remove' if args.dry_run else 'removed'} {len(left)} temporary "
-              f"file(s) left by a killed writer")
+    _say_leftovers(left, args.dry_run)
     return code
 
 

@@ -211,10 +211,21 @@ def _remove_run(target):
 
 
 def _hide(path):
-    hidden = os.path.join(os.path.dirname(path),
-                          f".{os.path.basename(path)}.removing-{os.getpid()}")
+    from ..rundir.leftovers import removal_name
+    hidden = removal_name(path)
     os.rename(path, hidden)
     return hidden
+
+
+def remove_dead_removals(folders, dry_run=False):
+    """What killed removals left directly in ``folders`` (hidden
+    ``.<name>.removing-PID@HOST`` folders of dead pids, see
+    :mod:`mindexp.rundir.leftovers`): removed unless ``dry_run``; returns them."""
+    from ..rundir.leftovers import remove_dead_removals as remove_here
+    found = []
+    for folder in dict.fromkeys(os.path.abspath(f) for f in folders):
+        found += remove_here(folder, dry_run)
+    return found
 
 
 # -- indexes -------------------------------------------------------------------------
