@@ -162,6 +162,8 @@ NOT_COLUMNS = {
     ("framework/manage/cleanup.py", "loss", '"min_loss"'): "a compare table's column",
     ("framework/analysis/reports.py", "loss", 'summary["loss"]'): "a part of summary.json",
     ("framework/analysis/tensorboard_export.py", "loss", 'out["loss"]'): "a TensorBoard hparams tag",
+    ("framework/define/experiment.py", "epoch", "inspect.signature"): "a parameter of source()",
+    ("framework/train/session.py", "loss", 'built["loss"]'): "a feature's name (train/features.py)",
 }
 
 

@@ -412,6 +412,7 @@ def test_list_prints_one_line_per_experiment(capsys):
     lines = out.splitlines()
     assert code == 0 and [ln.split()[0] for ln in lines] == [
         "digits", "image_folder", "linear", "mlp_sine", "multitask", "pinn_ode", "spirals",
+        "spirals_curriculum",
         "transformer"]
     assert "Learn y = 2x" in lines[2]
 
