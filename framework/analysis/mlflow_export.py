@@ -26,6 +26,7 @@ from ..callbacks import schema
 from ..errors import MindexpError
 from ..provenance.files import provenance_of
 from ..secrets import masked
+from ..rundir.mlflow_names import META_KEY  # run.json: {tracking_uri: mlflow run id}
 from ..rundir.record import update_meta
 from . import mlflow_points as P
 from . import mlflow_record as R
@@ -34,7 +35,6 @@ from .reports import as_runs
 RUN_ID_TAG = "mindexp.run_id"
 LEGACY_ROWS_TAG = "mindexp.rows."  # bookkeeping tags of syncs before the local record
 BATCH = 1000          # MLflow's limit of metrics per log_batch call
-META_KEY = "mlflow"   # run.json: {tracking_uri: mlflow run id}
 STATUS = R.STATUS
 PARAMS_CHOICES, DEFAULT_PARAMS = P.PARAMS_CHOICES, P.DEFAULT_PARAMS
 _SCHEMES = ("http", "https", "file", "sqlite", "postgresql", "mysql", "mssql", "databricks")

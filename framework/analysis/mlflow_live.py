@@ -33,14 +33,11 @@ import urllib.request
 from typing import Any
 
 from ..callbacks import schema
+from ..rundir.mlflow_names import ENV_POLL_S, ENV_RUN_DIR, ENV_URI
 from ..secrets import masked
 from . import mlflow_points as P
 from . import mlflow_record as R
 
-ENV_RUN_DIR = "MINDEXP_MLFLOW_RUN_DIR"
-ENV_URI = "MINDEXP_MLFLOW_URI"
-ENV_PARAMS = "MINDEXP_MLFLOW_PARAMS"
-ENV_POLL_S = "MINDEXP_MLFLOW_POLL_S"
 POLL_S = 2.0             # between passes over the logs
 MAX_WAIT_S = 30.0        # the longest pause between tries when the server does not answer
 TIMEOUT_S = 10.0         # of one request
@@ -228,13 +225,15 @@ def run_over(run_dir: str) -> bool:
 def stream(run_dir: str, uri: str, params: str = P.DEFAULT_PARAMS,
            poll_s: float = POLL_S) -> None:
     """Stream ``run_dir`` to ``uri`` until the run ends, then sync the rest."""
-    sender = LiveSender(run_dir, uri, params)
+    sender, next_pass = LiveSender(run_dir, uri, params), 0.0
     while True:
         over = run_over(run_dir)
-        sender.pass_over(final=over)
+        if over or time.monotonic() >= next_pass:  # a server that does not answer: less often
+            sender.pass_over(final=over)
+            next_pass = time.monotonic() + sender.wait_s(poll_s)
         if over:
             break
-        time.sleep(sender.wait_s(poll_s))  # a pace, not a wait for a state
+        time.sleep(poll_s)  # the pace of the passes (the run's end is seen within one)
     if sender.failures:  # the server never answered at the end: `mindexp mlflow` later
         return
     try:
@@ -254,8 +253,7 @@ def main() -> int:
     except OSError:
         pass
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-    stream(run_dir, uri, os.environ.get(ENV_PARAMS) or P.DEFAULT_PARAMS,
-           float(os.environ.get(ENV_POLL_S) or POLL_S))
+    stream(run_dir, uri, poll_s=float(os.environ.get(ENV_POLL_S) or POLL_S))
     return 0
 
 

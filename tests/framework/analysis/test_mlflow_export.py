@@ -238,3 +238,103 @@ def test_a_run_whose_process_is_gone_is_killed_and_every_rank_is_sent(server, tm
     assert _metric(client, rid, "system/rank1/cpu_utilization_percentage") == [(1, 75.0)]
     assert _metric(client, rid, "system/rank1/rss_mb") == [(1, 100.0)]
     assert {"loss.rank1.csv", "system.rank1.csv"} <= {a.path for a in client.list_artifacts(rid)}
+
+
+GATED = '''
+import os, time
+from mindexp.experiments.linear import Linear
+
+
+class Gated(Linear):
+    """Linear that waits at step $GATE_STEP (writes at-step there, waits for go) when $GATES is set."""
+
+    def callbacks(self):
+        from mindspore.train import Callback
+        gates, at = os.environ.get("GATES"), os.environ.get("GATE_STEP")
+        if not gates:
+            return []
+
+        class Gate(Callback):
+            def on_train_step_end(self, run_context):
+                p = run_context.original_args()
+                step = (p.cur_epoch_num - 1) * p.batch_num + (p.cur_step_num - 1) % p.batch_num + 1
+                if str(step) == at:
+                    open(os.path.join(gates, "at-step"), "w").close()
+                    while not os.path.exists(os.path.join(gates, "go")):
+                        time.sleep(0.005)
+        return [Gate()]
+'''
+
+
+def _wait_for(condition, what, timeout=600):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _mindexp_proc(tmp_path, *args, **env):
+    from conftest import cli_env
+    return subprocess.Popen([sys.executable, "-m", "mindexp", *map(str, args)], cwd=tmp_path,
+                            env=cli_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+@pytest.mark.slow
+def test_a_run_with_mlflow_streams_its_loss_while_it_trains(server, tmp_path):
+    """Held at step 15 (epoch 2 of 3): MLflow already holds epoch 1's loss points; once it
+    ends, the end-of-run sync makes the same MLflow run FINISHED, every step once."""
+    from mlflow.tracking import MlflowClient
+    (tmp_path / "gated.py").write_text(GATED)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    run = _mindexp_proc(tmp_path, "run", tmp_path / "gated.py:Gated", "--set", "epochs=3",
+                        "--set", "checkpoint_interval_s=0", "--out", tmp_path / "out",
+                        "--quiet", "--mlflow", server, GATES=str(gates), GATE_STEP="15",
+                        MINDEXP_MLFLOW_POLL_S="0.1")
+    client = MlflowClient(server)
+    try:
+        _wait_for(lambda: (gates / "at-step").exists() or run.poll() is not None, "step 15")
+        assert run.poll() is None, run.communicate()
+        [run_dir] = (tmp_path / "out" / "linear").iterdir()
+
+        def streamed():
+            from mindexp.analysis.mlflow_record import entry_of
+            rid = entry_of(str(run_dir), server).get("run_id")
+            return rid and len(client.get_metric_history(rid, "loss")) >= 10 and rid
+        _wait_for(streamed, "loss points in MLflow while the run is held")
+        rid = streamed()
+        assert client.get_run(rid).info.status == "RUNNING"
+        assert run.poll() is None  # still held: these points came live
+        (gates / "go").touch()
+        out, err = run.communicate(timeout=600)
+    finally:
+        run.kill()
+    assert run.returncode == 0, err
+    _wait_for(lambda: client.get_run(rid).info.status == "FINISHED", "the end-of-run sync")
+    assert _steps(client, rid, "loss") == list(range(1, 31))  # each step once
+    found = client.get_run(rid)
+    assert found.data.params["epochs"] == "3" and found.data.tags["mindexp.run_id"] == run_dir.name
+    from mindexp.rundir.meta import read_meta
+    assert read_meta(str(run_dir))["mlflow"] == {server: rid}
+
+
+@pytest.mark.slow  # a run in a subprocess: its stderr and exit status
+def test_a_dead_mlflow_server_costs_one_warning_and_the_run_completes(tmp_path):
+    dead = f"http://127.0.0.1:{_free_port()}"
+    run = _mindexp_proc(tmp_path, "run", "linear", "--set", "epochs=2", "--out",
+                        tmp_path / "out", "--quiet", "--mlflow", dead, MINDEXP_MLFLOW_POLL_S="0.1")
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, err
+    assert err.count("does not answer") == 1, err
+    [run_dir] = (tmp_path / "out" / "linear").iterdir()
+    from mindexp.rundir.meta import read_meta
+    meta = read_meta(str(run_dir))
+    assert meta["status"] == "completed" and meta["mlflow"] == {dead: None}
+
+
+def test_mlflow_without_a_uri_or_the_variable_is_one_line_and_exit_2(cli, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    result = cli("run", "linear", "--mlflow")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "MLFLOW_TRACKING_URI" in result.stderr
