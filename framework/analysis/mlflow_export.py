@@ -41,26 +41,31 @@ _SCHEMES = ("http", "https", "file", "sqlite", "postgresql", "mysql", "mssql", "
 
 
 def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
-              params: str = DEFAULT_PARAMS) -> list[dict[str, Any]]:
+              params: str = DEFAULT_PARAMS, register: str | None = None) -> list[dict[str, Any]]:
     """Copy ``runs`` (run directories, folders of runs, or Run objects) into the
     MLflow tracking server at ``tracking_uri``; returns one dict per run:
     ``run_dir``, ``mlflow_run_id``, ``points`` (metric points sent now).
 
     ``experiment``: the MLflow experiment (default: each run's experiment name).
     ``params``: which points of params.csv go (``none``, ``summary``: each
-    parameter's norm, mean and std, or ``all``: every row).
+    parameter's norm, mean and std, or ``all``: every row). A finished run's
+    best (else last) checkpoint is logged as the MLflow model ``model``
+    (:mod:`mindexp.analysis.mlflow_model`), registered in the Model Registry
+    as ``register`` when given.
     Raises MindexpError (one line) for a bad or unreachable tracking URI.
     """
     check_uri(tracking_uri)
     check_params(params)
     client, experiment_ids, done = None, {}, []  # one lookup per MLflow experiment
     for run in as_runs(runs):
-        if R.unchanged(run.dir, tracking_uri, params, run.meta):
+        if R.unchanged(run.dir, tracking_uri, params, run.meta) and \
+                register in (None, R.entry_of(run.dir, tracking_uri).get("registered")):
             entry = R.entry_of(run.dir, tracking_uri)
             done.append({"run_dir": run.dir, "mlflow_run_id": entry["run_id"], "points": 0})
             continue
         client = client or connect(tracking_uri)
-        done.append(_sync_run(client, tracking_uri, run, experiment, experiment_ids, params))
+        done.append(_sync_run(client, tracking_uri, run, experiment, experiment_ids, params,
+                              register))
     return done
 
 
@@ -113,7 +118,7 @@ def _check_reachable(uri):
                            f"{status}). Received: --tracking-uri {masked(uri)}")
 
 
-def _sync_run(client, uri, run, experiment, experiment_ids, params):
+def _sync_run(client, uri, run, experiment, experiment_ids, params, register=None):
     entry = R.entry_of(run.dir, uri)
     mlflow_run = _known_run(client, entry.get("run_id")) or \
         _find_or_create(client, run, _experiment_id(client, run, experiment, experiment_ids))
@@ -129,6 +134,7 @@ def _sync_run(client, uri, run, experiment, experiment_ids, params):
     client.log_batch(run_id, tags=_tags(run))
     _drop_legacy_tags(client, run_id, mlflow_run)
     entry["artifacts"] = _log_artifacts(client, run_id, run, entry.get("artifacts") or {})
+    _log_model(uri, run_id, run, entry, register)
     entry["status"] = _set_status(client, run_id, run)
     _remember(run.dir, masked(uri), run_id)
     entry["fingerprint"] = R.fingerprint(run.dir)  # last: _remember may rewrite run.json
@@ -292,6 +298,27 @@ def model_checkpoint(run):
     best`` uses, else (no best kept) the last; None when the run has none."""
     from ..callbacks import list_checkpoints
     return run.checkpoint(best=bool(list_checkpoints(run.dir, "best"))) or run.checkpoint()
+
+
+def _log_model(uri, run_id, run, entry, register):
+    """A finished run's best (else last) checkpoint as the MLflow model, once per
+    checkpoint (and once more to register it under a new name)."""
+    if R.mlflow_status(run.dir, run.meta.get("status")) in (None, "RUNNING"):
+        return
+    checkpoint = model_checkpoint(run)
+    if not checkpoint:
+        return
+    mark = [os.path.relpath(checkpoint, run.dir), os.path.getsize(checkpoint)]
+    if entry.get("model") == mark and register in (None, entry.get("registered")):
+        return
+    import mlflow
+    from .mlflow_model import log_run_model
+    mlflow.set_tracking_uri(uri)
+    with mlflow.start_run(run_id=run_id):  # its status is set again after this
+        entry["model_uri"] = log_run_model(run, checkpoint, register)
+    entry["model"] = mark
+    if register:
+        entry["registered"] = register
 
 
 def _set_status(client, run_id, run):

@@ -253,6 +253,8 @@ def main() -> int:
     except OSError:
         pass
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    logging.getLogger("mlflow").setLevel(logging.ERROR)  # the run's terminal: one warning at most
     stream(run_dir, uri, poll_s=float(os.environ.get(ENV_POLL_S) or POLL_S))
     return 0
 

@@ -338,3 +338,28 @@ def test_mlflow_without_a_uri_or_the_variable_is_one_line_and_exit_2(cli, monkey
     result = cli("run", "linear", "--mlflow")
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "MLFLOW_TRACKING_URI" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_registered_model_predicts_what_mindexp_predict_predicts(server, tmp_path, capsys):
+    """A real Linear run (its code captured from a file): `mindexp mlflow --register` logs
+    its best checkpoint as a pyfunc model; loaded back from the Model Registry it predicts
+    what `mindexp predict` predicts on the same input (Linear keeps no best: the last)."""
+    import numpy as np
+    import mlflow
+    from mindexp.use.predict import predict
+    (tmp_path / "gated.py").write_text(GATED)
+    assert main(["run", str(tmp_path / "gated.py") + ":Gated", "--set", "epochs=2",
+                 "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    [run_dir] = (tmp_path / "out" / "linear").iterdir()
+    assert main(["mlflow", str(run_dir), "--tracking-uri", server,
+                 "--register", "linear-model"]) == 0
+    x = np.array([[0.0], [0.5], [-2.0]], np.float32)
+    mlflow.set_tracking_uri(server)
+    version = max(int(v.version) for v in
+                  mlflow.MlflowClient(server).search_model_versions("name='linear-model'"))
+    got = mlflow.pyfunc.load_model(f"models:/linear-model/{version}").predict(x)
+    from mindexp.analysis.mlflow_export import model_checkpoint
+    from mindexp.rundir.run import Run
+    assert model_checkpoint(Run(str(run_dir))) == Run(str(run_dir)).checkpoint()  # no best kept
+    np.testing.assert_allclose(np.asarray(got), predict(str(run_dir), x))  # `mindexp predict`'s
