@@ -95,7 +95,8 @@ def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path,
     run_dir = _one_run(tmp_path)
     assert main(["mlflow", str(tmp_path), "--tracking-uri", server]) == 0
     client = MlflowClient(server)
-    [found] = client.search_runs([client.get_experiment_by_name("toy").experiment_id])
+    [found] = client.search_runs([client.get_experiment_by_name("toy").experiment_id],
+                                 filter_string="tags.`mindexp.run_id` = 'r-mlflow'")
     rid = found.info.run_id
     assert found.data.params == {"seed": "0", "epochs": "3", "optimizer": "sgd", "lr": "0.1"}
     assert found.data.tags["mindexp.run_id"] == "r-mlflow"
@@ -136,7 +137,8 @@ def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path,
         "figures/fit/epoch-1.png", "figures/fit/epoch-2.png"}
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "(2 new metric points)" in out  # loss and lr
-    assert len(client.search_runs([found.info.experiment_id])) == 1
+    assert len(client.search_runs([found.info.experiment_id],
+                                  filter_string="tags.`mindexp.run_id` = 'r-mlflow'")) == 1
     assert _steps(client, rid, "loss") == list(range(1, STEPS + 2))  # each step once
 
 
