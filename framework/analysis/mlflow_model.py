@@ -8,8 +8,8 @@ The python model (:class:`RunModel`) holds no user object: loaded, it points
 the copied run.json's entry at the captured code and predicts with
 :func:`mindexp.use.predict.predict` on that folder and checkpoint, so
 ``mlflow.pyfunc.load_model(uri).predict(x)`` equals ``mindexp predict`` on
-the same input. A fitted input transform, where a run has one, travels in
-the same folder (predict applies it).
+the same input. Not yet: a run's fitted input transform (being added
+elsewhere) is not copied into the folder; add its file to :func:`_stage`.
 """
 from __future__ import annotations
 
