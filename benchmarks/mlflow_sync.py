@@ -4,6 +4,14 @@ on 127.0.0.1, at two sizes to show how the cost grows; then a second sync of
 the larger run (nothing new: what an idempotent re-sync costs).
 
     .venv/bin/python benchmarks/mlflow_sync.py [--sizes 1000,10000]
+    .venv/bin/python benchmarks/mlflow_sync.py --twelve [--scales 0.25,1] [--params summary,none]
+
+``--twelve``: the first sync of 12 ordinary runs as the issue measured them
+(11 runs of 1,700 steps and one of 2,800; 32 points a step with every row
+of params.csv: loss, lr, grad_norm and 29 parameter rows, a 10-element
+weight, a 3-element head, a scalar bias and three large parameters' five
+statistics), at two scales of their steps, for each ``--params`` choice;
+then the same sync again (nothing new: the local record answers).
     .venv/bin/python benchmarks/run.py --only mlflow      (the same, in the suite's table)
 """
 import argparse
@@ -68,6 +76,64 @@ def make_run(root, run_id, steps):
         f.write("step,epoch,grad_norm\n")
         f.writelines(f"{i},1,{2.0 / i:.6f}\n" for i in range(1, steps + 1))
     return run_dir
+
+
+PARAM_ROWS = ([f"dense.weight[{i}]" for i in range(10)] + [f"head.weight[{i}]" for i in range(3)]
+              + ["dense.bias"] + [f"conv{k}.weight:{s}" for k in range(3)
+                                  for s in ("norm", "mean", "std", "min", "max")])
+
+
+def make_ordinary_run(root, run_id, steps):
+    """A finished run of ``steps`` steps with loss, lr, grad_norm and the 29 rows of
+    params.csv a step (see ``--twelve``)."""
+    run_dir = make_run(root, run_id, steps)
+    from mindexp.callbacks import schema
+    with open(schema.path_of(run_dir, "params"), "w", encoding="utf-8") as f:
+        f.write("step,epoch,param,value\n")
+        for i in range(1, steps + 1):
+            f.writelines(f"{i},1,{name},{(j + 1) / (i + 1):.6f}\n"
+                         for j, name in enumerate(PARAM_ROWS))
+    return run_dir
+
+
+def measure_twelve(scales=(0.25, 1.0), choices=("summary", "none")):
+    """``{"twelve_<params>_<scale>": (wall s, points), "twelve_noop_<params>_<scale>": wall s}``."""
+    from mindexp import to_mlflow
+    result = {"load_before": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as home:
+        server, uri = start_server(home)
+        try:
+            to_mlflow(make_run(home, "warm", 10), uri)
+            for params in choices:
+                for scale in scales:
+                    root = os.path.join(home, f"{params}-{scale}")
+                    steps = [int(1700 * scale)] * 11 + [int(2800 * scale)]
+                    dirs = [make_ordinary_run(root, f"r{k}", n) for k, n in enumerate(steps)]
+                    wall = time.perf_counter()
+                    done = to_mlflow(dirs, uri, params=params)
+                    result[f"twelve_{params}_{scale}"] = (time.perf_counter() - wall,
+                                                          sum(d["points"] for d in done))
+                    wall = time.perf_counter()
+                    to_mlflow(dirs, uri, params=params)
+                    result[f"twelve_noop_{params}_{scale}"] = time.perf_counter() - wall
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+    result["load_after"] = os.getloadavg()
+    return result
+
+
+def render_twelve(result):
+    """The ``--twelve`` result as lines of text."""
+    lines = [f"load average before: {' '.join(f'{v:.2f}' for v in result['load_before'])}, "
+             f"after: {' '.join(f'{v:.2f}' for v in result['load_after'])} ({os.cpu_count()} cores)"]
+    for key, value in result.items():
+        if key.startswith("twelve_noop_"):
+            lines.append(f"12 runs again, nothing new ({key[12:]}): {value:.2f} s")
+        elif key.startswith("twelve_"):
+            lines.append(f"first sync of 12 runs, --params {key[7:]}: {value[0]:.1f} s "
+                         f"({value[1]:,} points)")
+    return "\n".join(lines)
 
 
 def _cpu_s(proc):
@@ -141,7 +207,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,10000", help="steps per run, comma-separated")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    p.add_argument("--twelve", action="store_true", help="12 ordinary runs (see above)")
+    p.add_argument("--scales", default="0.25,1", help="--twelve: scales of the runs' steps")
+    p.add_argument("--params", default="summary,none", help="--twelve: the choices measured")
     args = p.parse_args(argv)
+    if args.twelve:
+        result = measure_twelve(tuple(float(s) for s in args.scales.split(",")),
+                                tuple(args.params.split(",")))
+        print(json.dumps(result) if args.json else render_twelve(result))
+        return
     result = measure(tuple(int(s) for s in args.sizes.split(",")))
     print(json.dumps(result) if args.json else render(result))
 

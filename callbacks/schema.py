@@ -39,6 +39,7 @@ SOURCE_DIR = "source"                  # copies of the experiment's code (proven
 ENVIRONMENT_FILE = "environment.txt"   # sorted `name==version`, one a line (provenance)
 TENSORBOARD_DIR = "tensorboard"        # event files of `mindexp tensorboard`
 REWRITTEN_NETWORK_DIR = "rewritten_network"  # AMP O1's rewritten module source
+MLFLOW_RECORD = "mlflow.json"          # what was sent to MLflow, per tracking URI (never a password)
 MSRUN_DIR = "msrun"                    # msrun's own log and the workers' logs (--workers N)
 # -- beside the runs ------------------------------------------------------------
 SUMMARY_INDEX = ".mindexp-index.json"  # per output root: each run's run.json + config.json, by file signature

@@ -24,21 +24,22 @@ class Experiment(BaseExperiment):
     __doc__ = BaseExperiment.__doc__
 
     def run(self, out: str | os.PathLike[str] = "outputs", name: str | None = None,
-            quiet: bool | None = None) -> Run | None:
+            quiet: bool | None = None, mlflow: str | None = None) -> Run | None:
         """Train in a new run directory under ``out``; returns a ``Run``.
 
         ``quiet=None`` (the default): a progress bar in Jupyter (tqdm's
         notebook widget), nothing elsewhere; False: a bar in a terminal too.
+        ``mlflow``: an MLflow tracking URI the run streams to while it trains.
         """
         if quiet is None:
             from .train.progress import in_notebook
             quiet = not in_notebook()
-        return run_experiment(self, out=out, label=name, quiet=quiet)
+        return run_experiment(self, out=out, label=name, quiet=quiet, mlflow=mlflow)
 
 
 def run_experiment(exp: BaseExperiment, out: str | os.PathLike[str] = "outputs",
                    label: str | None = None, quiet: bool = True,
-                   entry: str | None = None) -> Run | None:
+                   entry: str | None = None, mlflow: str | None = None) -> Run | None:
     """Train ``exp`` in a new run directory under ``out``; returns its ``Run``
     (None on a rank other than 0 under the user's own msrun).
 
@@ -47,7 +48,7 @@ def run_experiment(exp: BaseExperiment, out: str | os.PathLike[str] = "outputs",
     """
     from .train.request import RunRequest
     return run_request(RunRequest(exp, out=os.fspath(out), label=label, quiet=quiet,
-                                  entry=entry))
+                                  entry=entry, mlflow=mlflow))
 
 
 def run_request(request: RunRequest) -> Run | None:
@@ -66,13 +67,14 @@ def run_request(request: RunRequest) -> Run | None:
 
 
 def resume_run(run_dir: str, overrides: Mapping[str, Any] | None = None,
-               quiet: bool = True) -> Run | None:
+               quiet: bool = True, mlflow: str | None = None) -> Run | None:
     """Continue a run in its own directory from its latest good checkpoint;
     returns its ``Run``. ``overrides`` change config fields (``epochs``).
 
     Holds the run directory's lock from before it reads the run until its
     record is final: a second resume, ``rm`` or ``gc`` of the run meanwhile
-    is refused (RunLockedError, one line).
+    is refused (RunLockedError, one line). ``mlflow``: a tracking URI it streams
+    to (the MLflow run it streamed to before continues).
     """
     from .rundir.leftovers import remove_dead_temp_files
     from .rundir.run_lock import run_locked
@@ -82,7 +84,7 @@ def resume_run(run_dir: str, overrides: Mapping[str, Any] | None = None,
         remove_dead_temp_files(run_dir)  # a killed checkpoint write's, a killed plot's
         exp, point = prepare_resume(run_dir, overrides)
         out = os.path.dirname(os.path.dirname(point.run_dir))
-        return run_request(RunRequest(exp, out=out, quiet=quiet, resume=point))
+        return run_request(RunRequest(exp, out=out, quiet=quiet, resume=point, mlflow=mlflow))
 
 
 def _finished(start: Callable[[], str | None], kept: Mapping[str, Run]) -> Run | None:

@@ -1,64 +1,95 @@
 """``mindexp mlflow``: copy runs into an MLflow tracking server.
 
-Each mindexp run becomes one MLflow run: the config as params, every logged
-row of loss.csv (loss, lr, loss components), grad_norm.csv, eval.csv
-(``eval_<metric>``), params.csv (``param/<name>``, ``param/<name>/<i>``,
-``param/<name>/<stat>``) and system.csv (``system/<column>``) as metrics at
-their steps (``log_batch``), the tags, the note, the status and times, and as
-artifacts the CSVs, plots/, figures/ and the best (else last) checkpoint.
+Each mindexp run becomes one MLflow run: the config as params, the points of
+its logs (:mod:`mindexp.analysis.mlflow_points`: loss.csv, grad_norm.csv,
+eval.csv, params.csv as chosen by ``params``, system.csv, and every rank's
+own files under ``rank<N>/``) at their steps (``log_batch``), the tags, the
+note, the source file and git commit (``mlflow.source.*``, from run.json's
+provenance), the status (a run whose process is gone: KILLED) and times,
+and as artifacts the CSVs (each rank's too), plots/, figures/ and the best
+(else last) checkpoint.
 
-Syncing again updates the same MLflow run and sends only the rows logged
-since: the MLflow run carries the mindexp run id (tag ``mindexp.run_id``)
-and how many rows of each log it holds (tags ``mindexp.rows.<log>``), and
-run.json keeps the mapping (``mlflow``: tracking URI -> MLflow run id), the
-URI with its password masked (:mod:`mindexp.secrets`), as every message
-shows it; run.json is uploaded masked too (a record written before masking).
+Syncing again updates the same MLflow run and sends only what is new: the
+run folder's local record (:mod:`mindexp.analysis.mlflow_record`, never a
+password) keeps the MLflow run id and how far each log was sent, so the
+MLflow run's Tags panel holds only the user's tags; a sync with nothing new
+answers from that record without importing mlflow. run.json keeps the
+mapping (``mlflow``: tracking URI -> MLflow run id), the URI with its
+password masked (:mod:`mindexp.secrets`); run.json is uploaded masked too.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import os
-import re
 from typing import Any
 
 from ..callbacks import schema
 from ..errors import MindexpError
+from ..provenance.files import provenance_of
 from ..secrets import masked
+from ..rundir.mlflow_names import META_KEY  # run.json: {tracking_uri: mlflow run id}
 from ..rundir.record import update_meta
+from . import mlflow_points as P
+from . import mlflow_record as R
 from .reports import as_runs
 
 RUN_ID_TAG = "mindexp.run_id"
-ROWS_TAG = "mindexp.rows."
+LEGACY_ROWS_TAG = "mindexp.rows."  # bookkeeping tags of syncs before the local record
 BATCH = 1000          # MLflow's limit of metrics per log_batch call
-META_KEY = "mlflow"   # run.json: {tracking_uri: mlflow run id}
-# mindexp status -> MLflow's terminal status (a running run stays RUNNING)
-STATUS = {"completed": "FINISHED", "failed": "FAILED", "diverged": "FAILED",
-          "interrupted": "KILLED", "pruned": "KILLED"}
+STATUS = R.STATUS
+PARAMS_CHOICES, DEFAULT_PARAMS = P.PARAMS_CHOICES, P.DEFAULT_PARAMS
 _SCHEMES = ("http", "https", "file", "sqlite", "postgresql", "mysql", "mssql", "databricks")
-_BAD_KEY = re.compile(r"[^A-Za-z0-9_\-. /]")
 
 
-def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None) -> list[dict[str, Any]]:
+def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
+              params: str = DEFAULT_PARAMS, register: str | None = None) -> list[dict[str, Any]]:
     """Copy ``runs`` (run directories, folders of runs, or Run objects) into the
     MLflow tracking server at ``tracking_uri``; returns one dict per run:
     ``run_dir``, ``mlflow_run_id``, ``points`` (metric points sent now).
 
     ``experiment``: the MLflow experiment (default: each run's experiment name).
+    ``params``: which points of params.csv go (``none``, ``summary``: each
+    parameter's norm, mean and std, or ``all``: every row). A finished run's
+    best (else last) checkpoint is logged as the MLflow model ``model``
+    (:mod:`mindexp.analysis.mlflow_model`), registered in the Model Registry
+    as ``register`` when given.
     Raises MindexpError (one line) for a bad or unreachable tracking URI.
     """
-    client = connect(tracking_uri)
-    experiment_ids: dict[str, str] = {}  # one lookup per MLflow experiment, not per run
-    return [_sync_run(client, tracking_uri, run, experiment, experiment_ids)
-            for run in as_runs(runs)]
+    check_uri(tracking_uri)
+    check_params(params)
+    client, experiment_ids, done = None, {}, []  # one lookup per MLflow experiment
+    for run in as_runs(runs):
+        if R.unchanged(run.dir, tracking_uri, params, run.meta) and \
+                register in (None, R.entry_of(run.dir, tracking_uri).get("registered")):
+            entry = R.entry_of(run.dir, tracking_uri)
+            done.append({"run_dir": run.dir, "mlflow_run_id": entry["run_id"], "points": 0})
+            continue
+        client = client or connect(tracking_uri)
+        done.append(_sync_run(client, tracking_uri, run, experiment, experiment_ids, params,
+                              register))
+    return done
 
 
-def connect(tracking_uri):
-    """An ``MlflowClient`` on a reachable ``tracking_uri``, else MindexpError."""
+def check_params(params: str) -> str:
+    """``params`` when it is one of :data:`PARAMS_CHOICES`, else MindexpError (one line)."""
+    if params not in PARAMS_CHOICES:
+        raise MindexpError(f"--params must be one of {', '.join(PARAMS_CHOICES)}. "
+                           f"Received: {params!r}")
+    return params
+
+
+def check_uri(tracking_uri: str) -> str:
+    """``tracking_uri`` when it looks like an MLflow tracking URI, else MindexpError."""
     scheme = str(tracking_uri).partition(":")[0].partition("+")[0].lower()
     if ":" not in str(tracking_uri) or scheme not in _SCHEMES:
         raise MindexpError(f"--tracking-uri must be an MLflow tracking URI such as "
                            f"http://127.0.0.1:5000 or sqlite:///mlflow.db. "
                            f"Received: {masked(str(tracking_uri))!r}")
+    return str(tracking_uri)
+
+
+def connect(tracking_uri):
+    """An ``MlflowClient`` on a reachable ``tracking_uri``, else MindexpError."""
+    scheme = check_uri(tracking_uri).partition(":")[0].partition("+")[0].lower()
     if scheme in ("http", "https"):  # before importing mlflow (seconds): fail fast
         _check_reachable(tracking_uri)
     try:
@@ -87,25 +118,47 @@ def _check_reachable(uri):
                            f"{status}). Received: --tracking-uri {masked(uri)}")
 
 
-def _sync_run(client, uri, run, experiment, experiment_ids):
+def _sync_run(client, uri, run, experiment, experiment_ids, params, register=None):
+    entry = R.entry_of(run.dir, uri)
+    mlflow_run = _known_run(client, entry.get("run_id")) or \
+        _find_or_create(client, run, _experiment_id(client, run, experiment, experiment_ids))
+    run_id = mlflow_run.info.run_id
+    if entry.get("run_id") != run_id:  # another MLflow run (or none) before: start over
+        entry = {"run_id": run_id, "offsets": _legacy_offsets(run.dir, mlflow_run)}
+    entry["params"] = params
+    R.save_entry(run.dir, uri, entry)
+    if not mlflow_run.data.params:
+        _log_params(client, run_id, run.config)
+    points = sum(_send_log(client, uri, run, log, entry, params)
+                 for log in P.log_files(run.dir, params))
+    client.log_batch(run_id, tags=_tags(run))
+    _drop_legacy_tags(client, run_id, mlflow_run)
+    entry["artifacts"] = _log_artifacts(client, run_id, run, entry.get("artifacts") or {})
+    _log_model(uri, run_id, run, entry, register)
+    entry["status"] = _set_status(client, run_id, run)
+    _remember(run.dir, masked(uri), run_id)
+    entry["fingerprint"] = R.fingerprint(run.dir)  # last: _remember may rewrite run.json
+    R.save_entry(run.dir, uri, entry)
+    return {"run_dir": run.dir, "mlflow_run_id": run_id, "points": points}
+
+
+def _experiment_id(client, run, experiment, experiment_ids):
     name = experiment or run.meta.get("experiment") or "mindexp"
     if name not in experiment_ids:
         found = client.get_experiment_by_name(name)
         experiment_ids[name] = found.experiment_id if found else client.create_experiment(name)
-    mlflow_run = _find_or_create(client, run, experiment_ids[name])
-    sent = {k[len(ROWS_TAG):]: int(v) for k, v in mlflow_run.data.tags.items()
-            if k.startswith(ROWS_TAG)}
-    run_id = mlflow_run.info.run_id
-    if not mlflow_run.data.params:
-        _log_params(client, run_id, run.config)
-    points = 0
-    for name in ("loss", "grad_norm", "eval", "params", "system"):
-        points += _send_log(client, run_id, run, name, sent)
-    client.log_batch(run_id, tags=_tags(run, sent))
-    _log_artifacts(client, run_id, run)
-    _set_status(client, run_id, run.meta)
-    _remember(run.dir, masked(uri), run_id)
-    return {"run_dir": run.dir, "mlflow_run_id": run_id, "points": points}
+    return experiment_ids[name]
+
+
+def _known_run(client, run_id):
+    """The MLflow run the local record names, or None (none, or deleted since)."""
+    if not run_id:
+        return None
+    try:
+        found = client.get_run(run_id)
+    except Exception:  # MlflowException: no such run on this server
+        return None
+    return found if found.info.lifecycle_stage == "active" else None
 
 
 def _find_or_create(client, run, experiment_id):
@@ -113,8 +166,27 @@ def _find_or_create(client, run, experiment_id):
                               filter_string=f"tags.`{RUN_ID_TAG}` = '{run.run_id}'", max_results=1)
     if runs:
         return runs[0]
-    return client.create_run(experiment_id, start_time=_ms(run.meta.get("started_at")),
+    return client.create_run(experiment_id, start_time=P.start_ms(run.meta),
                              run_name=run.run_id, tags={RUN_ID_TAG: run.run_id})
+
+
+def _legacy_offsets(run_dir, mlflow_run):
+    """Offsets from the ``mindexp.rows.<log>`` tags a sync before the local record
+    left (rank 0's files); ``{}`` for a new MLflow run."""
+    offsets = {}
+    for key, value in mlflow_run.data.tags.items():
+        if key.startswith(LEGACY_ROWS_TAG) and key[len(LEGACY_ROWS_TAG):] in schema.LOGS:
+            path = schema.path_of(run_dir, key[len(LEGACY_ROWS_TAG):])
+            _header, lines = P.read_lines(path, 0)
+            rows = min(int(value), len(lines))
+            if rows:
+                offsets[os.path.basename(path)] = lines[rows - 1][0]
+    return offsets
+
+
+def _drop_legacy_tags(client, run_id, mlflow_run):
+    for key in [k for k in mlflow_run.data.tags if k.startswith(LEGACY_ROWS_TAG)]:
+        client.delete_tag(run_id, key)
 
 
 def _log_params(client, run_id, config):
@@ -124,96 +196,77 @@ def _log_params(client, run_id, config):
         client.log_batch(run_id, params=params[i:i + 100])
 
 
-def _send_log(client, run_id, run, name, sent):
-    """Send the rows of log ``name`` after the ``sent[name]`` already sent; returns the points."""
+def _send_log(client, uri, run, log, entry, params):
+    """Send the points of ``log`` after the offset the record holds; returns how many."""
     from mlflow.entities import Metric
-    table = _read(run, name)
-    done = sent.get(name, 0)
-    if table is None or len(table) <= done:
-        sent[name] = max(done, 0 if table is None else len(table))
-        return 0
-    start = _ms(run.meta.get("started_at"))
-    metrics = [Metric(key, value, start + int(1000 * seconds), step)
-               for key, value, step, seconds in _points(name, table.iloc[done:])]
+    offsets = entry.setdefault("offsets", {})
+    points, end = P.new_points(log, offsets.get(log.filename, 0), P.start_ms(run.meta), params)
+    metrics = [Metric(*p) for p in points]
     for i in range(0, len(metrics), BATCH):
-        client.log_batch(run_id, metrics=metrics[i:i + BATCH])
-    sent[name] = len(table)
-    # at once: a sync cut short later does not send these rows again
-    client.set_tag(run_id, f"{ROWS_TAG}{name}", str(len(table)))
+        client.log_batch(entry["run_id"], metrics=metrics[i:i + BATCH])
+    offsets[log.filename] = end
+    R.save_entry(run.dir, uri, entry)  # at once: a sync cut short later does not send these again
     return len(metrics)
 
 
-def _read(run, name):
-    if not os.path.isfile(schema.path_of(run.dir, name)):
-        return None
-    return run.read(name)
-
-
-def _points(name, table):
-    """``(key, value, step, seconds)`` of each number in the rows of log ``name``."""
-    import math
-    col = schema.Col
-    steps = table[col.STEP].astype(int).tolist()
-    seconds = table[col.TIME_S].fillna(0).tolist() if col.TIME_S in table.columns \
-        else [0.0] * len(table)
-    if name == schema.PARAMS.name:
-        keys = [_param_key(p) for p in table[col.PARAM]]
-        columns = [(keys, table[col.VALUE].tolist())]
-    else:
-        skip = {col.STEP, col.EPOCH, col.TIME_S}
-        columns = [([_metric_key(name, c)] * len(table), table[c].tolist())
-                   for c in table.columns if c not in skip]
-    for keys, values in columns:
-        for key, value, step, s in zip(keys, values, steps, seconds):
-            if value is not None and not (isinstance(value, float) and math.isnan(value)):
-                yield key, float(value), step, float(s)
-
-
-def _metric_key(log, column):
-    if log == "eval":
-        from ..rundir.summary import eval_name
-        return eval_name(column)
-    return f"system/{column}" if log == "system" else column
-
-
-def _param_key(param):
-    """``w`` -> ``param/w``, ``w[3]`` -> ``param/w/3``, ``w:norm`` -> ``param/w/norm``."""
-    key = "param/" + str(param).replace("[", "/").replace("]", "").replace(":", "/")
-    return _BAD_KEY.sub("_", key)
-
-
-def _tags(run, sent):
+def _tags(run):
     from mlflow.entities import RunTag
     meta = run.meta
     tags = {RUN_ID_TAG: run.run_id, "mindexp.experiment": str(meta.get("experiment")),
             "mindexp.status": str(meta.get("status")),
             "mindexp.tags": ",".join(meta.get("tags") or []),
-            "mlflow.note.content": meta.get("note") or "",
-            **{f"{ROWS_TAG}{k}": str(v) for k, v in sent.items()}}
+            "mlflow.note.content": meta.get("note") or "", **source_tags(meta)}
     tags.update({f"tag.{t}": "true" for t in meta.get("tags") or []})
     return [RunTag(k, v) for k, v in tags.items()]
 
 
-def _log_artifacts(client, run_id, run):
-    """The CSVs, config and run record, plots/, figures/ and the best (else last) checkpoint.
+def source_tags(meta: dict[str, Any]) -> dict[str, str]:
+    """MLflow's own source tags (its UI's Source and git commit) from run.json's
+    provenance: the experiment's file (else its entry) and the git commit."""
+    block = provenance_of(meta)
+    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    git = block.get("git") if isinstance(block.get("git"), dict) else {}
+    name = source.get("origin") or meta.get("entry")
+    tags = {"mlflow.source.type": "LOCAL"}
+    if name:
+        tags["mlflow.source.name"] = masked(str(name))
+    if git.get("commit"):
+        tags["mlflow.source.git.commit"] = str(git["commit"])
+    if git.get("branch"):
+        tags["mlflow.source.git.branch"] = str(git["branch"])
+    return tags
+
+
+def _log_artifacts(client, run_id, run, sent):
+    """The logs (each rank's), config and run record, plots/, figures/ and the best
+    (else last) checkpoint; returns ``{artifact path: size}`` of the folders' files sent.
 
     The few top-level files always go again (they change while a run runs);
-    a file of plots/, figures/ or checkpoints/ already stored with its size
-    is not sent again, so a re-sync of a long run does not upload every
-    epoch's figures and a checkpoint once more."""
-    for name in [log.filename for log in schema.LOGS.values()] + [schema.CONFIG_JSON]:
-        path = os.path.join(run.dir, name)
-        if os.path.isfile(path):
-            client.log_artifact(run_id, path)
+    a file of plots/, figures/ or checkpoints/ already sent with its size
+    (``sent``, from the local record) is not sent again, so a re-sync of a
+    long run does not upload every epoch's figures and a checkpoint once more."""
+    for path in _top_files(run):
+        client.log_artifact(run_id, path)
     _log_run_json(client, run_id, run)
-    stored = _stored_sizes(client, run_id)
+    sent = dict(sent)
     for path, folder in _folder_files(run):
         try:
             size = os.path.getsize(path)
         except OSError:  # replaced meanwhile by a running run's atomic write
             continue
-        if stored.get(f"{folder}/{os.path.basename(path)}") != size:
+        key = f"{folder}/{os.path.basename(path)}"
+        if sent.get(key) != size:
             client.log_artifact(run_id, path, artifact_path=folder)
+            sent[key] = size
+    return sent
+
+
+def _top_files(run):
+    """The logs (every rank's file), config.json: the top-level files uploaded."""
+    names = list(schema.LOGS) + [schema.EVALUATIONS_CSV]
+    paths = [p for n in names for p in schema.rank_files(run.dir, n).values()]
+    config = os.path.join(run.dir, schema.CONFIG_JSON)
+    return [p for p in paths + [config] if os.path.isfile(p) and not os.path.islink(p)]
 
 
 def _log_run_json(client, run_id, run):
@@ -221,7 +274,7 @@ def _log_run_json(client, run_id, run):
     its worker's command line, storage URL included."""
     path = os.path.join(run.dir, schema.RUN_JSON)
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with schema.open_file(path, "r", encoding="utf-8", errors="replace") as f:
             text = f.read()
     except OSError:  # no run.json (or replaced meanwhile): nothing to send
         return
@@ -247,41 +300,44 @@ def model_checkpoint(run):
     return run.checkpoint(best=bool(list_checkpoints(run.dir, "best"))) or run.checkpoint()
 
 
-def _stored_sizes(client, run_id):
-    """``{artifact path: size}`` of the files the MLflow run holds under plots/,
-    figures/ and checkpoints/ (one listing per folder)."""
-    sizes, folders = {}, [schema.PLOTS_DIR, schema.FIGURES_DIR, schema.CHECKPOINT_DIR]
-    stored = {info.path for info in client.list_artifacts(run_id)}
-    folders = [f for f in folders if f in stored]
-    while folders:
-        for info in client.list_artifacts(run_id, folders.pop()):
-            if info.is_dir:
-                folders.append(info.path)
-            else:
-                sizes[info.path] = info.file_size
-    return sizes
+def _log_model(uri, run_id, run, entry, register):
+    """A finished run's best (else last) checkpoint as the MLflow model, once per
+    checkpoint (and once more to register it under a new name)."""
+    if R.mlflow_status(run.dir, run.meta.get("status")) in (None, "RUNNING"):
+        return
+    checkpoint = model_checkpoint(run)
+    if not checkpoint:
+        return
+    mark = [os.path.relpath(checkpoint, run.dir), os.path.getsize(checkpoint)]
+    if entry.get("model") == mark and register in (None, entry.get("registered")):
+        return
+    import mlflow
+    from .mlflow_model import log_run_model
+    mlflow.set_tracking_uri(uri)
+    with mlflow.start_run(run_id=run_id):  # its status is set again after this
+        entry["model_uri"] = log_run_model(run, checkpoint, register)
+    entry["model"] = mark
+    if register:
+        entry["registered"] = register
 
 
-def _set_status(client, run_id, meta):
-    status = STATUS.get(meta.get("status"))
-    if status:
-        client.set_terminated(run_id, status=status, end_time=_ms(meta.get("ended_at")))
+def _set_status(client, run_id, run):
+    """The run's status as MLflow's (a dead process's run: KILLED); returns it."""
+    status = R.mlflow_status(run.dir, run.meta.get("status"))
+    if status == "RUNNING":
+        client.update_run(run_id, status="RUNNING")
+    elif status:
+        client.set_terminated(run_id, status=status, end_time=P.ms(run.meta.get("ended_at")))
+    return status
 
 
 def _remember(run_dir, uri, run_id):
     """Keep ``{tracking_uri: mlflow run id}`` in run.json (best effort)."""
     def change(meta):
         meta[META_KEY] = {**(meta.get(META_KEY) or {}), uri: run_id}
+    if (R.read_meta_quietly(run_dir).get(META_KEY) or {}).get(uri) == run_id:
+        return  # already there: run.json stays as it is
     try:
         update_meta(run_dir, change)
     except MindexpError:
-        pass  # the MLflow run's own tag finds it again
-
-
-def _ms(iso):
-    """Milliseconds since the epoch of an ISO time (now when absent)."""
-    try:
-        when = _dt.datetime.fromisoformat(iso)
-    except (TypeError, ValueError):
-        when = _dt.datetime.now(_dt.timezone.utc)
-    return int(when.timestamp() * 1000)
+        pass  # the local record and the MLflow run's own tag find it again

@@ -13,13 +13,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the MLflow tracking server, e.g. http://127.0.0.1:5000")
     p.add_argument("--experiment", metavar="NAME",
                    help="the MLflow experiment (default: each run's experiment name)")
+    p.add_argument("--params", default="summary", metavar="WHICH",
+                   help="params.csv's points: none, summary (each parameter's norm, mean, std; "
+                   "the default) or all (every row)")
+    p.add_argument("--register", metavar="NAME",
+                   help="register each finished run's model (its best checkpoint) in the "
+                   "Model Registry as NAME")
     p.set_defaults(handler=copy_runs)
 
 
 def copy_runs(args: argparse.Namespace) -> int:
     """Copy the runs and print one line per run: its MLflow run id and the points sent."""
     from ..analysis.mlflow_export import to_mlflow
-    for done in to_mlflow(args.paths, args.tracking_uri, experiment=args.experiment):
+    for done in to_mlflow(args.paths, args.tracking_uri, experiment=args.experiment,
+                          params=args.params, register=args.register):
         print(f"{done['run_dir']} -> MLflow run {done['mlflow_run_id']} "
               f"({done['points']} new metric points)")
     return EXIT_OK

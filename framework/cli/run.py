@@ -22,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--workers", type=positive_int, metavar="N",
                      help="data-parallel workers launched with msrun (config field `workers`)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_mlflow(run)
     add_verbose(run)
     add_tag_args(run)
     run.set_defaults(handler=_train_experiment)
@@ -30,12 +31,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     resume.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change a config field, e.g. epochs=50 to train longer")
     resume.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_mlflow(resume)
     add_verbose(resume)
     resume.set_defaults(handler=_resume_run)
     worker = subparsers.add_parser("_worker")  # what msrun runs in each worker (internal)
     worker.add_argument("run_dir")
     worker.add_argument("--resume", action="store_true")
     worker.set_defaults(handler=_start_worker)
+
+
+def _add_mlflow(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mlflow", nargs="?", const="", default=None, metavar="URI",
+                        help="stream the run to this MLflow tracking server while it trains "
+                        "(default: MLFLOW_TRACKING_URI; credentials only through MLflow's "
+                        "MLFLOW_TRACKING_USERNAME/PASSWORD/TOKEN)")
+
+
+def _mlflow_uri(args: argparse.Namespace) -> str | None:
+    if args.mlflow is None:
+        return None
+    from ..train.mlflow_stream import tracking_uri
+    return tracking_uri(args.mlflow)
 
 
 def _list_experiments(args: argparse.Namespace) -> int:
@@ -45,6 +61,7 @@ def _list_experiments(args: argparse.Namespace) -> int:
 
 
 def _train_experiment(args: argparse.Namespace) -> int:
+    mlflow = _mlflow_uri(args)  # before anything is built
     sets = list(args.set) + ([f"workers={args.workers}"] if args.workers else [])
     from ..manage.tags import check_tags
     tags = check_tags(args.tag)
@@ -52,7 +69,7 @@ def _train_experiment(args: argparse.Namespace) -> int:
     from ..api import run_request
     from ..train.request import RunRequest
     request = RunRequest(exp, out=os.path.abspath(args.out), label=args.name, tags=tags,
-                         note=args.note, entry=entry, quiet=args.quiet)
+                         note=args.note, entry=entry, quiet=args.quiet, mlflow=mlflow)
     return train_and_report(lambda: run_request(request), args.verbose)
 
 
@@ -68,9 +85,10 @@ def _build_experiment(spec, toml_path, sets):
 def _resume_run(args: argparse.Namespace) -> int:
     from ..api import resume_run
     from ..define.config import parse_assignments
+    mlflow = _mlflow_uri(args)
     overrides = parse_assignments(args.set)
-    return train_and_report(lambda: resume_run(args.run_dir, overrides, quiet=args.quiet),
-                            args.verbose)
+    return train_and_report(lambda: resume_run(args.run_dir, overrides, quiet=args.quiet,
+                                               mlflow=mlflow), args.verbose)
 
 
 def _start_worker(args: argparse.Namespace) -> int:

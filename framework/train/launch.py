@@ -15,6 +15,7 @@ from ..define.experiment import training_in
 from ..errors import TrainingError
 from ..rundir.io import check_experiment_name
 from ..rundir.record import RunRecord
+from . import mlflow_stream
 from .preflight import prepare
 from .request import RunRequest
 from .session import Session
@@ -96,7 +97,11 @@ def launch_workers(request: RunRequest, run_dir: str, previous: dict[str, Any] |
     record.write_config(_config.to_dict(request.config))
     if previous is None:
         _capture_provenance(request, record, None)  # the workers keep this block
+    if request.mlflow:
+        mlflow_stream.note_uri(record.meta, request.mlflow)
     record.running(workers=workers)
+    if request.mlflow:
+        mlflow_stream.start_sender(run_dir, request.mlflow)
     code = distributed.launch(run_dir, workers, resume=request.resume is not None)
     record = RunRecord.read(run_dir)
     if code != 0 and record.status in ("running", "completed"):
@@ -189,9 +194,14 @@ def _train_in(request: RunRequest, plan: Any, run_dir: str, previous: dict[str, 
     if writer:
         _capture_provenance(request, record, previous)
     record.write_config(_config.to_dict(request.config))
+    stream = writer and bool(request.mlflow)  # (an msrun worker: its launcher streams)
+    if stream:
+        mlflow_stream.note_uri(record.meta, request.mlflow)
     record.write()
     if writer:  # so run.json can still say why on a full disk
         reserve_or_fail(record)
+    if stream:  # run.json exists and says running: the sender can follow it
+        mlflow_stream.start_sender(run_dir, request.mlflow)
     from ..callbacks._registry import run_declared
     # every log opened inside the run folder registers with it; the experiment's
     # hooks read the folder as ``self.run_dir``

@@ -34,7 +34,9 @@ class RunRequest:
     (a tuning trial's pruning). ``resume``: where a resumed run starts
     (None: a new run). ``quiet``: no progress bar. ``created(run_dir)``: told
     the new run's folder as soon as it exists (a sweep's worker answers with it
-    even when training then fails or is interrupted).
+    even when training then fails or is interrupted). ``mlflow``: a tracking
+    URI the run streams to while it trains (``--mlflow``; never a config
+    field, so config.json and every view stay free of it).
     """
 
     experiment: BaseExperiment
@@ -51,6 +53,7 @@ class RunRequest:
     resume: Resume | None = None
     quiet: bool = True
     created: Callable[[str], None] | None = None
+    mlflow: str | None = None
 
     def __post_init__(self) -> None:
         # A frozen dataclass: the defaults derived from the experiment are set once here.

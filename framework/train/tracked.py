@@ -33,7 +33,7 @@ from ..rundir.io import check_label
 from ..rundir.meta import read_meta
 from ..rundir.record import RunRecord
 from ..rundir.run_lock import acquire, create_locked
-from . import failures
+from . import failures, mlflow_stream
 from .signals import SignalStop
 
 __all__ = ["track", "TrackedRun"]
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | None = None, *,
           tags: Iterable[str] = (), note: str | None = None,
-          resume: str | os.PathLike[str] | None = None) -> TrackedRun:
+          resume: str | os.PathLike[str] | None = None, mlflow: str | None = None) -> TrackedRun:
     """A tracked run of a plain MindSpore script, as a context manager.
 
     ``with mindexp.track(out, name, config) as run:`` creates
@@ -65,13 +65,16 @@ def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | No
         note: the run's note (``mindexp note`` changes it later).
         resume: a script run's folder to continue in place (from its latest
             good checkpoint: ``run.load(network)``, ``run.position(steps)``).
+        mlflow: an MLflow tracking URI the run streams to while it runs
+            (a sender process of its own; the block never waits for it).
 
     Raises:
         ConfigError: a bad name or a config that is not JSON, before
             anything is created.
     """
     script = _caller_file(sys._getframe(1))
-    return TrackedRun(out, name, config, tags=tags, note=note, resume=resume, script=script)
+    return TrackedRun(out, name, config, tags=tags, note=note, resume=resume, script=script,
+                      mlflow=mlflow)
 
 
 class TrackedRun:
@@ -84,8 +87,9 @@ class TrackedRun:
     def __init__(self, out: str | os.PathLike[str], name: str,
                  config: Mapping[str, Any] | None = None, *, tags: Iterable[str] = (),
                  note: str | None = None, resume: str | os.PathLike[str] | None = None,
-                 script: str | None = None) -> None:
+                 script: str | None = None, mlflow: str | None = None) -> None:
         self.config = _checked_config(config)
+        self.mlflow = None if mlflow is None else _mlflow_uri(mlflow)
         self.name = check_label(name, "track()'s name")
         self.out, self.tags, self.note, self.script = out, list(tags or ()), note, script
         self.resume_from = resume
@@ -237,8 +241,12 @@ class TrackedRun:
             record.resumed_from(point.meta, point.step, point.path)
         _capture(record, self.script, self.config, point)
         record.write_config(self.config)
+        if self.mlflow:
+            mlflow_stream.note_uri(record.meta, self.mlflow)
         record.write()
         reserve_or_fail(record)
+        if self.mlflow:
+            mlflow_stream.start_sender(self.dir, self.mlflow)
         return record
 
     def _end(self, exc: BaseException | None) -> str:
@@ -385,6 +393,14 @@ def _checked_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
                               "accepted: numbers, strings, booleans, None, lists and dicts of "
                               f"them. Received: {key}={_shown(value)}", field=key) from None
     return dict(config)
+
+
+def _mlflow_uri(uri: str) -> str:
+    try:
+        return mlflow_stream.tracking_uri(uri)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("--mlflow", "track()'s mlflow"),
+                          field="mlflow") from None
 
 
 def _shown(value: Any) -> str:

@@ -41,6 +41,9 @@ def _wait_healthy(uri, server, deadline_s=900):  # mlflow server starts slowly o
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     require("mlflow", "mindexp mlflow needs mlflow (the mlflow extra)")
+    if os.environ.get("MINDEXP_TEST_MLFLOW_URI"):  # a server already running (a developer's)
+        yield os.environ["MINDEXP_TEST_MLFLOW_URI"]
+        return
     home = tmp_path_factory.mktemp("mlflow")
     port = _free_port()
     uri = f"http://127.0.0.1:{port}"
@@ -67,7 +70,9 @@ def _one_run(tmp_path):
                        params={"w": [i * 0.001 for i in range(STEPS)]},
                        eval_rows=[{"epoch": 1, "step": 2, "accuracy": 0.5},
                                   {"epoch": 2, "step": 4, "accuracy": 0.75}],
-                       meta={"tags": ["baseline"], "note": "first try"})
+                       meta={"tags": ["baseline"], "note": "first try",
+                             "provenance": {"source": {"origin": "/src/toy.py"},
+                                            "git": {"commit": "abc123", "branch": "main"}}})
     with open(schema.path_of(run_dir, "system"), "w", encoding="utf-8") as f:
         f.write(",".join(schema.SYSTEM.required) + "\n0.0,0,,,100.0,4,0,0\n1.0,2,90.0,50.0,120.0,5,1,2\n")
     figures = os.path.join(run_dir, schema.FIGURES_DIR, "fit")
@@ -90,12 +95,16 @@ def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path,
     run_dir = _one_run(tmp_path)
     assert main(["mlflow", str(tmp_path), "--tracking-uri", server]) == 0
     client = MlflowClient(server)
-    [found] = client.search_runs([client.get_experiment_by_name("toy").experiment_id])
+    [found] = client.search_runs([client.get_experiment_by_name("toy").experiment_id],
+                                 filter_string="tags.`mindexp.run_id` = 'r-mlflow'")
     rid = found.info.run_id
     assert found.data.params == {"seed": "0", "epochs": "3", "optimizer": "sgd", "lr": "0.1"}
     assert found.data.tags["mindexp.run_id"] == "r-mlflow"
     assert found.data.tags["mlflow.note.content"] == "first try"
     assert found.data.tags["tag.baseline"] == "true"
+    assert found.data.tags["mlflow.source.name"] == "/src/toy.py"  # the UI's Source column
+    assert found.data.tags["mlflow.source.git.commit"] == "abc123"
+    assert not [t for t in found.data.tags if t.startswith("mindexp.rows")]  # bookkeeping: local
     assert found.info.status == "FINISHED"
     assert _steps(client, rid, "loss") == list(range(1, STEPS + 1))
     assert len(client.get_metric_history(rid, "lr")) == STEPS
@@ -108,6 +117,8 @@ def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path,
                                                                       "figures/fit.png"}
     from mindexp.rundir.meta import read_meta
     assert read_meta(run_dir)["mlflow"] == {server: rid}
+    from mindexp.analysis.mlflow_record import entry_of
+    assert entry_of(run_dir, server)["run_id"] == rid
 
     with open(schema.path_of(run_dir, "loss"), "a", encoding="utf-8") as f:  # the run went on
         f.write(f"{STEPS + 1},3,0.0001,0.1,9.9\n")
@@ -126,7 +137,8 @@ def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path,
         "figures/fit/epoch-1.png", "figures/fit/epoch-2.png"}
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "(2 new metric points)" in out  # loss and lr
-    assert len(client.search_runs([found.info.experiment_id])) == 1
+    assert len(client.search_runs([found.info.experiment_id],
+                                  filter_string="tags.`mindexp.run_id` = 'r-mlflow'")) == 1
     assert _steps(client, rid, "loss") == list(range(1, STEPS + 2))  # each step once
 
 
@@ -142,3 +154,214 @@ def test_a_bad_or_unreachable_tracking_uri_is_one_line_and_exit_2(cli, tmp_path,
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and says in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _metric(client, run_id, key):
+    """``[(step, value), ...]`` of a metric, by step."""
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+
+
+def _mlflow_run(client, run_dir):
+    from mindexp.analysis.mlflow_record import entry_of, read_record
+    [uri] = read_record(run_dir)
+    return client.get_run(entry_of(run_dir, uri)["run_id"])
+
+
+@pytest.mark.slow
+def test_params_summary_none_and_all_send_what_they_say(server, tmp_path):
+    """summary: an element-wise parameter's norm, mean and std (numpy's), a large one's
+    logged norm/mean/std (not min/max), a scalar as it is; none: no param/ key; all: every row."""
+    import numpy as np
+    from mlflow.tracking import MlflowClient
+    from mindexp import to_mlflow
+    w = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]])
+    rows = {f"w[{i}]": list(w[:, i]) for i in range(3)}
+    rows.update({"b": [0.1, 0.2], "big:norm": [3.0, 4.0], "big:min": [-1.0, -2.0],
+                 "big:std": [0.5, 0.6]})
+    client = MlflowClient(server)
+    keys = {}
+    for params in ("summary", "none", "all"):
+        run_dir = make_run(tmp_path / params, f"r-{params}", losses=[1.0, 0.5], params=rows)
+        [done] = to_mlflow(run_dir, server, params=params)
+        keys[params] = {k for k in client.get_run(done["mlflow_run_id"]).data.metrics
+                        if k.startswith("param/")}
+        if params == "summary":
+            rid = done["mlflow_run_id"]
+            assert [s for s, _v in _metric(client, rid, "param/w/norm")] == [1, 2]
+            assert [v for _s, v in _metric(client, rid, "param/w/norm")] == pytest.approx(
+                list(np.linalg.norm(w, axis=1)))
+            assert [v for _s, v in _metric(client, rid, "param/w/mean")] == pytest.approx(
+                list(w.mean(axis=1)))
+            assert [v for _s, v in _metric(client, rid, "param/w/std")] == pytest.approx(
+                list(w.std(axis=1)))
+            assert [v for _s, v in _metric(client, rid, "param/b")] == pytest.approx([0.1, 0.2])
+    assert keys["summary"] == {"param/w/norm", "param/w/mean", "param/w/std", "param/b",
+                               "param/big/norm", "param/big/std"}
+    assert keys["none"] == set()
+    assert keys["all"] == {"param/w/0", "param/w/1", "param/w/2", "param/b", "param/big/norm",
+                           "param/big/min", "param/big/std"}
+
+
+@pytest.mark.slow
+def test_a_sync_with_nothing_new_answers_from_the_local_record_without_mlflow(
+        server, tmp_path, capsys, monkeypatch):
+    run_dir = make_run(tmp_path, "r-noop", losses=[1.0, 0.5, 0.25])
+    assert main(["mlflow", run_dir, "--tracking-uri", server]) == 0
+    first = capsys.readouterr().out
+    assert "(6 new metric points)" in first  # loss and lr
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # importing mlflow now fails
+    monkeypatch.setitem(sys.modules, "mlflow.tracking", None)
+    assert main(["mlflow", run_dir, "--tracking-uri", server]) == 0
+    again = capsys.readouterr().out
+    assert again == first.replace("(6 new", "(0 new")  # the same MLflow run, nothing sent
+    with open(schema.path_of(run_dir, "loss"), "a", encoding="utf-8") as f:
+        f.write("4,2,0.125,0.1,0.3\n")  # something new: mlflow is needed again
+    assert main(["mlflow", run_dir, "--tracking-uri", server]) == 2
+    assert "needs mlflow" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_run_whose_process_is_gone_is_killed_and_every_rank_is_sent(server, tmp_path):
+    """run.json says running but no process holds its lock: KILLED, as `runs` shows
+    it; loss.rank1.csv and system.rank1.csv go as rank1/ metrics and as artifacts."""
+    from mlflow.tracking import MlflowClient
+    from mindexp import to_mlflow
+    run_dir = make_run(tmp_path, "r-gone", status="running", losses=[1.0, 0.5])
+    with open(os.path.join(run_dir, "loss.rank1.csv"), "w", encoding="utf-8") as f:
+        f.write("step,epoch,loss,lr,time_s\n1,1,0.9,0.1,0.0\n2,1,0.4,0.1,0.1\n")
+    with open(os.path.join(run_dir, "system.rank1.csv"), "w", encoding="utf-8") as f:
+        f.write(",".join(schema.SYSTEM.required) + "\n0.0,1,50.0,75.0,100.0,4,0,0\n")
+    [done] = to_mlflow(run_dir, server)
+    client = MlflowClient(server)
+    rid = done["mlflow_run_id"]
+    assert client.get_run(rid).info.status == "KILLED"
+    assert _metric(client, rid, "rank1/loss") == [(1, 0.9), (2, 0.4)]
+    assert _metric(client, rid, "loss") == [(1, 1.0), (2, 0.5)]
+    assert _metric(client, rid, "system/rank1/cpu_utilization_percentage") == [(1, 75.0)]
+    assert _metric(client, rid, "system/rank1/rss_mb") == [(1, 100.0)]
+    assert {"loss.rank1.csv", "system.rank1.csv"} <= {a.path for a in client.list_artifacts(rid)}
+
+
+GATED = '''
+import os, time
+from mindexp.experiments.linear import Linear
+
+
+class Gated(Linear):
+    """Linear that waits at step $GATE_STEP (writes at-step there, waits for go) when $GATES is set."""
+
+    def callbacks(self):
+        from mindspore.train import Callback
+        gates, at = os.environ.get("GATES"), os.environ.get("GATE_STEP")
+        if not gates:
+            return []
+
+        class Gate(Callback):
+            def on_train_step_end(self, run_context):
+                p = run_context.original_args()
+                step = (p.cur_epoch_num - 1) * p.batch_num + (p.cur_step_num - 1) % p.batch_num + 1
+                if str(step) == at:
+                    open(os.path.join(gates, "at-step"), "w").close()
+                    while not os.path.exists(os.path.join(gates, "go")):
+                        time.sleep(0.005)
+        return [Gate()]
+'''
+
+
+def _wait_for(condition, what, timeout=600):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _mindexp_proc(tmp_path, *args, **env):
+    from conftest import cli_env
+    return subprocess.Popen([sys.executable, "-m", "mindexp", *map(str, args)], cwd=tmp_path,
+                            env=cli_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+@pytest.mark.slow
+def test_a_run_with_mlflow_streams_its_loss_while_it_trains(server, tmp_path):
+    """Held at step 15 (epoch 2 of 3): MLflow already holds epoch 1's loss points; once it
+    ends, the end-of-run sync makes the same MLflow run FINISHED, every step once."""
+    from mlflow.tracking import MlflowClient
+    (tmp_path / "gated.py").write_text(GATED)
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    run = _mindexp_proc(tmp_path, "run", tmp_path / "gated.py:Gated", "--set", "epochs=3",
+                        "--set", "checkpoint_interval_s=0", "--out", tmp_path / "out",
+                        "--quiet", "--mlflow", server, GATES=str(gates), GATE_STEP="15",
+                        MINDEXP_MLFLOW_POLL_S="0.1")
+    client = MlflowClient(server)
+    try:
+        _wait_for(lambda: (gates / "at-step").exists() or run.poll() is not None, "step 15")
+        assert run.poll() is None, run.communicate()
+        [run_dir] = (tmp_path / "out" / "linear").iterdir()
+
+        def streamed():
+            from mindexp.analysis.mlflow_record import entry_of
+            rid = entry_of(str(run_dir), server).get("run_id")
+            return rid and len(client.get_metric_history(rid, "loss")) >= 10 and rid
+        _wait_for(streamed, "loss points in MLflow while the run is held")
+        rid = streamed()
+        assert client.get_run(rid).info.status == "RUNNING"
+        assert run.poll() is None  # still held: these points came live
+        (gates / "go").touch()
+        out, err = run.communicate(timeout=600)
+    finally:
+        run.kill()
+    assert run.returncode == 0, err
+    _wait_for(lambda: client.get_run(rid).info.status == "FINISHED", "the end-of-run sync")
+    assert _steps(client, rid, "loss") == list(range(1, 31))  # each step once
+    found = client.get_run(rid)
+    assert found.data.params["epochs"] == "3" and found.data.tags["mindexp.run_id"] == run_dir.name
+    from mindexp.rundir.meta import read_meta
+    assert read_meta(str(run_dir))["mlflow"] == {server: rid}
+
+
+@pytest.mark.slow  # a run in a subprocess: its stderr and exit status
+def test_a_dead_mlflow_server_costs_one_warning_and_the_run_completes(tmp_path):
+    dead = f"http://127.0.0.1:{_free_port()}"
+    run = _mindexp_proc(tmp_path, "run", "linear", "--set", "epochs=2", "--out",
+                        tmp_path / "out", "--quiet", "--mlflow", dead, MINDEXP_MLFLOW_POLL_S="0.1")
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, err
+    assert err.count("does not answer") == 1, err
+    [run_dir] = (tmp_path / "out" / "linear").iterdir()
+    from mindexp.rundir.meta import read_meta
+    meta = read_meta(str(run_dir))
+    assert meta["status"] == "completed" and meta["mlflow"] == {dead: None}
+
+
+def test_mlflow_without_a_uri_or_the_variable_is_one_line_and_exit_2(cli, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    result = cli("run", "linear", "--mlflow")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "MLFLOW_TRACKING_URI" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_registered_model_predicts_what_mindexp_predict_predicts(server, tmp_path, capsys):
+    """A real Linear run (its code captured from a file): `mindexp mlflow --register` logs
+    its best checkpoint as a pyfunc model; loaded back from the Model Registry it predicts
+    what `mindexp predict` predicts on the same input (Linear keeps no best: the last)."""
+    import numpy as np
+    import mlflow
+    from mindexp.use.predict import predict
+    (tmp_path / "gated.py").write_text(GATED)
+    assert main(["run", str(tmp_path / "gated.py") + ":Gated", "--set", "epochs=2",
+                 "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    [run_dir] = (tmp_path / "out" / "linear").iterdir()
+    assert main(["mlflow", str(run_dir), "--tracking-uri", server,
+                 "--register", "linear-model"]) == 0
+    x = np.array([[0.0], [0.5], [-2.0]], np.float32)
+    mlflow.set_tracking_uri(server)
+    version = max(int(v.version) for v in
+                  mlflow.MlflowClient(server).search_model_versions("name='linear-model'"))
+    got = mlflow.pyfunc.load_model(f"models:/linear-model/{version}").predict(x)
+    from mindexp.analysis.mlflow_export import model_checkpoint
+    from mindexp.rundir.run import Run
+    assert model_checkpoint(Run(str(run_dir))) == Run(str(run_dir)).checkpoint()  # no best kept
+    np.testing.assert_allclose(np.asarray(got), predict(str(run_dir), x))  # `mindexp predict`'s
