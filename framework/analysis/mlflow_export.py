@@ -56,7 +56,9 @@ def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
     """
     check_uri(tracking_uri)
     check_params(params)
-    client, experiment_ids, done = None, {}, []  # one lookup per MLflow experiment
+    client: Any = None
+    experiment_ids: dict[str, str] = {}  # one lookup per MLflow experiment
+    done: list[Any] = []
     for run in as_runs(runs):
         if R.unchanged(run.dir, tracking_uri, params, run.meta) and \
                 register in (None, R.entry_of(run.dir, tracking_uri).get("registered")):

@@ -54,7 +54,7 @@ class Rest:
     def __init__(self, uri: str) -> None:
         parts = urllib.parse.urlsplit(uri)
         self.base = urllib.parse.urlunsplit(
-            (parts.scheme, parts.hostname + (f":{parts.port}" if parts.port else ""),
+            (parts.scheme, (parts.hostname or "") + (f":{parts.port}" if parts.port else ""),
              parts.path.rstrip("/"), "", ""))
         self.headers = {"Content-Type": "application/json", **_auth(parts)}
 

@@ -29,7 +29,7 @@ MODEL_NAME = "model"        # the logged model's name in its MLflow run
 ARTIFACT = "run"            # the model's artifact: the small run folder
 
 
-class RunModel(mlflow.pyfunc.PythonModel):
+class RunModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined,misc]
     """``predict(x)``: the run's network on ``x`` as ``mindexp predict`` computes it."""
 
     def load_context(self, context: Any) -> None:

@@ -73,7 +73,7 @@ def new_points(log: LogFile, offset: int, start_ms: int, params: str = DEFAULT_P
     step's lines for later unless ``final`` (the rest of its elements may follow).
     ``limit``: read at most that many bytes (the rest comes next time)."""
     header, lines = read_lines(log.path, offset, limit)
-    final = final and (limit is None or not lines or len(lines) and _read_all(log.path, lines))
+    final = final and (limit is None or not lines or bool(_read_all(log.path, lines)))
     if not lines:
         return [], offset
     rows = [fields for _end, fields in lines]

@@ -52,7 +52,9 @@ def save_entry(run_dir: str, uri: str, entry: dict[str, Any]) -> None:
 def mlflow_status(run_dir: str, status: str | None) -> str | None:
     """The MLflow status of a run whose run.json says ``status``: a run marked
     running whose process is gone (the lock rule) is KILLED, as ``runs`` shows it."""
-    return STATUS.get(shown_status(run_dir, status) if status else status)
+    if not status:
+        return None
+    return STATUS.get(shown_status(run_dir, status) or status)
 
 
 def fingerprint(run_dir: str) -> dict[str, list[int]]:

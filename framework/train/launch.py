@@ -194,14 +194,14 @@ def _train_in(request: RunRequest, plan: Any, run_dir: str, previous: dict[str, 
     if writer:
         _capture_provenance(request, record, previous)
     record.write_config(_config.to_dict(request.config))
-    stream = writer and bool(request.mlflow)  # (an msrun worker: its launcher streams)
+    stream = request.mlflow if writer else None  # (an msrun worker: its launcher streams)
     if stream:
-        mlflow_stream.note_uri(record.meta, request.mlflow)
+        mlflow_stream.note_uri(record.meta, stream)
     record.write()
     if writer:  # so run.json can still say why on a full disk
         reserve_or_fail(record)
     if stream:  # run.json exists and says running: the sender can follow it
-        mlflow_stream.start_sender(run_dir, request.mlflow)
+        mlflow_stream.start_sender(run_dir, stream)
     from ..callbacks._registry import run_declared
     # every log opened inside the run folder registers with it; the experiment's
     # hooks read the folder as ``self.run_dir``
