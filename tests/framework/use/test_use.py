@@ -129,7 +129,11 @@ def test_early_stop_on_an_eval_metric(tmp_path):
     run = Spirals(**{**SPIRALS, "epochs": 8, "early_stop": "eval_loss", "patience": 1,
                      "min_delta": 100}).run(out=str(tmp_path))
     assert run.status == "completed"
-    assert run.meta["stop_reason"].startswith("early stop at epoch 2: eval_loss did not improve")
+    first, second = run.eval["loss"].tolist()
+    # the eval loss fell (by less than min_delta) or rose: the reason says which
+    what = (f"improved by less than min_delta=100 on {first:.6g}" if second < first
+            else f"did not improve on {first:.6g}")
+    assert run.meta["stop_reason"] == f"early stop at epoch 2: eval_loss {what} for 1 epoch"
     assert run.eval["epoch"].tolist() == [1, 2]
 
 
