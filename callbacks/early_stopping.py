@@ -92,8 +92,9 @@ class EarlyStopping(Callback):
         assert self.best is not None
         what = (f"improved by less than min_delta={self.min_delta:g} on {self.best:.6g}"
                 if self.small_gain else f"did not improve on {self.best:.6g}")
-        known = self.best_epoch is not None and self.waited and min(self.waited) > 0
-        if not known or self.waited[-1] - self.best_epoch == self.wait:
+        best_epoch = self.best_epoch
+        if best_epoch is None or not self.waited or min(self.waited) < 1 \
+                or self.waited[-1] - best_epoch == self.wait:
             return f"{self.monitor} {what} for {self.wait} epoch{'s' if self.wait > 1 else ''}"
         epochs = ", ".join(str(e) for e in self.waited)
         return (f"{self.monitor} {what} (epoch {self.best_epoch}) in {self.wait} "
