@@ -61,7 +61,11 @@ class EventWriter:
 
     def hparams(self, values: Mapping[str, Any], metrics: Iterable[str], step: int = 0) -> None:
         """The hparams plugin's experiment and session start for this run:
-        ``values`` (name -> bool, number or text) and the metric tags it shows."""
+        ``values`` (name -> bool, number or text) and the metric tags it shows.
+
+        Each field is marked ``differs``: TensorBoard lists differing fields first
+        and then by name, and its dashboards show the first few only; the fields
+        written here are the ones chosen to be seen."""
         api, plugin = self._api_pb2, self._plugin_pb2
         start = plugin.SessionStartInfo()
         infos = []
@@ -75,7 +79,7 @@ class EventWriter:
             else:
                 start.hparams[name].string_value = "none" if value is None else str(value)
                 kind = "DATA_TYPE_STRING"
-            infos.append(api.HParamInfo(name=name, type=api.DataType.Value(kind)))
+            infos.append(api.HParamInfo(name=name, type=api.DataType.Value(kind), differs=True))
         experiment = api.Experiment(hparam_infos=infos, metric_infos=[
             api.MetricInfo(name=api.MetricName(tag=tag)) for tag in metrics])
         self._plugin_summary(self._metadata.EXPERIMENT_TAG,

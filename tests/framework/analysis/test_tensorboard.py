@@ -129,6 +129,8 @@ def _hparam_names(acc):
     from tensorboard.plugins.hparams import plugin_data_pb2
     content = acc.PluginTagToContent("hparams")["_hparams_/experiment"]
     experiment = plugin_data_pb2.HParamsPluginData.FromString(content).experiment
+    # TensorBoard lists differing fields first (then by name) and shows the first few
+    assert all(info.differs for info in experiment.hparam_infos)
     return [info.name for info in experiment.hparam_infos]
 
 
