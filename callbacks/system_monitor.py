@@ -78,6 +78,7 @@ class SystemMonitor(LogCallback):
         self._t0: float | None = None
         self._device: Callable[[], float] | None = None
         self._first_error: BaseException | None = None
+        self._previous: list[Any] = []  # time_s and step of the latest sample
 
     def on_train_begin(self, run_context: RunContext) -> None:
         path = log_path(self.directory, schema.SYSTEM.filename, self.all_ranks, self.per_node)
@@ -118,10 +119,13 @@ class SystemMonitor(LogCallback):
             started.set()
         while not self._stop.wait(self.every_s):
             self._sample()
-        self._sample()  # the last sample, when training ends
+        self._sample(last=True)  # when training ends
 
-    def _sample(self, first: bool = False) -> None:
+    def _sample(self, first: bool = False, last: bool = False) -> None:
         row = self._read(first)
+        if last and row[:2] == self._previous:
+            return  # training ended within the millisecond of a sample: that one is the last
+        self._previous = row[:2]
         with self._lock:
             if self._log is not None:
                 self._log.write(row)
