@@ -155,12 +155,13 @@ def write_run(run: Run, logdir: str, fields: Iterable[str] | None = None,
 def _write_system(writer, run, clock):
     """system.csv's columns as ``system/<column>`` at its steps (time: its own
     ``time_s``); another node's file as ``system/rankN/<column>``."""
-    skip = {schema.Col.STEP, "time_s"}
+    skip = {schema.Col.STEP, schema.Col.TIME_S}
     for rank, table in run.system_by_rank.items():
         if not len(table) or schema.Col.STEP not in table.columns:
             continue
         prefix = "system" if rank == 0 else f"system/rank{rank}"
-        times = table["time_s"].tolist() if "time_s" in table.columns else [None] * len(table)
+        times = table[schema.Col.TIME_S].tolist() if schema.Col.TIME_S in table.columns \
+            else [None] * len(table)
         for column in [c for c in table.columns if c not in skip]:
             for step, value, t in zip(table[schema.Col.STEP].tolist(), table[column].tolist(),
                                       times):
@@ -183,7 +184,7 @@ def _write_figures(writer, run, clock):
                     png = f.read()
             except OSError:  # removed meanwhile, or not a regular file
                 continue
-            writer.image(f"figures/{entry['name']}", png, step, clock(step))
+            writer.image(f"{schema.FIGURES_DIR}/{entry['name']}", png, step, clock(step))
 
 
 def _epoch_steps(run):

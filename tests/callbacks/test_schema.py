@@ -162,6 +162,8 @@ NOT_COLUMNS = {
     ("framework/manage/cleanup.py", "loss", '"min_loss"'): "a compare table's column",
     ("framework/analysis/reports.py", "loss", 'summary["loss"]'): "a part of summary.json",
     ("framework/analysis/tensorboard_export.py", "loss", 'out["loss"]'): "a TensorBoard hparams tag",
+    ("framework/analysis/tensorboard_export.py", "epoch", 'frame["epoch"]'): "a figure frame "
+                                                                              "of payload.images",
 }
 
 
