@@ -104,7 +104,8 @@ def replay_early_stop(callback: Any, run_dir: str, step: int, steps_per_epoch: i
 
 
 def _epoch_values(run_dir: str, monitor: str, done: int,
-                  steps_per_epoch: int) -> list[float | None] | None:
+                  steps_per_epoch: int) -> list[tuple[int, float | None]] | None:
+    """``(epoch, value)`` of each epoch done (loss: its last step's; eval: each evaluation)."""
     if monitor == "loss":
         rows = schema.read_rows(schema.path_of(run_dir, schema.LOSS.name))
         by_step = {int(r[schema.Col.STEP]): _number(r.get(schema.Col.LOSS)) for r in rows}
