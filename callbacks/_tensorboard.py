@@ -47,9 +47,25 @@ class EventWriter:
             value=[self._summary_pb2.Summary.Value(tag=tag, simple_value=float(value))])
         self._add(summary, step, wall_time)
 
+    def image(self, tag: str, png: bytes, step: int, wall_time: float | None = None) -> None:
+        """One PNG picture (TensorBoard's Images tab); a file that is not a PNG is skipped."""
+        size = png_size(png)
+        if size is None:
+            return
+        width, height, channels = size
+        image = self._summary_pb2.Summary.Image(height=height, width=width, colorspace=channels,
+                                                encoded_image_string=png)
+        summary = self._summary_pb2.Summary(
+            value=[self._summary_pb2.Summary.Value(tag=tag, image=image)])
+        self._add(summary, step, wall_time)
+
     def hparams(self, values: Mapping[str, Any], metrics: Iterable[str], step: int = 0) -> None:
         """The hparams plugin's experiment and session start for this run:
-        ``values`` (name -> bool, number or text) and the metric tags it shows."""
+        ``values`` (name -> bool, number or text) and the metric tags it shows.
+
+        Each field is marked ``differs``: TensorBoard lists differing fields first
+        and then by name, and its dashboards show the first few only; the fields
+        written here are the ones chosen to be seen."""
         api, plugin = self._api_pb2, self._plugin_pb2
         start = plugin.SessionStartInfo()
         infos = []
@@ -63,7 +79,7 @@ class EventWriter:
             else:
                 start.hparams[name].string_value = "none" if value is None else str(value)
                 kind = "DATA_TYPE_STRING"
-            infos.append(api.HParamInfo(name=name, type=api.DataType.Value(kind)))
+            infos.append(api.HParamInfo(name=name, type=api.DataType.Value(kind), differs=True))
         experiment = api.Experiment(hparam_infos=infos, metric_infos=[
             api.MetricInfo(name=api.MetricName(tag=tag)) for tag in metrics])
         self._plugin_summary(self._metadata.EXPERIMENT_TAG,
@@ -98,3 +114,15 @@ class EventWriter:
         event = self._event_pb2.Event(wall_time=time.time() if wall_time is None else wall_time,
                                       step=int(step), summary=summary)
         self._writer.add_event(event)
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}  # IHDR colour type -> channels (3: palette)
+
+
+def png_size(png: bytes) -> tuple[int, int, int] | None:
+    """``(width, height, channels)`` from a PNG's IHDR chunk; None when not a PNG."""
+    if len(png) < 26 or not png.startswith(_PNG_SIGNATURE) or png[12:16] != b"IHDR":
+        return None
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    return width, height, _PNG_CHANNELS.get(png[25], 4)

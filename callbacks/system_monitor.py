@@ -31,7 +31,8 @@ class SystemMonitor(LogCallback):
     """Write the process's and machine's load to ``<directory>/system.csv``.
 
     A daemon thread samples with psutil every ``every_s`` seconds (the first
-    sample when training begins, the last when it ends), so the training
+    sample when training begins, the last when it ends, all on that thread: psutil
+    keeps its previous CPU reading per thread), so the training
     thread only counts its steps. Columns: ``time_s, step,
     process_cpu_percent, machine_cpu_percent, rss_mb, threads, read_bytes,
     write_bytes`` and ``device_memory_mb`` where MindSpore reports device
@@ -76,6 +77,8 @@ class SystemMonitor(LogCallback):
         self._thread: threading.Thread | None = None
         self._t0: float | None = None
         self._device: Callable[[], float] | None = None
+        self._first_error: BaseException | None = None
+        self._previous: list[Any] = []  # time_s and step of the latest sample
 
     def on_train_begin(self, run_context: RunContext) -> None:
         path = log_path(self.directory, schema.SYSTEM.filename, self.all_ranks, self.per_node)
@@ -86,10 +89,16 @@ class SystemMonitor(LogCallback):
         self._log = self._checked_log(path, columns)
         if self._t0 is None:  # a second Model.train on the same monitor keeps the clock
             self._t0 = time.monotonic()
-        self._sample(first=True)
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="mindexp-system", daemon=True)
+        self._first_error = None
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(started,), name="mindexp-system",
+                                        daemon=True)
         self._thread.start()
+        started.wait()  # the first row (step 0) is written before the first step
+        if self._first_error is not None:
+            self.close()
+            raise self._first_error
 
     def on_train_step_end(self, run_context: RunContext) -> None:
         self.step += 1  # all the training thread does; the sampler reads it
@@ -97,12 +106,26 @@ class SystemMonitor(LogCallback):
     def on_train_epoch_end(self, run_context: RunContext) -> None:
         pass  # each sample is written when taken (and the log is the sampler's)
 
-    def _run(self) -> None:
+    def _run(self, started: threading.Event) -> None:
+        # Every sample is taken here: psutil keeps the previous machine-wide CPU
+        # times per thread, so a reading on another thread than the one before it
+        # would measure since boot (0.0 on a busy machine that had been idle).
+        try:
+            self._sample(first=True)
+        except BaseException as exc:  # raised again on the training thread
+            self._first_error = exc
+            return
+        finally:
+            started.set()
         while not self._stop.wait(self.every_s):
             self._sample()
+        self._sample(last=True)  # when training ends
 
-    def _sample(self, first: bool = False) -> None:
+    def _sample(self, first: bool = False, last: bool = False) -> None:
         row = self._read(first)
+        if last and row[:2] == self._previous:
+            return  # training ended within the millisecond of a sample: that one is the last
+        self._previous = row[:2]
         with self._lock:
             if self._log is not None:
                 self._log.write(row)
@@ -139,8 +162,7 @@ class SystemMonitor(LogCallback):
         if thread is None:
             return
         self._stop.set()
-        thread.join()
-        self._sample()
+        thread.join()  # it takes the last sample
         with self._lock:
             if self._log is not None:
                 self._log.close()

@@ -118,13 +118,13 @@ def _save_plots(run_dir: str, status: str) -> None:
     running, and the titles name the status); plots are a convenience, so
     a failure only warns.
 
-    Not in an msrun worker: ranks must leave the cluster together, and a
-    rank 0 still plotting after the others exit is declared timed out (the
-    launcher plots instead), nor with ``MINDEXP_PLOTS=0``.
+    Under msrun, ranks must leave the cluster together (a rank 0 still plotting
+    after the others exit is declared timed out): the runner calls it only
+    where the other ranks wait for it (a launched run's launcher; rank 0 of the
+    user's own msrun, before a barrier). Not with ``MINDEXP_PLOTS=0``.
     """
-    from .train.distributed import under_msrun
     from .train.figures import drawing_wanted
-    if under_msrun() or not drawing_wanted():
+    if not drawing_wanted():
         return
     try:
         from .analysis import plots

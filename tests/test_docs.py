@@ -282,9 +282,14 @@ def outside(url):
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """The site, built once with ``mkdocs build --strict`` (a warning fails the build)."""
+    """The site, built once with ``mkdocs build --strict`` (a warning fails the build),
+    through the ``mkdocs`` console script where it is installed: its folder, first on
+    sys.path, holds the ``mindexp`` console script, which griffe took for the package
+    (docs/_hooks.py)."""
     where = tmp_path_factory.mktemp("site")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+    script = os.path.join(os.path.dirname(sys.executable), "mkdocs")
+    command = [script] if os.path.isfile(script) else ["-m", "mkdocs"]
+    done = subprocess.run([sys.executable, *command, "build", "--strict", "--site-dir",
                            str(where)], cwd=ROOT, env=cli_env(NO_MKDOCS_2_WARNING="1"),
                           capture_output=True, text=True, timeout=600)
     return where, done
@@ -295,18 +300,18 @@ def test_the_site_builds_strictly(site):
     where, done = site
     assert done.returncode == 0, done.stderr[-4000:]
     assert "WARNING" not in done.stderr, done.stderr[-4000:]
-    assert (where / "index.html").is_file() and (where / "tour" / "index.html").is_file()
+    assert (where / "index.html").is_file() and (where / "tour.html").is_file()
 
 
 @pytest.mark.slow
 def test_the_api_reference_shows_the_public_names(site):
     where, _ = site
-    mindexp = (where / "reference" / "mindexp" / "index.html").read_text(encoding="utf-8")
+    mindexp = (where / "reference" / "mindexp.html").read_text(encoding="utf-8")
     for name in ("Experiment", "Config", "Run", "Runs", "load_run", "load_runs", "compare",
                  "history", "plot", "diff", "tune", "study_frame", "sweep", "Lazy", "ConfigError",
                  "track", "TrackedRun"):
         assert re.search(rf'<h[23] id="mindexp\.[\w.]*\b{name}"', mindexp), name
-    callbacks = (where / "reference" / "callbacks" / "index.html").read_text(encoding="utf-8")
+    callbacks = (where / "reference" / "callbacks.html").read_text(encoding="utf-8")
     for name in ("LossMonitor", "ParameterTracker", "GradNormMonitor", "EvalMonitor", "Checkpoint",
                  "EarlyStopping", "Timer", "TensorBoardLogger", "TrainStep", "EvalLoss", "CsvLog",
                  "schema"):
@@ -326,6 +331,42 @@ def test_no_page_loads_anything_from_another_site(site):
         assert not [u for u in parser.urls if outside(u)], page
     for sheet in where.rglob("*.css"):
         assert not re.search(r"@import\s+(url\()?['\"]?(https?:)?//", sheet.read_text("utf-8")), sheet
+
+
+@pytest.mark.slow
+def test_the_site_opened_from_disk_follows_nav_links_and_searches(site, tmp_path):
+    """README: open site/index.html. From file:// a nav link opens its page (not a
+    folder listing) and search answers (its index inlined, its worker from a blob:
+    URL, nothing from another site). Screenshots in tmp_path."""
+    import shutil
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+    from conftest import require
+    sync_api = require("playwright.sync_api", reason="playwright is not installed")
+    where, done = site
+    assert done.returncode == 0, done.stderr[-4000:]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        page.set_default_timeout(60_000)
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.goto((where / "index.html").as_uri())
+        page.click("nav.md-nav--primary >> text=Resume and stop early")
+        page.wait_for_selector("h1#resume-and-stop-early, article h1")
+        assert page.url == (where / "training.html").as_uri()
+        assert "Stop early, keep the best" in page.inner_text("article")
+        page.screenshot(path=str(tmp_path / "nav.png"))
+        page.fill("input.md-search__input", "patience")
+        page.wait_for_selector(".md-search-result__item")
+        assert "matching document" in page.inner_text(".md-search-result__meta")
+        page.screenshot(path=str(tmp_path / "search.png"))
+        titles = page.locator(".md-search-result__item h1").all_inner_texts()
+        assert "Resume and stop early" in titles, titles
+        browser.close()
+    assert errors == []
 
 
 def test_the_changelog_is_at_the_package_version():

@@ -85,7 +85,8 @@ def find_run_dirs(path):
 def load_runs(paths):
     """Load run directories and every run below folders (recursively).
 
-    Folders that are not runs are skipped. A broken run (unreadable JSON,
+    A sweep's or a study's folder (``outputs/sweeps/<id>``) gives the runs
+    its index names. Folders that are not runs are skipped. A broken run (unreadable JSON,
     malformed or truncated CSV) does not fail the whole call: it is logged
     as a warning and listed in the result's ``errors``. Raises RunDirError
     when a path does not exist or holds no runs, or when no run loads.
@@ -126,12 +127,21 @@ def _read_each(paths, read):
 
 
 def _runs_below(path):
-    """The runs at or below ``path`` (a folder's through its summary index);
+    """The runs at or below ``path`` (a folder's through its summary index; a
+    sweep or study folder's: the runs its sweep.json or study.json names);
     RunDirError as :func:`find_run_dirs` raises it."""
+    from ..rundir.groups import index_name, index_runs
     from ..rundir.index import indexed_runs
     path = os.fspath(path)
     if is_run_dir(path) or not os.path.isdir(path):
         return [Run(d) for d in find_run_dirs(path)]
+    name = index_name(path)
+    if name:  # a sweep's or a study's folder: the runs its index names
+        named = index_runs(path, previous=False)
+        if not named:
+            raise RunDirError(f"{path} is a sweep or study folder whose {name} names no run "
+                              f"that exists (yet). Received: {path!r}")
+        return [Run(d) for d in named]
     runs = indexed_runs(path, write=os.access(path, os.W_OK))
     if not runs:
         find_run_dirs(path)   # raises the error that says why

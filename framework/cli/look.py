@@ -51,6 +51,9 @@ def _add_view_commands(sub):
     tb.add_argument("paths", nargs="+", metavar="PATH", help="run directories or folders of runs")
     tb.add_argument("--out", metavar="DIR", help="write under DIR (default: tensorboard/ in "
                     "each run directory)")
+    tb.add_argument("--hparams", metavar="FIELD,...", default="",
+                    help="config fields the hparams table shows besides those that differ "
+                         "across the runs (one run: those set away from the defaults)")
     tb.set_defaults(handler=_export_tensorboard)
 
 
@@ -120,13 +123,19 @@ def _serve_dashboard(args: argparse.Namespace) -> int:
 
 
 def _export_tensorboard(args: argparse.Namespace) -> int:
-    from ..analysis.tensorboard_export import export
+    from ..analysis.tensorboard_export import export, view_command
     from ..analysis.reports import load_runs
+    from ..manage.show import experiment_defaults
     runs = load_runs(args.paths)
-    for run, folder in export(runs, out=args.out):
+    named = [n.strip() for n in args.hparams.split(",") if n.strip()]
+    folders = []
+    for run, folder in export(runs, out=args.out, hparams=named,
+                              defaults_of=lambda r: experiment_defaults(r.meta.get("entry"))):
         print(f"{run.run_id}: {folder}")
-    shown = args.out or " ".join(args.paths)
-    print(f"view with: tensorboard --logdir {shown}")
+        folders.append((run, folder))
+    command = view_command(folders, args.out)
+    print(f"view with: {command}" if command else "view with: tensorboard --logdir DIR, after "
+          "exporting with --out DIR (a run's path holds a comma, which --logdir_spec cannot take)")
     return EXIT_OK
 
 

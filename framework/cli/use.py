@@ -29,9 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ex.add_argument("run_dir", metavar="RUN")
     ex.add_argument("--format", default="MINDIR", metavar="MINDIR|ONNX")
     ex.add_argument("--checkpoint", default="last", metavar="best|last|STEP")
-    ex.add_argument("--output", metavar="FILE", help="default: RUN/exported/<checkpoint>.mindir")
+    ex.add_argument("--output", metavar="FILE",
+                    help="default: RUN/exported/<checkpoint>.mindir, or .onnx with --format ONNX")
     ex.add_argument("--batch-size", type=positive_int, metavar="N",
-                    help="batch dimension of the exported input (default: the run's batch_size)")
+                    help="fix the batch dimension of the exported input at N. MINDIR: fixed, "
+                         "by default at the run's batch_size; ONNX: dynamic unless given "
+                         "(fixed, with a warning, for a network whose graph computes with "
+                         "its batch size)")
     ex.set_defaults(handler=_export_network)
 
 

@@ -14,17 +14,16 @@ import shutil
 
 from ..errors import MindexpError, RunDirError
 from ..callbacks.direction import UnknownDirectionError, metric_direction
-from ..rundir.io import inside, is_run_dir, read_json, write_json
+from ..rundir.io import is_run_dir, read_json, write_json
 from ..rundir.meta import read_meta
 from .runs import short_path
 from .show import find_run, human_size
 from ..rundir.record import locked
 from ..rundir.run_lock import acquire, holder, lock_trouble, unwritable
 
-# The index files of a group of runs: a sweep's, and a tune study's.
-INDEX_FILES = ("sweep.json", "study.json")
-# Where an index keeps its runs (a list of objects with run_dir and/or run_id).
-INDEX_LISTS = ("runs", "trials")
+from ..rundir import groups
+from ..rundir.groups import INDEX_FILES, INDEX_LISTS
+from ..rundir.groups import index_name as _index_name, layout_key as _layout_key
 
 
 class Target:
@@ -231,40 +230,9 @@ def remove_dead_removals(folders, dry_run=False):
 # -- indexes -------------------------------------------------------------------------
 
 def index_runs(folder):
-    """The run directories a sweep or study folder's index names (those that exist).
-
-    An index records absolute paths; a run is looked up by its place under the
-    index's own output root (``<out>/<experiment>/<run_id>`` beside
-    ``<out>/sweeps/<id>/``), so an output folder copied or moved elsewhere never
-    points a removal at the original runs.
-
-    A path that resolves outside the root (``../x``, a symlink) is refused:
-    RunDirError, and nothing is removed.
-    """
-    index = os.path.join(folder, _index_name(folder))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(folder)))
-    found = []
-    for entry in _entries(read_json(index)):
-        for run_dir in [entry.get("run_dir"), *_list(entry.get("previous_runs"))]:
-            key = _layout_key(run_dir)
-            if key and not inside(root, os.path.join(root, *key)):
-                raise RunDirError(f"{index} names a run outside the output root {root}; "
-                                  f"refusing to remove anything. Received: {run_dir!r}")
-            if key and is_run_dir(os.path.join(root, *key)):
-                found.append(os.path.join(root, *key))
-    return found
-
-
-def _list(value):
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-
-
-def _layout_key(run_dir):
-    """``(experiment folder, run id)``: the last two parts of a run directory."""
-    if not run_dir:
-        return None
-    run_dir = os.path.normpath(run_dir)
-    return os.path.basename(os.path.dirname(run_dir)), os.path.basename(run_dir)
+    """The run directories a sweep or study folder's index names, earlier
+    attempts included (:func:`mindexp.rundir.groups.index_runs`)."""
+    return groups.index_runs(folder, previous=True, refusal="refusing to remove anything")
 
 
 def drop_from_indexes(run_dir, run_id=None):
@@ -305,18 +273,6 @@ def _names(entry, run_dir, run_id):
     return run_id is not None and entry.get("run_id") == run_id
 
 
-def _entries(data):
-    for key in INDEX_LISTS:
-        for entry in (data.get(key) or []) if isinstance(data, dict) else []:
-            if isinstance(entry, dict):
-                yield entry
-
-
-def _index_name(folder):
-    for name in INDEX_FILES:
-        if os.path.isfile(os.path.join(folder, name)):
-            return name
-    return None
 
 
 def _size(path):

@@ -245,17 +245,29 @@ def _checkpoints(run):
         return [f"checkpoints: {schema.CHECKPOINTS.filename} is unreadable"]
     if not len(table):
         return []
-    lines = [f"checkpoints ({len(table)} saved; files on disk marked +)"]
+    monitor = run.config.get("checkpoint_monitor") or "score"
+    lines = [f"checkpoints ({len(table)} saved; files on disk marked +; loss: the training "
+             f"loss at the step; {monitor}: the value a best checkpoint was kept for)"
+             if (table.get(schema.Col.KIND) == "best").any() else
+             f"checkpoints ({len(table)} saved; files on disk marked +; loss: the training "
+             "loss at the step)"]
     for _, row in table.iterrows():
-        kind = row.get(schema.Col.KIND) if isinstance(row.get(schema.Col.KIND), str) else "last"
-        score = row.get(schema.Col.SCORE)
-        score = row.get(schema.Col.LOSS) if score is None or score != score else score
-        name = os.path.basename(str(row[schema.Col.FILE]))
-        there = "+" if os.path.isfile(os.path.join(run.dir, schema.CHECKPOINT_DIR, name)) else " "
-        step, epoch = row[schema.Col.STEP], row[schema.Col.EPOCH]
-        lines.append(f" {there} {kind:<5} step {step:<7} epoch {epoch:<4} "
-                     f"score {_num(score)}  {name}")
+        lines.append(_checkpoint_line(run, row, monitor))
     return lines
+
+
+def _checkpoint_line(run, row, monitor):
+    """One checkpoint: kind, step, epoch, its training loss, and for a best one
+    the monitored value it was kept for (two columns: one meaning each)."""
+    kind = row.get(schema.Col.KIND) if isinstance(row.get(schema.Col.KIND), str) else "last"
+    name = os.path.basename(str(row[schema.Col.FILE]))
+    there = "+" if os.path.isfile(os.path.join(run.dir, schema.CHECKPOINT_DIR, name)) else " "
+    step, epoch = row[schema.Col.STEP], row[schema.Col.EPOCH]
+    text = f" {there} {kind:<5} step {step:<7} epoch {epoch:<4} loss {_num(row.get(schema.Col.LOSS))}"
+    score = row.get(schema.Col.SCORE)
+    if kind == "best" and score is not None and score == score:
+        text += f"  {monitor} {_num(score)}"
+    return f"{text}  {name}"
 
 
 def _resumes(run):

@@ -58,11 +58,28 @@ def resolve_objective(exp, column, direction=None):
     else:
         valid = train_columns + eval_columns
         raise ConfigError(f"unknown objective {column!r}; {exp.experiment_name()}'s runs have "
-                          f"the compare() columns: {', '.join(valid)}. Received: --objective "
+                          f"the numeric compare() columns: {', '.join(valid)}"
+                          f"{_missing_metric_hint(exp, column, metrics)}. Received: --objective "
                           f"{column}", field="objective")
     if direction is None:
         found.direction, found.inferred = _infer_direction(exp, found), True
     return found
+
+
+def _missing_metric_hint(exp, column, metrics):
+    """For ``eval_<m>`` / ``best_eval_<m>`` whose metric the runs do not compute:
+    how to add it (the ``metrics`` config field, or the experiment's ``metrics()``)."""
+    name = column[len("best_"):] if column.startswith("best_") else column
+    if not name.startswith("eval_") or name == "eval_":
+        return ""
+    wanted = name[len("eval_"):]
+    if not metrics:
+        return (f" ({column} needs an eval split: {exp.experiment_name()}'s source('eval') "
+                "gives none)")
+    from_config = list(getattr(exp.config, "metrics", None) or []) == metrics
+    how = (f"--set metrics={','.join(metrics + [wanted])}" if from_config
+           else f"add {wanted!r} to {type(exp).__name__}.metrics()")
+    return f" ({column} needs the eval metric {wanted!r}, which these runs lack: {how})"
 
 
 def _infer_direction(exp, objective):
@@ -110,7 +127,13 @@ def _probe_columns(exp, metrics):
         table = compare(run_dir)
     skip = set(table.attrs.get("config_columns", [])) | {"experiment", "run_id", "status",
                                                          "run_dir"}
-    return [c for c in table.columns if c not in skip]
+    return [c for c in table.columns if c not in skip and _numeric(table[c])]
+
+
+def _numeric(column):
+    """A column a study can optimise: numbers, not text (tags, note, git_commit) or flags."""
+    import pandas as pd
+    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
 
 
 def _write(folder, name, text):

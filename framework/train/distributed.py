@@ -98,6 +98,13 @@ def visible(run_dir: str) -> bool:
     return os.path.isdir(run_dir)
 
 
+def barrier() -> None:
+    """Wait until every rank of msrun's world got here (one all-reduce of one
+    number); every rank must call it once, at the same point."""
+    import numpy as np
+    all_reduce_sum(np.zeros(1, dtype=np.float32))
+
+
 def serve_as_scheduler() -> None:
     """Be msrun's scheduler: serve the cluster until its workers are done.
 

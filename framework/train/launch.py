@@ -53,7 +53,9 @@ def train(request: RunRequest, finish: Finish | None = None,
         return None
     resume = request.resume
     if distributed.under_msrun() and resume is None:  # started by the user's own msrun
-        return _train_as_worker_of_own_msrun(request)
+        return _train_as_worker_of_own_msrun(request, finish)
+    if distributed.under_msrun():
+        finish = None  # ranks leave the cluster together: no rank 0 drawing alone
     workers = request.config.workers
     plan = prepare(request.experiment, workers=workers)
     with contextlib.ExitStack() as held:
@@ -133,7 +135,10 @@ def run_worker(run_dir: str, resume: bool = False) -> str | None:
                      shard=(size, rank))
 
 
-def _train_as_worker_of_own_msrun(request: RunRequest) -> str | None:
+def _train_as_worker_of_own_msrun(request: RunRequest, finish: Finish | None = None) -> str | None:
+    """One rank of the user's own msrun (one node or several). Rank 0 runs
+    ``finish`` (the plots) and the others wait for it at a barrier: a rank 0
+    still working after the others left the cluster is declared timed out."""
     from . import distributed
     rank, size = distributed.init_data_parallel()
     plan = prepare(request.experiment, workers=size)
@@ -142,7 +147,10 @@ def _train_as_worker_of_own_msrun(request: RunRequest) -> str | None:
             run_dir = _create_shared_run_dir(request, held)
         else:
             run_dir, request = _joined_run_dir(request, rank)
-        return _train_in(request, plan, run_dir, shard=(size, rank))
+        done = _train_in(request, plan, run_dir, shard=(size, rank),
+                         finish=finish if rank == 0 else None)
+    distributed.barrier()
+    return done
 
 
 def _create_shared_run_dir(request: RunRequest, held: contextlib.ExitStack) -> str:

@@ -98,22 +98,24 @@ def replay_early_stop(callback: Any, run_dir: str, step: int, steps_per_epoch: i
         logger.warning("early_stop: the logs of %s lack %s; the patience counter starts afresh",
                        run_dir, callback.monitor)
         return False
-    for value in values:
-        callback.update(value)
+    for epoch, value in values:
+        callback.update(value, epoch)
     return True
 
 
 def _epoch_values(run_dir: str, monitor: str, done: int,
-                  steps_per_epoch: int) -> list[float | None] | None:
+                  steps_per_epoch: int) -> list[tuple[int, float | None]] | None:
+    """``(epoch, value)`` of each epoch done (loss: its last step's; eval: each evaluation)."""
     if monitor == "loss":
         rows = schema.read_rows(schema.path_of(run_dir, schema.LOSS.name))
         by_step = {int(r[schema.Col.STEP]): _number(r.get(schema.Col.LOSS)) for r in rows}
-        return [by_step.get(e * steps_per_epoch) for e in range(1, done + 1)]
+        return [(e, by_step.get(e * steps_per_epoch)) for e in range(1, done + 1)]
     rows = schema.read_rows(schema.path_of(run_dir, schema.EVAL.name))
     column = monitor if rows and monitor in rows[0] else monitor[len("eval_"):]
     if rows and column not in rows[0]:
         return None
-    return [_number(r[column]) for r in rows if int(r[schema.Col.EPOCH]) <= done]
+    return [(int(r[schema.Col.EPOCH]), _number(r[column])) for r in rows
+            if int(r[schema.Col.EPOCH]) <= done]
 
 
 def _number(text: Any) -> float | None:

@@ -459,3 +459,26 @@ def test_host_views_copy_once_per_call_where_asnumpy_copies():
     params[0].value = np.float32(5.0)
     assert [a.tolist() for a in views.arrays()] == [[5.0], [2.0]]
     assert [p.reads for p in params] == [n + 1 for n in reads]
+
+
+def test_early_stopping_counts_evaluations_when_epochs_go_without_one(run_context):
+    """eval_every=3: epochs 3, 6, 9 are evaluated; patience 2 runs out at epoch 9,
+    after two evaluations (six epochs), not 'for 2 epochs'."""
+    from mindexp.callbacks import EarlyStopping
+    cb = EarlyStopping("eval_loss", patience=2)
+    values = {3: 0.5, 6: 0.6, 9: 0.7}
+    for epoch in range(1, 10):
+        results = {"loss": values[epoch]} if epoch in values else None
+        ctx = run_context(cur_epoch_num=epoch, **({"eval_results": results} if results else {}))
+        cb.on_train_epoch_end(ctx)
+    assert cb.stopped_epoch == 9
+    assert cb.stop_reason == "eval_loss did not improve on 0.5 (epoch 3) in 2 evaluations (epochs 6, 9)"
+
+
+def test_early_stopping_says_when_the_value_improved_by_less_than_min_delta(run_context):
+    from mindexp.callbacks import EarlyStopping
+    losses = {1: 1.0, 2: 0.95, 3: 0.92}  # better each epoch, never by 0.1
+    cb, ctx = EarlyStopping(patience=2, min_delta=0.1), run_context(train_network=None)
+    drive(cb, ctx, epochs=3, steps=1, outputs=lambda step: (Tensor(np.float32(losses[step])),))
+    assert cb.stopped_epoch == 3
+    assert cb.stop_reason == "loss improved by less than min_delta=0.1 on 1 for 2 epochs"

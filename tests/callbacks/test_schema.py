@@ -164,6 +164,8 @@ NOT_COLUMNS = {
     ("framework/analysis/tensorboard_export.py", "loss", 'out["loss"]'): "a TensorBoard hparams tag",
     ("framework/define/experiment.py", "epoch", "inspect.signature"): "a parameter of source()",
     ("framework/train/session.py", "loss", 'built["loss"]'): "a feature's name (train/features.py)",
+    ("framework/analysis/tensorboard_export.py", "epoch", 'frame["epoch"]'): "a figure frame "
+                                                                              "of payload.images",
 }
 
 

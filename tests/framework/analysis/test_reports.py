@@ -348,3 +348,25 @@ def test_history_puts_a_list_config_value_whole_on_each_row(tmp_path):
     make_run(tmp_path, "a", config={"layers": [1, 2]}, losses=(1.0, 0.5, 0.25))
     make_run(tmp_path, "b", config={"layers": [3]}, losses=(2.0, 1.5))
     assert history(str(tmp_path))["layers"].tolist() == [(1, 2)] * 3 + [(3,)] * 2
+
+
+def test_load_runs_of_a_sweep_folder_takes_the_runs_its_sweep_json_names(tmp_path):
+    """docs/jupyter.md: load_runs(folder) takes a sweep's or a study's runs. The
+    sweep folder (<out>/sweeps/<id>) holds only sweep.json; its runs are beside it,
+    under <out>/<experiment>/. An earlier failed attempt at a point is not one of them."""
+    import mindexp
+    kept = [make_run(tmp_path, f"s{i}", config={"lr": lr}) for i, lr in enumerate((0.1, 0.2))]
+    earlier = make_run(tmp_path, "s9", status="failed")
+    make_run(tmp_path, "other")  # same experiment, not in the sweep
+    sweep = tmp_path / "sweeps" / "sw1"
+    sweep.mkdir(parents=True)
+    (sweep / "sweep.json").write_text(json.dumps({"runs": [
+        {"index": 0, "run_dir": "/elsewhere/toy/s0", "previous_runs": [earlier]},
+        {"index": 1, "run_dir": kept[1]},
+        {"index": 2, "run_dir": None, "status": "pending"}]}))
+    runs = mindexp.load_runs(str(sweep))
+    assert sorted(run.dir for run in runs) == sorted(kept)
+    assert sorted(compare(str(sweep))["lr"]) == [0.1, 0.2]
+    (sweep / "sweep.json").write_text(json.dumps({"runs": [{"index": 0, "run_dir": None}]}))
+    with pytest.raises(RunDirError, match="sweep.json names no run that exists"):
+        load_runs(str(sweep))

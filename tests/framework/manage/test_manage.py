@@ -190,7 +190,7 @@ def test_show_a_resumed_run(capsys, runs):
     assert "steps      20 in 2 epochs" in out
     assert "resumed 1 time(s)" in out and "from step 10" in out
     assert "dense.weight" in out and "target 2" in out
-    ckpt = [ln for ln in out.splitlines() if " step " in ln and "score" in ln]
+    ckpt = [ln for ln in out.splitlines() if " step " in ln and " loss " in ln]
     assert ckpt and all(".ckpt" in ln for ln in ckpt)
     assert any("last  step 20" in ln for ln in ckpt)
     assert "loss.csv" in out and "checkpoints/" in out
@@ -480,3 +480,22 @@ def test_gc_keep_best_by_a_column_it_cannot_rank_is_refused(capsys, tmp_path, by
     else:
         assert line.endswith(ending)
     assert os.path.isdir(tmp_path / "toy" / "r1") and os.path.isdir(tmp_path / "toy" / "r2")
+
+
+def test_show_names_each_checkpoint_value_by_what_it_is(capsys, tmp_path):
+    """A last checkpoint's training loss and a best one's monitored eval value were
+    one 'score' column; now the loss is 'loss' for every checkpoint and a best
+    checkpoint's value carries the monitor's name."""
+    run_dir = make_run(tmp_path, "r1", config={"checkpoint_monitor": "eval_accuracy"})
+    os.makedirs(os.path.join(run_dir, "checkpoints"))
+    with open(os.path.join(run_dir, "checkpoints.csv"), "w") as f:
+        f.write("step,epoch,loss,file,kind,score\n"
+                "2,1,0.75,best-epoch0001-step0000002.ckpt,best,0.875\n"
+                "4,2,0.25,epoch0002-step0000004.ckpt,last,\n")
+    assert main(["show", run_dir]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    [best] = [ln for ln in lines if "best-epoch0001" in ln]
+    [last] = [ln for ln in lines if "epoch0002-step" in ln]
+    assert "loss 0.75  eval_accuracy 0.875" in best and "score" not in best
+    assert "loss 0.25  epoch0002" in last and "eval_accuracy" not in last
+    assert any("eval_accuracy: the value a best checkpoint was kept for" in ln for ln in lines)

@@ -74,6 +74,19 @@ def test_unknown_objective_lists_the_compare_columns(main_cli, tmp_path):
         assert column in line
 
 
+def test_an_eval_objective_without_its_metric_says_how_to_add_it(main_cli, tmp_path):
+    """Only numbers are objectives (not tags, note, git_commit or the dirty flag),
+    and eval_loss without the loss metric says how to add it."""
+    line = _one_error_line(main_cli("tune", "spirals", *LINEAR_SPACE, "--set", "metrics=accuracy",
+                                    "--objective", "eval_loss", "--out", tmp_path / "out"))
+    assert "unknown objective 'eval_loss'" in line
+    listed = line.split("columns: ", 1)[1].split(" (", 1)[0].split(", ")
+    assert "final_loss" in listed and "best_eval_accuracy" in listed
+    assert not {"tags", "note", "git_commit", "dirty"} & set(listed)
+    assert "needs the eval metric 'loss'" in line and "--set metrics=accuracy,loss" in line
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow  # spawns mindexp or trains: seconds
 def test_missing_optuna_names_the_extra(cli, tmp_path):
     blocker = tmp_path / "block"

@@ -169,6 +169,37 @@ def test_the_first_worker_of_each_node_writes_its_own_system_file(
         assert read_csv(tmp_path / expected[0])["step"].tolist() == [0, 1]
 
 
+def test_every_cpu_reading_is_taken_on_the_sampler_thread(tmp_path, monkeypatch):
+    """psutil keeps the previous machine-wide CPU times per thread: a first reading
+    on the training thread left the sampler's first one measuring since boot (0.0
+    on a saturated machine that had been idle). The values are psutil's; what
+    matters is that every reading follows the one before it on the same thread."""
+    psutil = require("psutil", "system.csv needs psutil (the system extra)")
+    import threading
+    from mindexp.callbacks import SystemMonitor
+    readers = []
+    real_machine, real_process = psutil.cpu_percent, psutil.Process.cpu_percent
+
+    def machine(*args, **kwargs):
+        readers.append(("machine", threading.get_ident()))
+        return real_machine(*args, **kwargs)
+
+    def process(self, *args, **kwargs):
+        readers.append(("process", threading.get_ident()))
+        return real_process(self, *args, **kwargs)
+    monkeypatch.setattr(psutil, "cpu_percent", machine)
+    monkeypatch.setattr(psutil.Process, "cpu_percent", process)
+    monitor = SystemMonitor(tmp_path, every_s=60)
+    monitor.on_train_begin(None)
+    first_rows = (tmp_path / schema.SYSTEM.filename).read_text().splitlines()
+    monitor.on_train_step_end(None)
+    monitor.close()
+    assert len(first_rows) == 2  # header and the step-0 row, before the first step
+    assert [kind for kind, _ in readers] == ["process", "machine"] * 2  # first and last
+    threads = {ident for _, ident in readers}
+    assert len(threads) == 1 and threads != {threading.get_ident()}
+
+
 def test_show_compare_and_the_dashboard_read_every_nodes_system_file(tmp_path, capsys):
     """A run with system.csv (rank 0) and system.rank2.csv (the first worker of
     the second node): show has a line per rank, compare the peak of both, the

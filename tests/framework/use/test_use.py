@@ -1,5 +1,6 @@
 """Stop early, keep the best, and use the trained model: evaluate, predict, export."""
 import json
+import logging
 import os
 
 import numpy as np
@@ -129,7 +130,11 @@ def test_early_stop_on_an_eval_metric(tmp_path):
     run = Spirals(**{**SPIRALS, "epochs": 8, "early_stop": "eval_loss", "patience": 1,
                      "min_delta": 100}).run(out=str(tmp_path))
     assert run.status == "completed"
-    assert run.meta["stop_reason"].startswith("early stop at epoch 2: eval_loss did not improve")
+    first, second = run.eval["loss"].tolist()
+    # the eval loss fell (by less than min_delta) or rose: the reason says which
+    what = (f"improved by less than min_delta=100 on {first:.6g}" if second < first
+            else f"did not improve on {first:.6g}")
+    assert run.meta["stop_reason"] == f"early stop at epoch 2: eval_loss {what} for 1 epoch"
     assert run.eval["epoch"].tolist() == [1, 2]
 
 
@@ -303,22 +308,65 @@ def test_export_mindir_loads_back_with_the_same_outputs(cli, spirals_run, tmp_pa
 
 
 @pytest.mark.slow
-def test_export_onnx_and_default_path(cli, spirals_run):
+def test_export_onnx_and_default_path(cli, spirals_run, tmp_path):
     done = cli("export", spirals_run.dir, "--format", "onnx", "--checkpoint", "best")
     assert done.returncode == 0, done.stderr
     path = done.stdout.strip().split("wrote ", 1)[1]
     assert path.startswith(os.path.join(spirals_run.dir, "exported", "best-epoch"))
     assert path.endswith(".onnx")
     onnx, ort = require("onnx"), require("onnxruntime")
-    onnx.checker.check_model(onnx.load(path))
+    model = onnx.load(path)
+    onnx.checker.check_model(model)
+    # the batch dimension is dynamic, on the input and the output
+    assert [d.dim_param for d in model.graph.output[0].type.tensor_type.shape.dim][:1] == ["batch"]
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     [given] = session.get_inputs()
-    x = np.random.default_rng(2).normal(size=(given.shape[0] if isinstance(given.shape[0], int)
-                                              else 3, 2)).astype(np.float32)
-    [outputs] = session.run(None, {given.name: x})
+    assert given.name == "xy" and given.shape == ["batch", 2]  # spirals' first column
     import mindspore as ms
-    np.testing.assert_allclose(outputs, spirals_run.network("best")(ms.Tensor(x)).asnumpy(),
-                               rtol=1e-5, atol=1e-6)
+    net = spirals_run.network("best")
+    for rows in (1, 5, 33):  # the training batch is 32
+        x = np.random.default_rng(rows).normal(size=(rows, 2)).astype(np.float32)
+        [outputs] = session.run(None, {given.name: x})
+        np.testing.assert_allclose(outputs, net(ms.Tensor(x)).asnumpy(), rtol=1e-5, atol=1e-6)
+    fixed = cli("export", spirals_run.dir, "--format", "onnx", "--batch-size", "4",
+                "--output", tmp_path / "fixed.onnx")
+    assert fixed.returncode == 0, fixed.stderr
+    fixed_input = ort.InferenceSession(str(tmp_path / "fixed.onnx")).get_inputs()[0]
+    assert fixed_input.shape == [4, 2]
+
+
+def test_export_help_names_each_formats_file_and_batch(capsys):
+    from mindexp.cli.main import main
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "<checkpoint>.mindir, or .onnx with --format ONNX" in text
+    assert "ONNX: dynamic unless given" in text
+
+
+def test_onnx_export_fixes_the_batch_of_a_network_that_computes_with_it(tmp_path, caplog):
+    """The dynamic batch is checked with onnxruntime; a graph that fails on another
+    batch is exported again with the batch fixed, and a warning says so."""
+    require("onnx"), require("onnxruntime")
+    import onnxruntime as ort
+    from mindspore import nn
+    import importlib
+    export_module = importlib.import_module("mindexp.use.export")
+
+    class BatchInTheGraph(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.dense = nn.Dense(4, 1)
+
+        def construct(self, x):
+            return self.dense(x.reshape(x.shape[0], -1))
+    path = str(tmp_path / "net.onnx")
+    sample = np.zeros((3, 1, 2, 2), np.float32)
+    with caplog.at_level(logging.WARNING, logger="mindexp"):
+        export_module._export_onnx_dynamic(BatchInTheGraph(), sample, path, "x",
+                                           fresh=BatchInTheGraph)
+    assert ort.InferenceSession(path).get_inputs()[0].shape == [3, 1, 2, 2]
+    assert [r.getMessage() for r in caplog.records if "fixes the batch at 3 rows" in r.getMessage()]
 
 
 @pytest.mark.slow

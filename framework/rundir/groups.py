@@ -1,0 +1,69 @@
+"""Groups of runs: a sweep's folder (sweep.json) and a tune study's (study.json),
+and the run directories their index names."""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from ..errors import RunDirError
+from .io import inside, is_run_dir, read_json
+
+# The index files of a group of runs: a sweep's, and a tune study's.
+INDEX_FILES = ("sweep.json", "study.json")
+# Where an index keeps its runs (a list of objects with run_dir and/or run_id).
+INDEX_LISTS = ("runs", "trials")
+
+
+def index_name(folder: str | os.PathLike[str]) -> str | None:
+    """The index file a sweep or study folder holds (None: not such a folder)."""
+    for name in INDEX_FILES:
+        if os.path.isfile(os.path.join(folder, name)):
+            return name
+    return None
+
+
+def index_runs(folder: str | os.PathLike[str], previous: bool = True,
+               refusal: str = "refusing to read it") -> list[str]:
+    """The run directories a sweep or study folder's index names (those that
+    exist); with ``previous``, also the earlier attempts at each point.
+
+    An index records absolute paths; a run is looked up by its place under the
+    index's own output root (``<out>/<experiment>/<run_id>`` beside
+    ``<out>/sweeps/<id>/``), so an output folder copied or moved elsewhere
+    never points at the original runs. A path that resolves outside the root
+    (``../x``, a symlink) is refused: RunDirError ending in ``refusal``.
+    """
+    folder = os.fspath(folder)
+    index = os.path.join(folder, index_name(folder) or INDEX_FILES[0])
+    root = os.path.dirname(os.path.dirname(os.path.abspath(folder)))
+    found = []
+    for entry in entries(read_json(index)):
+        named = [entry.get("run_dir")] + (_strings(entry.get("previous_runs")) if previous else [])
+        for run_dir in named:
+            key = layout_key(run_dir)
+            if key and not inside(root, os.path.join(root, *key)):
+                raise RunDirError(f"{index} names a run outside the output root {root}; "
+                                  f"{refusal}. Received: {run_dir!r}")
+            if key and is_run_dir(os.path.join(root, *key)):
+                found.append(os.path.join(root, *key))
+    return found
+
+
+def entries(data: object) -> Iterator[dict]:
+    """The run entries of an index's JSON (objects only)."""
+    for key in INDEX_LISTS:
+        for entry in (data.get(key) or []) if isinstance(data, dict) else []:
+            if isinstance(entry, dict):
+                yield entry
+
+
+def layout_key(run_dir: str | None) -> tuple[str, str] | None:
+    """``(experiment folder, run id)``: the last two parts of a run directory."""
+    if not run_dir:
+        return None
+    run_dir = os.path.normpath(run_dir)
+    return os.path.basename(os.path.dirname(run_dir)), os.path.basename(run_dir)
+
+
+def _strings(value: object) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
