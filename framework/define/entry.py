@@ -27,6 +27,9 @@ def _experiments_dir() -> str:
 EXPERIMENTS_DIR = _experiments_dir()
 
 
+# A user's experiment file is imported as the module USER_PREFIX + its file's stem.
+USER_PREFIX = "mindexp_user_"
+
 # The entry of a run made by ``mindexp.track`` in a user's script: ``script:/path/x.py``.
 # No class rebuilds such a run; the script itself does (``track(..., resume=RUN)``).
 SCRIPT_PREFIX = "script:"
@@ -71,12 +74,19 @@ def load_experiment(entry):
 
 
 def import_file(path):
-    """Import a user's experiment file as a module of its own."""
+    """Import a user's experiment file as a module of its own, its folder first
+    on the import path (as Python does for a script), so it imports its siblings;
+    the siblings an earlier file imported are imported afresh."""
     if not os.path.isfile(path):
         raise MindexpError(f"experiment file not found: {path}")
-    name = "mindexp_user_" + os.path.splitext(os.path.basename(path))[0]
+    path = os.path.abspath(path)
+    name = USER_PREFIX + os.path.splitext(os.path.basename(path))[0]
+    _forget_user_modules()
     if os.path.basename(os.path.dirname(path)) == SHIPPED_FOLDER:
-        name = _captured_package(os.path.dirname(path)) + "." + name[len("mindexp_user_"):]
+        name = _captured_package(os.path.dirname(path)) + "." + name[len(USER_PREFIX):]
+    else:
+        _put_first_on_path(os.path.dirname(path))
+    before = set(sys.modules)
     spec = importlib.util.spec_from_file_location(name, path, loader=SourceOnlyLoader(name, path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look modules up here
@@ -88,7 +98,51 @@ def import_file(path):
     except Exception as exc:
         del sys.modules[name]
         raise MindexpError(f"importing {path} failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        # the experiment modules themselves stay: a class's file is looked up by its module
+        remember_user_modules(n for n in set(sys.modules) - before
+                              if not n.startswith(USER_PREFIX)
+                              and is_user_module(sys.modules.get(n), os.path.dirname(path)))
     return module
+
+
+# Modules a user's experiment file brought in (its siblings): a later import of an
+# experiment file imports them afresh, so an edited sibling (or another folder's
+# module of the same name) is never served from the cache of an earlier import.
+_USER_MODULES: set = set()
+_PACKAGE = __name__.split(".")[0]  # mindexp: never a user's module, wherever it is installed
+
+
+def _put_first_on_path(folder):
+    """``folder`` first on ``sys.path``, as ``python file.py`` puts the script's folder."""
+    if sys.path and sys.path[0] == folder:
+        return
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
+    importlib.invalidate_caches()  # a sibling written since the folder was last listed
+
+
+def is_user_module(module, folder) -> bool:
+    """True for a module defined in a .py file below ``folder`` that is not mindexp's
+    (by package name: an editable install of mindexp lives in a user's folder too)."""
+    path = getattr(module, "__file__", None)
+    name = getattr(module, "__name__", "")
+    if not path or name == _PACKAGE or name.startswith(_PACKAGE + "."):
+        return False
+    path = os.path.abspath(path)
+    return path.endswith(".py") and path.startswith(os.path.join(folder, ""))
+
+
+def remember_user_modules(names):
+    """Note ``names`` as modules of a user's experiment (imported afresh next time)."""
+    _USER_MODULES.update(names)
+
+
+def _forget_user_modules():
+    for name in _USER_MODULES:
+        sys.modules.pop(name, None)
+    _USER_MODULES.clear()
 
 
 def _captured_package(folder):
