@@ -2,11 +2,14 @@
 that names its class, stored in run.json so a run can be rebuilt (resume,
 msrun workers, sweep workers, ``Run.network``)."""
 import importlib
+import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import os
 import sys
 
+from ..callbacks import schema
 from ..errors import MindexpError
 from .experiment import BaseExperiment
 
@@ -82,9 +85,11 @@ def import_file(path):
     path = os.path.abspath(path)
     name = USER_PREFIX + os.path.splitext(os.path.basename(path))[0]
     _forget_user_modules()
+    tree = captured_tree(path)
+    _serve_captured(tree)  # None: serve no earlier run's modules either
     if os.path.basename(os.path.dirname(path)) == SHIPPED_FOLDER:
         name = _captured_package(os.path.dirname(path)) + "." + name[len(USER_PREFIX):]
-    else:
+    elif tree is None:  # a run's captured file imports its captured modules, never a folder's
         _put_first_on_path(os.path.dirname(path))
     before = set(sys.modules)
     spec = importlib.util.spec_from_file_location(name, path, loader=SourceOnlyLoader(name, path))
@@ -143,6 +148,80 @@ def _forget_user_modules():
     for name in _USER_MODULES:
         sys.modules.pop(name, None)
     _USER_MODULES.clear()
+
+
+def captured_tree(path):
+    """``{module name: file}`` a run captured with its experiment file ``path``
+    (``<run>/source/x.py``, or a resume's ``<run>/source/resume-<n>/x.py``): the
+    captured copies, and the origin of a module not captured (ignored, over the
+    cap); None when ``path`` is not a run's captured experiment file."""
+    folder = os.path.dirname(path)
+    for run_dir in (os.path.dirname(folder), os.path.dirname(os.path.dirname(folder))):
+        meta = _run_json(run_dir)
+        if meta is None:
+            continue
+        blocks = [meta.get("provenance")] + [r.get("provenance") for r in meta.get("resumes") or []
+                                             if isinstance(r, dict)]
+        for block in blocks:
+            source = block.get("source") if isinstance(block, dict) else None
+            if isinstance(source, dict) and os.path.normpath(os.path.join(
+                    run_dir, source.get("dir") or schema.SOURCE_DIR)) == folder:
+                return _tree_of(folder, source)
+    return None
+
+
+def _tree_of(folder, source):
+    tree = {name: info["origin"] for name, info in (source.get("not_captured") or {}).items()
+            if isinstance(info, dict) and isinstance(info.get("origin"), str)}
+    tree.update({name: os.path.join(folder, info["file"])
+                 for name, info in (source.get("modules") or {}).items()
+                 if isinstance(info, dict) and isinstance(info.get("file"), str)})
+    return tree
+
+
+def _run_json(run_dir):
+    """run.json of ``run_dir`` (read without following a link), or None."""
+    path = os.path.join(run_dir, schema.RUN_JSON)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with schema.open_file(path, "rb") as f:
+            meta = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+class _CapturedModules(importlib.abc.MetaPathFinder):
+    """Serves a run's captured modules by name, ahead of ``sys.path``, as source only."""
+
+    def __init__(self, tree):
+        self.tree = tree
+
+    def find_spec(self, name, path=None, target=None):
+        file = self.tree.get(name)
+        if file is None:
+            if not any(n.startswith(name + ".") for n in self.tree):
+                return None
+            spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            spec.submodule_search_locations = []  # a folder of captured modules, no __init__
+            return spec
+        package = os.path.basename(file) == "__init__.py"
+        return importlib.util.spec_from_file_location(
+            name, file, loader=SourceOnlyLoader(name, file),
+            submodule_search_locations=[] if package else None)  # submodules: by name, here
+
+
+def _serve_captured(tree):
+    """Serve ``tree``'s modules instead of any earlier run's (None: none); a module of
+    the same name imported before is imported afresh from the tree."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _CapturedModules)]
+    if tree is None:
+        return
+    for name in tree:
+        sys.modules.pop(name, None)
+    sys.meta_path.insert(0, _CapturedModules(tree))
+    remember_user_modules(tree)
 
 
 def _captured_package(folder):

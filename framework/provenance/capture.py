@@ -15,6 +15,7 @@ from ..callbacks import schema
 from ..rundir.io import now_iso, read_json, write_file
 from ..secrets import masked_argv
 from . import files as F
+from . import modules
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,21 @@ def capture(exp, run_dir, entry):
     block = _capture_into(exp, run_dir, schema.SOURCE_DIR, schema.ENVIRONMENT_FILE, rerun_of)
     block[F.CONFIG_SET_KEY] = _config_set(exp)
     return {F.META_KEY: block, F.RERUN_KEY: rerun_of}
+
+
+def capture_modules(exp, record):
+    """Add the user's modules ``exp`` imported to the capture of ``record``'s run, or
+    of its last resume (:func:`~mindexp.provenance.modules.capture_modules`)."""
+    meta = record.meta
+    resumes = meta.get("resumes") or []
+    block = (resumes[-1] if resumes else meta).get(F.META_KEY)
+    if not isinstance(block, dict) or is_shipped(type(exp)):  # a shipped one imports only mindexp
+        return
+    try:
+        modules.capture_modules(exp, record.run_dir, block)
+    except OSError as exc:  # provenance is a record, never a reason to fail training
+        logger.warning("could not capture the modules of %s: %s", record.run_dir, exc)
+        block["source_missing"] = f"capture of the modules failed: {exc}"
 
 
 def _config_set(exp):

@@ -24,6 +24,11 @@ def sha256_of(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def sha256_bytes(data):
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def provenance_of(meta):
     """run.json's provenance block, or ``{}`` for a run made before provenance."""
     block = (meta or {}).get(META_KEY)

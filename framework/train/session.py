@@ -27,8 +27,9 @@ class Session:
     ``shard``: ``(number of ranks, this rank)`` under data parallelism.
     """
 
-    def __init__(self, exp, plan, run_dir, quiet, shard=(1, 0), stopper=None):
+    def __init__(self, exp, plan, run_dir, quiet, shard=(1, 0), stopper=None, on_built=None):
         self.exp, self.plan, self.run_dir, self.quiet = exp, plan, run_dir, quiet
+        self.on_built = on_built  # called once network, data, loss and optimizer are built
         self.num_shards, self.shard_id = shard
         self.cfg = exp.config
         from .signals import SignalStop
@@ -74,6 +75,8 @@ class Session:
                          sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation,
                          components=tuple(self.exp.loss_components),
                          param_stats=_graph_param_stats(self.cfg))
+        if self.on_built is not None:  # what they imported is now loaded (provenance)
+            self.on_built()
         initial_epoch, first_batch = 0, 0
         if resume:
             resume.load(cell)
