@@ -159,6 +159,7 @@ class Session:
                                              all_ranks=ranks, every=cfg.log_every,
                                              max_values=cfg.max_param_values, steps_per_epoch=spe,
                                              budget=cfg.param_log_budget,
+                                             batch_size=cfg.batch_size * cfg.grad_accumulation,
                                              stats=cfg.param_stats)
             cbs.append(self.param_cb)
         cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks, steps_per_epoch=spe))
