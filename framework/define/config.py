@@ -91,7 +91,7 @@ class Config:
     max_param_values: int = 16
     """largest parameter tracked element by element (else its stats)"""
     param_log_budget: Optional[float] = 0.05
-    """fraction of the step time the statistics of large parameters may take; above it they are logged every k steps (none: every step)"""
+    """fraction of a step's cost the statistics of large parameters may take, both estimated from sizes (never timed); above it they are logged every k steps (none: every step)"""
     param_stats: str = "auto"
     """where large parameters' statistics are computed: host (numpy), graph (in the train step), auto (graph off the CPU)"""
     checkpoint_every: int = 1
