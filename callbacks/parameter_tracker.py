@@ -253,7 +253,7 @@ def _check_budget(budget: float | None) -> float | None:
     if budget is None:
         return None
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= 1:
-        raise ValueError(f"`budget` must be None or a fraction of the step time in (0, 1]. "
+        raise ValueError(f"`budget` must be None or a fraction of a step's cost in (0, 1]. "
                          f"Received: budget={budget!r}")
     return float(budget)
 
