@@ -183,7 +183,7 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
         reserve_or_fail(record)
     from ..callbacks._registry import run_declared
     with run_declared(run_dir):  # every log opened inside the run folder registers with it
-        built = (lambda: _capture_modules(exp, record)) if writer else None
+        built = (lambda: _capture_built(exp, plan, record)) if writer else None
         Session(exp, plan, run_dir, quiet, shard, stopper, built).execute(record, resume)
     finish_record(record, finish)  # the same last writes as a tracked script's run
     if record.status == "failed":
@@ -192,11 +192,11 @@ def _train_in(exp, plan, run_dir, quiet, entry, resume=None, previous=None, shar
     return run_dir if writer else None
 
 
-def _capture_modules(exp, record):
-    """The user's modules the experiment imported, into the capture of this run
-    (or of this resume), once they are loaded."""
+def _capture_built(exp, plan, record):
+    """The user's modules the experiment imported and its data's fingerprint, into
+    the capture of this run (or of this resume), once they are loaded."""
     from ..provenance import capture
-    capture.capture_modules(exp, record)
+    capture.capture_built(exp, plan, record)
     record.write()
 
 
