@@ -60,11 +60,11 @@ def _array_hash(array: Any) -> str:
     flat = np.ascontiguousarray(array).reshape(-1)
     step = max(1, _READ // max(flat.itemsize, 1))
     for start in range(0, flat.size, step):  # a memory-mapped array page by page
-        digest.update(memoryview(np.ascontiguousarray(flat[start:start + step])).cast("B"))
+        digest.update(np.ascontiguousarray(flat[start:start + step]).tobytes())
     return digest.hexdigest()
 
 
-def _on_disk(kind: str, source: Any, samples: int, content: bool) -> dict[str, Any]:
+def _on_disk(kind: str, source: Any, samples: int | None, content: bool) -> dict[str, Any]:
     paths = sorted(set(_paths(source)))[:_MAX_PATHS]
     out: dict[str, Any] = {"kind": kind, "type": _type_name(source), "samples": samples,
                            "files": [_file(p, content) for p in paths]}
@@ -142,7 +142,10 @@ def _file_hash(paths: list[str], root: str) -> str:
         if len(paths) > 1:
             digest.update(os.path.relpath(path, root).encode() + b"\0")
         with open(path, "rb") as f:
-            for block in iter(lambda f=f: f.read(_READ), b""):
+            while True:
+                block = f.read(_READ)
+                if not block:
+                    break
                 digest.update(block)
     return digest.hexdigest()
 

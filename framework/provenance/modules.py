@@ -42,7 +42,9 @@ def capture_modules(exp: Any, run_dir: str, block: dict[str, Any]) -> None:
     remember_user_modules(found)  # imported afresh by the next experiment file
     entry_file = source["entry_file"]
     patterns = _ignore_patterns(os.path.join(folder, IGNORE_FILE))
-    modules, skipped, total = {}, {}, 0
+    modules: dict[str, Any] = {}
+    skipped: dict[str, Any] = {}
+    total = 0
     for name, path in sorted(found.items()):
         rel = module_file(name, path)
         why = _ignored_by(rel, patterns)
@@ -169,8 +171,10 @@ def _matches(rel: str, pattern: str) -> bool:
 def changed_modules(block: dict[str, Any]) -> list[str]:
     """The captured or uncaptured modules whose file at its origin differs now from
     the one the run used (or is gone): ``"helper (helper.py): changed"``, sorted."""
-    source = block.get("source") if isinstance(block.get("source"), dict) else {}
-    out = []
+    source: dict[str, Any] = block.get("source") or {}
+    if not isinstance(source, dict):
+        source = {}
+    out: list[str] = []
     for name, info in sorted((source.get("modules") or {}).items()):
         digest = (source.get("files") or {}).get(info.get("file"))
         out += _compare(name, info.get("origin"), digest)

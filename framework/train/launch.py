@@ -197,6 +197,9 @@ def _capture_built(exp, plan, record):
     the capture of this run (or of this resume), once they are loaded."""
     from ..provenance import capture
     capture.capture_built(exp, plan, record)
+    if plan.input_state is not None:  # what predict, evaluate and export apply
+        from ..define.transforms import META_KEY, save_state
+        record.meta[META_KEY] = save_state(record.run_dir, exp, plan.input_state)
     record.write()
 
 

@@ -38,12 +38,25 @@ def export(run_dir, format=None, checkpoint="last", output=None, batch_size=None
     created = not os.path.isdir(folder)
     os.makedirs(folder, exist_ok=True)
     try:
-        _export_atomically(model.net, np.zeros((batch_size,) + sample, dtype), output, fmt)
+        _export_atomically(_with_transform(run.dir, model.net), np.zeros((batch_size,) + sample, dtype),
+                           output, fmt)
     except BaseException:
         if created and not os.listdir(folder):
             os.rmdir(folder)  # nothing written: leave no empty exported/ behind
         raise
     return output
+
+
+def _with_transform(run_dir, net):
+    """``net`` behind the run's fitted input transform, so the exported file takes
+    raw inputs as predict does."""
+    from mindspore import nn
+    from ..define.transforms import load_state
+    loaded = load_state(run_dir)
+    if loaded is None:
+        return net
+    transform, state = loaded
+    return nn.SequentialCell([transform.cell(state), net])
 
 
 def _format_arg(format, file_format):  # noqa: A002

@@ -458,3 +458,30 @@ def test_model_counts_steps_on_from_what_train_begin_left_in_cur_step_num(ms_gra
     model.fit(3, dataset(), dataset(), callbacks=[From(), rec], initial_epoch=1)
     assert [int(s) for (_, s, _), _ in rec.steps] == [13, 14, 15, 16]
     assert [g for _, g in rec.steps] == [13, 14, 15, 16]
+
+
+def test_a_graphs_first_run_flushes_a_denormal_parameter_and_later_runs_keep_it(ms_graph):
+    """Why a resumed run's Adam ``beta1_power`` can be 0 where the uninterrupted
+    run holds a denormal (docs/training.md, "Bitwise, and the one exception"):
+    a value below float32's normal range that a parameter holds before a graph
+    first runs is flushed to 0 by that run (flush-to-zero inside MindSpore's CPU
+    runtime); loaded or set after the first run, it survives. When this test
+    fails, the docs' exception is gone (or moved): update them."""
+    from mindspore import Parameter
+
+    class Scale(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.p = Parameter(Tensor(np.float32(6e-45)), name="p")
+
+        def construct(self, x):
+            self.p = self.p * 0.9
+            return x
+
+    denormal = np.float32(6e-45)   # 4 x the smallest float32; x 0.9 rounds back to it
+    cell = Scale()
+    cell(Tensor(1.0))
+    assert float(cell.p.asnumpy()) == 0.0        # the first run flushed it
+    cell.p.set_data(Tensor(denormal))
+    cell(Tensor(1.0))
+    assert cell.p.asnumpy() == denormal          # a later run keeps it
