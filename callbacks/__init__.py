@@ -10,7 +10,7 @@ import importlib
 
 _EXPORTS = {
     "Checkpoint": "checkpoint", "latest_checkpoint": "checkpoint",
-    "list_checkpoints": "checkpoint", "CsvLog": "csv_log", "CsvFormatError": "csv_log",
+    "list_checkpoints": "checkpoint", "load_callback_state": "checkpoint", "CsvLog": "csv_log", "CsvFormatError": "csv_log",
     "read_csv": "csv_log", "register_log": "_registry", "registered_logs": "_registry",
     "EarlyStopping": "early_stopping", "EvalCell": "eval_loss", "EvalLoss": "eval_loss",
     "EvalMonitor": "eval_monitor",

@@ -3,6 +3,7 @@ imports each name on first use, which a checker cannot follow. Keep the names
 equal to ``__init__.py``'s ``_EXPORTS`` (tests/test_types.py checks)."""
 from .checkpoint import Checkpoint as Checkpoint
 from .checkpoint import latest_checkpoint as latest_checkpoint
+from .checkpoint import load_callback_state as load_callback_state
 from .checkpoint import list_checkpoints as list_checkpoints
 from .csv_log import CsvFormatError as CsvFormatError
 from .csv_log import CsvLog as CsvLog

@@ -1,11 +1,12 @@
 """Checkpoint: atomic, resumable MindSpore checkpoints with retention."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import time
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import mindspore as ms
 from mindspore.train import RunContext
@@ -71,6 +72,10 @@ class Checkpoint(QuietCallback):
             resume mid-epoch); None: the dataset's size.
         append: continue an existing ``checkpoints.csv`` that holds rows already;
             without it such a file is refused, unless a mindexp run holds it.
+        stateful: callbacks whose state beyond their files goes into each
+            checkpoint: each has ``state_dict()`` (JSON-serialisable) and
+            ``load_state_dict(state)``; :func:`load_callback_state` gives
+            the state back after a resume (a mindexp run does it).
     """
 
     def __init__(self, directory: str | os.PathLike[str], every_epochs: int | None = 1,
@@ -78,10 +83,11 @@ class Checkpoint(QuietCallback):
                  monitor: str | None = None, mode: str | None = None, keep_best: int = 1,
                  min_interval_s: float = 0.0, all_ranks: bool = False,
                  flush: Iterable[Any] = (), steps_per_epoch: int | None = None,
-                 append: bool = False) -> None:
+                 append: bool = False, stateful: Iterable[Any] = ()) -> None:
         super().__init__()
         self.append = bool(append)
         self.flush_callbacks = _check_flush(flush)
+        self.stateful = _check_stateful(stateful)
         self.steps_per_epoch = check_steps_per_epoch(steps_per_epoch)
         self.directory = check_directory(directory)
         self.every_epochs = _check_optional_count("every_epochs", every_epochs)
@@ -179,8 +185,10 @@ class Checkpoint(QuietCallback):
         name = f"{'best-' if kind == 'best' else ''}epoch{epoch:04d}-step{step:07d}.ckpt"
         path = os.path.join(self.ckpt_dir, name)
         tmp = schema.temp_name(path, prefix=True)
-        ms.save_checkpoint(cb_params.train_network, tmp,
-                           append_dict={"step": step, "epoch": epoch})
+        extra: dict[str, Any] = {"step": step, "epoch": epoch}
+        if self.stateful:  # saved with the weights: one file, one step
+            extra[CALLBACK_STATE_KEY] = _states_json(self.stateful)
+        ms.save_checkpoint(cb_params.train_network, tmp, append_dict=extra)
         schema.atomic_replace(tmp, path)
         loss = to_float(first_output(cb_params.net_outputs))
         self._index.write((step, epoch, loss, os.path.relpath(path, self.directory), kind,
@@ -273,6 +281,61 @@ def latest_checkpoint(directory: str | os.PathLike[str]) -> tuple[int, int, str]
     """The ``(step, epoch, path)`` of the newest regular checkpoint, or None."""
     found = list_checkpoints(directory, "last")
     return found[-1] if found else None
+
+
+CALLBACK_STATE_KEY = "callback_state"  # in a checkpoint: the stateful callbacks' state, JSON
+
+
+def load_callback_state(checkpoint: str | os.PathLike[str] | Mapping[str, Any],
+                        callbacks: Iterable[Any]) -> list[str]:
+    """Give each callback with ``load_state_dict`` the state a
+    :class:`Checkpoint` saved for it (``stateful``) in ``checkpoint`` (a
+    ``.ckpt`` path, or what ``mindspore.load_checkpoint`` returned); callbacks
+    are matched by their ``state_key`` attribute, else their class name (a
+    second one of a class: ``Name#2``). Returns the keys restored; a
+    checkpoint saved without state restores nothing."""
+    params = ms.load_checkpoint(os.fspath(checkpoint)) if isinstance(
+        checkpoint, (str, os.PathLike)) else checkpoint
+    saved = params.get(CALLBACK_STATE_KEY)
+    if not isinstance(saved, str):
+        return []
+    states = json.loads(saved)
+    restored = []
+    for key, cb in _keyed([cb for cb in callbacks if callable(getattr(cb, "load_state_dict",
+                                                                       None))]):
+        if key in states:
+            cb.load_state_dict(states[key])
+            restored.append(key)
+    return restored
+
+
+def _keyed(callbacks: list[Any]) -> list[tuple[str, Any]]:
+    """``(key, callback)``: ``state_key`` or the class name, numbered from the second."""
+    seen: dict[str, int] = {}
+    keyed = []
+    for cb in callbacks:
+        base = str(getattr(cb, "state_key", None) or type(cb).__qualname__)
+        seen[base] = seen.get(base, 0) + 1
+        keyed.append((base if seen[base] == 1 else f"{base}#{seen[base]}", cb))
+    return keyed
+
+
+def _states_json(stateful: list[Any]) -> str:
+    try:
+        return json.dumps({key: cb.state_dict() for key, cb in _keyed(stateful)},
+                          allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"a callback's state_dict() must be JSON-serialisable: {exc}") from None
+
+
+def _check_stateful(stateful: Iterable[Any]) -> list[Any]:
+    stateful = list(stateful or ())
+    bad = [cb for cb in stateful if not (callable(getattr(cb, "state_dict", None))
+                                         and callable(getattr(cb, "load_state_dict", None)))]
+    if bad:
+        raise ValueError("`stateful` must list callbacks with state_dict() and "
+                         f"load_state_dict(state). Received: stateful={bad!r}")
+    return stateful
 
 
 def _check_flush(flush: Iterable[Any]) -> list[Any]:

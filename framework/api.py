@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .errors import TrainingError
 from .define.experiment import BaseExperiment
 from .analysis.notebook import Run
+
+if TYPE_CHECKING:
+    from .train.request import RunRequest
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +45,17 @@ def run_experiment(exp: BaseExperiment, out: str | os.PathLike[str] = "outputs",
     Raises ConfigError/DataError before anything is created, TrainingError
     (``.run`` set, run.json says failed) when training itself fails.
     """
+    from .train.request import RunRequest
+    return run_request(RunRequest(exp, out=os.fspath(out), label=label, quiet=quiet,
+                                  entry=entry))
+
+
+def run_request(request: RunRequest) -> Run | None:
+    """Train what ``request`` (a :class:`~mindexp.train.request.RunRequest`)
+    declares, a new run or a resume; returns its ``Run``, as
+    :func:`run_experiment` does."""
     from .train.launch import train
-    return _finished(lambda: train(exp, out=out, label=label, quiet=quiet, entry=entry,
-                                   finish=_save_plots))
+    return _finished(lambda: train(request, finish=_save_plots))
 
 
 def resume_run(run_dir: str, overrides: Mapping[str, Any] | None = None,
@@ -58,12 +69,13 @@ def resume_run(run_dir: str, overrides: Mapping[str, Any] | None = None,
     """
     from .rundir.leftovers import remove_dead_temp_files
     from .rundir.run_lock import run_locked
-    from .train.launch import train
+    from .train.request import RunRequest
     from .train.resume import check_run_dir, prepare_resume
     with run_locked(check_run_dir(run_dir), "resume"):
         remove_dead_temp_files(run_dir)  # a killed checkpoint write's, a killed plot's
         exp, point = prepare_resume(run_dir, overrides)
-        return _finished(lambda: train(exp, quiet=quiet, resume=point, finish=_save_plots))
+        out = os.path.dirname(os.path.dirname(point.run_dir))
+        return run_request(RunRequest(exp, out=out, quiet=quiet, resume=point))
 
 
 def _finished(start: Callable[[], str | None]) -> Run | None:

@@ -213,20 +213,20 @@ def _diff_runs(args: argparse.Namespace) -> int:
 def _rerun_run(args: argparse.Namespace) -> int:
     from ..define.config import parse_assignments
     from ..manage.rerun import prepare_rerun, train_rerun
-    exp, entry = prepare_rerun(args.run_dir, parse_assignments(args.set), args.current_code)
-    if args.current_code and exp.rerun_of["config_set_unknown"]:
+    request = prepare_rerun(args.run_dir, parse_assignments(args.set), args.current_code)
+    if args.current_code and request.rerun_of["config_set_unknown"]:
         print("mindexp: note: the run does not record which config fields were set (made "
               "before mindexp recorded it): every field keeps its value", file=sys.stderr)
-    changes = exp.rerun_of["environment_differs"]
+    changes = request.rerun_of["environment_differs"]
     if changes:
         print(f"mindexp: note: the environment differs from the one captured: "
               f"{'; '.join(changes)}", file=sys.stderr)
-    changed = exp.rerun_of["modules_changed"]
+    changed = request.rerun_of["modules_changed"]
     if changed:
         what = ("the current code of these modules differs from the code the run captured"
                 if args.current_code else "these modules were not captured (see run.json's "
                 "provenance) and load from their current code, which differs from the run's")
         print(f"mindexp: note: {what}: {'; '.join(changed)}", file=sys.stderr)
     out = os.path.abspath(args.out) if args.out else None
-    return train_and_report(lambda: train_rerun(exp, entry, out, args.name, args.quiet),
+    return train_and_report(lambda: train_rerun(request, out, args.name, args.quiet),
                             args.verbose)

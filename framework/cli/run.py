@@ -48,13 +48,12 @@ def _train_experiment(args: argparse.Namespace) -> int:
     sets = list(args.set) + ([f"workers={args.workers}"] if args.workers else [])
     from ..manage.tags import check_tags
     tags = check_tags(args.tag)
-    exp = _build_experiment(args.experiment, args.config, sets)
-    exp.run_tags, exp.run_note = tags, args.note  # run.json records them at creation
-    from ..api import run_experiment
-    out = os.path.abspath(args.out)
-    return train_and_report(lambda: run_experiment(exp, out=out, label=args.name,
-                                                   quiet=args.quiet, entry=exp.entry),
-                            args.verbose)
+    exp, entry = _build_experiment(args.experiment, args.config, sets)
+    from ..api import run_request
+    from ..train.request import RunRequest
+    request = RunRequest(exp, out=os.path.abspath(args.out), label=args.name, tags=tags,
+                         note=args.note, entry=entry, quiet=args.quiet)
+    return train_and_report(lambda: run_request(request), args.verbose)
 
 
 def _build_experiment(spec, toml_path, sets):
@@ -63,9 +62,7 @@ def _build_experiment(spec, toml_path, sets):
     overrides = parse_assignments(sets)
     file_values = load_toml(toml_path) if toml_path else {}
     cls, entry = resolve_spec(spec)
-    exp = cls({**file_values, **overrides})  # --set wins over the file
-    exp.entry = entry
-    return exp
+    return cls({**file_values, **overrides}), entry  # --set wins over the file
 
 
 def _resume_run(args: argparse.Namespace) -> int:

@@ -1,9 +1,10 @@
 """Build MindSpore pieces from config names (mindspore imported lazily)."""
+from typing import Any
 from .._mindspore import quiet_sparse_deprecation
 from ..errors import ConfigError
 
 
-def build_loss(name):
+def build_loss(name: str) -> Any:
     """A ``mindspore.nn`` loss cell for a config ``loss`` name."""
     from mindspore import nn
     table = {
@@ -20,7 +21,7 @@ def build_loss(name):
     return table[name]()
 
 
-def build_optimizer(config, params, learning_rate):
+def build_optimizer(config: Any, params: Any, learning_rate: Any) -> Any:
     """A ``mindspore.nn`` optimizer for ``config.optimizer``."""
     from mindspore import nn
     wd, mom = config.weight_decay, config.momentum
@@ -39,7 +40,7 @@ def build_optimizer(config, params, learning_rate):
         return table[config.optimizer]()
 
 
-def build_learning_rate(config, steps_per_epoch):
+def build_learning_rate(config: Any, steps_per_epoch: int) -> float | list[float]:
     """A float (constant) or a per-step list from MindSpore's dynamic-LR helpers.
 
     The list covers every optimizer update of the run, so the ``lr`` column

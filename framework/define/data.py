@@ -95,10 +95,18 @@ class BatchSource:
         drop_last: drop the incomplete last batch (keeps shapes static).
         first_batch: start ``start_epoch`` at this batch and stop at its end
             (the rest of an epoch, for a resume from a mid-epoch checkpoint).
+        epoch_data: ``epoch_data(e)`` gives the columns of 0-based epoch ``e``
+            (a curriculum), asked once as each epoch starts: the epoch comes
+            from this source's own count, never a global, since MindSpore's
+            pipeline may read ahead into the next epoch. Every epoch has as
+            many samples as ``arrays`` (the steps of an epoch are fixed).
     """
 
     def __init__(self, arrays, batch_size, shuffle=True, seed=0, start_epoch=0,
-                 num_shards=1, shard_id=0, drop_last=True, first_batch=0):
+                 num_shards=1, shard_id=0, drop_last=True, first_batch=0, epoch_data=None):
+        self.epoch_data = epoch_data
+        if epoch_data is not None:
+            arrays = epoch_data(int(start_epoch))
         self.arrays = tuple(arrays)
         self.n = len(self.arrays[0])
         self.batch_size = int(batch_size)
@@ -123,6 +131,8 @@ class BatchSource:
         self._calls += 1
         if epoch != self._epoch:
             self._epoch, self._order = epoch, self.order(epoch)
+            if self.epoch_data is not None and self._calls > 1:
+                self._use_epoch(epoch)
         b = (index + self.first_batch) * self.num_shards + self.shard_id
         rows = slice(b * self.batch_size, (b + 1) * self.batch_size)
         if self._order is not None:
@@ -130,6 +140,16 @@ class BatchSource:
         if self._take is not None:  # a lazy source: read these items only
             return self._take(rows)
         return tuple(_rows_of(a, rows) for a in self.arrays)
+
+    def _use_epoch(self, epoch):
+        """Switch to the columns of ``epoch`` (a curriculum), checking their size."""
+        arrays = tuple(self.epoch_data(epoch))
+        if len(arrays[0]) != self.n:
+            raise DataError(f"source('train', epoch={epoch + 1}) has {len(arrays[0])} samples; "
+                            f"every epoch of a curriculum must have {self.n} (the first one's: "
+                            "the steps of an epoch are fixed)")
+        self.arrays = arrays
+        self._take = getattr(arrays[0], "take_rows", None) if len(arrays) == 1 else None
 
     def order(self, epoch):
         """The sample permutation of a 0-based epoch (None: natural order)."""
@@ -160,17 +180,18 @@ def _rows_of(array, rows):
 
 
 def make_dataset(arrays, columns, batch_size, shuffle, seed, start_epoch=0,
-                 num_shards=1, shard_id=0, drop_last=True, first_batch=0):
+                 num_shards=1, shard_id=0, drop_last=True, first_batch=0, epoch_data=None):
     """A ``GeneratorDataset`` over a :class:`BatchSource` (one worker: in-memory
     data with more workers is up to 400x slower).
 
     Its tuple iterator (what ``Model.train`` reads without sink mode) hands
     the source's batches to MindSpore directly; every other use (sink mode,
     dataset ops chained on it, dict iterators) goes through MindSpore's own
-    pipeline, which calls the same source the same way.
+    pipeline, which calls the same source the same way. ``epoch_data``: a
+    curriculum's columns by 0-based epoch (see :class:`BatchSource`).
     """
     source = BatchSource(arrays, batch_size, shuffle, seed, start_epoch,
-                         num_shards, shard_id, drop_last, first_batch)
+                         num_shards, shard_id, drop_last, first_batch, epoch_data)
     return _batch_dataset_class()(source, column_names=list(columns), shuffle=False,
                                   num_parallel_workers=1, python_multiprocessing=False)
 

@@ -58,11 +58,6 @@ def refuse_script_run(run_dir, entry, action):
                            f"track(..., resume=RUN_DIR). Received: entry={entry!r}")
 
 
-def entry_of(exp):
-    """The entry of an experiment object: the one it was loaded from, else its class's."""
-    return getattr(exp, "entry", None) or f"{type(exp).__module__}:{type(exp).__qualname__}"
-
-
 def load_experiment(entry):
     """Import ``module:Class`` or ``/path/file.py:Class`` and check it."""
     refuse_script_run("this run", entry, "rebuild the experiment of")

@@ -5,8 +5,9 @@ everything that trains or reads runs uses only this declaration.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from . import config as _config
 from .builders import build_learning_rate, build_loss, build_optimizer
@@ -18,6 +19,27 @@ if TYPE_CHECKING:
     from mindspore import Parameter, nn
     from mindspore.dataset import Dataset
     from mindspore.train import Callback, Metric
+
+# The run folder each experiment object is training in (``BaseExperiment.run_dir``),
+# by id(): kept beside the object, never set on it; read from any thread (a
+# data pipeline's or a figure's), so not a context variable.
+_RUN_DIRS: dict[int, str] = {}
+
+
+@contextlib.contextmanager
+def training_in(exp: BaseExperiment, run_dir: str) -> Iterator[None]:
+    """``exp.run_dir`` reads ``run_dir`` inside this block (the framework's
+    runner holds it while the experiment's hooks are asked for their parts)."""
+    before = _RUN_DIRS.get(id(exp))
+    _RUN_DIRS[id(exp)] = run_dir
+    try:
+        yield
+    finally:
+        if before is None:
+            _RUN_DIRS.pop(id(exp), None)
+        else:
+            _RUN_DIRS[id(exp)] = before
+
 
 # loss.csv's own columns: a loss component cannot take one of these names.
 
@@ -64,9 +86,14 @@ class BaseExperiment:
         # `rerun --current-code` takes today's defaults for those)
         given = {**base, **overrides}
         self.config_set = [f.name for f in dataclasses.fields(self.config) if f.name in given]
-        self.run_dir: str | None = None
         check_loss_components(type(self))
         self.validate()
+
+    @property
+    def run_dir(self) -> str | None:
+        """The run folder this experiment is training in (inside its hooks:
+        ``callbacks()``, ``figures()``...); None outside a run."""
+        return _RUN_DIRS.get(id(self))
 
     @classmethod
     def experiment_name(cls) -> str:
@@ -106,6 +133,9 @@ class BaseExperiment:
         train = split == "train"
         batch = cfg.batch_size * (cfg.grad_accumulation if train else 1)
         if isinstance(arrays, SampleSource):
+            if train and self.curriculum():
+                raise DataError(f"{type(self).__name__}.source takes an epoch (a curriculum), "
+                                "which needs in-memory arrays; received a dataset of samples")
             return arrays.dataset(batch, shuffle=train, seed=cfg.seed, start_epoch=start_epoch,
                                   num_shards=num_shards, shard_id=shard_id, drop_last=train,
                                   first_batch=first_batch)
@@ -113,7 +143,23 @@ class BaseExperiment:
             arrays = (arrays,)
         return make_dataset(arrays, self.columns, batch, shuffle=train, seed=cfg.seed,
                             start_epoch=start_epoch, num_shards=num_shards, shard_id=shard_id,
-                            drop_last=train, first_batch=first_batch)
+                            drop_last=train, first_batch=first_batch,
+                            epoch_data=self._epoch_data if train and self.curriculum() else None)
+
+    def curriculum(self) -> bool:
+        """True when the training data changes with the epoch: ``source`` takes
+        an ``epoch`` argument (``def source(self, split, epoch=1)``). The
+        framework then asks ``source("train", epoch=e)`` as epoch ``e`` (from 1)
+        starts, in a resumed run too; every epoch has as many samples as the
+        first (in-memory arrays; other splits are asked without ``epoch``)."""
+        import inspect
+        return "epoch" in inspect.signature(self.source).parameters
+
+    def _epoch_data(self, epoch: int) -> tuple[Any, ...]:
+        """The training columns of 0-based ``epoch`` (a curriculum's)."""
+        from .data import as_arrays
+        return as_arrays(self.source("train", epoch=epoch + 1), self.columns,  # type: ignore[call-arg]
+                         "train")
 
     # -- model -------------------------------------------------------------
     def network(self) -> nn.Cell:
@@ -173,7 +219,7 @@ class BaseExperiment:
         return list(self.config.metrics) or ["loss"]
 
     def callbacks(self) -> list[Callback]:
-        """Extra callbacks for this experiment (``self.run_dir`` is set)."""
+        """Extra callbacks for this experiment (``self.run_dir`` reads the run's folder)."""
         return []
 
     def targets(self) -> dict[str, float]:

@@ -1,12 +1,13 @@
 """Eval metrics by name (MindSpore's own nn.Metric classes, plus max_error and
 mindexp's eval-set loss)."""
+from typing import Any
 from ..errors import ConfigError
 
 METRIC_NAMES = ("mae", "mse", "rmse", "max_error", "accuracy", "top5", "loss")
 LOSS = "loss"   # the eval.csv column of the eval loss, eval_loss everywhere else
 
 
-def build_metrics(spec):
+def build_metrics(spec: Any) -> dict[str, Any]:
     """``{"mae": "mae", "acc": Accuracy()}`` or ``["mae"]`` -> dict of Metric objects.
 
     ``"loss"`` is mindexp's :class:`~mindexp.callbacks.EvalLoss` (the eval
@@ -24,14 +25,14 @@ def build_metrics(spec):
             for name, metric in items}
 
 
-def eval_network(net, loss_fn):
+def eval_network(net: Any, loss_fn: Any) -> Any:
     """The eval network runs and ``mindexp evaluate`` use, with
     ``eval_indexes=[0, 1, 2]``: (loss per sample, prediction, label)."""
     from ..callbacks import EvalCell
     return EvalCell(net, loss_fn)
 
 
-def with_eval_loss(spec, watched):
+def with_eval_loss(spec: Any, watched: Any) -> Any:
     """The experiment's metrics ``spec``, plus ``"loss"`` when one of the
     ``watched`` values (early_stop, checkpoint_monitor) is ``eval_loss`` and
     the metrics lack it: the value stopped on or ranked by is then an
@@ -44,7 +45,7 @@ def with_eval_loss(spec, watched):
     return names + [LOSS]
 
 
-def check_metric_names(spec):
+def check_metric_names(spec: Any) -> None:
     """Reject unknown metric names, and MindSpore's ``Loss`` (use ``"loss"``),
     before anything runs."""
     items = list(spec.values() if isinstance(spec, dict) else (spec or ()))
@@ -60,7 +61,7 @@ def check_metric_names(spec):
                               f"each batch's samples). Received: metrics={shown!r}", field="metrics")
 
 
-def _is_mindspore_loss(metric):
+def _is_mindspore_loss(metric: Any) -> bool:
     # by module and name: this check runs before mindspore is imported
     cls = type(metric)
     return cls.__name__ == "Loss" and cls.__module__.startswith("mindspore.")

@@ -12,13 +12,14 @@ from ..provenance.modules import changed_modules
 
 
 def prepare_rerun(run_dir, overrides=None, current_code=False):
-    """Check ``run_dir`` can be rerun and build the experiment; returns
-    ``(experiment, entry)``. Changes nothing on disk.
+    """Check ``run_dir`` can be rerun and build the experiment; returns the
+    :class:`~mindexp.train.request.RunRequest` of the new run (its
+    ``rerun_of`` names the original). Changes nothing on disk.
 
     With ``current_code``, a config field the user did not set takes the
     current code's default (an edited default shows); runs made before the
     user-set fields were recorded keep every value
-    (``experiment.rerun_of["config_set_unknown"]``).
+    (``request.rerun_of["config_set_unknown"]``).
 
     Raises MindexpError (one line) when ``run_dir`` is not a run, or its
     captured source is missing or corrupt (unless ``current_code``).
@@ -46,16 +47,17 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     user_set = F.config_set(meta)  # None: a run made before they were recorded
     exp = load_experiment(entry)({**_base_config(config, user_set, current_code),
                                   **(overrides or {})})
-    exp.config_set = [n for n in vars(exp.config)
-                      if n in (overrides or {}) or user_set is None or n in user_set]
-    exp.entry = entry
-    exp.rerun_of = {"run_id": meta.get("run_id") or os.path.basename(run_dir),
-                    "run_dir": run_dir, "code": "current" if current_code else "captured",
-                    "overrides": dict(overrides or {}),
-                    "environment_differs": environment_changes(run_dir),
-                    "modules_changed": _modules_changed(meta, current_code),
-                    "config_set_unknown": user_set is None}
-    return exp, entry
+    from ..train.request import RunRequest
+    return RunRequest(
+        exp, out=os.path.dirname(os.path.dirname(run_dir)), entry=entry,
+        config_set=tuple(n for n in vars(exp.config)
+                         if n in (overrides or {}) or user_set is None or n in user_set),
+        rerun_of={"run_id": meta.get("run_id") or os.path.basename(run_dir),
+                  "run_dir": run_dir, "code": "current" if current_code else "captured",
+                  "overrides": dict(overrides or {}),
+                  "environment_differs": environment_changes(run_dir),
+                  "modules_changed": _modules_changed(meta, current_code),
+                  "config_set_unknown": user_set is None})
 
 
 def _modules_changed(meta, current_code):
@@ -94,15 +96,16 @@ def rerun(run_dir, overrides=None, out=None, current_code=False, name=None, quie
     The new run goes under ``out`` (default: the original's output root) and
     its run.json says ``rerun_of``. Returns its :class:`mindexp.Run`.
     """
-    exp, entry = prepare_rerun(run_dir, overrides, current_code)
-    return train_rerun(exp, entry, out, name, quiet)
+    return train_rerun(prepare_rerun(run_dir, overrides, current_code), out, name, quiet)
 
 
-def train_rerun(exp, entry, out=None, name=None, quiet=True):
-    """Train what :func:`prepare_rerun` built; returns the new :class:`mindexp.Run`."""
-    from ..api import run_experiment
-    out = out or os.path.dirname(os.path.dirname(exp.rerun_of["run_dir"]))
-    return run_experiment(exp, out=out, label=name, quiet=quiet, entry=entry)
+def train_rerun(request, out=None, name=None, quiet=True):
+    """Train what :func:`prepare_rerun` built (under ``out``, default the
+    original's output root); returns the new :class:`mindexp.Run`."""
+    import dataclasses
+    from ..api import run_request
+    return run_request(dataclasses.replace(request, out=out or request.out, label=name,
+                                           quiet=quiet))
 
 
 def environment_changes(run_dir):

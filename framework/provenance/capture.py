@@ -24,10 +24,11 @@ SHIPPED_PREFIXES = ("mindexp.experiments.", "mindexp._captured_")
 _GIT_TIMEOUT_S = 10
 
 
-def capture(exp, run_dir, entry):
+def capture(exp, run_dir, entry, rerun_of=None, config_set=None):
     """Write ``source/`` and ``environment.txt`` into ``run_dir``; return the
     run.json fields to add: ``provenance`` (with ``config_set``, the config
-    fields the user set) and ``rerun_of``.
+    fields the user set; every field when None) and ``rerun_of`` (the run this
+    one reruns, when it does).
 
     When ``run_dir``'s run.json already holds a provenance block (written by
     the msrun launcher before its workers start), that block is kept.
@@ -35,17 +36,18 @@ def capture(exp, run_dir, entry):
     existing = _existing_meta(run_dir)
     if F.provenance_of(existing):
         return {F.META_KEY: existing[F.META_KEY], F.RERUN_KEY: existing.get(F.RERUN_KEY)}
-    rerun_of = getattr(exp, "rerun_of", None)
+    rerun_of = dict(rerun_of) if rerun_of is not None else None
     block = _capture_into(exp, run_dir, schema.SOURCE_DIR, schema.ENVIRONMENT_FILE, rerun_of)
-    block[F.CONFIG_SET_KEY] = _config_set(exp)
+    block[F.CONFIG_SET_KEY] = list(config_set) if config_set is not None else list(vars(exp.config))
     return {F.META_KEY: block, F.RERUN_KEY: rerun_of}
 
 
-def capture_built(exp, plan, record):
+def capture_built(exp, config, plan, record):
     """Once the network, data, loss and optimizer are built: add to the capture of
     ``record``'s run, or of its last resume, the user's modules ``exp`` imported
     (:func:`~mindexp.provenance.modules.capture_modules`) and the fingerprint of
-    each split's data (``data``, :func:`~mindexp.provenance.data.fingerprint`)."""
+    each split's data (``data``, :func:`~mindexp.provenance.data.fingerprint`; the
+    run's ``config`` says how: its ``data_fingerprint``)."""
     meta = record.meta
     resumes = meta.get("resumes") or []
     block = (resumes[-1] if resumes else meta).get(F.META_KEY)
@@ -57,11 +59,11 @@ def capture_built(exp, plan, record):
         except OSError as exc:  # provenance is a record, never a reason to fail training
             logger.warning("could not capture the modules of %s: %s", record.run_dir, exc)
             block["source_missing"] = f"capture of the modules failed: {exc}"
-    block[F.DATA_KEY] = _data_fingerprints(exp, plan)
+    block[F.DATA_KEY] = _data_fingerprints(exp, config, plan)
 
 
-def _data_fingerprints(exp, plan):
-    mode = getattr(exp.config, "data_fingerprint", "stat")
+def _data_fingerprints(exp, config, plan):
+    mode = getattr(config, "data_fingerprint", "stat")
     if mode == "off":
         return None
     found = {}
@@ -72,13 +74,6 @@ def _data_fingerprints(exp, plan):
             logger.warning("could not fingerprint the %s data: %s", split, exc)
             found[split] = {"kind": "unknown", "error": f"{type(exc).__name__}: {exc}"}
     return {k: v for k, v in found.items() if v is not None}
-
-
-def _config_set(exp):
-    """The fields the user set; every field when the experiment does not say
-    (an object made without Experiment.__init__)."""
-    names = getattr(exp, "config_set", None)
-    return list(names) if names is not None else list(vars(exp.config))
 
 
 def capture_resume(exp, run_dir, number):

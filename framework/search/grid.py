@@ -294,7 +294,7 @@ def train_point(spec: SweepSpec, claim: Claim, stop: Any) -> dict:
             return _failed("stopped before training", 128 + stop.signum, "interrupted")
         run = _train(spec, claim, started)
     except MindexpError as exc:
-        _drop_unrecorded(started.get("exp"))
+        _drop_unrecorded(started.get("run_dir"))
         return _failed(f"mindexp: error: {_one_line(exc)}", 2)
     except TrainingError as exc:
         _say(f"mindexp: training failed: {_one_line(exc)}")
@@ -302,11 +302,10 @@ def train_point(spec: SweepSpec, claim: Claim, stop: Any) -> dict:
         return _answer(exc.run_dir, meta.get("status") or "failed", _one_line(exc), 1, meta)
     except KeyboardInterrupt:  # a second signal: the run's folder is still resumable
         _say("mindexp: interrupted")
-        run_dir = getattr(started.get("exp"), "run_dir", None)
-        return _answer(run_dir, "interrupted", "mindexp: interrupted", 130)
+        return _answer(started.get("run_dir"), "interrupted", "mindexp: interrupted", 130)
     except BaseException:  # noqa: BLE001  (the point's log says what it was)
         _say(traceback.format_exc())
-        _drop_unrecorded(started.get("exp"))
+        _drop_unrecorded(started.get("run_dir"))
         return _failed(traceback.format_exc().strip().splitlines()[-1], 1)
     _say(f"run directory: {run.dir}\nstatus: {run.status}  final loss: "
          f"{run.meta.get('final_loss')}")
@@ -316,24 +315,25 @@ def train_point(spec: SweepSpec, claim: Claim, stop: Any) -> dict:
 
 def _train(spec, claim, started):
     """Resume the point's interrupted run (when it has a checkpoint here) or train anew."""
-    from ..api import resume_run, run_experiment
+    from ..api import resume_run, run_request
     from ..callbacks import list_checkpoints
     from ..define.entry import load_experiment
+    from ..train.request import RunRequest
     resume = here(spec.out, claim.resume)
     if resume and os.path.isdir(resume) and list_checkpoints(resume, "all"):
+        started["run_dir"] = resume
         return resume_run(resume, quiet=True)
     values = spec.points[claim.index]
-    exp = started["exp"] = load_experiment(spec.entry)({**spec.base, **values})
-    exp.run_tags, exp.run_note = list(spec.tags or []), spec.note
-    return run_experiment(exp, out=spec.out, label=spec.labels[claim.index], quiet=True,
-                          entry=spec.entry)
+    exp = load_experiment(spec.entry)({**spec.base, **values})
+    return run_request(RunRequest(exp, out=spec.out, label=spec.labels[claim.index],
+                                  tags=tuple(spec.tags or ()), note=spec.note, entry=spec.entry,
+                                  created=lambda run_dir: started.update(run_dir=run_dir)))
 
 
-def _drop_unrecorded(exp):
+def _drop_unrecorded(run_dir):
     """Remove the new run folder a failure left without run.json (the disk
     filled while its first files were written): no listing would show it."""
     from ..rundir.io import is_run_dir
-    run_dir = getattr(exp, "run_dir", None)
     if run_dir and os.path.isdir(run_dir) and not is_run_dir(run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
         _say(f"mindexp: removed {run_dir}: the run failed before its {schema.RUN_JSON} was written")

@@ -455,9 +455,9 @@ def run_one(study, trial, spec, exp_cls, stop):
     optuna = import_optuna()
     run_dir, status, error, details = None, "failed", None, None
     try:
-        exp = _trial_experiment(trial, spec, exp_cls)
+        request = _trial_request(trial, spec, exp_cls)
         if stop.signum is None:
-            run_dir, status, error, details = _train(exp, spec, trial.number)
+            run_dir, status, error, details = _train(request)
         else:
             status, error = "interrupted", "stopped before training"
     except MindexpError as exc:  # this point of the space is not a valid run
@@ -511,30 +511,31 @@ def _log_failure(spec, number, error, details):
         logger.warning("could not write the log of trial %s: %s", number, exc)
 
 
-def _trial_experiment(trial, spec, exp_cls):
+def _trial_request(trial, spec, exp_cls):
+    """The trial's run: its sampled config, the study's fields in run.json, and
+    the pruning callback after the experiment's own."""
+    from ..train.request import RunRequest
     from .objective import resolve_objective
     from .pruning import TrialPruning
     values = sample(trial, spec.space)
     exp = exp_cls({**spec.base, **values})
-    exp.entry = spec.entry
-    exp.run_fields = {"study": spec.study, "trial": trial.number, "tuned": list(spec.space)}
     objective = resolve_objective(exp, spec.objective, spec.direction)
-    pruning = None
+    added = ()
     if spec.pruner != "none" and (objective.metric or spec.direction == "minimize"):
-        pruning = TrialPruning(trial, objective.metric, objective.best,
-                               maximize=spec.direction == "maximize")
-        own = exp.callbacks
-        exp.callbacks = lambda: list(own() or []) + [pruning]
-    return exp
+        added = (TrialPruning(trial, objective.metric, objective.best,
+                              maximize=spec.direction == "maximize"),)
+    return RunRequest(exp, out=spec.study_dir, label=f"trial-{trial.number}", entry=spec.entry,
+                      fields={"study": spec.study, "trial": trial.number,
+                              "tuned": list(spec.space)},
+                      callbacks=added)
 
 
-def _train(exp, spec, number):
+def _train(request):
     """Run the trial; ``(run_dir, status, error, traceback)``."""
-    from ..api import run_experiment
+    from ..api import run_request
     from ..errors import TrainingError
     try:
-        run = run_experiment(exp, out=spec.study_dir, label=f"trial-{number}", quiet=True,
-                             entry=spec.entry)
+        run = run_request(request)
     except TrainingError as exc:  # the run's own one line, as `mindexp run` prints it
         error = _one_line(exc)
         if getattr(exc, "run", None) is None:

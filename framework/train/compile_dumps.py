@@ -8,6 +8,7 @@ it (checked on 2.10; tests/test_failures.py holds the contract test). AMP O1
 writes ``rewritten_network/`` into the working directory: see
 ``train.session._amp``, which changes the directory for that call only.
 """
+from typing import Iterator
 import contextlib
 import os
 
@@ -15,7 +16,7 @@ OM_PATH_ENV = "MS_OM_PATH"
 
 
 @contextlib.contextmanager
-def kept_in(run_dir):
+def kept_in(run_dir: str) -> Iterator[None]:
     """Point MindSpore's compile-failure dumps at ``run_dir`` for the block
     (``<run_dir>/rank_0/om/analyze_fail.ir``); the old value is restored after.
     A ``MS_OM_PATH`` the user set explicitly wins."""

@@ -6,6 +6,8 @@
 multi-node case, or a user's own msrun command) is detected from msrun's
 environment and joins the cluster instead of launching another one.
 """
+from typing import Any
+import contextlib
 import glob
 import logging
 import os
@@ -28,7 +30,7 @@ ENTRY_SCRIPT = os.path.join(PACKAGE_DIR, "cli", "_msrun_entry.py")
 REPO_ROOT = os.path.dirname(PACKAGE_DIR)
 
 
-def init_data_parallel():
+def init_data_parallel() -> tuple[int, int]:
     """Join msrun's cluster in DATA_PARALLEL with mean gradients; returns (rank, size)."""
     import mindspore as ms
     from mindspore.communication import get_group_size, get_rank, init
@@ -53,6 +55,47 @@ def share_run_id(run_id: str | None) -> str:
         sent[:len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
     total = all_reduce_sum(sent)
     return bytes(total.astype(np.uint8)).rstrip(b"\0").decode("ascii")
+
+
+def create_shared_run_dir(held: contextlib.ExitStack, out: str | os.PathLike[str],
+                          experiment: str, label: str | None = None) -> str:
+    """Rank 0 of the user's own msrun: create the locked run folder (released
+    when ``held`` closes) and send its id to every rank."""
+    from ..rundir.run_lock import create_locked
+    try:
+        run_dir, lock = create_locked(out, experiment, label)
+        held.callback(lock.release)
+    except Exception:
+        share_run_id(None)  # the other ranks wait for an id: none
+        raise
+    share_run_id(os.path.basename(run_dir))
+    return run_dir
+
+
+def joined_run_dir(out: str | os.PathLike[str], experiment: str) -> str:
+    """A rank other than 0: the path of rank 0's run folder, from the id rank 0
+    sent (whether this node sees it: :func:`visible`)."""
+    run_id = share_run_id(None)
+    if not run_id:
+        from ..errors import TrainingError
+        raise TrainingError("rank 0 created no run folder (rank 0's log says why)")
+    return os.path.join(os.fspath(out), experiment, run_id)
+
+
+def unseen_rank_dir(out: str | os.PathLike[str], experiment: str, rank: int) -> str:
+    """Where a rank that cannot see rank 0's folder "writes": a path never
+    created, so nothing of it reaches a disk."""
+    return os.path.join(os.fspath(out), experiment, f".rank{rank}")
+
+
+def visible(run_dir: str) -> bool:
+    """True when ``run_dir`` exists from here; a listing of its parent first
+    refreshes a network file system's cached lookup of a folder just made."""
+    if os.path.isdir(run_dir):
+        return True
+    with contextlib.suppress(OSError):
+        os.listdir(os.path.dirname(run_dir))
+    return os.path.isdir(run_dir)
 
 
 def serve_as_scheduler() -> None:
@@ -86,14 +129,14 @@ def _scheduler_answers() -> bool:
         return False
 
 
-def free_port():
+def free_port() -> int:
     """A TCP port free on loopback right now (msrun's scheduler binds it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def launch(run_dir, workers, resume=False, timeout_s=300):
+def launch(run_dir: str, workers: int, resume: bool = False, timeout_s: float = 300) -> int:
     """Run msrun with ``workers`` local workers on ``run_dir``; returns its exit code.
 
     msrun's own output and the workers' logs go to ``run_dir/msrun/``.
@@ -114,7 +157,7 @@ def launch(run_dir, workers, resume=False, timeout_s=300):
             raise
 
 
-def _stop(proc):
+def _stop(proc: Any) -> None:
     import signal
     try:
         os.killpg(proc.pid, signal.SIGTERM)  # workers stop cleanly at the next step
@@ -123,12 +166,12 @@ def _stop(proc):
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _msrun():
+def _msrun() -> str:
     found = os.path.join(os.path.dirname(sys.executable), LAUNCHER)
     return found if os.path.exists(found) else (shutil.which(LAUNCHER) or LAUNCHER)
 
 
-def _worker_env():
+def _worker_env() -> dict[str, str]:
     env = dict(os.environ)
     # msrun starts workers with the `python` on PATH: make it this interpreter.
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
@@ -137,7 +180,7 @@ def _worker_env():
     return env
 
 
-def worker_failure(run_dir, lines=12):
+def worker_failure(run_dir: str, lines: int = 12) -> tuple[str, str]:
     """``(log name, text)``: the error lines msrun and the workers logged, the
     log of a worker with a traceback first, else msrun's and the scheduler's
     ``[ERROR]`` lines (a worker killed outright leaves no trace of its own)."""
@@ -152,7 +195,7 @@ def worker_failure(run_dir, lines=12):
     return "msrun.log and scheduler.log", "\n".join(errors[-lines:])
 
 
-def _error_lines(path):
+def _error_lines(path: str) -> list[str]:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             found = [ln.strip() for ln in f if ln.startswith("[ERROR]")]
@@ -161,7 +204,7 @@ def _error_lines(path):
     return [log_error_message(ln) for ln in found]
 
 
-def _tail(path, lines):
+def _tail(path: str, lines: int) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             kept = [ln.rstrip() for ln in f if ln.strip() and "[INFO]" not in ln]

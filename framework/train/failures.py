@@ -5,6 +5,7 @@ A failing network(), source() or callback surfaces deep inside mindexp and
 MindSpore; the frame that helps the user is the innermost one in *their*
 code, so the one-line message points there and ``error.txt`` keeps the rest.
 """
+from typing import Any
 import os
 import re
 import signal
@@ -32,12 +33,12 @@ _LIBRARY_DIRS = tuple({os.path.abspath(p) + os.sep for p in
 _COMPILED_FRAME = re.compile(r"In file (\S+?):(\d+)")
 
 
-def user_frame(exc):
+def user_frame(exc: BaseException) -> Any:
     """``(filename, lineno, function)`` of the innermost frame outside mindexp,
     MindSpore, the standard library and installed packages: from the
     traceback, else from a graph compile error's listing of the network's
     code (function then None); None when every frame is library code."""
-    found = None
+    found: tuple[str, int | None, str | None] | None = None
     for frame in traceback.extract_tb(exc.__traceback__):
         if _is_user_file(frame.filename):
             found = (frame.filename, frame.lineno, frame.name)
@@ -48,13 +49,13 @@ def user_frame(exc):
     return found
 
 
-def _is_user_file(filename):
+def _is_user_file(filename: str) -> bool:
     path = os.path.abspath(filename)
     return not (filename.startswith("<") or path.startswith(_PACKAGE_DIRS)
                 or path.startswith(_LIBRARY_DIRS))
 
 
-def one_line(exc, limit=2000):
+def one_line(exc: BaseException, limit: int = 2000) -> str:
     """``KeyError: 'x' (at /path/exp.py:12 in network)``: the exception's first
     meaningful line and, when there is one, the user's own frame."""
     text = str(exc).strip()
@@ -68,22 +69,22 @@ def one_line(exc, limit=2000):
     return (head[:limit - len(where)] + where) if len(head) + len(where) > limit else head + where
 
 
-def user_code_error(what, exc):
+def user_code_error(what: str, exc: BaseException) -> Any:
     """A MindexpError for an exception of the user's code found before any run
     directory exists: one line with the user's frame; ``details`` holds the
     full traceback (the command line prints it with ``--verbose``)."""
     from ..errors import MindexpError
     err = MindexpError(f"{what} {one_line(exc)}")
-    err.details = format_traceback(exc)
+    err.details = format_traceback(exc)  # type: ignore[attr-defined]  # read with getattr
     return err
 
 
-def format_traceback(exc):
+def format_traceback(exc: BaseException) -> str:
     """The full traceback of ``exc`` (with its chained causes) as text."""
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
-def save_traceback(run_dir, exc):
+def save_traceback(run_dir: str, exc: BaseException) -> str | None:
     """Write the full traceback to ``<run_dir>/error.txt``; returns its path
     (None when even that cannot be written: the one-line error in run.json
     is then all there is)."""
@@ -100,7 +101,7 @@ def save_traceback(run_dir, exc):
     return path
 
 
-def reserve_space(run_dir):
+def reserve_space(run_dir: str) -> OSError | None:
     """Set ``RESERVE_BYTES`` aside in the run directory; returns the
     ``OSError`` when they cannot be had (a disk all but full), with the
     partial file removed, else None."""
@@ -116,7 +117,7 @@ def reserve_space(run_dir):
     return None
 
 
-def shrink_space(run_dir, keep):
+def shrink_space(run_dir: str, keep: int) -> None:
     """Give back all but ``keep`` bytes of the space set aside (best effort)."""
     try:
         os.truncate(os.path.join(run_dir, schema.SPACE_RESERVE), keep)
@@ -124,7 +125,7 @@ def shrink_space(run_dir, keep):
         pass
 
 
-def release_space(run_dir):
+def release_space(run_dir: str) -> None:
     """Give the reserved bytes back (before writing run.json at the end)."""
     try:
         os.remove(os.path.join(run_dir, schema.SPACE_RESERVE))
@@ -132,7 +133,7 @@ def release_space(run_dir):
         pass
 
 
-def signal_name(signum):
+def signal_name(signum: int) -> str:
     """``"SIGINT"`` for 2, ``"SIGTERM"`` for 15, ``"signal N"`` otherwise."""
     try:
         return signal.Signals(signum).name
@@ -140,13 +141,13 @@ def signal_name(signum):
         return f"signal {signum}"
 
 
-def exit_status(signum):
+def exit_status(signum: int) -> int:
     """The shell's convention for a process stopped by a signal: 128 + N
     (130 for SIGINT, 143 for SIGTERM)."""
     return 128 + int(signum)
 
 
-def exit_status_of(meta):
+def exit_status_of(meta: dict[str, Any]) -> int:
     """The command line's exit status for a run that ended with ``meta``:
     0 completed, 128 + N when stopped by signal N (status interrupted),
     1 otherwise (failed, diverged)."""

@@ -7,6 +7,7 @@ rendered and written by one background thread, so the next step does not
 wait for them. A hook that raises fails nothing: one warning line, and the
 traceback goes to ``figures.log`` beside ``error.txt``.
 """
+from typing import Any
 import io
 import logging
 import os
@@ -37,13 +38,13 @@ def drawing_wanted() -> bool:
     return value not in ("0", "false", "no", "off")
 
 
-def has_figures(exp):
+def has_figures(exp: Any) -> bool:
     """True when the experiment implements the optional ``figures`` hook and
     drawing is wanted (:func:`drawing_wanted`)."""
     return callable(getattr(exp, "figures", None)) and drawing_wanted()
 
 
-def as_named(result):
+def as_named(result: Any) -> dict[str, Any]:
     """The hook's result as ``{name: figure}``: one figure, a list, or a dict."""
     if result is None:
         return {}
@@ -54,7 +55,7 @@ def as_named(result):
     return {"figure": result}
 
 
-def _safe_name(name):
+def _safe_name(name: Any) -> str:
     return _NAME.sub("_", str(name)).strip("._") or "figure"
 
 
@@ -63,38 +64,40 @@ class Figures(QuietCallback):
     ``"eval"``), or at the end of training when the run has no evaluation
     (split ``"train"``), and saves what it returns under ``figures/``."""
 
-    def __init__(self, exp, network, run_dir, evaluates, steps_per_epoch=None):
+    def __init__(self, exp: Any, network: Any, run_dir: str, evaluates: bool,
+                 steps_per_epoch: int | None = None) -> None:
         super().__init__()
         self.exp, self.network, self.run_dir = exp, network, run_dir
         self.evaluates = evaluates
         self.steps_per_epoch = steps_per_epoch
         self.failures = 0
-        self._queue = None
-        self._thread = None
+        self._queue: queue.Queue[Any] | None = None
+        self._thread: threading.Thread | None = None
         self._epoch = 0
 
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: Any) -> None:
         if self._thread is None:
             self._queue = queue.Queue()
-            self._thread = threading.Thread(target=self._write_loop, name="mindexp-figures",
-                                            daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=self._write_loop, name="mindexp-figures",
+                                      daemon=True)
+            self._thread = thread
+            thread.start()
 
-    def on_train_epoch_end(self, run_context):
+    def on_train_epoch_end(self, run_context: Any) -> None:
         cb_params = run_context.original_args()
         self._epoch = step_info(cb_params, self.steps_per_epoch)[1]
         if self.evaluates and eval_results(cb_params):
             self.draw("eval", self._epoch)
 
-    def on_train_end(self, run_context):
+    def on_train_end(self, run_context: Any) -> None:
         if not self.evaluates and self._epoch:
             self.draw("train", self._epoch)
         self.close()
 
-    def _end_context(self):
+    def _end_context(self) -> None:
         self.close()
 
-    def draw(self, split, epoch):
+    def draw(self, split: str, epoch: int) -> None:
         """Call the hook and queue its figures for writing; never raises."""
         was_training = getattr(self.network, "training", False)
         try:
@@ -108,8 +111,9 @@ class Figures(QuietCallback):
         if self._queue is not None:
             self._queue.put((epoch, figures))
 
-    def _write_loop(self):
+    def _write_loop(self) -> None:
         while True:
+            assert self._queue is not None  # made before the thread starts
             item = self._queue.get()
             if item is None:
                 return
@@ -120,7 +124,7 @@ class Figures(QuietCallback):
                 except Exception as exc:
                     self._failed(f"figure {name!r} of epoch {epoch} could not be saved", exc)
 
-    def _failed(self, what, exc):
+    def _failed(self, what: str, exc: BaseException) -> None:
         self.failures += 1
         path = os.path.join(self.run_dir, schema.FIGURES_LOG)
         logger.warning("%s: %s: %s (traceback in %s); training goes on",
@@ -132,16 +136,16 @@ class Figures(QuietCallback):
         except OSError:
             logger.debug("cannot write %s", path, exc_info=True)
 
-    def close(self):
+    def close(self) -> None:
         """Wait for the queued figures to be written; safe to call twice."""
         thread, self._thread = self._thread, None
-        if thread is None:
+        if thread is None or self._queue is None:
             return
         self._queue.put(None)
         thread.join()
 
 
-def _save(fig, run_dir, name, epoch):
+def _save(fig: Any, run_dir: str, name: str, epoch: int | None) -> None:
     """Render ``fig`` to PNG once and write it atomically twice: the epoch's
     file and the latest ``<name>.png``; the figure is closed after."""
     buffer = io.BytesIO()
@@ -156,7 +160,7 @@ def _save(fig, run_dir, name, epoch):
     schema.atomic_write(os.path.join(folder, f"{name}.png"), data)
 
 
-def _close(fig):
+def _close(fig: Any) -> None:
     """Release a pyplot figure (a plain ``Figure`` needs nothing)."""
     import sys
     plt = sys.modules.get("matplotlib.pyplot")

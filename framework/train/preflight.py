@@ -1,6 +1,7 @@
 """Before a run directory exists: load and check the data, the data-dependent
 config limits, the network's output shape, the labels' values, the eval
 metrics, the device."""
+from typing import Any
 from ..define import sources, transforms
 from ..errors import ConfigError, DataError, MindexpError
 from ..define.metrics import check_metric_names
@@ -11,13 +12,14 @@ from .labels import check_data, check_label_types
 class Plan:
     """Everything checked before a run directory exists."""
 
-    def __init__(self, train, eval_, steps_per_epoch, input_state=None):
+    def __init__(self, train: Any, eval_: Any, steps_per_epoch: int,
+                 input_state: Any = None) -> None:
         self.train, self.eval = train, eval_
         self.steps_per_epoch = steps_per_epoch
         self.input_state = input_state  # the fitted input transform's state (None: none)
 
 
-def prepare(exp, workers=1, check_network=True):
+def prepare(exp: Any, workers: int = 1, check_network: bool = True) -> Plan:
     """Load and check the data, the data-dependent config limits, the eval
     metrics and the device."""
     cfg = exp.config
@@ -57,7 +59,7 @@ def prepare(exp, workers=1, check_network=True):
 _ELEMENTWISE = ("mse", "mae", "l1", "huber", "bce")
 
 
-def check_output_shape(exp, train):
+def check_output_shape(exp: Any, train: Any) -> Any:
     """Run the network on one batch (PyNative, before anything is created) and
     reject an output that cannot match the labels, naming both shapes.
     Returns the output shape (None when not probed)."""
@@ -79,7 +81,7 @@ def check_output_shape(exp, train):
     return out_shape
 
 
-def _forward_shape(exp, batch):
+def _forward_shape(exp: Any, batch: Any) -> Any:
     import mindspore as ms
     mode = ms.get_context("mode")
     ms.set_context(mode=ms.PYNATIVE_MODE)
@@ -91,7 +93,7 @@ def _forward_shape(exp, batch):
         ms.set_context(mode=mode)
 
 
-def check_loss_components(exp, train):
+def check_loss_components(exp: Any, train: Any) -> None:
     """With ``loss_components`` declared, run the loss network on one batch
     (PyNative) and reject outputs other than ``(total, c1, ..., ck)`` scalars."""
     names = tuple(exp.loss_components)
@@ -112,7 +114,7 @@ def check_loss_components(exp, train):
                             f"Received: {name} of shape {shape}")
 
 
-def _loss_outputs(exp, batch):
+def _loss_outputs(exp: Any, batch: Any) -> Any:
     import mindspore as ms
     mode = ms.get_context("mode")
     ms.set_context(mode=ms.PYNATIVE_MODE)
@@ -124,12 +126,12 @@ def _loss_outputs(exp, batch):
         ms.set_context(mode=mode)
 
 
-def _in_memory(data):
+def _in_memory(data: Any) -> bool:
     import numpy as np
     return isinstance(data, tuple) and not any(isinstance(a, np.memmap) for a in data)
 
 
-def _check_eval(exp, eval_):
+def _check_eval(exp: Any, eval_: Any) -> None:
     """Metric names are known, and asked for only when there is an eval split."""
     if eval_ is not None:
         check_metric_names(exp.metrics())
@@ -139,7 +141,7 @@ def _check_eval(exp, eval_):
                           f"Received: metrics={','.join(exp.config.metrics)}", field="metrics")
 
 
-def _split(exp, split):
+def _split(exp: Any, split: str) -> Any:
     """A split's data as the session takes it (see :mod:`mindexp.define.sources`)."""
     if sources.takes_only_split(exp):
         first = _user_call(exp.dataset, exp, "dataset", split)
@@ -147,7 +149,7 @@ def _split(exp, split):
     return sources.load_split(exp, split, _user_call(exp.source, exp, "source", split))
 
 
-def _user_call(method, exp, name, split):
+def _user_call(method: Any, exp: Any, name: str, split: str) -> Any:
     try:
         return method(split)
     except MindexpError:
@@ -158,7 +160,7 @@ def _user_call(method, exp, name, split):
         raise user_code_error(f"{type(exp).__name__}.{name}({split!r}) raised", exc) from None
 
 
-def check_device(device):
+def check_device(device: str) -> None:
     """ConfigError, before any run directory exists, when MindSpore has no
     ``device`` backend here (``ms.set_device`` would only fail later)."""
     if device == "CPU":

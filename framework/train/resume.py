@@ -1,4 +1,5 @@
 """Resume a run exactly from its latest good checkpoint."""
+from typing import Any, Mapping
 import dataclasses
 import logging
 import os
@@ -37,19 +38,21 @@ class Resume:
     meta: dict
     entry: str
 
-    def load(self, cell):
+    def load(self, cell: Any) -> None:
         """Load weights and optimizer state into the train cell."""
         import mindspore as ms
         # The learning rate comes from the (possibly changed) config, not the
         # checkpoint: `resume --set lr=...` must train with the new value.
-        state = {k: v for k, v in self.params.items() if k not in ("step", "epoch", "learning_rate")}
+        from ..callbacks.checkpoint import CALLBACK_STATE_KEY
+        state = {k: v for k, v in self.params.items()
+                 if k not in ("step", "epoch", "learning_rate", CALLBACK_STATE_KEY)}
         not_loaded, _ = ms.load_param_into_net(cell, state, strict_load=True)
         not_loaded = [n for n in not_loaded if n != "learning_rate"]
         if not_loaded:
             raise MindexpError(f"checkpoint {self.path} does not match the network: "
                                f"missing {not_loaded[:5]}")
 
-    def position(self, steps_per_epoch):
+    def position(self, steps_per_epoch: int) -> tuple[int, int]:
         """``(initial_epoch, first_batch)`` for Model.train: the 0-based epoch
         to start in and the batches of it already done."""
         done_in_epoch = self.step - (self.epoch - 1) * steps_per_epoch
@@ -58,7 +61,7 @@ class Resume:
         return self.epoch - 1, done_in_epoch
 
 
-def prepare_resume(run_dir, overrides=None):
+def prepare_resume(run_dir: str, overrides: Mapping[str, Any] | None = None) -> tuple[Any, Resume]:
     """Check a run can resume; returns ``(experiment, Resume)``.
 
     Changes nothing on disk. Raises MindexpError (one line) for a completed
@@ -81,7 +84,7 @@ def prepare_resume(run_dir, overrides=None):
     return exp, resume
 
 
-def resume_point(run_dir, meta=None):
+def resume_point(run_dir: str, meta: dict[str, Any] | None = None) -> Resume:
     """The :class:`Resume` of ``run_dir`` (``meta``: its run.json, read when not
     given): its latest good checkpoint and what the run had reached there.
 
@@ -93,10 +96,10 @@ def resume_point(run_dir, meta=None):
     return Resume(path=path, params=params, step=step, epoch=epoch,
                   time_offset=time_offset, loss=loss,
                   early_stopped=bool(meta.get("stop_reason")),
-                  run_dir=run_dir, meta=meta, entry=meta.get("entry"))
+                  run_dir=run_dir, meta=meta, entry=str(meta.get("entry") or ""))
 
 
-def check_run_dir(run_dir):
+def check_run_dir(run_dir: str | os.PathLike[str]) -> str:
     """The absolute path of ``run_dir``; RunDirError when it holds no run.json."""
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not os.path.lexists(os.path.join(run_dir, schema.RUN_JSON)):
@@ -104,7 +107,7 @@ def check_run_dir(run_dir):
     return run_dir
 
 
-def _check_not_done(meta, exp, resume, run_dir):
+def _check_not_done(meta: dict[str, Any], exp: Any, resume: Resume, run_dir: str) -> None:
     # Whether it still runs is the caller's lock's business (rundir.run_lock).
     if exp.config.epochs < resume.epoch:
         raise MindexpError(f"cannot resume {run_dir}: it trained {resume.epoch} epochs already "
@@ -116,7 +119,7 @@ def _check_not_done(meta, exp, resume, run_dir):
                            f"--set epochs=N with N > {resume.epoch}")
 
 
-def _check_checkpoint_fits(exp, resume, overrides):
+def _check_checkpoint_fits(exp: Any, resume: Resume, overrides: Mapping[str, Any]) -> None:
     """MindexpError (one line) when the network of the new config cannot load
     the checkpoint (``--set hidden=64`` on a run of 8): refused here, before
     config.json or the run's status change, not when training starts."""
@@ -133,7 +136,7 @@ def _check_checkpoint_fits(exp, resume, overrides):
                            f"Received: {given}")
 
 
-def _network_name(key, names):
+def _network_name(key: str, names: Any) -> str | None:
     """The network parameter a checkpoint entry is (``body.0.weight``) or holds
     optimizer state of (``moment1.body.0.weight``): the longest matching name."""
     if key in names:
@@ -145,7 +148,8 @@ def _network_name(key, names):
 CONTINUE_FIELDS = ("patience", "epochs", "early_stop", "min_delta")
 
 
-def _check_early_stop_asked(meta, overrides, run_dir):
+def _check_early_stop_asked(meta: dict[str, Any], overrides: Mapping[str, Any] | None,
+                            run_dir: str) -> None:
     """An early-stopped run continues only when asked (a new patience or epochs)."""
     if meta.get("status") != "completed" or not meta.get("stop_reason"):
         return
@@ -156,7 +160,7 @@ def _check_early_stop_asked(meta, overrides, run_dir):
                        "early_stop or min_delta)")
 
 
-def _latest_good_checkpoint(run_dir):
+def _latest_good_checkpoint(run_dir: str) -> tuple[str, dict[str, Any], int, int]:
     """``(path, params, step, epoch)`` of the newest checkpoint that loads and
     holds finite weights (the chooser's ``last``; a corrupt or non-finite newer
     one is skipped with a warning)."""
@@ -168,10 +172,11 @@ def _latest_good_checkpoint(run_dir):
         what = f"no usable checkpoint ({exc.unusable} corrupt or not finite)" if exc.unusable \
             else "no checkpoint"
         raise MindexpError(f"cannot resume {run_dir}: it has {what} in checkpoints/") from None
+    assert chosen.step is not None and chosen.epoch is not None  # a run's checkpoints say both
     return chosen.path, chosen.params, chosen.step, chosen.epoch
 
 
-def truncate_logs(run_dir, step):
+def truncate_logs(run_dir: str, step: int) -> None:
     """Cut every log registered with the run back to ``step``, each by its own
     step column, so the resumed run writes each step once. A CSV in the run
     folder that nothing registered is left as it is, with one warning naming it."""
@@ -188,7 +193,7 @@ def truncate_logs(run_dir, step):
                        "register_log)", path)
 
 
-def _cut_log(path, column, step):
+def _cut_log(path: str, column: str | None, step: int) -> None:
     from ..callbacks.csv_log import CsvLog, read_header
     header = read_header(path)
     if not header:
@@ -200,7 +205,7 @@ def _cut_log(path, column, step):
     CsvLog(path, header).truncate_after(step, column)
 
 
-def _legacy_registry(run_dir):
+def _legacy_registry(run_dir: str) -> Any:
     """The registry of a run made before registries, written now: the step logs
     of mindexp 0.3 (each rank's file too) by ``step``, and evaluations.csv kept."""
     from ..callbacks._registry import register_log, registered_logs
@@ -215,7 +220,7 @@ def _legacy_registry(run_dir):
 _NOT_LOGS = (schema.SOURCE_DIR, schema.MSRUN_DIR, schema.CHECKPOINT_DIR)
 
 
-def _unregistered_csvs(run_dir, logs):
+def _unregistered_csvs(run_dir: str, logs: Any) -> list[str]:
     """The CSV files under ``run_dir`` that are not in ``logs``, sorted."""
     found = []
     for folder, dirs, files in os.walk(run_dir):
@@ -228,10 +233,10 @@ def _unregistered_csvs(run_dir, logs):
     return sorted(found)
 
 
-def _logged_at(run_dir, step):
+def _logged_at(run_dir: str, step: int) -> tuple[float, float | None]:
     """``(time_s, loss)`` of loss.csv at ``step``: each the last one logged up to it."""
-    logged = {schema.Col.TIME_S: 0.0, schema.Col.LOSS: None}
+    logged: dict[str, float | None] = {schema.Col.TIME_S: 0.0, schema.Col.LOSS: None}
     for row in schema.read_rows(schema.path_of(run_dir, schema.LOSS.name)):
         if (row.get(schema.Col.STEP) or "").isdigit() and int(row[schema.Col.STEP]) <= step:
             logged.update({k: float(row[k]) for k in logged if row.get(k)})
-    return logged[schema.Col.TIME_S], logged[schema.Col.LOSS]
+    return logged[schema.Col.TIME_S] or 0.0, logged[schema.Col.LOSS]

@@ -8,6 +8,7 @@
 - (Checkpoints saved after a divergence hold non-finite weights: the chooser,
   ``rundir.checkpoints``, skips them.)
 """
+from typing import Any, Iterable
 import os
 
 from ..callbacks import schema
@@ -18,7 +19,7 @@ class DamagedLogError(MindexpError):
     """A run's CSV log cannot be read back (names the file and line)."""
 
 
-def check_logs_readable(run_dir, names):
+def check_logs_readable(run_dir: str, names: Iterable[str]) -> None:
     """DamagedLogError naming the first damaged line of any of ``names``: a
     line whose field count differs from the header's (the callbacks'
     :class:`CsvFormatError`), or a number column holding something else."""
@@ -38,7 +39,7 @@ def check_logs_readable(run_dir, names):
             _check_numbers(path, name, frame)
 
 
-def _check_numbers(path, name, frame):
+def _check_numbers(path: str, name: str, frame: Any) -> None:
     with schema.open_file(path) as f:
         cut_tail = not f.read().endswith(b"\n")  # a cut last row: the writer repairs it
     rows = frame.iloc[:-1] if cut_tail else frame
@@ -52,7 +53,7 @@ def _check_numbers(path, name, frame):
             _refuse(name, row + 2, f"{column}={values.iloc[row]!r} is not a number")
 
 
-def _is_number(value):
+def _is_number(value: Any) -> bool:
     try:
         float(value)  # "nan" and "inf" too: a diverged run logs them
     except (TypeError, ValueError):
@@ -60,12 +61,13 @@ def _is_number(value):
     return True
 
 
-def _refuse(name, line, why):
+def _refuse(name: str, line: int | str, why: str) -> None:
     raise DamagedLogError(f"{name} line {line} is damaged ({why}); repair or delete that line "
                           f"and every line after it, then resume again") from None
 
 
-def check_not_diverged_again(run_dir, meta, old_config, new_config):
+def check_not_diverged_again(run_dir: str, meta: dict[str, Any], old_config: dict[str, Any],
+                             new_config: dict[str, Any]) -> None:
     """A diverged run resumes only when the user changed some config value
     (``old_config``/``new_config``: the resolved config dicts)."""
     if meta.get("status") != "diverged" or old_config != new_config:

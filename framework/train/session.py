@@ -11,7 +11,7 @@ from ..callbacks import schema
 from ..errors import ConfigError
 from ..rundir.io import now_iso
 from . import compile_dumps, failures
-from .tracked import note_signal
+from .tracked import note_signal, stateful_callbacks
 
 logger = logging.getLogger(__name__)
 
@@ -24,14 +24,18 @@ def _eval_epochs(cfg):
 class Session:
     """One training session: builds the MindSpore objects and runs them.
 
-    ``shard``: ``(number of ranks, this rank)`` under data parallelism.
+    ``request``: the :class:`~mindexp.train.request.RunRequest` (experiment,
+    config, the framework's extra callbacks); ``shard``: ``(number of ranks,
+    this rank)`` under data parallelism.
     """
 
-    def __init__(self, exp, plan, run_dir, quiet, shard=(1, 0), stopper=None, on_built=None):
-        self.exp, self.plan, self.run_dir, self.quiet = exp, plan, run_dir, quiet
+    def __init__(self, request, plan, run_dir, shard=(1, 0), stopper=None, on_built=None):
+        self.exp, self.plan, self.run_dir = request.experiment, plan, run_dir
+        self.quiet = request.quiet
+        self.added = request.callbacks  # after the experiment's own (a trial's pruning)
         self.on_built = on_built  # called once network, data, loss and optimizer are built
         self.num_shards, self.shard_id = shard
-        self.cfg = exp.config
+        self.cfg = request.config
         from .signals import SignalStop
         self.stopper = stopper or SignalStop()  # the runner's, held until run.json is final
         self.steps = None  # the RunSteps heading the callbacks (see _callbacks)
@@ -169,7 +173,7 @@ class Session:
         from .progress import Progress, wanted
         if wanted(self.quiet):
             cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
-        cbs.extend(self.exp.callbacks() or [])
+        cbs.extend(list(self.exp.callbacks() or []) + list(self.added))
         from .monitors import best_checkpoint_args, early_stopping
         self.early_stop_cb = early_stopping(self.exp, d, resume, self.plan.steps_per_epoch)
         if self.early_stop_cb is not None:
@@ -177,10 +181,12 @@ class Session:
         # Logs are flushed before each checkpoint (never behind it): ours and the
         # experiment's callbacks that buffer (anything with a flush()).
         flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]
+        stateful = stateful_callbacks(cbs, resume)  # their state goes with each checkpoint
         cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,
                               keep_last=cfg.keep_checkpoints,
                               min_interval_s=cfg.checkpoint_interval_s, flush=flush,
-                              steps_per_epoch=spe, **best_checkpoint_args(self.exp)))
+                              steps_per_epoch=spe, stateful=stateful,
+                              **best_checkpoint_args(self.exp)))
         # Last, so a signal that arrives during any callback of step s stops at s.
         cbs.append(self.stopper)
         self.cbs = cbs

@@ -1,4 +1,5 @@
 """Stop training cleanly on SIGINT/SIGTERM."""
+from typing import Any, Iterator
 import contextlib
 import logging
 import signal
@@ -23,14 +24,14 @@ class SignalStop(QuietCallback):
     run.json) always finish and the record never stays ``running``.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
-        self.signum = None
-        self._saved = {}
+        self.signum: int | None = None
+        self._saved: dict[int, Any] = {}
         self._training = False
-        self._late = None
+        self._late: int | None = None
 
-    def handler(self, signum, frame):
+    def handler(self, signum: int, frame: Any) -> None:
         if self.signum is not None and self._training:
             raise KeyboardInterrupt
         if self.signum is None:
@@ -42,7 +43,7 @@ class SignalStop(QuietCallback):
                        "stopping once the run's record is written")
 
     @contextlib.contextmanager
-    def training(self):
+    def training(self) -> Iterator[None]:
         """The block trains: a second signal in it stops at once. Our handlers
         are taken back on the way out (MindSpore may have replaced them)."""
         self._training = True
@@ -62,7 +63,7 @@ class SignalStop(QuietCallback):
         other callback's step end runs (this one runs last, see the runner)."""
         return TakeBack(self)
 
-    def on_train_step_end(self, run_context):
+    def on_train_step_end(self, run_context: Any) -> None:
         if self.signum is not None:
             run_context.request_stop()
         elif self._saved:
@@ -74,21 +75,21 @@ class SignalStop(QuietCallback):
             # callbacks, and one of them may have started an iterator since.
             self.take_back()
 
-    def __enter__(self):
+    def __enter__(self) -> Any:
         """Install the handlers (main thread only; the outermost enter)."""
         if not self._context_depth and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._saved[sig] = signal.signal(sig, self.handler)
         return super().__enter__()
 
-    def _end_context(self):
+    def _end_context(self) -> None:
         # The outermost exit only: Model enters it again (and Model.fit once per
         # evaluation); restoring there would let a later signal kill the run.
         saved, self._saved = self._saved, {}
         for sig, old in saved.items():  # None: a handler not set from Python
             signal.signal(sig, signal.SIG_DFL if old is None else old)
         late, self._late = self._late, None
-        caller = saved.get(late)
+        caller = saved.get(late) if late is not None else None
         if callable(caller) and caller is not signal.default_int_handler:
             caller(late, None)  # a tuning worker's flag: it stops after this run
 
@@ -108,5 +109,5 @@ class TakeBack(QuietCallback):
         super().__init__()
         self._stop = stop
 
-    def on_train_step_end(self, run_context):
+    def on_train_step_end(self, run_context: Any) -> None:
         self._stop.take_back()

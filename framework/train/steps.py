@@ -1,6 +1,7 @@
 """The run's step count in what every callback reads: after a resume,
 ``cb_params.cur_step_num`` counts from the run's start, as ``cur_epoch_num``
 does (MindSpore restarts the step count in each ``Model.train`` call)."""
+from typing import Any
 from ..callbacks._common import count_steps_from
 from ..callbacks._quiet_callback import QuietCallback
 
@@ -17,5 +18,5 @@ class RunSteps(QuietCallback):
         super().__init__()
         self.steps_before = 0
 
-    def on_train_begin(self, run_context):
+    def on_train_begin(self, run_context: Any) -> None:
         count_steps_from(run_context.original_args(), self.steps_before)

@@ -1,4 +1,5 @@
 """system.csv for a run: the SystemMonitor the config asks for, when psutil is there."""
+from typing import Any
 import logging
 import os
 
@@ -8,7 +9,7 @@ logger = logging.getLogger(__name__)
 _warned: list[bool] = []
 
 
-def system_monitor(cfg, run_dir, resume=None):
+def system_monitor(cfg: Any, run_dir: str, resume: Any = None) -> Any:
     """A :class:`~mindexp.callbacks.SystemMonitor` sampling every
     ``cfg.system_every_s`` seconds, or None when that is 0 or psutil (the
     optional extra ``system``) is missing (one warning per process).

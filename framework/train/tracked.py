@@ -93,6 +93,7 @@ class TrackedRun:
         self.run_id = ""
         self.resumed: Any = None  # train.resume.Resume of a resumed run
         self.record: RunRecord | None = None
+        self.writer = True  # False on a rank other than 0 under msrun: it records nothing
         self._held = contextlib.ExitStack()
         self._stopper: SignalStop | None = None
         self._training: Any = None
@@ -104,14 +105,14 @@ class TrackedRun:
     def __enter__(self) -> TrackedRun:
         try:
             self._stopper = hold_signals(self._held, _BlockStop())
-            if self.resume_from is None:
-                self.dir = hold_new_run(self._held, self.out, self.name)
-            else:
-                self.dir = self._hold_resumed(os.fspath(self.resume_from))
+            self.dir = self._hold_folder()
             self.run_id = os.path.basename(self.dir)
-            self.record = self._start_record()
-            # every log opened inside the run folder registers with it (resume cuts each back)
-            self._held.enter_context(run_declared(self.dir))
+            if self.writer:
+                self.record = self._start_record()
+            if os.path.isdir(self.dir):
+                # every log opened inside the run folder registers with it (resume cuts
+                # each back), a rank's own files too
+                self._held.enter_context(run_declared(self.dir))
         except BaseException:
             self._held.close()
             raise
@@ -122,10 +123,13 @@ class TrackedRun:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: types.TracebackType | None) -> bool:
-        assert self._stopper is not None and self.record is not None  # set by __enter__
+        assert self._stopper is not None  # set by __enter__
         self._training.__exit__(None, None, None)  # a signal from here on is only noted
         try:
-            status = self._end(exc)
+            if self.record is None:  # a rank other than 0: rank 0 records the run
+                status = _status_of(exc, self._stopper.signum, self._loss_cb)
+            else:
+                status = self._end(exc)
         finally:
             self._held.close()  # the lock last: after run.json is final
         return self._outcome(status, exc)
@@ -167,7 +171,8 @@ class TrackedRun:
         cbs.extend(extra)
         flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]  # logs never behind
         cbs.append(Checkpoint(d, every_epochs=checkpoint_every, keep_last=keep_checkpoints,
-                              flush=flush, steps_per_epoch=spe))
+                              flush=flush, steps_per_epoch=spe,
+                              stateful=stateful_callbacks(cbs, point)))
         cbs.append(self._stopper)  # last: a signal during any callback of step s stops at s
         return cbs
 
@@ -188,6 +193,26 @@ class TrackedRun:
         return position
 
     # -- inside ----------------------------------------------------------------
+    def _hold_folder(self) -> str:
+        """The run folder: a new locked one, the resumed one, or under msrun
+        rank 0's (rank 0 creates and locks it, the other ranks join it and
+        write only their own rank files)."""
+        if self.resume_from is not None:
+            return self._hold_resumed(os.fspath(self.resume_from))
+        rank = _msrun_rank()
+        if rank is None:
+            return hold_new_run(self._held, self.out, self.name)
+        from . import distributed
+        if rank == 0:
+            return distributed.create_shared_run_dir(self._held, self.out, self.name)
+        self.writer = False
+        run_dir = distributed.joined_run_dir(self.out, self.name)
+        if distributed.visible(run_dir):
+            return run_dir
+        logger.warning("rank %d writes nothing: the run folder %s is not visible on this node "
+                       "(share the output root)", rank, run_dir)
+        return distributed.unseen_rank_dir(self.out, self.name, rank)
+
     def _hold_resumed(self, run_dir: str) -> str:
         """Take a script run's lock and put it back at its latest good checkpoint."""
         from .resume import check_run_dir, resume_point, truncate_logs
@@ -320,6 +345,19 @@ def record_log_summary(record: RunRecord) -> None:
         logger.debug("no log summary for %s", record.run_dir, exc_info=True)
 
 
+def stateful_callbacks(cbs: Iterable[Any], resume: Any = None) -> list[Any]:
+    """The callbacks of ``cbs`` that keep state beyond their files (opt-in:
+    ``state_dict()`` and ``load_state_dict(state)``), saved with each
+    checkpoint; on a resume (``resume``, a Resume) they get their state back
+    here, before training starts."""
+    from ..callbacks.checkpoint import load_callback_state
+    stateful = [cb for cb in cbs if callable(getattr(cb, "state_dict", None))
+                and callable(getattr(cb, "load_state_dict", None))]
+    if resume is not None and stateful:
+        load_callback_state(resume.params, stateful)
+    return stateful
+
+
 def note_signal(meta: dict[str, Any], signum: int | None) -> None:
     """run.json names the signal that stopped the run (``signal``: ``"SIGINT"``)."""
     if signum is not None:
@@ -393,6 +431,24 @@ def _capture(record: RunRecord, script: str | None, config: dict[str, Any], poin
     meta.update({k: point.meta.get(k) for k in (F.META_KEY, F.RERUN_KEY)})
     meta["resumes"][-1][F.META_KEY] = capture.capture_script(
         script, record.run_dir, config, number=len(meta["resumes"]))
+
+
+def _msrun_rank() -> int | None:
+    """This process's rank in the user's own msrun (None outside msrun); the
+    script must have joined the cluster (``mindspore.communication.init()``)."""
+    from .._mindspore import msrun_scheduler, under_msrun
+    if msrun_scheduler():  # msrun runs the script as its scheduler too: it only serves
+        logger.debug("msrun's scheduler: the cluster has ended, no run here")
+        raise SystemExit(0)
+    if not under_msrun():
+        return None
+    from mindspore.communication import get_rank
+    try:
+        return int(get_rank())
+    except RuntimeError as exc:
+        raise MindexpError("under msrun, call mindspore.communication.init() before "
+                           f"mindexp.track(): every rank joins the run rank 0 creates ({exc})") \
+            from None
 
 
 def _status_of(exc: BaseException | None, signum: int | None, loss_cb: Any) -> str:

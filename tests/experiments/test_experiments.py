@@ -26,7 +26,8 @@ def test_list_shows_every_experiment_without_importing_mindspore(cli):
     result = cli("list")
     assert result.returncode == 0
     heads = [line.split()[0] for line in result.stdout.splitlines()]
-    assert heads == sorted(SHIPPED + ("image_folder",))  # image_folder: test_data_on_disk.py
+    # image_folder: test_data_on_disk.py; spirals_curriculum: test_curriculum.py
+    assert heads == sorted(SHIPPED + ("image_folder", "spirals_curriculum"))
     fields = cli("list", "pinn_ode").stdout
     assert "hidden" in fields and "boundary_weight" in fields
     probe = ("import sys; from mindexp.manage.experiments import field_lines; "

@@ -460,28 +460,27 @@ def test_model_counts_steps_on_from_what_train_begin_left_in_cur_step_num(ms_gra
     assert [g for _, g in rec.steps] == [13, 14, 15, 16]
 
 
-def test_a_graphs_first_run_flushes_a_denormal_parameter_and_later_runs_keep_it(ms_graph):
-    """Why a resumed run's Adam ``beta1_power`` can be 0 where the uninterrupted
-    run holds a denormal (docs/training.md, "Bitwise, and the one exception"):
-    a value below float32's normal range that a parameter holds before a graph
-    first runs is flushed to 0 by that run (flush-to-zero inside MindSpore's CPU
-    runtime); loaded or set after the first run, it survives. When this test
-    fails, the docs' exception is gone (or moved): update them."""
-    from mindspore import Parameter
-
-    class Scale(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.p = Parameter(Tensor(np.float32(6e-45)), name="p")
-
-        def construct(self, x):
-            self.p = self.p * 0.9
-            return x
-
-    denormal = np.float32(6e-45)   # 4 x the smallest float32; x 0.9 rounds back to it
-    cell = Scale()
-    cell(Tensor(1.0))
-    assert float(cell.p.asnumpy()) == 0.0        # the first run flushed it
-    cell.p.set_data(Tensor(denormal))
-    cell(Tensor(1.0))
-    assert cell.p.asnumpy() == denormal          # a later run keeps it
+def test_a_denormal_loaded_before_a_graphs_first_run_becomes_zero_and_after_it_stays(ms_graph):
+    """MindSpore 2.10 on CPU flushes denormals (|x| < 1.18e-38 in float32) in a
+    parameter's value when a graph first runs with it (the first copy to the
+    device), not later: so a resumed run, which loads its checkpoint before its
+    first step, holds 0 where the uninterrupted run held a denormal. Adam's
+    beta1_power is the one that meets it (0.9 ** 830 ~ 6e-39); it changes no
+    weight (1 - p is 1.0 in float32 once p < 3e-8). docs/training.md says so."""
+    def adam_cell():
+        net = nn.Dense(1, 1)
+        opt = nn.Adam(net.trainable_params(), learning_rate=0.01)
+        return nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), opt), opt
+    denormal = np.float32(6e-45)
+    assert 0 < denormal < np.finfo(np.float32).tiny
+    x = Tensor(X)
+    cell, opt = adam_cell()      # loaded before the first run: flushed by it
+    opt.beta1_power.set_data(Tensor(denormal))
+    cell(x, x)
+    assert float(opt.beta1_power.asnumpy()) == 0.0
+    cell, opt = adam_cell()      # set after a first run: kept (x 0.9, rounded to 4 steps of 1.4e-45)
+    cell(x, x)
+    opt.beta1_power.set_data(Tensor(denormal))
+    cell(x, x)
+    assert float(opt.beta1_power.asnumpy()) == float(denormal)
+    assert np.float32(1) - np.float32(2.9e-8) == np.float32(1)   # why no weight changes

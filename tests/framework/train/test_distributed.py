@@ -191,3 +191,29 @@ def test_the_other_ranks_stop_when_rank_0_could_not_create_the_run_folder(
     done = main_cli("run", "linear", "--set", "epochs=1", "--out", "out", "--quiet")
     assert done.returncode == 1 and "rank 0 created no run folder" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_track_on_rank_1_joins_rank_0s_run_and_records_nothing(tmp_path, rank1_of_two_nodes):
+    import mindexp
+    run_dir = tmp_path / "out" / "script" / RANK0_RUN_ID
+    run_dir.mkdir(parents=True)  # rank 0 made it on the output root both nodes see
+    with mindexp.track(tmp_path / "out", "script", config={"lr": 0.1}) as run:
+        assert run.dir == str(run_dir) and run.run_id == RANK0_RUN_ID
+        assert os.listdir(run_dir) == []  # no record, config or lock of this rank's
+    assert os.listdir(tmp_path / "out" / "script") == [RANK0_RUN_ID]
+
+
+def test_track_on_rank_0_creates_the_run_and_sends_its_id(tmp_path, rank1_of_two_nodes,
+                                                          monkeypatch):
+    import numpy as np
+    import mindspore.communication
+    import mindexp
+    from mindexp.train import distributed
+    monkeypatch.setattr(mindspore.communication, "get_rank", lambda *a: 0)
+    sent = []
+    monkeypatch.setattr(distributed, "all_reduce_sum", lambda mine: sent.append(mine) or mine)
+    with mindexp.track(tmp_path / "out", "script", config={"lr": 0.1}) as run:
+        pass
+    assert bytes(sent[0].astype(np.uint8)).rstrip(b"\0").decode() == run.run_id
+    with open(os.path.join(run.dir, "run.json")) as f:
+        assert json.load(f)["status"] == "completed"
