@@ -133,15 +133,19 @@ def chunking(w, n_sets):
 
 
 def default_sets(pkg_by_name, out):
-    """name -> the four default callbacks of a callbacks package, as the runner sets them."""
+    """name -> the four default callbacks of a callbacks package, as the runner
+    sets them: inside one CallbackList (one record a step) when the package
+    has it (issue 44), else one by one."""
     sets = {}
     for name, pkg in pkg_by_name.items():
         if pkg is None:
             sets[name] = []
             continue
         d = os.path.join(out, name)
-        sets[name] = [pkg.LossMonitor(d), pkg.ParameterTracker(d), pkg.GradNormMonitor(d),
-                      pkg.Checkpoint(d, every_epochs=1, keep_last=3, min_interval_s=10.0)]
+        cbs = [pkg.LossMonitor(d), pkg.ParameterTracker(d), pkg.GradNormMonitor(d),
+               pkg.Checkpoint(d, every_epochs=1, keep_last=3, min_interval_s=10.0)]
+        listed = getattr(pkg, "__all__", ())
+        sets[name] = [pkg.CallbackList(cbs)] if "CallbackList" in listed else cbs
     return sets
 
 

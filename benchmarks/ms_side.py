@@ -15,6 +15,9 @@ to the end of the last step (synced again), over ``steps - 1`` steps.
 - ``mindexp_off``: mindexp's own pieces (experiment network/loss/optimizer,
   ``callbacks.TrainStep`` returning the grad norm, ``exp.dataset``) in
   ``Model.train`` with no callbacks.
+- ``mindexp_noop``: ``mindexp_off`` plus one callback that does nothing
+  (MindSpore's own ``Callback``): the floor of MindSpore's dispatch, what
+  one callback costs before it does any work.
 - ``mindexp_on``: ``Experiment.run()``, the real runner with its default
   callbacks (loss+lr, parameters, grad norm every step; checkpoints).
 """
@@ -33,7 +36,7 @@ from mindexp.define.data import BatchSource, as_arrays, make_dataset
 
 from .workloads import steps_per_s
 
-VARIANTS = ("hand", "model_sample", "model_batch", "mindexp_off", "mindexp_on")
+VARIANTS = ("hand", "model_sample", "model_batch", "mindexp_off", "mindexp_noop", "mindexp_on")
 
 
 # -- the workloads as mindexp experiments -----------------------------------------
@@ -293,7 +296,7 @@ def model_fast(w, out=None):
         arrays, ("x", "y"), w.batch, shuffle=not eval_split, seed=0))
 
 
-def mindexp_off(w, out=None):
+def mindexp_off(w, out=None, extra=()):
     """mindexp's train cell + data path, with no callbacks (see the module doc)."""
     from mindexp.callbacks import TrainStep
     from mindexp.train.session import startup_objects_frozen
@@ -308,8 +311,14 @@ def mindexp_off(w, out=None):
     timer = StepTimer(w.steps)
     dataset = exp.dataset("train", arrays)
     with startup_objects_frozen():   # as the runner trains
-        model.train(cfg.epochs, dataset, callbacks=[timer], dataset_sink_mode=False)
+        model.train(cfg.epochs, dataset, callbacks=[timer, *extra], dataset_sink_mode=False)
     return timer.result()
+
+
+def mindexp_noop(w, out=None):
+    """``mindexp_off`` with one more callback that does nothing: MindSpore's
+    dispatch of its six hooks (each forwards to its old name, a no-op)."""
+    return mindexp_off(w, out, extra=[Callback()])
 
 
 def mindexp_on(w, out):
@@ -335,7 +344,8 @@ def _rate_from_loss_csv(run_dir):
 
 
 RUNNERS = {"hand": hand, "model_sample": model_sample, "model_batch": model_batch,
-           "model_fast": model_fast, "mindexp_off": mindexp_off, "mindexp_on": mindexp_on}
+           "model_fast": model_fast, "mindexp_off": mindexp_off, "mindexp_noop": mindexp_noop,
+           "mindexp_on": mindexp_on}
 
 
 def measure(variant, w, out):

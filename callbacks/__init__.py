@@ -9,13 +9,15 @@ for importing mindspore.
 import importlib
 
 _EXPORTS = {
-    "Checkpoint": "checkpoint", "latest_checkpoint": "checkpoint",
-    "list_checkpoints": "checkpoint", "load_callback_state": "checkpoint", "CsvLog": "csv_log", "CsvFormatError": "csv_log",
+    "CallbackList": "callback_list", "Checkpoint": "checkpoint", "latest_checkpoint": "checkpoint",
+    "list_checkpoints": "checkpoint", "load_callback_state": "checkpoint", "CsvLog": "csv_log",
+    "CsvFormatError": "csv_log",
     "read_csv": "csv_log", "register_log": "_registry", "registered_logs": "_registry",
     "EarlyStopping": "early_stopping", "EvalCell": "eval_loss", "EvalLoss": "eval_loss",
     "EvalMonitor": "eval_monitor",
     "GradNormMonitor": "grad_norm_monitor", "LossMonitor": "loss_monitor",
-    "ParameterTracker": "parameter_tracker", "SystemMonitor": "system_monitor",
+    "ParameterTracker": "parameter_tracker", "StepRecord": "step_record",
+    "SystemMonitor": "system_monitor",
     "TensorBoardLogger": "tensorboard_logger",
     "Timer": "timer", "TrainStep": "train_step", "metric_direction": "direction",
 }

@@ -1,6 +1,7 @@
 """Types of mindexp.callbacks' exports for type checkers: ``__init__.py``
 imports each name on first use, which a checker cannot follow. Keep the names
 equal to ``__init__.py``'s ``_EXPORTS`` (tests/test_types.py checks)."""
+from .callback_list import CallbackList as CallbackList
 from .checkpoint import Checkpoint as Checkpoint
 from .checkpoint import latest_checkpoint as latest_checkpoint
 from .checkpoint import load_callback_state as load_callback_state
@@ -18,6 +19,7 @@ from .eval_monitor import EvalMonitor as EvalMonitor
 from .grad_norm_monitor import GradNormMonitor as GradNormMonitor
 from .loss_monitor import LossMonitor as LossMonitor
 from .parameter_tracker import ParameterTracker as ParameterTracker
+from .step_record import StepRecord as StepRecord
 from .system_monitor import SystemMonitor as SystemMonitor
 from .tensorboard_logger import TensorBoardLogger as TensorBoardLogger
 from .timer import Timer as Timer

@@ -1,9 +1,8 @@
 """The lifecycle every CSV-writing callback shares."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from ._common import float_reader
 from ._quiet_callback import QuietCallback
 
 if TYPE_CHECKING:
@@ -20,17 +19,8 @@ class LogCallback(QuietCallback):
     training raises; not when an evaluation of ``Model.fit`` ends).
     Subclasses list their logs in ``_logs()``."""
 
-    _float_reader: Callable[[Any], float | None] | None = None  # the step output's reader; None until the first read
-
     def _logs(self) -> Sequence[CsvLog | None]:
         return (getattr(self, "_log", None),)
-
-    def _as_float(self, output: Any) -> float | None:
-        """A step's ``output`` as a float, read by a reader chosen on the first
-        call (a train network's outputs keep their type from step to step)."""
-        if self._float_reader is None:
-            self._float_reader = float_reader(output)
-        return self._float_reader(output)
 
     def on_train_epoch_end(self, run_context: RunContext) -> None:
         for log in self._logs():

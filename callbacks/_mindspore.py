@@ -133,6 +133,21 @@ def batch_size_of(cb_params: Any) -> int | None:
     return int(size) if isinstance(size, (int, np.integer)) and size > 0 else None
 
 
+def runs_in_evaluation(callback: Any) -> bool:
+    """Whether ``Model.fit`` hands ``callback`` to its evaluations.
+
+    Checked on 2.10: ``Model._eval_during_train`` passes every callback of
+    the training's list except those whose class name is one of
+    ``mindspore.train.callback.__all__`` (``LossMonitor``,
+    ``EarlyStopping``, ...; a ``TimeMonitor`` is kept), by name, so
+    mindexp's ``LossMonitor`` and ``EarlyStopping`` are left out too. A
+    ``CallbackList`` hands the evaluations the same ones.
+    """
+    from mindspore.train.callback import TimeMonitor
+    from mindspore.train.callback import __all__ as internal_names
+    return type(callback).__name__ not in internal_names or isinstance(callback, TimeMonitor)
+
+
 def calling_model_metrics(max_frames: int = 12) -> dict[str, Any] | None:
     """The metrics (name -> ``Metric``) of the ``Model`` whose hook is calling,
     or None when unknown.

@@ -56,6 +56,15 @@ class QuietCallback(Callback):
         info = step_info(cb_params, self.steps_per_epoch)
         return None if info[0] % self.every and not info[2] else info
 
+    def _record_when_due(self, run_context: RunContext) -> None:
+        """``on_train_step_end`` of a callback taking a :class:`StepRecord`
+        (``on_train_step_record``) used alone: it builds its own record, on
+        the steps it logs. Inside a ``CallbackList`` the list's record is
+        handed to it instead, built once for all its callbacks."""
+        cb_params = run_context.original_args()
+        if self._logged_step(cb_params) is not None:
+            self.on_train_step_record(self._recorder.record(cb_params), run_context)  # type: ignore[attr-defined]
+
     def on_train_step_begin(self, run_context: RunContext) -> None:
         pass
 

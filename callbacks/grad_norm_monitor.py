@@ -4,11 +4,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ._common import (check_directory, check_every, check_steps_per_epoch, log_path,
-                      net_outputs, to_float)
+from ._common import check_directory, check_every, check_steps_per_epoch, log_path, to_float
 from ._log_callback import LogCallback
+from ._recorder import Recorder
 from . import schema
 from .csv_log import CsvLog
+from .step_record import StepRecord
 
 __all__ = ["GradNormMonitor"]
 
@@ -55,12 +56,13 @@ class GradNormMonitor(LogCallback):
         self._log: CsvLog | None = None
         self._params_log: CsvLog | None = None
         self._names: tuple[str, ...] = ()
+        self._recorder = Recorder(self.steps_per_epoch)
 
     def on_train_begin(self, run_context: RunContext) -> None:
         network = run_context.original_args().train_network
         self._check_network(network)
         self._names = tuple(getattr(network, "param_names", ()))
-        self._float_reader = None
+        self._recorder.begin(run_context.original_args())
         path = log_path(self.directory, schema.GRAD_NORM.filename, self.all_ranks)
         self._log = self._checked_log(path, schema.GRAD_NORM.columns) if path else None
         ppath = log_path(self.directory, schema.GRAD_NORM_PARAMS.filename, self.all_ranks)
@@ -68,17 +70,18 @@ class GradNormMonitor(LogCallback):
             self._params_log = self._checked_log(ppath, schema.GRAD_NORM_PARAMS.columns)
 
     def on_train_step_end(self, run_context: RunContext) -> None:
-        cb_params = run_context.original_args()
-        logged = self._logged_step(cb_params)
-        if logged is None:
+        self._record_when_due(run_context)
+
+    def on_train_step_record(self, record: StepRecord, run_context: RunContext) -> None:
+        """Write the step's norm when due (see :class:`StepRecord`)."""
+        if record.step % self.every and not record.epoch_end:
             return
-        step, epoch, _ = logged
-        outputs = net_outputs(cb_params)
-        self.last_grad_norm = self._as_float(outputs[1])
+        step, epoch = record.step, record.epoch
+        self.last_grad_norm = record.grad_norm
         if self._log is not None:
             self._log.write((step, epoch, self.last_grad_norm))
         if self._params_log is not None:
-            for name, param_norm in zip(self._names, outputs[2]):
+            for name, param_norm in zip(self._names, record.outputs[2]):
                 self._params_log.write((step, epoch, name, to_float(param_norm)))
 
     def _logs(self) -> Sequence[CsvLog | None]:

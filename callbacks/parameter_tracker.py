@@ -12,15 +12,17 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from mindspore import dtype as mstype
 
-from ._common import (check_directory, check_every, check_steps_per_epoch, log_path, net_outputs,
+from ._common import (check_directory, check_every, check_steps_per_epoch, log_path,
                       trained_parameters)
 from ._fused import kernels
 from ._log_callback import LogCallback
 from ._mindspore import HostViews, batch_size_of, train_network_of
-from ._stats import (CHUNK, RAW_MAX, STATS, block_statistics, default_workers, from_graph_sums,
+from ._recorder import Recorder
+from ._stats import (CHUNK, RAW_MAX, STATS, block_statistics, default_workers,
                      statistics)
 from . import schema
 from .csv_log import CsvLog
+from .step_record import StepRecord
 
 __all__ = ["ParameterTracker"]
 
@@ -111,9 +113,11 @@ class ParameterTracker(LogCallback):
         self._log: CsvLog | None = None
         self._host: HostViews | None = None
         self._block: _Block | None = None
+        self._recorder = Recorder(self.steps_per_epoch)
 
     def on_train_begin(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
+        self._recorder.begin(cb_params)
         self._params = self._select(trained_parameters(cb_params))
         path = log_path(self.directory, schema.PARAMS.filename, self.all_ranks)
         self._log = self._checked_log(path, schema.PARAMS.columns) if path else None
@@ -142,19 +146,23 @@ class ParameterTracker(LogCallback):
         return self._threads
 
     def on_train_step_end(self, run_context: RunContext) -> None:
-        cb_params = run_context.original_args()
-        logged = self._logged_step(cb_params)
-        if self._log is None or logged is None:
+        if self._log is not None:
+            self._record_when_due(run_context)
+
+    def on_train_step_record(self, record: StepRecord, run_context: RunContext) -> None:
+        """Keep the step's parameter values when due (see :class:`StepRecord`)."""
+        if self._log is None or (record.step % self.every and not record.epoch_end):
             return
         block = self._block
         assert block is not None and self._host is not None  # made with the log
         # the grid of the run's steps, not of this process's hooks: a resume keeps it
-        with_large = ((logged[0] - 1) // self.every) % self.large_every == 0
-        outputs = net_outputs(cb_params)
+        with_large = ((record.step - 1) // self.every) % self.large_every == 0
+        outputs = record.outputs
         arrays = self._host.arrays(outputs)
         if self._graph is not None:
-            arrays = self._graph.merge(arrays, outputs)
-        block.add(logged[0], logged[1], arrays, with_large, self._threads if with_large else 1)
+            arrays = self._graph.merge(arrays, record.param_stats)
+        block.add(record.step, record.epoch, arrays, with_large,
+                  self._threads if with_large else 1)
         if block.full() or block.waited() >= self._log.flush_seconds:
             self._write_block()
 
@@ -196,8 +204,7 @@ class ParameterTracker(LogCallback):
         if missing or not wanted or index is None:
             return None
         block.given = set(wanted)
-        return _GraphStats(index, {i: names.index(self._params[i].name) for i in wanted},
-                           {i: int(self._params[i].size) for i in wanted}, len(self._params))
+        return _GraphStats({i: self._params[i].name for i in wanted}, len(self._params))
 
     def _labels(self, name: str, size: Any) -> tuple[str, ...]:
         """The ``param`` column of a parameter's rows, in the order of its values."""
@@ -224,28 +231,26 @@ STATS_SOURCES = ("auto", "host", "graph")
 
 
 class _GraphStats:
-    """Reads the statistics a ``TrainStep(param_stats=...)`` returned.
+    """Puts the statistics a ``TrainStep(param_stats=...)`` returned (the step
+    record's ``param_stats``) among the host's arrays.
 
     Args:
-        index: the position of the statistics tensor in the step's outputs.
-        rows: tracked parameter's position -> its row in that tensor.
-        sizes: tracked parameter's position -> its number of elements.
+        names: tracked parameter's position -> its name, for those the graph computes.
         count: how many parameters are tracked.
     """
 
-    def __init__(self, index: int, rows: dict[int, int], sizes: dict[int, int], count: int) -> None:
-        self.index, self.rows, self.sizes = index, rows, sizes
-        self.host_positions = [i for i in range(count) if i not in rows]
+    def __init__(self, names: dict[int, str], count: int) -> None:
+        self.rows = names
+        self.host_positions = [i for i in range(count) if i not in names]
 
-    def merge(self, host_arrays: Sequence[Any], outputs: Any) -> list[Any]:
+    def merge(self, host_arrays: Sequence[Any], stats: Any) -> list[Any]:
         """Every tracked parameter's entry in order: the host's arrays, and
         for the graph's parameters their five statistics."""
-        sums = outputs[self.index].asnumpy()
         merged: list[Any] = [None] * (len(host_arrays) + len(self.rows))
         for i, array in zip(self.host_positions, host_arrays):
             merged[i] = array
-        for i, row in self.rows.items():
-            merged[i] = from_graph_sums(sums[row], self.sizes[i])
+        for i, name in self.rows.items():
+            merged[i] = stats[name]
         return merged
 
 

@@ -9,7 +9,7 @@ from ._common import (eval_results, check_directory, check_every, check_steps_pe
                       net_outputs, optimizer_of, rank_id, to_float, trained_parameters)
 from ._quiet_callback import QuietCallback
 from ._tensorboard import EventWriter, check_available
-from .loss_monitor import _LearningRate
+from ._recorder import LearningRate
 
 __all__ = ["TensorBoardLogger"]
 
@@ -54,7 +54,7 @@ class TensorBoardLogger(QuietCallback):
         self.hparams = dict(hparams or {})
         self.all_ranks = bool(all_ranks)
         self._writer: EventWriter | None = None
-        self._lr: _LearningRate | None = None
+        self._lr: LearningRate | None = None
         self._params: list[Any] = []
         self._last: tuple[int, float | None] = (0, None)
 
@@ -65,7 +65,7 @@ class TensorBoardLogger(QuietCallback):
             self._writer = EventWriter(path) if path else None
             if self._writer is not None and self.hparams:
                 self._writer.hparams(self.hparams, ["loss"])
-        self._lr = _LearningRate(optimizer_of(cb_params))
+        self._lr = LearningRate(optimizer_of(cb_params))
         self._params = trained_parameters(cb_params) if self.params else []
 
     def on_train_step_end(self, run_context: RunContext) -> None:

@@ -55,7 +55,14 @@ def run_request(request: RunRequest) -> Run | None:
     declares, a new run or a resume; returns its ``Run``, as
     :func:`run_experiment` does."""
     from .train.launch import train
-    return _finished(lambda: train(request, finish=_save_plots))
+    kept: dict[str, Run] = {}
+
+    def keep(run_dir: str) -> None:  # the final record, read while the run's lock is held
+        try:
+            kept[run_dir] = _read_now(run_dir)
+        except Exception:  # noqa: BLE001  an unreadable record: _finished reads it again
+            pass
+    return _finished(lambda: train(request, finish=_save_plots, keep=keep), kept)
 
 
 def resume_run(run_dir: str, overrides: Mapping[str, Any] | None = None,
@@ -78,22 +85,23 @@ def resume_run(run_dir: str, overrides: Mapping[str, Any] | None = None,
         return run_request(RunRequest(exp, out=out, quiet=quiet, resume=point))
 
 
-def _finished(start: Callable[[], str | None]) -> Run | None:
+def _finished(start: Callable[[], str | None], kept: Mapping[str, Run]) -> Run | None:
     """Run ``start()`` (which returns a run directory, its plots drawn), wrap it.
 
-    The run's record is read at once: once it is final, ``mindexp gc`` may
-    remove the folder, and the returned ``Run`` must still say how the
-    run ended (a sweep's worker answers with it).
+    The run's record is read before its lock is released (``kept``, filled by
+    ``train``'s ``keep``): once the lock is free, ``mindexp gc`` may remove
+    the folder, and the returned ``Run`` must still say how the run ended
+    (a sweep's worker answers with it).
     """
     try:
         run_dir = start()
     except TrainingError as exc:
         if exc.run_dir is not None:
-            exc.run = _read_now(exc.run_dir)
+            exc.run = kept.get(exc.run_dir) or _read_now(exc.run_dir)
         raise
     if run_dir is None:
         return None
-    return _read_now(run_dir)
+    return kept.get(run_dir) or _read_now(run_dir)
 
 
 def _read_now(run_dir: str | os.PathLike[str]) -> Run:

@@ -1,5 +1,38 @@
-"""Helpers for the search tests: a study in the state a test needs."""
+"""Helpers for the search tests: a study in the state a test needs, an experiment
+that waits while a file exists."""
 import warnings
+
+HELD = '''
+import os, time
+from dataclasses import dataclass
+from mindspore.train import Callback
+from mindexp.experiments.linear import Linear
+
+
+class Held(Linear):
+    """Linear; each step waits a little while the file `hold` exists, and the
+    network refuses to build while the file `boom` exists."""
+    name = "held"
+
+    @dataclass
+    class Config(Linear.Config):
+        hold: str = ""
+        boom: str = ""
+
+    def network(self):
+        if self.config.boom and os.path.exists(self.config.boom):
+            raise RuntimeError("the boom file is there")
+        return super().network()
+
+    def callbacks(self):
+        hold = self.config.hold
+
+        class Hold(Callback):
+            def on_train_step_end(self, run_context):
+                if hold and os.path.exists(hold):
+                    time.sleep(0.2)
+        return [Hold()]
+'''
 
 
 def lost_trial(url):
@@ -15,3 +48,15 @@ def lost_trial(url):
     lost.set_user_attr("host", "another-machine")
     study._storage.record_heartbeat(lost._trial_id)
     return study
+
+
+def wait_for(condition, what, timeout=240):
+    """Poll ``condition()`` until it returns something true; returns that."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {timeout} s")

@@ -4,6 +4,7 @@ mindexp.search; this module parses, calls and prints."""
 import argparse
 import os
 import sys
+import time
 
 from ..errors import ConfigError, MindexpError
 from ..secrets import has_password, masked
@@ -178,7 +179,7 @@ def _sweep_exit(sweep, status):
 
 def _run_tune(args: argparse.Namespace) -> int:
     """Run (or continue) a study, or ``--show`` one; returns the exit status."""
-    from ..search.results import best, open_existing, save_plots
+    from ..search.results import open_existing, save_plots
     _warn_typed_password(args.storage)
     if args.show:
         _print_study(open_existing(args.study, args.out, args.storage))
@@ -187,7 +188,7 @@ def _run_tune(args: argparse.Namespace) -> int:
         raise ConfigError("tune needs an EXPERIMENT (or --show --study NAME). Received: none")
     from ..define.catalog import resolve_spec
     from ..define.config import load_toml, parse_assignments
-    from ..search.driver import make_spec, run_workers, start
+    from ..search.driver import finish, make_spec, run_workers, start, to_run
     from ..search.study import remaining
     cls, entry = resolve_spec(args.experiment)
     base = {**(load_toml(args.config) if args.config else {}), **parse_assignments(args.set)}
@@ -201,14 +202,53 @@ def _run_tune(args: argparse.Namespace) -> int:
     print(f"study {spec.study}: {spec.objective} ({how}) of {spec.experiment}, "
           f"{left} of {spec.trials} trials to run, {args.workers} worker(s)\n"
           f"storage: {masked(spec.storage)}\nfolder: {spec.study_dir}", flush=True)
-    signum = run_workers(spec, args.workers, on_line=_print_trial) if left else None
-    save_plots(study, spec.study_dir)
+    disk = _DiskWatch()
+    try:
+        signum = run_workers(spec, args.workers, on_line=disk.watching(_print_trial)) \
+            if to_run(study, spec) else None
+    finally:
+        finish(spec)
+    if not disk.error:  # no room for plots
+        save_plots(study, spec.study_dir)
     _print_study(study)
+    return _tune_exit(study, spec, signum, disk.error)
+
+
+def _tune_exit(study, spec, signum, disk_error):
+    """The exit status of ``tune``, with one line on stderr when it is not 0."""
+    from ..search.results import best
+    from ..search.study import finished_short
+    short = finished_short(study, spec.trials)
+    again = "run the same command again to continue it"
+    if disk_error:
+        print(f"mindexp: the disk is full: {disk_error}; study {spec.study} has {short} of "
+              f"{spec.trials} trials still to run; free space and {again}", file=sys.stderr)
+        return EXIT_FAILED
     if signum is not None:
-        print(f"mindexp: study {spec.study} interrupted; run the same command again to "
-              "continue it", file=sys.stderr)
+        print(f"mindexp: study {spec.study} interrupted; {again}", file=sys.stderr)
         return 128 + signum
+    timed_out = spec.deadline is not None and time.time() >= spec.deadline
+    if short and not timed_out:
+        print(f"mindexp: study {spec.study} ended with {short} of {spec.trials} trials not "
+              f"done (a trial whose worker died does not count); {again}", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK if best(study) is not None else EXIT_FAILED
+
+
+class _DiskWatch:
+    """Notes the first trial that failed for a full disk among the events."""
+
+    def __init__(self):
+        self.error = None
+
+    def watching(self, on_line):
+        from ..search.disk import is_full_disk
+
+        def seen(event):
+            if self.error is None and is_full_disk(event.get("error")):
+                self.error = f"trial {event.get('trial')} failed: {event['error']}"
+            on_line(event)
+        return seen
 
 
 def _print_trial(event):

@@ -5,6 +5,9 @@ sample; a source whose items are whole batches is 2-8x faster. The
 framework therefore shuffles and batches itself, per epoch, from the seed,
 and still hands ``Model`` a ``GeneratorDataset``.
 """
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
 import logging
 
 import numpy as np
@@ -15,7 +18,7 @@ from ..errors import DataError
 logger = logging.getLogger(__name__)
 
 
-def as_arrays(source, columns, split):
+def as_arrays(source: Any, columns: Sequence[str], split: str) -> tuple[Any, ...]:
     """The columns of ``source(split)`` as equal-length numpy arrays.
 
     Accepts a tuple/list of arrays or a random-access source whose items
@@ -38,7 +41,7 @@ def as_arrays(source, columns, split):
                  for a, name in zip(arrays, columns))
 
 
-def _stack_items(source, width, split):
+def _stack_items(source: Any, width: int, split: str) -> list[Any]:
     items = [source[i] for i in range(len(source))]
     if not items:
         raise DataError(f"source({split!r}) is empty")
@@ -51,7 +54,7 @@ def _stack_items(source, width, split):
         raise DataError(f"source({split!r}) items differ in shape: {exc}") from None
 
 
-def _check_columns(arrays, columns, split):
+def _check_columns(arrays: Sequence[Any], columns: Sequence[str], split: str) -> None:
     if len(arrays) != len(columns):
         raise DataError(f"source({split!r}) returned {len(arrays)} arrays but the experiment "
                         f"declares {len(columns)} columns {tuple(columns)}")
@@ -63,7 +66,7 @@ def _check_columns(arrays, columns, split):
         raise DataError(f"source({split!r}) is empty")
 
 
-def convert_column(array, name, split):
+def convert_column(array: Any, name: str, split: str) -> Any:
     """float64 -> float32, int64 -> int32; DataError for a dtype a network cannot take."""
     if array.dtype == np.float64:
         return array.astype(np.float32)
@@ -102,8 +105,10 @@ class BatchSource:
             many samples as ``arrays`` (the steps of an epoch are fixed).
     """
 
-    def __init__(self, arrays, batch_size, shuffle=True, seed=0, start_epoch=0,
-                 num_shards=1, shard_id=0, drop_last=True, first_batch=0, epoch_data=None):
+    def __init__(self, arrays: Sequence[Any], batch_size: int, shuffle: bool = True, seed: int = 0,
+                 start_epoch: int = 0, num_shards: int = 1, shard_id: int = 0,
+                 drop_last: bool = True, first_batch: int = 0,
+                 epoch_data: Callable[[int], Sequence[Any]] | None = None) -> None:
         self.epoch_data = epoch_data
         if epoch_data is not None:
             arrays = epoch_data(int(start_epoch))
@@ -120,13 +125,13 @@ class BatchSource:
         self._take = getattr(self.arrays[0], "take_rows", None) if len(self.arrays) == 1 \
             else None
         self._calls = 0
-        self._epoch = None
+        self._epoch: int | None = None
         self._order = None
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._local
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> Any:
         epoch = self.start_epoch + self._calls // self._local
         self._calls += 1
         if epoch != self._epoch:
@@ -141,8 +146,9 @@ class BatchSource:
             return self._take(rows)
         return tuple(_rows_of(a, rows) for a in self.arrays)
 
-    def _use_epoch(self, epoch):
+    def _use_epoch(self, epoch: int) -> None:
         """Switch to the columns of ``epoch`` (a curriculum), checking their size."""
+        assert self.epoch_data is not None  # a curriculum's source
         arrays = tuple(self.epoch_data(epoch))
         if len(arrays[0]) != self.n:
             raise DataError(f"source('train', epoch={epoch + 1}) has {len(arrays[0])} samples; "
@@ -151,14 +157,15 @@ class BatchSource:
         self.arrays = arrays
         self._take = getattr(arrays[0], "take_rows", None) if len(arrays) == 1 else None
 
-    def order(self, epoch):
+    def order(self, epoch: int) -> Any:
         """The sample permutation of a 0-based epoch (None: natural order)."""
         if not self.shuffle:
             return None
         return np.random.default_rng([self.seed, epoch]).permutation(self.n)
 
 
-def shard_batches(n, batch_size, num_shards=1, shard_id=0, drop_last=True, first_batch=0):
+def shard_batches(n: int, batch_size: int, num_shards: int = 1, shard_id: int = 0,
+                  drop_last: bool = True, first_batch: int = 0) -> list[int]:
     """The global batch numbers of one rank in an epoch of ``n`` samples: every
     ``num_shards``-th from ``shard_id``, the same count on every rank (collectives
     must not wait on a rank with one less), from its ``first_batch``-th on."""
@@ -172,15 +179,17 @@ def shard_batches(n, batch_size, num_shards=1, shard_id=0, drop_last=True, first
     return [i * num_shards + shard_id for i in range(first_batch, local)]
 
 
-def _rows_of(array, rows):
+def _rows_of(array: Any, rows: Any) -> Any:
     """Rows of a column; those of a memory-mapped one converted as they are read."""
     if isinstance(array, np.memmap):
         return convert_column(np.asarray(array[rows]), "column", "memory-mapped")
     return array[rows]
 
 
-def make_dataset(arrays, columns, batch_size, shuffle, seed, start_epoch=0,
-                 num_shards=1, shard_id=0, drop_last=True, first_batch=0, epoch_data=None):
+def make_dataset(arrays: Sequence[Any], columns: Sequence[str], batch_size: int, shuffle: bool,
+                 seed: int, start_epoch: int = 0, num_shards: int = 1, shard_id: int = 0,
+                 drop_last: bool = True, first_batch: int = 0,
+                 epoch_data: Callable[[int], Sequence[Any]] | None = None) -> Any:
     """A ``GeneratorDataset`` over a :class:`BatchSource` (one worker: in-memory
     data with more workers is up to 400x slower).
 
@@ -199,7 +208,7 @@ def make_dataset(arrays, columns, batch_size, shuffle, seed, start_epoch=0,
 _BATCH_DATASET = None
 
 
-def _batch_dataset_class():
+def _batch_dataset_class() -> Any:
     """``BatchDataset``, a GeneratorDataset subclass whose plain tuple iterator
     skips the C++ pipeline (see ``_mindspore.tuple_iterator_dataset``),
     defined on first use so that importing this module does not import
@@ -221,7 +230,8 @@ def _batch_dataset_class():
 class _BatchIterator:
     """Epochs of a :class:`BatchSource` as lists of Tensors (or arrays)."""
 
-    def __init__(self, source, num_epochs=-1, output_numpy=False):
+    def __init__(self, source: BatchSource, num_epochs: int | None = -1,
+                 output_numpy: bool = False) -> None:
         from mindspore import Tensor
         self._from_numpy = Tensor.from_numpy
         self.source, self.output_numpy = source, bool(output_numpy)
@@ -230,10 +240,10 @@ class _BatchIterator:
         self._i = 0
         self._epoch = 0
 
-    def __iter__(self):
+    def __iter__(self) -> _BatchIterator:
         return self
 
-    def __next__(self):
+    def __next__(self) -> list[Any]:
         if self._i == self._len:
             self._i = 0          # the next call starts the next epoch
             self._epoch += 1
@@ -243,7 +253,7 @@ class _BatchIterator:
         item = self.source[self._i]
         self._i += 1
         if self.output_numpy:
-            return [np.require(a, requirements="CO") for a in item]
+            return [np.require(a, requirements=["C", "O"]) for a in item]
         # C-contiguous and owning its memory (a slice is copied): the Tensor
         # shares it, as MindSpore's own iterator does with do_copy=False
-        return [self._from_numpy(np.require(a, requirements="CO")) for a in item]
+        return [self._from_numpy(np.require(a, requirements=["C", "O"])) for a in item]

@@ -57,13 +57,13 @@ class Lazy:
         return self.source[index]
 
 
-def is_lazy(source):
+def is_lazy(source: Any) -> bool:
     """True for a random-access source marked ``lazy``."""
     return bool(getattr(source, "lazy", False)) and hasattr(source, "__getitem__") \
         and hasattr(source, "__len__")
 
 
-def is_ms_dataset(source):
+def is_ms_dataset(source: Any) -> bool:
     """True for a ``mindspore.dataset`` Dataset (without importing mindspore otherwise)."""
     return any(c.__module__.startswith("mindspore.dataset") and c.__name__ == "Dataset"
                for c in type(source).__mro__)
@@ -77,7 +77,7 @@ class LazyRows:
     int64 -> int32, as for arrays).
     """
 
-    def __init__(self, source, columns, split):
+    def __init__(self, source: Any, columns: Any, split: str) -> None:
         self.source, self.columns, self.split = source, tuple(columns), split
         self.n = len(source)
         if not self.n:
@@ -87,10 +87,10 @@ class LazyRows:
             raise DataError(f"source({split!r})[0] must be a tuple of {len(self.columns)} values "
                             f"(one per column {self.columns}). Received: {type(first).__name__}")
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.n
 
-    def take_rows(self, rows):
+    def take_rows(self, rows: Any) -> Any:
         """The columns of items ``rows`` (a slice or index array) as arrays."""
         indices = range(self.n)[rows] if isinstance(rows, slice) else rows
         items = [self.source[int(i)] for i in indices]
@@ -102,7 +102,7 @@ class LazyRows:
             raise DataError(f"source({self.split!r}) items differ in shape: {exc}") from None
 
 
-def load_split(exp, split, raw):
+def load_split(exp: Any, split: str, raw: Any) -> Any:
     """What preflight keeps of ``source(split)``: arrays, ``LazyRows`` or a
     ``SampleSource`` (None for None)."""
     if raw is None:
@@ -114,7 +114,7 @@ def load_split(exp, split, raw):
     return as_arrays(raw, exp.columns, split)
 
 
-def first_rows(data, k):
+def first_rows(data: Any, k: int) -> Any:
     """The first ``k`` rows of a split's columns as arrays (None for a pipeline)."""
     if isinstance(data, tuple):
         return tuple(np.asarray(a[:k]) for a in data)
@@ -123,7 +123,7 @@ def first_rows(data, k):
     return None
 
 
-def split_size(data):
+def split_size(data: Any) -> int:
     """Samples in a split (a ``Finished`` split: its batches)."""
     return len(data[0]) if isinstance(data, tuple) else len(data)
 
@@ -137,15 +137,16 @@ class SampleSource:
     MindSpore binds a dataset to one Model.
     """
 
-    def __init__(self, make, columns, split, first=None):
+    def __init__(self, make: Any, columns: Any, split: str, first: Any = None) -> None:
         self.make, self.columns, self.split = make, tuple(columns), split
         self.n = check_samples(first if first is not None else make(), self.columns, split)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.n
 
-    def dataset(self, batch_size, shuffle=True, seed=0, start_epoch=0, num_shards=1,
-                shard_id=0, drop_last=True, first_batch=0):
+    def dataset(self, batch_size: int, shuffle: bool = True, seed: int = 0, start_epoch: int = 0,
+                num_shards: int = 1, shard_id: int = 0, drop_last: bool = True,
+                first_batch: int = 0) -> Any:
         """The batched dataset of this split: seeded order per epoch, this rank's batches."""
         data = self.make()
         leaf = _leaf(data)
@@ -155,7 +156,7 @@ class SampleSource:
         return data.batch(batch_size, drop_remainder=drop_last)
 
 
-def check_samples(data, columns, split):
+def check_samples(data: Any, columns: Any, split: str) -> int:
     """The number of samples of an unbatched dataset; DataError (one line) when it
     is batched, not random-access, has other columns or no sample."""
     batched = _batched(data)
@@ -177,7 +178,7 @@ def check_samples(data, columns, split):
     return int(n)
 
 
-def _ask(method, split):
+def _ask(method: Any, split: str) -> Any:
     """A dataset query whose MindSpore error becomes one line (an empty folder,
     a missing file)."""
     try:
@@ -186,7 +187,7 @@ def _ask(method, split):
         raise DataError(f"source({split!r}): {_first_line(exc)}") from None
 
 
-def describe_pipeline_error(text):
+def describe_pipeline_error(text: str) -> str | None:
     """The line of a MindSpore pipeline error that says what failed (the map
     operation and data file, or the user's Python exception); None for
     another error."""
@@ -203,7 +204,7 @@ def describe_pipeline_error(text):
     return useful[0] if useful else None
 
 
-def _first_line(exc):
+def _first_line(exc: BaseException) -> str:
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()
              and not set(ln.strip()) <= set("-=")]
     useful = [ln for ln in lines if not ln.startswith(("Exception thrown", "Dataset Pipeline",
@@ -211,7 +212,7 @@ def _first_line(exc):
     return (useful or lines or [type(exc).__name__])[0][:500]
 
 
-def _batched(data):
+def _batched(data: Any) -> int:
     """The batch size of a dataset that has a batch operation, else 0."""
     stack = [data]
     while stack:
@@ -222,7 +223,7 @@ def _batched(data):
     return 0
 
 
-def _leaf(data, split="train"):
+def _leaf(data: Any, split: str = "train") -> Any:
     """The one mappable leaf of a pipeline (where mindexp's sampler goes)."""
     node = data
     while getattr(node, "children", None):
@@ -244,7 +245,7 @@ def _leaf(data, split="train"):
 _SAMPLER = None
 
 
-def _epoch_sampler_class():
+def _epoch_sampler_class() -> Any:
     """``EpochSampler`` (defined on first use: importing this module does not
     import mindspore)."""
     global _SAMPLER
@@ -259,19 +260,20 @@ def _epoch_sampler_class():
             and sharding are those of ``mindexp.define.data.BatchSource``.
             """
 
-            def __init__(self, n, batch_size, shuffle, seed, start_epoch, num_shards, shard_id,
-                         drop_last, first_batch):
+            def __init__(self, n: int, batch_size: int, shuffle: bool, seed: int,
+                         start_epoch: int, num_shards: int, shard_id: int, drop_last: bool,
+                         first_batch: int) -> None:
                 self.n, self.batch_size, self.shuffle, self.seed = n, batch_size, shuffle, seed
                 self.start_epoch, self._calls = start_epoch, 0
                 self.batches = shard_batches(n, batch_size, num_shards, shard_id, drop_last,
                                              first_batch)
                 super().__init__()
 
-            def __len__(self):
+            def __len__(self) -> int:
                 return sum(len(range(self.n)[b * self.batch_size:(b + 1) * self.batch_size])
                            for b in self.batches)
 
-            def __iter__(self):
+            def __iter__(self) -> Any:
                 epoch = self.start_epoch + self._calls
                 self._calls += 1
                 order = (np.random.default_rng([self.seed, epoch]).permutation(self.n)
@@ -286,7 +288,7 @@ def _epoch_sampler_class():
 
 # -- finished datasets: dataset(split) overrides -------------------------------
 
-def takes_only_split(exp):
+def takes_only_split(exp: Any) -> bool:
     """True when the experiment overrides ``dataset(split)`` without the
     resume/sharding arguments (it returns a finished dataset)."""
     params = [p for p in inspect.signature(exp.dataset).parameters.values()
@@ -297,7 +299,7 @@ def takes_only_split(exp):
 class Finished:
     """A split whose batches come from the experiment's ``dataset(split)``."""
 
-    def __init__(self, exp, split, first):
+    def __init__(self, exp: Any, split: str, first: Any) -> None:
         self.exp, self.split = exp, split
         if not is_ms_dataset(first):
             raise DataError(f"{type(exp).__name__}.dataset({split!r}) must return a "
@@ -306,10 +308,10 @@ class Finished:
         if not self.steps:
             raise DataError(f"{type(exp).__name__}.dataset({split!r}) has no batch")
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.steps
 
-    def dataset(self, start_epoch=0, first_batch=0, num_shards=1):
+    def dataset(self, start_epoch: int = 0, first_batch: int = 0, num_shards: int = 1) -> Any:
         """A fresh dataset that starts after ``start_epoch`` epochs and
         ``first_batch`` batches (read and dropped: slower than a source)."""
         if num_shards > 1:
@@ -323,7 +325,7 @@ class Finished:
 _WARNED: list[bool] = []
 
 
-def _warn_order_once():
+def _warn_order_once() -> None:
     if not _WARNED:
         _WARNED.append(True)
         logger.warning("dataset(split) returns a finished dataset: under data parallel each "
@@ -334,7 +336,7 @@ def _warn_order_once():
 _SKIPPING = None
 
 
-def _skipping_class():
+def _skipping_class() -> Any:
     global _SKIPPING
     if _SKIPPING is None:
         import mindspore.dataset as ds
@@ -347,13 +349,13 @@ def _skipping_class():
             batches were read and dropped (epoch ends stay where they were).
             """
 
-            def __init__(self, data, skip_epochs, skip_batches, length):
+            def __init__(self, data: Any, skip_epochs: int, skip_batches: int, length: int) -> None:
                 super().__init__(_Length(length, len(data.get_col_names())),
                                  column_names=data.get_col_names(), shuffle=False)
                 self.inner, self.skip = data, (skip_epochs, skip_batches)
 
-            def create_tuple_iterator(self, columns=None, num_epochs=-1, output_numpy=False,
-                                      do_copy=False):
+            def create_tuple_iterator(self, columns: Any = None, num_epochs: int = -1,
+                                      output_numpy: bool = False, do_copy: bool = False) -> Any:
                 it = self.inner.create_tuple_iterator(columns, -1, output_numpy, do_copy)
                 for _ in range(self.skip[0]):
                     for _ in it:
@@ -369,11 +371,11 @@ def _skipping_class():
 class _Length:
     """A stand-in source of ``n`` items (Model reads the tuple iterator instead)."""
 
-    def __init__(self, n, width):
+    def __init__(self, n: int, width: int) -> None:
         self.n, self.width = n, width
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Any:
         raise IndexError("read through create_tuple_iterator()")

@@ -60,7 +60,7 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
         out: the output root; the study's folder is ``<out>/studies/<study>/``.
     """
     from ..analysis.notebook import load_run  # renders in Jupyter
-    from .driver import make_spec, run_workers, start
+    from .driver import finish, make_spec, run_workers, start
     cls, entry = _experiment(experiment)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be an integer >= 1. Received: workers={workers!r}",
@@ -72,10 +72,13 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
     spec = make_spec(cls, entry, space, objective, trials, direction, sampler, pruner, seed,
                      timeout, study, storage, config, out)
     study_obj = start(spec)
-    if workers == 1:
-        signum = _in_process(spec, cls)
-    else:
-        signum = run_workers(spec, workers)
+    try:
+        if workers == 1:
+            signum = _in_process(spec, cls)
+        else:
+            signum = run_workers(spec, workers)
+    finally:
+        finish(spec)
     save_plots(study_obj, spec.study_dir)
     if signum is not None:
         raise KeyboardInterrupt(f"study {spec.study} stopped by signal {signum}")

@@ -21,7 +21,6 @@ are gone, and before every claim).
 import json
 import logging
 import os
-import platform
 import queue
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import threading
 import time
 
 from .children import die_with_parent
+from .disk import release_space, reserve_space
+from .liveness import host
 from .signals import Forwarding, handlers
 from ..errors import ConfigError
 from .space import parse_duration, parse_space
@@ -102,14 +103,31 @@ def _storage(storage, folder):
 
 
 def start(spec):
-    """Create the study folder and the study (or load it to continue); returns the study."""
+    """Create the study folder and the study (or load it to continue); returns the study.
+    Sets space aside in the folder, so that a full disk can still be told to
+    the study (:func:`.disk.reserve_space`; :func:`finish` gives it back)."""
     from .liveness import fail_dead_trials
     study = load_study(spec, create=True)  # first: a storage that cannot be had creates nothing
     os.makedirs(os.path.join(spec.study_dir, LOGS), exist_ok=True)
     if spec.timeout_s:
         spec.deadline = time.time() + spec.timeout_s
     fail_dead_trials(study)  # so that they are not counted as run
+    reserve_space(spec.study_dir, spec.trials)
     return study
+
+
+def finish(spec):
+    """Give back the space :func:`start` set aside."""
+    release_space(spec.study_dir)
+
+
+def to_run(study, spec):
+    """Whether this command has trials to run or wait for: the budget has room,
+    or trials run elsewhere (one whose worker died is then replaced)."""
+    from .study import remaining
+    optuna = import_optuna()
+    return remaining(study, spec.trials) > 0 or bool(
+        study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)))
 
 
 def run_workers(spec, workers, on_line=None):
@@ -119,7 +137,7 @@ def run_workers(spec, workers, on_line=None):
     with handlers(crew.forwarding.handler):
         for k in range(workers):
             log = os.path.join(spec.study_dir, LOGS,
-                               f"worker-{platform.node()}-{os.getpid()}-{k}.log")
+                               f"worker-{host()}-{os.getpid()}-{k}.log")
             crew.spawn(spec.to_json(), k, log)
         while crew.running():
             found = crew.next_event(0.2)  # short waits: signals are handled meanwhile

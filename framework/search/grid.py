@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import errno
 import json
 import os
-import platform
 import shutil
 import sys
 import traceback
@@ -36,11 +34,11 @@ from typing import Any, Callable
 from ..callbacks import schema
 from ..errors import MindexpError
 from .children import output_to
+from .disk import FULL_DISK, release_space, reserve_space  # noqa: F401  (sweeps' too)
 from .study import LOGS, claim_lock, import_optuna, open_storage
 
 POINT = "point"            # the user attribute naming a trial's grid point
 FINAL = ("completed", "diverged", "pruned")   # outcomes a continued sweep keeps
-FULL_DISK = os.strerror(errno.ENOSPC)   # in a run's error: no further run can succeed
 SWEEP_STUDY = "sweep"      # the study's name in a sweep's own journal
 RETIRED = "mindexp:retired"   # the study's user attribute listing retired trials
 
@@ -173,7 +171,8 @@ def _claim(study, spec, index, lock):
     """A RUNNING trial for point ``index``; None when another worker's trial
     with a lower number holds it (ours is told FAIL as surplus)."""
     optuna = import_optuna()
-    attrs = {"host": platform.node(), "pid": os.getpid()}
+    from .liveness import host
+    attrs = {"host": host(), "pid": os.getpid()}
     if lock:
         attrs["lock"] = lock
     trial_id = add_trial(study, spec, index, attrs)
@@ -267,7 +266,7 @@ def run_points(spec: SweepSpec, stop: Any, on_event: Callable[[dict], None]) -> 
             on_event({"event": "start", "point": claim.index, "trial": claim.number,
                       "trial_id": claim.trial_id, "pid": os.getpid(), "resume": claim.resume})
             with heartbeat(study, claim.trial_id), output_to(point_log(spec, claim.index)):
-                answer = train_point(spec, claim, stop)
+                answer = train_point(spec, claim, stop, named=_namer(study, claim.trial_id))
             if answer.get("error") and FULL_DISK in answer["error"]:
                 release_space(spec.sweep_dir)   # room for the storage's and the record's writes
             tell(study, claim.trial_id, answer)
@@ -283,16 +282,30 @@ def point_log(spec: SweepSpec, index: int) -> str:
     return os.path.join(spec.sweep_dir, LOGS, f"{spec.labels[index]}.log")
 
 
-def train_point(spec: SweepSpec, claim: Claim, stop: Any) -> dict:
+def _namer(study, trial_id):
+    """Record a point's run folder in its trial as soon as it exists: should
+    this worker die, the sweep's record still names the run (another
+    machine's sweep learns it only from the storage)."""
+    def named(run_dir):
+        try:
+            study._storage.set_trial_user_attr(trial_id, "run_dir", run_dir)
+        except Exception as exc:  # noqa: BLE001  the answer names it later anyway
+            _say(f"mindexp: warning: could not name the run in the sweep's storage: {exc}")
+    return named
+
+
+def train_point(spec: SweepSpec, claim: Claim, stop: Any,
+                named: Callable[[str], None] | None = None) -> dict:
     """Train (or resume) one point in this process; returns its answer
     ``{run_dir, run_id, status, error, returncode, final_loss}`` (``returncode``:
-    what ``mindexp run`` would have exited with)."""
+    what ``mindexp run`` would have exited with). ``named(run_dir)`` as the
+    run's folder is known."""
     from ..errors import TrainingError
     started: dict = {}
     try:
         if stop.signum is not None:
             return _failed("stopped before training", 128 + stop.signum, "interrupted")
-        run = _train(spec, claim, started)
+        run = _train(spec, claim, started, named)
     except MindexpError as exc:
         _drop_unrecorded(started.get("run_dir"))
         return _failed(f"mindexp: error: {_one_line(exc)}", 2)
@@ -313,7 +326,7 @@ def train_point(spec: SweepSpec, claim: Claim, stop: Any) -> dict:
                    0 if run.status == "completed" else 1, run.meta)
 
 
-def _train(spec, claim, started):
+def _train(spec, claim, started, named=None):
     """Resume the point's interrupted run (when it has a checkpoint here) or train anew."""
     from ..api import resume_run, run_request
     from ..callbacks import list_checkpoints
@@ -322,12 +335,20 @@ def _train(spec, claim, started):
     resume = here(spec.out, claim.resume)
     if resume and os.path.isdir(resume) and list_checkpoints(resume, "all"):
         started["run_dir"] = resume
+        if named:
+            named(resume)
         return resume_run(resume, quiet=True)
     values = spec.points[claim.index]
     exp = load_experiment(spec.entry)({**spec.base, **values})
     return run_request(RunRequest(exp, out=spec.out, label=spec.labels[claim.index],
                                   tags=tuple(spec.tags or ()), note=spec.note, entry=spec.entry,
-                                  created=lambda run_dir: started.update(run_dir=run_dir)))
+                                  created=lambda run_dir: _created(started, named, run_dir)))
+
+
+def _created(started, named, run_dir):
+    started["run_dir"] = run_dir
+    if named:
+        named(run_dir)
 
 
 def _drop_unrecorded(run_dir):
@@ -363,24 +384,3 @@ def _answer(run_dir, status, error, returncode, meta=None):
     if run_dir and meta:
         answer.update(run_id=meta.get("run_id"), final_loss=meta.get("final_loss"))
     return answer
-
-
-# -- space set aside for the record on a full disk --------------------------------------
-
-def reserve_space(folder: str, points: int) -> None:
-    """Set space aside in the sweep folder, given back when the disk fills so
-    that the storage and sweep.json can still be written (about 1 KiB per point)."""
-    try:
-        with open(os.path.join(folder, schema.SPACE_RESERVE), "wb") as f:
-            f.write(b"\0" * (16384 + 1024 * points))
-    except OSError:
-        pass  # best effort: the disk may be full already
-
-
-def release_space(folder: str) -> bool:
-    """Give the reserved space back; False when there was none."""
-    try:
-        os.remove(os.path.join(folder, schema.SPACE_RESERVE))
-    except OSError:
-        return False
-    return True

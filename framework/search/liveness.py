@@ -22,8 +22,17 @@ training:
   can be taken has a dead worker. This covers the journal file.
 
 Such a trial is told FAIL without a ``status`` (only a worker's own outcome
-sets one), which :func:`mindexp.search.study.counted` does not count: a rerun
-runs it anew.
+sets one), which :func:`mindexp.search.study.counted` does not count: a
+command still running replaces it (it waits for the trials running elsewhere,
+:func:`wait_for_others`), and a rerun runs it anew. Its user attributes say
+whose it was: ``error`` names the dead worker's host, pid and run folder,
+``dead_worker`` holds them.
+
+Two environment variables: :data:`HOST_VARIABLE` names this machine in a
+shared storage (default: its host name; two workers on one host must agree
+on it, their locks are only visible there), :data:`GRACE_VARIABLE` sets the
+grace in seconds (default :data:`GRACE_S`; the heartbeat then comes at least
+four times within it). Every machine sharing a storage must use one grace.
 """
 import contextlib
 import fcntl
@@ -39,15 +48,47 @@ from ..rundir.run_lock import lock_held
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_S = 10  # how often a worker records that its trial is alive
-GRACE_S = 60      # silence after which a trial's worker is taken for dead
+HEARTBEAT_S = 10  # how often a worker records that its trial is alive (at most)
+GRACE_S = 60      # silence after which a trial's worker is taken for dead (default)
 DEAD_WORKER = "its worker died before the trial ended"
 BEAT_ATTR = "mindexp:heartbeat"  # a journal trial's last sign of life (seconds since the epoch)
+DEAD_ATTR = "dead_worker"        # a trial failed for its dead worker: {host, pid, run_dir}
+HOST_VARIABLE = "MINDEXP_HOST"
+GRACE_VARIABLE = "MINDEXP_HEARTBEAT_GRACE_S"
+WAIT_POLL_S = 1.0  # how often a command waiting for trials elsewhere reads the storage
+
+
+def host() -> str:
+    """This machine's name in a shared storage: ``$MINDEXP_HOST`` or the host name."""
+    return os.environ.get(HOST_VARIABLE) or platform.node()
+
+
+def grace_s() -> float:
+    """The silence after which a trial's worker is taken for dead (``$MINDEXP_HEARTBEAT_GRACE_S``
+    seconds, default GRACE_S; a value that is not a number > 0 is ignored with a warning)."""
+    text = os.environ.get(GRACE_VARIABLE)
+    if not text:
+        return GRACE_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value != value or value == float("inf"):
+        logger.warning("%s must be a number of seconds > 0; using %s. Received: %r",
+                       GRACE_VARIABLE, GRACE_S, text)
+        return GRACE_S
+    return value
+
+
+def heartbeat_s() -> float:
+    """How often a worker records its trial's heartbeat: four times within the grace."""
+    return min(HEARTBEAT_S, grace_s() / 4)
 
 
 def rdb_heartbeat():
-    """The RDBStorage keywords turning Optuna's heartbeat on."""
-    return {"heartbeat_interval": HEARTBEAT_S, "grace_period": GRACE_S}
+    """The RDBStorage keywords turning Optuna's heartbeat on (whole seconds)."""
+    return {"heartbeat_interval": max(1, round(heartbeat_s())),
+            "grace_period": max(1, round(grace_s()))}
 
 
 @contextlib.contextmanager
@@ -63,7 +104,7 @@ def quiet_heartbeat():
 @contextlib.contextmanager
 def worker_lock(study_dir):
     """Hold this process's worker lock for the block; yields the lock file's path."""
-    name = schema.WORKER_LOCK.format(host=platform.node(), pid=os.getpid())
+    name = schema.WORKER_LOCK.format(host=host(), pid=os.getpid())
     path = os.path.join(study_dir, "logs", name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -78,8 +119,8 @@ def worker_lock(study_dir):
 
 @contextlib.contextmanager
 def heartbeat(study, trial_id):
-    """Record the trial's heartbeat every HEARTBEAT_S seconds during the block
-    (nothing on a storage without heartbeats)."""
+    """Record the trial's heartbeat every :func:`heartbeat_s` seconds during the
+    block (nothing on a storage without heartbeats)."""
     storage = study._storage
     from optuna.storages._heartbeat import is_heartbeat_enabled
     if is_heartbeat_enabled(storage):
@@ -90,7 +131,7 @@ def heartbeat(study, trial_id):
     else:
         yield
         return
-    stop = threading.Event()
+    stop, every = threading.Event(), heartbeat_s()
 
     def beat():
         while True:
@@ -98,7 +139,7 @@ def heartbeat(study, trial_id):
                 record(trial_id)
             except Exception as exc:  # noqa: BLE001  a busy database: try again next time
                 logger.warning("could not record the heartbeat of a trial: %s", exc)
-            if stop.wait(HEARTBEAT_S):
+            if stop.wait(every):
                 return
     thread = threading.Thread(target=beat, name="mindexp-heartbeat", daemon=True)
     thread.start()
@@ -111,23 +152,45 @@ def heartbeat(study, trial_id):
 
 def fail_dead_trials(study):
     """FAIL every RUNNING trial whose worker is dead (by heartbeat, or by lock
-    on this host); returns their numbers."""
+    on this host), naming that worker; returns their numbers."""
     import optuna
-    from optuna.storages import fail_stale_trials
-    before = {t.number for t in study.get_trials(deepcopy=False,
-                                                  states=(optuna.trial.TrialState.RUNNING,))}
-    with quiet_heartbeat():
-        fail_stale_trials(study)
-    host, journal = platform.node(), _is_journal(study._storage)
-    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+    from optuna.storages._heartbeat import is_heartbeat_enabled
+    storage = study._storage
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    # Optuna's own rule (its fail_stale_trials), but failed here so that the trial names its worker
+    stale = set(storage._get_stale_trial_ids(study._study_id)) \
+        if is_heartbeat_enabled(storage) else set()
+    me, journal = host(), _is_journal(storage)
+    failed = []
+    for trial in running:
         lock = trial.user_attrs.get("lock")
-        if trial.user_attrs.get("host") == host and isinstance(lock, str) and not lock_held(lock):
-            _fail(study, trial)
+        if trial._trial_id in stale:
+            why = f"no heartbeat for more than {grace_s():g} s"
+        elif trial.user_attrs.get("host") == me and isinstance(lock, str) and not lock_held(lock):
+            why = "its worker lock is free"
         elif journal and _silent(trial):
-            _fail(study, trial)
-    still = {t.number for t in study.get_trials(deepcopy=False,
-                                                 states=(optuna.trial.TrialState.RUNNING,))}
-    return sorted(before - still)
+            why = f"no heartbeat for more than {grace_s():g} s"
+        else:
+            continue
+        if _fail(study, trial, why):
+            failed.append(trial.number)
+    return sorted(failed)
+
+
+def wait_for_others(study, room, stop, deadline=None):
+    """Wait while trials run elsewhere (other workers, other machines) and the
+    budget is used up, failing those whose worker died; True once ``room()``
+    says the budget has room again (a dead trial failed, a trial interrupted),
+    False once nothing runs, or on a signal (``stop.signum``) or ``deadline``."""
+    import optuna
+    while stop.signum is None and (deadline is None or time.time() < deadline):
+        fail_dead_trials(study)
+        if room():
+            return True
+        if not study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            return False
+        time.sleep(WAIT_POLL_S)
+    return False
 
 
 def _is_journal(storage):
@@ -136,16 +199,33 @@ def _is_journal(storage):
 
 
 def _silent(trial):
-    """A journal trial whose last heartbeat is older than GRACE_S (one with
+    """A journal trial whose last heartbeat is older than the grace (one with
     none, from an older mindexp, is left alone)."""
     beat = trial.system_attrs.get(BEAT_ATTR)
-    return isinstance(beat, (int, float)) and time.time() - beat > GRACE_S
+    return isinstance(beat, (int, float)) and time.time() - beat > grace_s()
 
 
-def _fail(study, trial):
+def dead_worker_error(attrs):
+    """The ``error`` of a trial failed for its dead worker, naming it."""
+    dead = attrs.get(DEAD_ATTR)
+    if not isinstance(dead, dict):
+        return DEAD_WORKER
+    run = f", run {dead['run_dir']}" if dead.get("run_dir") else ""
+    return (f"{DEAD_WORKER} (host {dead.get('host')}, pid {dead.get('pid')}{run}; "
+            f"{dead.get('why')})")
+
+
+def _fail(study, trial, why):
+    """FAIL ``trial`` naming its dead worker; False when it had ended meanwhile."""
     import optuna
+    attrs = trial.user_attrs
+    dead = {"host": attrs.get("host"), "pid": attrs.get("pid"), "run_dir": attrs.get("run_dir"),
+            "why": why, "failed_by": host()}
+    storage = study._storage
     try:
-        study._storage.set_trial_user_attr(trial._trial_id, "error", DEAD_WORKER)
-        study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+        storage.set_trial_user_attr(trial._trial_id, DEAD_ATTR, dead)
+        storage.set_trial_user_attr(trial._trial_id, "error",
+                                    dead_worker_error({DEAD_ATTR: dead}))
+        return storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
     except optuna.exceptions.UpdateFinishedTrialError:
-        pass  # another process failed it first, or its worker told it after all
+        return False  # another process failed it first, or its worker told it after all

@@ -32,7 +32,6 @@ import dataclasses
 import json
 import logging
 import os
-import platform
 import signal
 import time
 import traceback
@@ -40,6 +39,7 @@ import traceback
 from ..callbacks import schema
 from ..errors import ConfigError, MindexpError
 from ..secrets import masked
+from .disk import is_full_disk, release_space
 from .signals import StopFlag  # noqa: F401  (run_trials' stop; tune and its workers pass one)
 
 logger = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ LOGS = "logs"
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "hyperband", "none")
 EXTRA = "mindexp[tune]"
+NO_SPACE = "no_space"   # a trial's user attribute: it failed for a full disk (not counted)
 
 
 def import_optuna():
@@ -333,17 +334,25 @@ def make_pruner(spec):
 # -- claiming trials ---------------------------------------------------------------
 
 def counted(trial):
-    """Trials that use up the budget: all but interrupted and surplus ones, and
-    failed ones that no worker finished (``status`` is set only by the worker
-    that ran the trial: one failed without it had a dead worker)."""
+    """Trials that use up the budget: all but interrupted and surplus ones, those
+    that failed for a full disk, and failed ones that no worker finished
+    (``status`` is set only by the worker that ran the trial: one failed
+    without it had a dead worker)."""
     attrs = trial.user_attrs
-    if attrs.get("interrupted") or attrs.get("surplus"):
+    if attrs.get("interrupted") or attrs.get("surplus") or attrs.get(NO_SPACE):
         return False
     return not (trial.state.name == "FAIL" and "status" not in attrs)
 
 
 def remaining(study, trials):
+    """Trials still to start: the budget minus the counted ones (running included)."""
     return max(0, trials - sum(1 for t in study.get_trials(deepcopy=False) if counted(t)))
+
+
+def finished_short(study, trials):
+    """How many of the budget's ``trials`` have not ended counted (0: the study is whole)."""
+    return max(0, trials - sum(1 for t in study.get_trials(deepcopy=False)
+                               if counted(t) and t.state.is_finished()))
 
 
 @contextlib.contextmanager
@@ -367,7 +376,7 @@ def claim_trial(study, spec, lock=None):
 
     ``lock``: this worker's lock file, named in the trial (see :mod:`.liveness`)."""
     optuna = import_optuna()
-    from .liveness import fail_dead_trials, quiet_heartbeat
+    from .liveness import fail_dead_trials, host, quiet_heartbeat
     with claim_lock(spec.storage):
         fail_dead_trials(study)
         if remaining(study, spec.trials) == 0:
@@ -376,7 +385,7 @@ def claim_trial(study, spec, lock=None):
         study.sampler = make_sampler(spec, number)
         with quiet_heartbeat():
             trial = study.ask()
-        trial.set_user_attr("host", platform.node())
+        trial.set_user_attr("host", host())
         trial.set_user_attr("pid", os.getpid())
         if lock:
             trial.set_user_attr("lock", lock)
@@ -405,15 +414,21 @@ def run_trials(spec, exp_cls, stop, on_trial=None, log_for=None):
     ``on_trial(number, state, value, params, error)`` is called after each;
     ``log_for(number)`` gives a context manager that sends the trial's output
     to its log. While it runs, this process holds its worker lock and records
-    each trial's heartbeat (see :mod:`.liveness`).
+    each trial's heartbeat (see :mod:`.liveness`). Once the budget is used up
+    it waits for the trials running elsewhere, and runs the replacement of one
+    whose worker died (:func:`.liveness.wait_for_others`). A trial that failed
+    for a full disk ends the loop: no further one could succeed.
     """
-    from .liveness import heartbeat, worker_lock
+    from .liveness import heartbeat, wait_for_others, worker_lock
     study = load_study(spec)
     done = []
     with worker_lock(spec.study_dir) as lock:
         while stop.signum is None and (spec.deadline is None or time.time() < spec.deadline):
             trial = claim_trial(study, spec, lock)
             if trial is None:
+                if wait_for_others(study, lambda: remaining(study, spec.trials) > 0, stop,
+                                   spec.deadline):
+                    continue
                 break
             with heartbeat(study, trial._trial_id), \
                     log_for(trial.number) if log_for else contextlib.nullcontext():
@@ -423,6 +438,8 @@ def run_trials(spec, exp_cls, stop, on_trial=None, log_for=None):
                 on_trial(trial.number, state, value, dict(trial.params), error)
             if state == "interrupted":  # the run caught the signal itself
                 stop.signum = stop.signum or signal.SIGINT
+                break
+            if is_full_disk(error):
                 break
     return done
 
@@ -467,8 +484,12 @@ def run_one(study, trial, spec, exp_cls, stop):
     value = _objective_value(spec, run_dir) if status == "completed" else None
     if status == "completed" and value is None:
         error = f"the run has no value of {spec.objective}"
+    no_space = status != "completed" and is_full_disk(error)
+    if no_space:
+        release_space(spec.study_dir)   # room for the storage's write of this outcome
     attrs = {"run_dir": run_dir, "status": status, "error": error,
-             "interrupted": True if status == "interrupted" else None}
+             "interrupted": True if status == "interrupted" else None,
+             NO_SPACE: True if no_space else None}
     TrialState = optuna.trial.TrialState
     if status == "completed" and value is not None:
         _tell(study, trial, attrs, values=value)
@@ -527,7 +548,16 @@ def _trial_request(trial, spec, exp_cls):
     return RunRequest(exp, out=spec.study_dir, label=f"trial-{trial.number}", entry=spec.entry,
                       fields={"study": spec.study, "trial": trial.number,
                               "tuned": list(spec.space)},
-                      callbacks=added)
+                      callbacks=added, created=lambda run_dir: _name_run(trial, run_dir))
+
+
+def _name_run(trial, run_dir):
+    """The trial names its run as soon as the folder exists: should its worker
+    die, the trial failed for it still says which run that was."""
+    try:
+        trial.set_user_attr("run_dir", run_dir)
+    except Exception as exc:  # noqa: BLE001  its outcome names it later anyway
+        logger.warning("could not name the run of trial %s in the storage: %s", trial.number, exc)
 
 
 def _train(request):

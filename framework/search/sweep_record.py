@@ -15,7 +15,9 @@ class SweepRun:
     """One grid point as sweep.json shows it: its values and what became of it.
 
     ``previous``: run directories of earlier attempts at this point, which
-    ``mindexp rm`` of the sweep removes too.
+    ``mindexp rm`` of the sweep removes too; ``attempts``: each earlier
+    attempt's run folder, status, host and error (a worker that died names
+    itself there, see :mod:`.liveness`).
     """
 
     def __init__(self, index: int, values: dict, label: str):
@@ -29,6 +31,7 @@ class SweepRun:
         self.pid: int | None = None
         self.log_path: str | None = None
         self.previous: list[str] = []
+        self.attempts: list[dict] = []
 
     def as_dict(self) -> dict:
         """The point's entry in sweep.json."""
@@ -36,7 +39,7 @@ class SweepRun:
                 "status": self.status, "run_id": self.run_id, "run_dir": self.run_dir,
                 "final_loss": self.final_loss, "returncode": self.returncode,
                 "error": self.error, "log": self.log_path, "pid": self.pid,
-                "previous_runs": list(self.previous)}
+                "previous_runs": list(self.previous), "attempts": list(self.attempts)}
 
 
 def apply_answer(run: SweepRun, answer: dict, out: str) -> None:

@@ -3,11 +3,13 @@ under the output root, and the record of an older sweep (mindexp 0.2, which
 had no study) turned into trials."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import os
-from typing import Any
+from typing import Any, Iterator
 
-from ..errors import RunDirError
+from ..errors import MindexpError, RunDirError
 from ..rundir.io import inside
 from .grid import SweepSpec, add_trial
 from .sweep_record import SWEEP_JSON, read_record
@@ -31,6 +33,32 @@ def find_unfinished(out: str, identity: dict, points: list[dict]) -> tuple[str, 
             _relocate(entry, out, path)
         return os.path.dirname(path), record
     return None
+
+
+@contextlib.contextmanager
+def sweeps_locked(out: str) -> Iterator[None]:
+    """Held while a command finds the unfinished sweep of its command or makes a
+    new one, until that one's sweep.json is written: an ``flock`` on the folder
+    ``<out>/sweeps`` itself (no lock file beside the sweeps). So one sweep owns
+    a command's identity: the same command started twice at once makes one
+    sweep, which the later one joins (it finds the first's record). A
+    ``sweeps`` folder made here and still empty is removed on the way out."""
+    folder = os.path.join(out, SWEEPS)
+    made = not os.path.lexists(folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise MindexpError(f"cannot start the sweep in {folder}: {exc.strerror} (it must be "
+                           "a folder, not a link)") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+        if made:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)  # only when empty: a refused --resume leaves nothing
 
 
 def import_record(study: Any, spec: SweepSpec, record: dict) -> None:

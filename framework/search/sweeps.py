@@ -40,12 +40,13 @@ from ..rundir.io import check_experiment_name, check_label, create_run_dir, is_r
 from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, here, open_study, outcome,
                    point_state, point_trials, release_space, reopen_failed, reserve_space,
                    retired, tell)
+from .liveness import dead_worker_error
 from .signals import handlers
 from .study import JOURNAL, LOGS
 from ..secrets import masked
 from .sweep_loop import WORKERS_DIR, SweepLoop
 from .sweep_record import SWEEP_JSON, SweepRun, apply_answer, read_record, write_record
-from .sweep_takeup import SWEEPS, find_unfinished, import_record
+from .sweep_takeup import SWEEPS, find_unfinished, import_record, sweeps_locked
 
 logger = logging.getLogger(__name__)
 
@@ -183,17 +184,22 @@ class Sweep:
         """
         self.experiment = check_experiment_name(experiment)
         if self.storage is None:
-            storage, study_name = self._own_folder(resume), SWEEP_STUDY
+            with sweeps_locked(self.out):   # one sweep per command, even started at once
+                self._spec = self._make_spec(self._own_folder(resume), SWEEP_STUDY)
+                self._open()
         else:
-            storage, study_name = _storage_of(self.storage), self._study_name()
-        self._spec = self._make_spec(storage, study_name)
-        self._study = open_study(self._spec, create=True)
-        if self.storage is not None:
+            self._spec = self._make_spec(_storage_of(self.storage), self._study_name())
+            self._study = open_study(self._spec, create=True)
             self._shared_folder(resume)
+            self._open()
+        return self.dir
+
+    def _open(self):
+        if self._study is None:
+            self._study = open_study(self._spec, create=True)
         self._settle_record()
         self.status = "running"
         self.save()
-        return self.dir
 
     def _own_folder(self, resume):
         """The sweep folder (taken up or new) and its journal's path."""
@@ -354,11 +360,12 @@ class Sweep:
             run.run_dir = run.run_dir if run.pid == last.user_attrs.get("pid") else \
                 here(self.out, last.user_attrs.get("run_dir"))
         else:
-            attrs = last.user_attrs
-            apply_answer(run, {**attrs, "status": outcome(last), "error": attrs.get(
-                "error") or (None if outcome(last) != "failed" else "its worker died")}, self.out)
+            apply_answer(run, {**last.user_attrs, "status": outcome(last),
+                               "error": _error_of(last)}, self.out)
         earlier = [here(self.out, t.user_attrs.get("run_dir")) for t in trials[:-1]]
         run.previous = list(dict.fromkeys(d for d in earlier if d and d != run.run_dir))
+        run.attempts = [{"run_dir": d, "status": outcome(t), "host": t.user_attrs.get("host"),
+                         "error": _error_of(t)} for t, d in zip(trials[:-1], earlier)]
 
     def _finish(self, worker_failure):
         """The final record: points not trained say why, the sweep's status."""
@@ -403,6 +410,13 @@ class Sweep:
                 "storage": masked(self._spec.storage), "study": self._spec.study,
                 "retries": self.retries, "status": self.status, "started_at": self.started_at,
                 "ended_at": self.ended_at, "runs": [r.as_dict() for r in self.runs]}
+
+
+def _error_of(trial):
+    """A finished trial's error: its run's, or the dead worker it names."""
+    if outcome(trial) != "failed":
+        return trial.user_attrs.get("error")
+    return trial.user_attrs.get("error") or dead_worker_error(trial.user_attrs)
 
 
 def _texts(values):

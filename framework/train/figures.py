@@ -20,6 +20,7 @@ from ..callbacks import schema
 from ..callbacks._quiet_callback import QuietCallback
 from ..callbacks._mindspore import eval_results
 from ..callbacks._common import step_info
+from .features import Build, feature
 
 logger = logging.getLogger(__name__)
 
@@ -166,3 +167,12 @@ def _close(fig: Any) -> None:
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is not None:
         plt.close(fig)
+
+
+@feature("figures", order=80)
+def _figures(run: Build, before: object) -> object:
+    """The experiment's figures() hook, drawn by rank 0 after each evaluation."""
+    if run.shard_id != 0 or not has_figures(run.exp):
+        return None
+    return Figures(run.exp, run.net, run.run_dir, bool(run.metrics),
+                   steps_per_epoch=run.steps_per_epoch)

@@ -25,7 +25,9 @@ logger = logging.getLogger(__name__)
 Finish = Callable[[str, str], None]  # finish(run_dir, status): the plots, before the final record
 
 
-def train(request: RunRequest, finish: Finish | None = None) -> str | None:
+
+def train(request: RunRequest, finish: Finish | None = None,
+          keep: Callable[[str], None] | None = None) -> str | None:
     """Train what ``request`` declares and return its run directory (None on a
     rank other than 0 under the user's own msrun, and in msrun's scheduler
     process).
@@ -37,6 +39,9 @@ def train(request: RunRequest, finish: Finish | None = None) -> str | None:
     ``finish(run_dir, status)`` (the plots) runs before run.json is final. From
     before the folder exists until run.json is final, SIGINT/SIGTERM only
     stop the run cleanly (:class:`~mindexp.train.signals.SignalStop`).
+    ``keep(run_dir)`` runs once run.json is final, before the run's lock is
+    released (also when training failed): what it reads, no ``mindexp gc``
+    can have removed meanwhile (gc takes a run only once its lock is free).
     Raises ConfigError/DataError before anything is created, TrainingError
     (after run.json says failed) when training itself fails.
     """
@@ -64,10 +69,19 @@ def train(request: RunRequest, finish: Finish | None = None) -> str | None:
             run_dir, previous = resume.run_dir, resume.meta
             from .resume import truncate_logs
             truncate_logs(run_dir, resume.step)
-        if workers > 1:
-            return launch_workers(request, run_dir, previous=previous, finish=finish)
-        return _train_in(request, plan, run_dir, previous=previous, stopper=stopper,
-                         finish=finish)
+        try:
+            if workers > 1:
+                run_dir = launch_workers(request, run_dir, previous=previous, finish=finish)
+            else:
+                run_dir = _train_in(request, plan, run_dir, previous=previous, stopper=stopper,
+                                    finish=finish)
+        except TrainingError as exc:
+            if keep is not None and exc.run_dir is not None:
+                keep(exc.run_dir)
+            raise
+        if keep is not None and run_dir is not None:
+            keep(run_dir)
+        return run_dir
 
 
 def launch_workers(request: RunRequest, run_dir: str, previous: dict[str, Any] | None = None,

@@ -10,15 +10,17 @@ where the uninterrupted run would have.
 """
 import logging
 import math
+from typing import Any, Sequence
 
 from ..define import config as _config
 from ..callbacks import schema
 from ..errors import ConfigError
+from .features import Build, feature
 
 logger = logging.getLogger(__name__)
 
 
-def check_monitors(exp, eval_, workers=1):
+def check_monitors(exp: Any, eval_: Any, workers: int = 1) -> None:
     """early_stop / checkpoint_monitor name a value this run has, with a known direction."""
     cfg = exp.config
     if cfg.early_stop == "loss" and workers > 1:
@@ -42,7 +44,7 @@ def check_monitors(exp, eval_, workers=1):
                               f"value). Received: {field}={name!r}", field=field)
 
 
-def monitored_values(exp, eval_):
+def monitored_values(exp: Any, eval_: Any) -> list[str]:
     """Values early_stop / checkpoint_monitor can watch: loss, eval_loss, eval_<metric>."""
     metrics = exp.metrics() if eval_ is not None else []
     names = list(metrics) if metrics else []
@@ -50,14 +52,14 @@ def monitored_values(exp, eval_):
     return ["loss"] + evals
 
 
-def monitor_mode_of(exp, name):
+def monitor_mode_of(exp: Any, name: str) -> str | None:
     """``"min"``/``"max"`` for a watched value; early_stop_mode applies to early_stop's value."""
     cfg = exp.config
     mode = cfg.early_stop_mode if name == cfg.early_stop else "auto"
     return _config.monitor_mode(name, mode, exp.metrics())
 
 
-def early_stopping(exp, run_dir, resume, steps_per_epoch):
+def early_stopping(exp: Any, run_dir: str, resume: Any, steps_per_epoch: int) -> Any:
     """The run's EarlyStopping, or None when ``early_stop`` is off.
 
     On a resume its state is replayed from the logs (an interrupted run
@@ -75,7 +77,7 @@ def early_stopping(exp, run_dir, resume, steps_per_epoch):
     return callback
 
 
-def best_checkpoint_args(exp):
+def best_checkpoint_args(exp: Any) -> dict[str, Any]:
     """``monitor``, ``mode`` and ``keep_best`` for the Checkpoint callback."""
     cfg = exp.config
     if not cfg.checkpoint_monitor:
@@ -84,7 +86,7 @@ def best_checkpoint_args(exp):
             "mode": monitor_mode_of(exp, cfg.checkpoint_monitor)}
 
 
-def replay_early_stop(callback, run_dir, step, steps_per_epoch):
+def replay_early_stop(callback: Any, run_dir: str, step: int, steps_per_epoch: int) -> bool:
     """Feed ``callback`` the values of the epochs completed by ``step``.
 
     Returns False (and warns; the counter starts afresh) when the logs lack
@@ -101,7 +103,8 @@ def replay_early_stop(callback, run_dir, step, steps_per_epoch):
     return True
 
 
-def _epoch_values(run_dir, monitor, done, steps_per_epoch):
+def _epoch_values(run_dir: str, monitor: str, done: int,
+                  steps_per_epoch: int) -> list[float | None] | None:
     if monitor == "loss":
         rows = schema.read_rows(schema.path_of(run_dir, schema.LOSS.name))
         by_step = {int(r[schema.Col.STEP]): _number(r.get(schema.Col.LOSS)) for r in rows}
@@ -113,9 +116,30 @@ def _epoch_values(run_dir, monitor, done, steps_per_epoch):
     return [_number(r[column]) for r in rows if int(r[schema.Col.EPOCH]) <= done]
 
 
-def _number(text):
+def _number(text: Any) -> float | None:
     try:
         value = float(text)
     except (TypeError, ValueError):
         return None
     return None if math.isnan(value) else value
+
+
+@feature("early_stop", order=110)
+def _early_stop(run: Build, before: object) -> object:
+    return early_stopping(run.exp, run.run_dir, run.resume, run.steps_per_epoch)
+
+
+@feature("checkpoint", order=120)
+def _checkpoint(run: Build, before: Sequence[Any]) -> object:
+    """After every log: it flushes the callbacks before it that buffer (ours
+    and the experiment's: anything with a flush()), so no log is ever
+    behind a checkpoint."""
+    from ..callbacks import Checkpoint
+    from .tracked import stateful_callbacks
+    cfg = run.cfg
+    flush = [cb for cb in before if callable(getattr(cb, "flush", None))]
+    return Checkpoint(run.run_dir, every_epochs=cfg.checkpoint_every or None,
+                      keep_last=cfg.keep_checkpoints, min_interval_s=cfg.checkpoint_interval_s,
+                      flush=flush, steps_per_epoch=run.steps_per_epoch,
+                      stateful=stateful_callbacks(before, run.resume),  # state in each checkpoint
+                      **best_checkpoint_args(run.exp))

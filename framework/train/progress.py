@@ -3,6 +3,7 @@ from typing import Any
 import sys
 
 from ..callbacks._quiet_callback import QuietCallback
+from .features import Build, feature
 
 
 def in_notebook() -> bool:
@@ -53,3 +54,8 @@ class Progress(QuietCallback):
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+@feature("progress", order=90)
+def _progress(run: Build, before: object) -> object:
+    return Progress(run.cfg.epochs, run.steps_per_epoch) if wanted(run.quiet) else None

@@ -1,6 +1,7 @@
 """One training session: the MindSpore context, TrainStep, Model, the
 callbacks, and ``Model.train``/``Model.fit``; what happened goes into the
 run record (run.json) it is given."""
+from typing import Any, Callable, Iterator
 import contextlib
 import gc
 import logging
@@ -11,12 +12,12 @@ from ..callbacks import schema
 from ..errors import ConfigError
 from ..rundir.io import now_iso
 from . import compile_dumps, failures
-from .tracked import note_signal, stateful_callbacks
+from .tracked import note_signal
 
 logger = logging.getLogger(__name__)
 
 
-def _eval_epochs(cfg):
+def _eval_epochs(cfg: Any) -> list[int]:
     """Epochs that end with an evaluation: every ``eval_every``-th and the last."""
     return [e for e in range(1, cfg.epochs + 1) if e % cfg.eval_every == 0 or e == cfg.epochs]
 
@@ -29,7 +30,8 @@ class Session:
     this rank)`` under data parallelism.
     """
 
-    def __init__(self, request, plan, run_dir, shard=(1, 0), stopper=None, on_built=None):
+    def __init__(self, request: Any, plan: Any, run_dir: str, shard: tuple[int, int] = (1, 0),
+                 stopper: Any = None, on_built: Callable[[], None] | None = None) -> None:
         self.exp, self.plan, self.run_dir = request.experiment, plan, run_dir
         self.quiet = request.quiet
         self.added = request.callbacks  # after the experiment's own (a trial's pruning)
@@ -38,15 +40,15 @@ class Session:
         self.cfg = request.config
         from .signals import SignalStop
         self.stopper = stopper or SignalStop()  # the runner's, held until run.json is final
-        self.steps = None  # the RunSteps heading the callbacks (see _callbacks)
+        self.steps: Any = None  # the RunSteps heading the callbacks (see _callbacks)
         self.loss_cb = None
         self.param_cb = None
         self.early_stop_cb = None
-        self.cbs = []
-        self.net = None
+        self.cbs: list[Any] = []
+        self.net: Any = None
         self.lr = None  # the learning rate handed to the optimizer, logged by LossMonitor
 
-    def execute(self, record, resume=None):
+    def execute(self, record: Any, resume: Any = None) -> None:
         """Train (from ``resume`` when given) and put the outcome into ``record``
         (a :class:`~mindexp.rundir.record.RunRecord`; the caller writes it)."""
         meta = record.meta
@@ -66,7 +68,7 @@ class Session:
             meta["status"] = self._status(meta)
         self._summarize(meta, time.monotonic() - start, resume)  # the log summary: finish_record
 
-    def _train(self, resume):
+    def _train(self, resume: Any) -> None:
         from ..callbacks import TrainStep
 
         _set_context(self.cfg, self.run_dir)
@@ -97,7 +99,8 @@ class Session:
         if initial_epoch < self.cfg.epochs and not (trained and self._stopped()):
             self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
 
-    def _fit(self, model, metrics, epochs, initial_epoch, cbs, first_batch=0):
+    def _fit(self, model: Any, metrics: Any, epochs: int, initial_epoch: int, cbs: list[Any],
+             first_batch: int = 0) -> None:
         self.steps.steps_before = initial_epoch * self.plan.steps_per_epoch + first_batch
         train_ds = self._dataset("train", initial_epoch, first_batch)
         eval_ds = self._dataset("eval") if self.plan.eval is not None and metrics else None
@@ -111,7 +114,7 @@ class Session:
                 model.train(epochs, train_ds, callbacks=cbs, dataset_sink_mode=self.cfg.sink,
                             initial_epoch=initial_epoch)
 
-    def _dataset(self, split, start_epoch=0, first_batch=0):
+    def _dataset(self, split: str, start_epoch: int = 0, first_batch: int = 0) -> Any:
         """The dataset of a split from where this fit starts (sharded when training)."""
         from ..define.sources import Finished
         data = self.plan.train if split == "train" else self.plan.eval
@@ -123,17 +126,17 @@ class Session:
         return self.exp.dataset(split, data, start_epoch=start_epoch, num_shards=self.num_shards,
                                 shard_id=self.shard_id, first_batch=first_batch)
 
-    def _stopped(self):
+    def _stopped(self) -> bool:
         return self.stopper.signum is not None or bool(self.loss_cb and self.loss_cb.stop_reason) \
             or self._early_stop_reason() is not None
 
-    def _early_stop_reason(self):
+    def _early_stop_reason(self) -> str | None:
         cb = self.early_stop_cb
         if cb is None or cb.stop_reason is None:
             return None
         return f"early stop at epoch {cb.stopped_epoch}: {cb.stop_reason}"
 
-    def _model(self, cell):
+    def _model(self, cell: Any) -> tuple[Any, Any]:
         from mindspore import nn
         from mindspore.train import Model
         from ..define.metrics import build_metrics, eval_network, with_eval_loss
@@ -144,68 +147,23 @@ class Session:
         eval_net = eval_network(self.net, self.exp.loss_fn())
         return Model(cell, eval_network=eval_net, metrics=metrics, eval_indexes=[0, 1, 2]), metrics
 
-    def _callbacks(self, metrics, resume):
-        from ..callbacks import Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker
-        from ..callbacks.eval_monitor import EvalMonitor
-        cfg, d = self.cfg, self.run_dir
-        ranks, spe = cfg.log_all_ranks, self.plan.steps_per_epoch
-        self.loss_cb = LossMonitor(d, every=cfg.log_every, all_ranks=ranks,
-                                   time_offset=resume.time_offset if resume else 0.0,
-                                   on_nan="stop",  # the run records "diverged" instead
-                                   steps_per_epoch=spe, lr=self.lr)
-        from ..callbacks import Timer
-        self.timer = Timer()
-        from .steps import RunSteps
-        self.steps = RunSteps()  # first: every callback after it reads the run's step
-        cbs = [self.steps, self.stopper.head(), self.timer, self.loss_cb]
-        if cfg.track_params:
-            self.param_cb = ParameterTracker(d, names=list(cfg.track_names) or None,
-                                             all_ranks=ranks, every=cfg.log_every,
-                                             max_values=cfg.max_param_values, steps_per_epoch=spe,
-                                             budget=cfg.param_log_budget,
-                                             batch_size=cfg.batch_size * cfg.grad_accumulation,
-                                             stats=cfg.param_stats)
-            cbs.append(self.param_cb)
-        cbs.append(GradNormMonitor(d, every=cfg.log_every, all_ranks=ranks, steps_per_epoch=spe))
-        if metrics:
-            cbs.append(EvalMonitor(d, list(metrics), steps_per_epoch=spe))
-        cbs.extend(self._extras(bool(metrics), resume))
-        from .progress import Progress, wanted
-        if wanted(self.quiet):
-            cbs.append(Progress(cfg.epochs, self.plan.steps_per_epoch))
-        cbs.extend(list(self.exp.callbacks() or []) + list(self.added))
-        from .monitors import best_checkpoint_args, early_stopping
-        self.early_stop_cb = early_stopping(self.exp, d, resume, self.plan.steps_per_epoch)
-        if self.early_stop_cb is not None:
-            cbs.append(self.early_stop_cb)
-        # Logs are flushed before each checkpoint (never behind it): ours and the
-        # experiment's callbacks that buffer (anything with a flush()).
-        flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]
-        stateful = stateful_callbacks(cbs, resume)  # their state goes with each checkpoint
-        cbs.append(Checkpoint(d, every_epochs=cfg.checkpoint_every or None,
-                              keep_last=cfg.keep_checkpoints,
-                              min_interval_s=cfg.checkpoint_interval_s, flush=flush,
-                              steps_per_epoch=spe, stateful=stateful,
-                              **best_checkpoint_args(self.exp)))
-        # Last, so a signal that arrives during any callback of step s stops at s.
-        cbs.append(self.stopper)
-        self.cbs = cbs
-        return cbs
+    def _callbacks(self, metrics: Any, resume: Any) -> list[Any]:
+        """Every feature's callbacks (train/features.py), in one CallbackList:
+        one MindSpore dispatch per hook, one record per step for all."""
+        from ..callbacks import CallbackList
+        from .features import Build, build_callbacks
+        run = Build(exp=self.exp, cfg=self.cfg, run_dir=self.run_dir,
+                    steps_per_epoch=self.plan.steps_per_epoch, resume=resume, metrics=metrics,
+                    quiet=self.quiet, shard_id=self.shard_id, stopper=self.stopper, net=self.net,
+                    added=self.added)
+        built = build_callbacks(run)
+        (self.steps,), (self.timer,), (self.loss_cb,) = built["steps"], built["timer"], built["loss"]
+        self.param_cb = next(iter(built["params"]), None)
+        self.early_stop_cb = next(iter(built["early_stop"]), None)
+        self.cbs = [cb for cbs in built.values() for cb in cbs]
+        return [CallbackList(self.cbs, steps_per_epoch=self.plan.steps_per_epoch, lr=self.lr)]
 
-    def _extras(self, evaluates, resume):
-        """The sampler of system.csv and the experiment's figures, when wanted."""
-        from .figures import Figures, has_figures
-        from .system import system_monitor
-        cfg, extras = self.cfg, []
-        monitor = system_monitor(cfg, self.run_dir, resume)
-        if monitor is not None:
-            extras.append(monitor)
-        if self.shard_id == 0 and has_figures(self.exp):
-            extras.append(Figures(self.exp, self.net, self.run_dir, evaluates,
-                                  steps_per_epoch=self.plan.steps_per_epoch))
-        return extras
-
-    def _status(self, meta):
+    def _status(self, meta: dict[str, Any]) -> str:
         if self.stopper.signum is not None:
             note_signal(meta, self.stopper.signum)
             return "interrupted"
@@ -220,7 +178,7 @@ class Session:
                 return cb.stop_status
         return "completed"
 
-    def _summarize(self, meta, elapsed, resume=None):
+    def _summarize(self, meta: dict[str, Any], elapsed: float, resume: Any = None) -> None:
         timer = getattr(self, "timer", None)
         steps, final_loss = self._last_logged()
         if not steps and resume is not None:  # resumed with nothing left to train
@@ -239,7 +197,7 @@ class Session:
             meta["param_stats"] = self.param_cb.stats_source   # host or graph
 
 
-    def _last_logged(self):
+    def _last_logged(self) -> tuple[int, float | None]:
         """``(step, loss)`` of the last row of loss.csv: the loss monitor's, unless
         rows it took never reached the file (the disk filled): then the file's,
         which run.json's steps must match."""
@@ -255,7 +213,7 @@ class Session:
 
 
 @contextlib.contextmanager
-def startup_objects_frozen():
+def startup_objects_frozen() -> Iterator[None]:
     """Keep the objects that exist before training out of the garbage collector's
     full collections while it runs (``gc.freeze``), and give them back after.
 
@@ -276,7 +234,7 @@ def startup_objects_frozen():
         gc.unfreeze()
 
 
-def _lr_to_log(exp, lr):
+def _lr_to_log(exp: Any, lr: Any) -> Any:
     """The learning rate LossMonitor logs as is: the one the framework computed,
     when the experiment's optimizer is the framework's (which uses it) and it
     is a number or a per-step list; else None (LossMonitor reads the optimizer)."""
@@ -288,7 +246,7 @@ def _lr_to_log(exp, lr):
     return lr
 
 
-def _graph_param_stats(cfg):
+def _graph_param_stats(cfg: Any) -> Any:
     """TrainStep's ``param_stats``: the tracked parameters' statistics in the
     train step's graph when asked for, or by default off the CPU (no
     parameter copied to the host); on the CPU numpy on the host measured
@@ -300,7 +258,7 @@ def _graph_param_stats(cfg):
     return list(cfg.track_names) or True
 
 
-def _set_context(cfg, run_dir):
+def _set_context(cfg: Any, run_dir: str) -> None:
     import mindspore as ms
     mode = ms.GRAPH_MODE if cfg.mode == "graph" else ms.PYNATIVE_MODE
     ms.set_context(mode=mode)
@@ -315,7 +273,7 @@ def _set_context(cfg, run_dir):
     np.random.seed(cfg.seed)
 
 
-def _set_memory_level(level):
+def _set_memory_level(level: Any) -> None:
     """MindSpore's memory_optimize_level (O1: SOMAS memory reuse, less peak memory).
 
     Set through ``set_context`` (deprecated there in favour of
@@ -328,7 +286,7 @@ def _set_memory_level(level):
         ms.set_context(memory_optimize_level=level)
 
 
-def set_device(device):
+def set_device(device: str) -> None:
     """Select the backend, with a clear error when it is not installed."""
     import mindspore as ms
     if device_selected(device):
@@ -342,7 +300,7 @@ def set_device(device):
                           field="device") from None
 
 
-def _enable_graph_kernel(cfg):
+def _enable_graph_kernel(cfg: Any) -> None:
     import mindspore as ms
     if cfg.device == "CPU":
         # MindSpore accepts the switch on CPU but then fails compiling fused kernels (no AKG).
@@ -356,14 +314,14 @@ def _enable_graph_kernel(cfg):
     ms.set_context(enable_graph_kernel=True)
 
 
-def _amp(net, level, run_dir):
+def _amp(net: Any, level: str, run_dir: str) -> Any:
     if level == "O0":
         return net
     # O1's rewritten network source goes into the run directory, not the cwd.
     return mixed_precision(net, level, run_dir)
 
 
-def _scalar_params(net):
+def _scalar_params(net: Any) -> dict[str, Any]:
     if net is None:
         return {}
     out = {}

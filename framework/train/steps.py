@@ -4,6 +4,7 @@ does (MindSpore restarts the step count in each ``Model.train`` call)."""
 from typing import Any
 from ..callbacks._common import count_steps_from
 from ..callbacks._quiet_callback import QuietCallback
+from .features import Build, feature
 
 
 class RunSteps(QuietCallback):
@@ -20,3 +21,16 @@ class RunSteps(QuietCallback):
 
     def on_train_begin(self, run_context: Any) -> None:
         count_steps_from(run_context.original_args(), self.steps_before)
+
+
+@feature("steps", order=0)
+def _run_steps(run: Build, before: object) -> RunSteps:
+    """First: every callback after it reads the run's step."""
+    return RunSteps()
+
+
+@feature("timer", order=20)
+def _timer(run: Build, before: object) -> object:
+    """Training time and steps per second for run.json."""
+    from ..callbacks import Timer
+    return Timer()

@@ -4,6 +4,7 @@ import logging
 import os
 
 from ..callbacks import schema
+from .features import Build, feature
 
 logger = logging.getLogger(__name__)
 _warned: list[bool] = []
@@ -33,3 +34,8 @@ def system_monitor(cfg: Any, run_dir: str, resume: Any = None) -> Any:
                          start_step=resume.step if resume else 0,
                          time_offset=resume.time_offset if resume else 0.0,
                          per_node=os.path.isdir(run_dir))
+
+
+@feature("system", order=70)
+def _system(run: Build, before: object) -> object:
+    return system_monitor(run.cfg, run.run_dir, run.resume)

@@ -272,6 +272,25 @@ def test_model_fit_enters_the_callbacks_again_for_each_evaluation(ms_graph):
     assert events[:2] == ["enter", "enter"] and events[-1] == "exit"
 
 
+def test_model_fit_evaluations_leave_out_callbacks_named_like_mindsporess_own(ms_graph):
+    """callbacks/_mindspore.runs_in_evaluation: Model.fit hands its evaluations
+    every callback but those whose class name is in mindspore.train.callback's
+    __all__ (mindexp's LossMonitor and EarlyStopping among them): CallbackList
+    hands them the same ones."""
+    calls = {}
+
+    class Evals(Callback):
+        def on_eval_end(self, run_context):
+            calls[type(self).__name__] = calls.get(type(self).__name__, 0) + 1
+
+    named = type("LossMonitor", (Evals,), {})
+    net = nn.Dense(1, 1)
+    Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), 0.01), metrics={"mae": MAE()}).fit(
+        2, dataset(), dataset(), callbacks=[Evals(), named()])
+    assert calls == {"Evals": 2}
+    assert cbms.runs_in_evaluation(Evals()) and not cbms.runs_in_evaluation(named())
+
+
 def test_metric_convert_data_turns_tensors_into_numpy():
     """framework/_mindspore.metric_input (private Metric._convert_data)."""
     out = fw.metric_input(MAE(), Tensor(np.array([[1.0], [2.0]], np.float32)))

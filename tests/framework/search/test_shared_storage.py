@@ -184,3 +184,76 @@ def test_a_trial_of_this_host_fails_once_its_worker_lock_is_free(tmp_path, holde
     worker.wait()
     assert not lock_held(lock) and not lock_held(str(tmp_path / "none.lock"))
     assert fail_dead_trials(study) == [trial.number]
+
+
+MACHINE_A = """
+from mindexp.search import tune
+tune("held.py:Held", {"lr": "loguniform:1e-3:0.1"}, trials=3, sampler="random", seed=3,
+     pruner="none", study="shared", storage=%r, out="out-machine-a",
+     config={"hold": "hold", "epochs": 4, "samples": 40, "batch_size": 4})
+"""
+
+
+@pytest.mark.slow
+def test_a_machine_killed_mid_trial_is_waited_out_failed_and_replaced(postgres, cli, tmp_path):
+    """Two hosts tune one PostgreSQL study; one dies (SIGKILL: its trials ran in
+    its own process, driver and worker at once) mid-trial: the other waits out
+    the heartbeat grace, fails that trial naming the dead host and run, runs
+    its replacement and ends with the whole study (before: it exited 0 one
+    trial short, the dead trial RUNNING for good)."""
+    import os
+    from mindexp.search.liveness import DEAD_ATTR, GRACE_VARIABLE, HOST_VARIABLE
+    from searches import HELD, wait_for
+    (tmp_path / "held.py").write_text(HELD)
+    (tmp_path / "hold").touch()   # every step waits while it exists
+    url = postgres.create_database("dead_machine")
+    procs = {"machine-a": subprocess.Popen(
+        [sys.executable, "-c", MACHINE_A % url], cwd=tmp_path, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+        env=cli_env(**{HOST_VARIABLE: "machine-a", GRACE_VARIABLE: "3"}))}
+    procs["machine-b"] = subprocess.Popen(
+        [sys.executable, "-m", "mindexp", "tune", "held.py:Held", "--param",
+         "lr=loguniform:1e-3:0.1", "--sampler", "random", "--seed", "3", "--pruner", "none",
+         "--trials", "3", "--study", "shared", "--storage", url, "--set", "hold=hold",
+         "--set", "epochs=4", "--set", "samples=40", "--set", "batch_size=4",
+         "--out", "out-machine-b"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=cli_env(**{HOST_VARIABLE: "machine-b", GRACE_VARIABLE: "3"}))
+    try:
+        def a_trial_training():
+            try:
+                trials = _trials(url, "shared")
+            except KeyError:   # no study yet
+                return None
+            for t in trials:
+                run_dir = t.user_attrs.get("run_dir")
+                if t.user_attrs.get("host") == "machine-a" and t.state.name == "RUNNING" \
+                        and run_dir and os.path.exists(os.path.join(run_dir, "loss.csv")):
+                    return t
+            return None
+        lost = wait_for(a_trial_training, "a trial of machine-a training")
+        procs["machine-a"].kill()
+        procs["machine-a"].communicate(timeout=60)
+        os.remove(tmp_path / "hold")
+        out, err = procs["machine-b"].communicate(timeout=600)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+    assert procs["machine-b"].returncode == 0, out + err
+    trials = {t.number: t for t in _trials(url, "shared")}
+    dead = trials[lost.number]
+    assert dead.state.name == "FAIL" and "status" not in dead.user_attrs
+    named = dead.user_attrs[DEAD_ATTR]
+    assert (named["host"], named["pid"], named["run_dir"], named["failed_by"]) == (
+        "machine-a", procs["machine-a"].pid, lost.user_attrs["run_dir"], "machine-b")
+    assert "machine-a" in dead.user_attrs["error"] and lost.user_attrs["run_dir"] in \
+        dead.user_attrs["error"]
+    others = [t for n, t in trials.items() if n != lost.number and not t.user_attrs.get("surplus")]
+    assert sorted(t.state.name for t in others) == ["COMPLETE"] * 3   # the study is whole
+    assert all(t.user_attrs["host"] == "machine-b" for t in others)
+    assert max(t.number for t in others) > lost.number               # the replacement
+    shown = cli("tune", "--show", "--study", "shared", "--storage", url, "--out", "out-machine-b")
+    assert shown.returncode == 0, shown.stderr
+    row = [line.split() for line in shown.stdout.splitlines()
+           if line.split()[:1] == [str(lost.number)]]
+    assert row and row[0][1] == "FAIL", shown.stdout

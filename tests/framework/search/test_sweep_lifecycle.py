@@ -6,7 +6,6 @@ import contextlib
 import glob
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,38 +17,8 @@ from conftest import DISK_ARGS, cli_env
 from mindexp.callbacks import schema
 from mindexp.cli.main import main
 from mindexp.rundir.run_lock import holder
+from searches import HELD
 
-HELD = '''
-import os, time
-from dataclasses import dataclass
-from mindspore.train import Callback
-from mindexp.experiments.linear import Linear
-
-
-class Held(Linear):
-    """Linear; each step waits a little while the file `hold` exists, and the
-    network refuses to build while the file `boom` exists."""
-    name = "held"
-
-    @dataclass
-    class Config(Linear.Config):
-        hold: str = ""
-        boom: str = ""
-
-    def network(self):
-        if self.config.boom and os.path.exists(self.config.boom):
-            raise RuntimeError("the boom file is there")
-        return super().network()
-
-    def callbacks(self):
-        hold = self.config.hold
-
-        class Hold(Callback):
-            def on_train_step_end(self, run_context):
-                if hold and os.path.exists(hold):
-                    time.sleep(0.2)
-        return [Hold()]
-'''
 SMALL = ("--set", "epochs=20", "--set", "samples=40", "--set", "batch_size=4",
          "--set", "checkpoint_interval_s=0")   # 200 steps; 40 s while held
 WAIT_S = 240
@@ -190,36 +159,54 @@ def test_the_same_command_retrains_a_failed_point_only_and_rm_takes_every_attemp
     assert os.listdir(tmp_path / "out" / "held") == []
 
 
+@contextlib.contextmanager
+def _journal_held(sweep_dir):
+    """Hold the lock of the sweep's journal (Optuna's JournalFileOpenLock: a file
+    made with O_EXCL) for the block: no worker can tell the study anything."""
+    lock = os.path.join(sweep_dir, "journal.log.lock")
+    _wait(lambda: _made_exclusively(lock), "the journal's lock taken")
+    try:
+        yield
+    finally:
+        os.remove(lock)
+
+
+def _made_exclusively(path):
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 @pytest.mark.slow
 def test_gc_of_a_completed_run_during_a_sweep_leaves_it_completed(cli, tmp_path):
+    """gc removes the first point's run after its record said completed and
+    before the sweep heard of it: the worker, done with the run (its lock
+    free), waits for the sweep's journal, which the test holds."""
     (tmp_path / "held.py").write_text(HELD)
-    (tmp_path / "hold").touch()
-    proc = _start(tmp_path, "held.py:Held", "--grid", "hold=none,hold", *SMALL,
+    for name in ("hold1", "hold2"):
+        (tmp_path / name).touch()
+    proc = _start(tmp_path, "held.py:Held", "--grid", "hold=hold1,hold2", *SMALL,
                   "--workers", "2", "--out", "out")
     try:
-        def finished_first():
-            found = glob.glob(str(tmp_path / "out" / "held" / "*-sweep-1-*"))
-            done = found and _status(found[0]) == "completed" and holder(found[0]) is None
-            return found[0] if done else None
-        first = _wait(finished_first, "the first run completed and its lock released")
-        worker = _read(os.path.join(first, "run.json"))["pid"]
-        # Hold its worker before it answers (a run is live, and kept by gc, while
-        # its lock is held, which lasts a moment past "completed"): gc removes the
-        # run right after its record said completed and before the sweep recorded it.
-        # On a slow machine the worker may have answered and exited already (its
-        # point was its last); the sweep's record must hold in that order too.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(worker, signal.SIGSTOP)
-        try:
+        def logging(label):
+            found = glob.glob(str(tmp_path / "out" / "held" / f"*-{label}-*"))
+            return found[0] if found and _logging(found[0]) else None
+        first = _wait(lambda: logging("sweep-1"), "the first run logging")
+        _wait(lambda: logging("sweep-2"), "the second run logging")
+        sweep_dir = os.path.dirname(glob.glob(str(tmp_path / "out" / "sweeps" / "*" /
+                                                   "sweep.json"))[0])
+        with _journal_held(sweep_dir):
+            os.remove(tmp_path / "hold1")
+            _wait(lambda: _status(first) == "completed" and holder(first) is None,
+                  "the first run completed and its lock released")
+            assert _sweep_json(tmp_path / "out")["runs"][0]["status"] == "running"  # not told
             gone = cli("gc", "out", "--status", "completed", "--yes")
-        finally:
-            with contextlib.suppress(ProcessLookupError):   # a zombie took the SIGSTOP, then was reaped
-                os.kill(worker, signal.SIGCONT)
-        assert gone.returncode == 0 and not os.path.exists(first), gone.stdout + gone.stderr
-        second = _wait(lambda: glob.glob(str(tmp_path / "out" / "held" / "*-sweep-2-*")),
-                       "the second run started")[0]
-        _wait(lambda: _logging(second), "the second run logging")
-        os.remove(tmp_path / "hold")
+            assert gone.returncode == 0 and not os.path.exists(first), gone.stdout + gone.stderr
+        _wait(lambda: _sweep_json(tmp_path / "out")["runs"][0]["status"] != "running",
+              "the first point's answer recorded")
+        os.remove(tmp_path / "hold2")
         stdout, stderr = proc.communicate(timeout=WAIT_S)
     finally:
         if proc.poll() is None:
@@ -315,3 +302,97 @@ def test_a_sweep_record_naming_a_run_outside_the_root_is_never_continued(tmp_pat
     assert "names a run outside the output root" in err and "'../victim'" in err
     assert os.listdir(victim) == ["run.json"] and os.listdir(out / "sweeps") == ["evil"]
     assert not (out / "sweeps" / "evil" / ".lock").exists()     # released
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["completed", "failed"])
+def test_a_run_removed_the_moment_its_lock_is_released_still_says_how_it_ended(
+        tmp_path, monkeypatch, fails):
+    """What a sweep's worker answers with (run_request's Run, or the Run of its
+    TrainingError) is read while the run's lock is held: `gc`, which takes a run
+    once its lock is free, removing it at that very moment leaves the answer
+    whole (it was read after the release: the worker answered `failed`)."""
+    import shutil
+    from mindexp.api import run_request
+    from mindexp.errors import TrainingError
+    from mindexp.experiments.linear import Linear
+    from mindexp.rundir import run_lock
+    from mindexp.train.request import RunRequest
+    real, removed = run_lock.RunLock.release, []
+
+    def release_then_gc(lock):       # gc's rmtree right after the release, before any read
+        real(lock)
+        run_dir = os.path.dirname(lock.path)
+        if os.path.isfile(os.path.join(run_dir, "run.json")) and run_dir not in removed:
+            shutil.rmtree(run_dir)
+            removed.append(run_dir)
+    monkeypatch.setattr(run_lock.RunLock, "release", release_then_gc)
+    config = {"epochs": 1, "samples": 8, "batch_size": 4}
+    if fails:     # a TrainingError that carries the run
+        with pytest.raises(TrainingError) as caught:
+            run_request(RunRequest(_breaking(config), out=str(tmp_path)))
+        run = caught.value.run
+    else:
+        run = run_request(RunRequest(Linear(config), out=str(tmp_path)))
+    assert removed == [run.dir] and not os.path.exists(run.dir)
+    assert run.meta["status"] == ("failed" if fails else "completed"), run.meta
+    assert run.meta["steps"] == (1 if fails else 2)
+
+
+def _breaking(config):
+    """Linear whose training fails at its first step (a TrainingError with the run)."""
+    from mindspore.train import Callback
+    from mindexp.experiments.linear import Linear
+
+    class Breaks(Callback):
+        def on_train_step_end(self, run_context):
+            raise RuntimeError("broken on purpose")
+
+    class Breaking(Linear):
+        name = "breaking"
+
+        def callbacks(self):
+            return [Breaks()]
+    return Breaking(config)
+
+
+@pytest.mark.slow
+def test_the_same_sweep_started_twice_at_once_trains_each_point_once(tmp_path):
+    """Both commands look for an unfinished sweep of theirs at the same moment:
+    one makes it, the other joins it (before: two sweeps, every point twice)."""
+    import fcntl
+    args = ("linear", "--grid", "lr=0.05,0.1", "--set", "epochs=2", "--set", "samples=8",
+            "--set", "batch_size=4", "--workers", "1", "--out", "out")
+    sweeps = tmp_path / "out" / "sweeps"
+    sweeps.mkdir(parents=True)
+    held = os.open(sweeps, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(held, fcntl.LOCK_EX)   # both commands reach the lock before either looks
+    procs = [_start(tmp_path, *args) for _ in range(2)]
+    try:
+        pids = {str(p.pid) for p in procs}
+        _wait(lambda: _waiting_for(sweeps, pids) == pids or any(p.poll() is not None
+                                                                 for p in procs),
+              "both commands waiting for the sweeps folder")
+        assert _waiting_for(sweeps, pids) == pids and os.listdir(sweeps) == []
+        os.close(held)                  # now they race
+        outputs = [p.communicate(timeout=WAIT_S) for p in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert sum("continuing it" in out for out, _ in outputs) == 1, outputs   # one joined
+    assert len(os.listdir(tmp_path / "out" / "sweeps")) == 1
+    runs = sorted(glob.glob(str(tmp_path / "out" / "linear" / "*")))
+    assert len(runs) == 2, runs                                   # each point once
+    record = _sweep_json(tmp_path / "out")
+    assert sorted(r["run_dir"] for r in record["runs"]) == runs
+    assert [r["status"] for r in record["runs"]] == ["completed", "completed"]
+
+
+def _waiting_for(folder, pids):
+    """The pids among ``pids`` blocked on an flock of ``folder`` (/proc/locks: a
+    waiter's line has ``->``, then the lock's kind, mode, pid and device:inode)."""
+    inode = f":{os.stat(folder).st_ino} "
+    with open("/proc/locks") as f:
+        lines = [line.split() for line in f if "->" in line and inode in line]
+    return {fields[5] for fields in lines if len(fields) > 5} & pids

@@ -475,3 +475,33 @@ def test_a_trial_of_a_killed_process_is_failed_by_its_lock_and_not_counted(cli, 
     shown = cli("tune", "--show", "--study", "linear", "--out", "out")
     assert shown.returncode == 0, shown.stderr
     assert f"best trial {done.number}:" in shown.stdout
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_tune_in_one_line_and_the_same_command_continues(cli, small_disk):
+    """Before: every trial failed for the disk, each counted, exit 0; the same
+    command then said "0 of 6 trials to run" (here 3)."""
+    import optuna
+    from mindexp.search.study import NO_SPACE, counted, finished_short, open_storage
+    # one checkpoint of this MLP (with Adam's moments) is larger than the 512 KiB disk
+    args = ["tune", "mlp_sine", "--param", "lr=loguniform:1e-3:0.1", "--pruner", "none",
+            "--trials", 3, "--set", "hidden=256", "--set", "samples=64", "--set",
+            "checkpoint_interval_s=0", "--out", small_disk]
+    full = cli(*args, "--set", "epochs=400")
+    assert full.returncode == 1, full.stdout + full.stderr
+    assert full.stderr.count("\n") == 1 and "Traceback" not in full.stderr, full.stderr
+    assert full.stderr.startswith("mindexp: the disk is full: trial ")
+    assert "No space left on device" in full.stderr and "run the same command again" in full.stderr
+    journal = str(small_disk / "studies/mlp_sine/journal.log")
+    trials = _trials(journal, "mlp_sine")
+    lost = [t for t in trials if t.user_attrs.get(NO_SPACE)]
+    assert lost and all(t.state.name == "FAIL" and not counted(t) for t in lost)
+    assert len(trials) < 3    # no trial started after the disk filled
+    assert not (small_disk / "studies/mlp_sine/.space-reserve").exists()
+    done = sum(counted(t) for t in trials)
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)  # room
+    again = cli(*args, "--set", "epochs=1")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"{3 - done} of 3 trials to run" in again.stdout
+    study = optuna.load_study(study_name="mlp_sine", storage=open_storage(journal))
+    assert finished_short(study, 3) == 0

@@ -1,0 +1,51 @@
+"""Features contribute their callbacks (train/features.py): the run's list is
+every registered feature's, in order, and one registration wires a new log
+into every run."""
+import csv
+import os
+
+import pytest
+from mindspore.train import Callback
+
+from mindexp.callbacks import CsvLog
+from mindexp.experiments.linear import Linear
+from mindexp.train import features
+
+
+def test_the_features_run_in_their_order():
+    names = [f.name for f in features.features()]
+    assert names == ["steps", "signals_head", "timer", "loss", "params", "grad_norm", "eval",
+                     "system", "figures", "progress", "experiment", "early_stop", "checkpoint",
+                     "signals"]
+
+
+def test_a_feature_registered_twice_is_refused_naming_both_places(monkeypatch):
+    monkeypatch.setattr(features, "_FEATURES", dict(features._FEATURES))
+    with pytest.raises(ValueError, match=r"feature 'loss' is registered twice \(mindexp.train.logs and"):
+        features.feature("loss", order=1)(lambda run, before: None)
+
+
+class StepRows(Callback):
+    """A new CSV log: step and loss of every step, read from the step's record."""
+
+    def __init__(self, folder):
+        self.log = CsvLog(os.path.join(folder, "steps_seen.csv"), ["step", "loss"])
+
+    def on_train_step_record(self, record, run_context):
+        self.log.write([record.step, record.loss])
+
+    def flush(self):          # the checkpoint flushes it first, as the run's own logs
+        self.log.flush()
+
+    def on_train_end(self, run_context):
+        self.log.close()
+
+
+def test_one_registration_wires_a_new_log_into_every_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(features, "_FEATURES", dict(features._FEATURES))
+    features.feature("steps_seen", order=65)(lambda run, before: StepRows(run.run_dir))
+    run = Linear(epochs=2, batch_size=25).run(out=str(tmp_path))
+    with open(os.path.join(run.dir, "steps_seen.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == list(range(1, 9))
+    assert [float(r["loss"]) for r in rows] == run.loss["loss"].tolist()
