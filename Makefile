@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test test-fast coverage docs bench bench-lightning-venv clean
+.PHONY: run test test-fast test-hostile coverage docs bench bench-lightning-venv clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,17 @@ coverage: $(STAMP)
 # The inner loop: every test not marked slow (nothing trains for long).
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow"
+
+# The property suite over hostile run folders with a random seed (make test runs
+# it derandomised): many more examples; the seed is printed, and
+# `make test-hostile SEED=N` repeats a run. HOSTILE_EXAMPLES sets how many.
+HOSTILE_EXAMPLES ?= 150
+test-hostile: $(STAMP)
+	@seed=$${SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+	echo "test-hostile: seed $$seed (repeat with: make test-hostile SEED=$$seed)"; \
+	MINDEXP_HOSTILE=1 MINDEXP_HOSTILE_EXAMPLES=$(HOSTILE_EXAMPLES) $(BIN)/python -m pytest -q \
+		-p no:cacheprovider tests/framework/rundir/test_hostile_property.py \
+		--hypothesis-seed=$$seed --hypothesis-show-statistics
 
 # The manual (docs/, mkdocs.yml) as a static site in site/, offline; --strict: a
 # broken link or a missing API object fails the build.

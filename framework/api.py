@@ -97,7 +97,7 @@ def _finished(start: Callable[[], str | None], kept: Mapping[str, Run]) -> Run |
         run_dir = start()
     except TrainingError as exc:
         if exc.run_dir is not None:
-            exc.run = kept.get(exc.run_dir) or _read_now(exc.run_dir)
+            exc.run = kept.get(os.fspath(exc.run_dir)) or _read_now(exc.run_dir)
         raise
     if run_dir is None:
         return None

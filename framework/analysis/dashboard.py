@@ -89,13 +89,81 @@ class NotAFile(Exception):
     """A request for something below the served folders that is not a regular file."""
 
 
+DEFAULT_CACHE_BYTES = 256 * 1024 * 1024  # drawn runs kept in memory (serve --cache-mb)
+RUN_OVERHEAD_BYTES = 16 * 1024            # a loaded run beyond its tables: records, objects
+
+
+class RunCache:
+    """Loaded runs by folder, the least recently drawn first out: at most
+    ``max_bytes`` of their tables (pandas' deep memory use) are kept. Without a
+    bound each run drawn stayed for good: 32 -> 505 MB over 300 runs of 6,000
+    steps, also after they were deleted. Thread-safe."""
+
+    def __init__(self, max_bytes=DEFAULT_CACHE_BYTES):
+        from collections import OrderedDict
+        self.max_bytes = int(max_bytes)
+        self.bytes = 0
+        self._entries = OrderedDict()  # run dir -> (signature, Run, bytes)
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __contains__(self, run_dir):
+        return run_dir in self._entries
+
+    def get(self, run_dir, signature):
+        """The run loaded with this ``signature``, or None (a stale one is dropped)."""
+        with self._lock:
+            entry = self._entries.get(run_dir)
+            if entry is None:
+                return None
+            if entry[0] != signature:
+                self._drop(run_dir)
+                return None
+            self._entries.move_to_end(run_dir)
+            return entry[1]
+
+    def put(self, run_dir, signature, run):
+        """Keep ``run``, dropping the least recently used until it fits (a run
+        bigger than the whole bound is not kept)."""
+        size = run_bytes(run)
+        with self._lock:
+            if run_dir in self._entries:
+                self._drop(run_dir)
+            if size > self.max_bytes:
+                return
+            while self._entries and self.bytes + size > self.max_bytes:
+                self._drop(next(iter(self._entries)))
+            self._entries[run_dir] = (signature, run, size)
+            self.bytes += size
+
+    def keep_only(self, run_dirs):
+        """Free the runs not in ``run_dirs`` (removed, or moved away)."""
+        present = set(run_dirs)
+        with self._lock:
+            for run_dir in [d for d in self._entries if d not in present]:
+                self._drop(run_dir)
+
+    def _drop(self, run_dir):
+        self.bytes -= self._entries.pop(run_dir)[2]
+
+
+def run_bytes(run):
+    """The memory a loaded run holds: its tables read so far, deep, and a fixed overhead."""
+    import pandas as pd
+    tables = [v for v in vars(run).values() if isinstance(v, pd.DataFrame)]
+    tables += [t for v in vars(run).values() if isinstance(v, dict)
+               for t in v.values() if isinstance(t, pd.DataFrame)]  # system_by_rank
+    return RUN_OVERHEAD_BYTES + sum(int(t.memory_usage(deep=True).sum()) for t in tables)
+
+
 class RunIndex:
     """The served folders and the runs below them, re-read when files change."""
 
-    def __init__(self, roots):
+    def __init__(self, roots, cache_bytes=DEFAULT_CACHE_BYTES):
         self.roots = [os.path.realpath(r) for r in roots]
-        self._lock = threading.Lock()
-        self._cache = {}  # run dir -> (signature, Run)
+        self.cache = RunCache(cache_bytes)
         self.feed = ChangeFeed(self.roots)
         self.listing = Listing(self.roots, self.key_of)
 
@@ -165,18 +233,16 @@ class RunIndex:
         runs, errors = [], []
         for run_dir in run_dirs:
             signature = self.signature([run_dir])
-            with self._lock:
-                cached = self._cache.get(run_dir)
-            if cached and cached[0] == signature:
-                runs.append(cached[1])
+            cached = self.cache.get(run_dir, signature)
+            if cached is not None:
+                runs.append(cached)
                 continue
             try:
                 run = load_run(run_dir)
             except (RunDirError, OSError, ValueError) as exc:
                 errors.append(Skipped(run_dir, _one_line(exc), skip_status(exc)))
                 continue
-            with self._lock:
-                self._cache[run_dir] = (signature, run)
+            self.cache.put(run_dir, signature, run)
             runs.append(run)
         return runs, errors
 
@@ -208,7 +274,11 @@ class RunIndex:
         whose folder path holds every word of ``query`` are loaded and drawn
         (the title says how many of how many): loading all of 10,000 runs
         took minutes and 2 GB."""
-        dirs = self.run_dirs() if keys is None else self.picked(keys)
+        if keys is None:
+            dirs = self.run_dirs()
+            self.cache.keep_only(dirs)  # runs removed since: their tables freed
+        else:
+            dirs = self.picked(keys)
         if run_key:
             path = self.resolve(run_key)
             dirs = [d for d in dirs if d == path]
@@ -243,7 +313,7 @@ def log_headers(run_dir):
     out = {}
     for name in LOGS:
         try:
-            with open(os.path.join(run_dir, schema.LOGS[name].filename), "rb") as f:
+            with schema.open_file(os.path.join(run_dir, schema.LOGS[name].filename)) as f:
                 line = f.readline(4096).decode("utf-8", "replace")
         except OSError:
             continue
@@ -291,6 +361,33 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_HEAD(self):  # noqa: N802
         self.do_GET()
+
+    def parse_request(self):
+        """The standard library's parse, refusing HTTP/0.9: its answers have no
+        headers at all, so none of the security headers could be sent."""
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":
+            self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "HTTP/0.9 is not served")
+            return False
+        return True
+
+    def send_error(self, code, message=None, explain=None):
+        """The standard library's error page (400, 414, 431, 501, 505, ...) with
+        the headers every answer of this server carries (see :meth:`end_headers`)."""
+        if self.request_version in ("HTTP/0.9", ""):  # a request line it could not read
+            self.request_version = "HTTP/1.0"
+        self._error_page = True
+        super().send_error(code, message, explain)
+
+    def end_headers(self):
+        if getattr(self, "_error_page", False):
+            self._error_page = False
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("Content-Security-Policy", CSP_INERT)
+            for name, value in COMMON_HEADERS:
+                self.send_header(name, value)
+        super().end_headers()
 
     def _host_allowed(self):
         """A DNS-rebinding page sends its own name as Host: answer only names of this server."""
@@ -504,8 +601,9 @@ def _plotly_bytes():
     return _PLOTLY[0]
 
 
-def make_server(paths, host="127.0.0.1", port=0):
-    """A ready (not yet serving) server over the folders ``paths``.
+def make_server(paths, host="127.0.0.1", port=0, cache_bytes=DEFAULT_CACHE_BYTES):
+    """A ready (not yet serving) server over the folders ``paths``, keeping at
+    most ``cache_bytes`` of drawn runs in memory (:class:`RunCache`).
 
     Raises MindexpError for a missing folder, a missing extra or a port in use.
     """
@@ -516,7 +614,7 @@ def make_server(paths, host="127.0.0.1", port=0):
         interactive.plotly_js()
     except interactive.MissingExtraError as exc:
         raise MindexpError(str(exc).replace("interactive report", "dashboard")) from None
-    handler = type("BoundHandler", (Handler,), {"index": RunIndex(paths)})
+    handler = type("BoundHandler", (Handler,), {"index": RunIndex(paths, cache_bytes)})
     server_class = DashboardServer6 if ":" in host else DashboardServer
     try:
         return server_class((host, port), handler)

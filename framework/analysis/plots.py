@@ -226,6 +226,8 @@ def save_run_plots(run, out_dir=None):
     run = run if isinstance(run, Run) else Run(run)
     if not len(run.loss):
         return []
+    if out_dir is None:
+        _refuse_linked_out(run.dir)
     out_dir = out_dir or os.path.join(run.dir, schema.PLOTS_DIR)
     plots = [("loss.png", loss_plot)]
     if any(True for _ in _param_series(run.params)):
@@ -240,6 +242,17 @@ def save_run_plots(run, out_dir=None):
                 for name, draw in plots]
     finally:
         _LAYOUT.reset(token)
+
+
+def _refuse_linked_out(run_dir):
+    """RunDirError (one line naming it) when the run's plots/ is a link out of
+    the run folder: plots are written only into the run's own folder."""
+    from ..errors import RunDirError
+    from ..rundir.io import linked_out
+    why = linked_out(run_dir, (schema.PLOTS_DIR,))
+    if why:
+        raise RunDirError(f"no plots drawn for {run_dir}: {why}; mindexp never writes "
+                          "through such a link (replace it with a folder, or give --out)")
 
 
 def _fixed_margins(fig):

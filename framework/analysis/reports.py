@@ -50,11 +50,12 @@ class RunList(list):
 def load_run(path):
     """Read one run directory back as a ``mindexp.Run``.
 
-    Reads run.json, config.json and the logs reports use (loss, params,
-    eval), so a broken run fails here, with a RunDirError naming the file.
+    Reads run.json, config.json and the logs reports and the dashboard draw
+    (loss, params, eval, grad_norm, system), so a broken run fails here,
+    with a RunDirError naming the file (not later, while a page is built).
     """
     run = path if isinstance(path, Run) else Run(path)
-    for part in ("meta", "config", "loss", "params", "eval"):
+    for part in ("meta", "config", "loss", "params", "eval", "grad_norm", "system"):
         getattr(run, part)
     return run
 

@@ -6,7 +6,7 @@ import sys
 
 from ..callbacks import schema
 from ..errors import MindexpError
-from ._args import port
+from ._args import port, positive_int
 from ._console import EXIT_OK
 
 
@@ -42,6 +42,9 @@ def _add_view_commands(sub):
                        "(default: 8765)")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default: 127.0.0.1, this machine only)")
+    serve.add_argument("--cache-mb", type=positive_int, default=256, metavar="MB",
+                       help="memory for drawn runs kept between polls; the least recently "
+                       "drawn go first (default: 256)")
     serve.set_defaults(handler=_serve_dashboard)
     tb = sub.add_parser("tensorboard", help="write TensorBoard event files of runs "
                                "(needs mindexp[tensorboard])")
@@ -100,7 +103,8 @@ def _serve_dashboard(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C or SIGTERM, then end the process at once: it never
     returns (bad input raises MindexpError before serving)."""
     from ..analysis.dashboard import exposure_warning, make_server, serve_until_stopped, url_of
-    server = make_server(args.paths, host=args.host, port=args.port)
+    server = make_server(args.paths, host=args.host, port=args.port,
+                         cache_bytes=args.cache_mb * 1024 * 1024)
     warning = exposure_warning(server)
     if warning:
         print(f"mindexp: {warning}", file=sys.stderr, flush=True)
@@ -134,6 +138,11 @@ def _check_writable(path):
 
 
 def _write_atomically(path, text):
+    """Write ``path`` atomically; first remove the temporary files that killed
+    writers (a killed report) left in its folder, which may hold no run that a
+    resume or ``gc`` would clean."""
+    from ..rundir.leftovers import remove_dead_temp_files_here
+    remove_dead_temp_files_here(os.path.dirname(os.path.abspath(path)))
     try:
         schema.atomic_write(path, text)
     except OSError as exc:

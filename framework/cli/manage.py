@@ -6,7 +6,7 @@ import sys
 
 from ..errors import MindexpError
 from ._args import add_verbose, positive_int
-from ._console import EXIT_OK, train_and_report
+from ._console import EXIT_FAILED, EXIT_OK, train_and_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -153,8 +153,18 @@ def _note_run(args: argparse.Namespace) -> int:
 
 
 def _remove_targets(args: argparse.Namespace) -> int:
-    from ..manage.cleanup import plan_rm
-    return _remove(plan_rm(args.targets, args.out), args)
+    from ..manage.cleanup import plan_rm, remove_dead_removals
+    targets = plan_rm(args.targets, args.out)
+    code = _remove(targets, args)
+    left = remove_dead_removals([os.path.dirname(t.path) for t in targets], args.dry_run)
+    _say_leftovers(left, args.dry_run)
+    return code
+
+
+def _say_leftovers(left, dry_run):
+    if left:
+        print(f"{'would remove' if dry_run else 'removed'} {len(left)} temporary file(s) or "
+              "folder(s) left by a killed writer or removal")
 
 
 def _collect_garbage(args: argparse.Namespace) -> int:
@@ -170,9 +180,7 @@ def _collect_garbage(args: argparse.Namespace) -> int:
         print(f"kept {target.path}: {why}", file=sys.stderr)
     code = _remove(targets, args)
     left = remove_leftovers(args.paths or ["outputs"], dry_run=args.dry_run)
-    if left:
-        print(f"{'would remove' if args.dry_run else 'removed'} {len(left)} temporary "
-              f"file(s) left by a killed writer")
+    _say_leftovers(left, args.dry_run)
     return code
 
 
@@ -189,7 +197,13 @@ def _remove(targets, args):
     if not args.yes and not _confirmed(f"remove {total}?"):
         print("nothing removed")
         return EXIT_OK
-    removed = remove(targets)
+    failed = []
+    removed = remove(targets, failed)
+    for path, why in failed:
+        print(f"mindexp: error: could not remove {path}: {why}", file=sys.stderr)
+    if failed:
+        print(f"removed {len(removed)} of {len(targets)}")
+        return EXIT_FAILED
     print(f"removed {total}" if len(removed) == len(targets) else
           f"removed {len(removed)} of {len(targets)} (the others were gone already)")
     return EXIT_OK

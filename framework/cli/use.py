@@ -7,6 +7,7 @@ import sys
 from ..callbacks import schema
 from ._args import positive_int
 from ._console import EXIT_OK
+from ..errors import RunDirError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,12 +37,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _evaluate_run(args: argparse.Namespace) -> int:
     from ..use import evaluate
-    row = evaluate(args.run_dir, _parse_checkpoint(args), split=args.split)
+    from ..use.evaluate import record_row
+    row = evaluate(args.run_dir, _parse_checkpoint(args), split=args.split, record=False)
     col = schema.Col
     print(f"{row[col.CHECKPOINT]} (step {row[col.STEP]}, epoch {row[col.EPOCH]}) "
           f"on {row[col.SPLIT]}:")
     for name, value in list(row.items())[5:]:
         print(f"  {name} = {value:.6g}")
+    try:  # evaluating only reads the run: a read-only run still gets its metrics printed
+        record_row(os.path.abspath(args.run_dir), row)
+    except RunDirError as exc:
+        print(f"mindexp: warning: {exc}", file=sys.stderr)
+        return EXIT_OK
     print(f"appended to {os.path.join(os.path.abspath(args.run_dir), schema.EVALUATIONS_CSV)}")
     return EXIT_OK
 

@@ -1,6 +1,7 @@
 """The common experiment config, and turning user values into it."""
 import dataclasses
 import difflib
+import os
 import types
 import typing
 from dataclasses import dataclass, fields
@@ -408,18 +409,69 @@ def parse_assignments(pairs: Iterable[str] | None) -> dict[str, str]:
     return out
 
 
+# A config file holds a few dozen values: anything bigger is not one (a log, a
+# device file), and is refused before it is read into memory.
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
 def load_toml(path: str) -> dict[str, Any]:
-    """Read a TOML config file into a dict (ConfigError if unreadable/malformed)."""
+    """Read a TOML config file into a dict; ConfigError (one line naming the
+    file) when it is missing, not a regular file (a FIFO, a directory, a
+    device: opened without blocking, never waited on), over
+    :data:`MAX_CONFIG_BYTES`, not UTF-8 (UTF-16 too), nested deeper than the
+    parser allows, or not valid TOML."""
     import tomllib
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = tomllib.loads(_config_text(path))
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {path} is not valid TOML: nested deeper than the "
+                          "parser allows") from None
     # A [config] table is accepted too, so one file can hold other sections.
     return data.get("config", data) if isinstance(data.get("config"), dict) else data
+
+
+def _config_text(path: str) -> str:
+    """The text of the config file ``path`` (see :func:`load_toml` for what is refused)."""
+    import stat
+    try:  # O_NONBLOCK: a FIFO's open never waits for a writer (it follows a link:
+        # a config file is the user's own, named on the command line)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config file {path}: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # checked before fdopen, which refuses a directory
+        os.close(fd)
+        raise ConfigError(f"config file {path} is not a regular file (a "
+                          f"{_kind_of(info.st_mode)}); accepted: a TOML file")
+    with os.fdopen(fd, "rb") as f:
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config file {path} is {info.st_size} bytes, more than a config "
+                              f"file holds (at most {MAX_CONFIG_BYTES}); accepted: a TOML file")
+        os.set_blocking(fd, True)
+        try:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"cannot read the config file {path}: {exc.strerror}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        utf16 = " (it is UTF-16: save it as UTF-8)" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}){utf16}; "
+                          "accepted: a TOML file in UTF-8") from None
+
+
+def _kind_of(mode: int) -> str:
+    import stat
+    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISDIR, "directory"),
+                       (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "device"),
+                       (stat.S_ISBLK, "device")):
+        if test(mode):
+            return name
+    return "file of another kind"
 
 
 def to_dict(config: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from ..rundir.meta import read_meta
 from .runs import short_path
 from .show import find_run, human_size
 from ..rundir.record import locked
-from ..rundir.run_lock import acquire, holder, lock_trouble
+from ..rundir.run_lock import acquire, holder, lock_trouble, unwritable
 
 # The index files of a group of runs: a sweep's, and a tune study's.
 INDEX_FILES = ("sweep.json", "study.json")
@@ -74,6 +74,11 @@ def refuse_running(targets):
         raise MindexpError(f"refusing to remove {len(troubled)} run(s) whose lock file is not "
                            f"a regular file: {troubled[0][1]}; remove that file (mindexp makes "
                            "its own). Nothing was removed.")
+    fixed = [(t, unwritable(t.path)) for t in targets]
+    fixed = [(t, why) for t, why in fixed if why]
+    if fixed:
+        raise MindexpError(f"refusing to remove {len(fixed)} run(s) or folder(s) that cannot be "
+                           f"changed: {fixed[0][1]}. Nothing was removed.")
     alive = [(t, holder(t.path)) for t in targets if not t.group]
     alive = [(t, name) for t, name in alive if name]
     if alive:
@@ -86,7 +91,8 @@ def plan_gc(table, keep_best=None, by="final_loss"):
     """Targets from the selected rows of a runs table (see :mod:`.runs`): live
     runs are left out (each with its lock's holder), and with ``keep_best`` the
     K best of each experiment by ``by`` are kept; so is a run whose lock file is
-    not a regular file (taking it would follow a link). Returns ``(targets, kept)``,
+    not a regular file (taking it would follow a link), and one that cannot be
+    changed (a read-only folder). Returns ``(targets, kept)``,
     ``kept`` a list of ``(Target, why)``, ``why`` ending "it is live (... holds it)"
     or naming the lock file that is not a file."""
     rows = table
@@ -96,8 +102,11 @@ def plan_gc(table, keep_best=None, by="final_loss"):
     for run_dir in rows["run_dir"]:
         target = Target(run_dir, read_meta(run_dir))
         live, trouble = holder(run_dir), lock_trouble(run_dir)
+        fixed = unwritable(run_dir)
         if live:
             kept.append((target, f"it is live ({live} holds it)"))
+        elif fixed:
+            kept.append((target, fixed))
         elif trouble:
             kept.append((target, f"{trouble}; remove that file (mindexp makes its own)"))
         else:
@@ -155,17 +164,26 @@ def _inside_group(target, targets):
     return any(t.group and target.path.startswith(t.path + os.sep) for t in targets)
 
 
-def remove(targets):
+def remove(targets, failed=None):
     """Remove runs first (each under its lock: RunLockedError when a process
-    took it since the plan), then the group folders."""
+    took it since the plan), then the group folders. A target the file
+    system refuses to change (read-only, permission) is left and, when
+    ``failed`` is a list, ``(path, why)`` is appended to it (else the
+    OSError propagates); the others are still removed."""
     removed = []
     for target in sorted(targets, key=lambda t: t.group):
         if not os.path.exists(target.path):
             continue  # inside a group folder removed already, or removed meanwhile
-        if target.group:
-            _delete(_hide(target.path))
-        else:
-            _remove_run(target)
+        try:
+            if target.group:
+                _delete(_hide(target.path))
+            else:
+                _remove_run(target)
+        except (OSError, RunDirError) as exc:
+            if failed is None:
+                raise
+            failed.append((target.path, getattr(exc, "strerror", None) or str(exc)))
+            continue
         removed.append(target.path)
     return removed
 
@@ -193,10 +211,21 @@ def _remove_run(target):
 
 
 def _hide(path):
-    hidden = os.path.join(os.path.dirname(path),
-                          f".{os.path.basename(path)}.removing-{os.getpid()}")
+    from ..rundir.leftovers import removal_name
+    hidden = removal_name(path)
     os.rename(path, hidden)
     return hidden
+
+
+def remove_dead_removals(folders, dry_run=False):
+    """What killed removals left directly in ``folders`` (hidden
+    ``.<name>.removing-PID@HOST`` folders of dead pids, see
+    :mod:`mindexp.rundir.leftovers`): removed unless ``dry_run``; returns them."""
+    from ..rundir.leftovers import remove_dead_removals as remove_here
+    found = []
+    for folder in dict.fromkeys(os.path.abspath(f) for f in folders):
+        found += remove_here(folder, dry_run)
+    return found
 
 
 # -- indexes -------------------------------------------------------------------------

@@ -305,16 +305,26 @@ def _files(run):
         path = os.path.join(run.dir, name)
         if name.startswith("."):
             continue
+        if os.path.islink(path):  # never followed: it may point anywhere, or nowhere
+            lines.append(f"  {name + ' (a link)':<22} -")
+            continue
         size = _size(path)
         lines.append(f"  {name + ('/' if os.path.isdir(path) else ''):<22} {human_size(size)}")
     return lines
 
 
 def _size(path):
+    """Bytes of a file, or of the files below a folder; links count as themselves."""
     if not os.path.isdir(path):
-        return os.path.getsize(path)
-    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path)
-               for f in files if os.path.exists(os.path.join(root, f)))
+        return _lsize(path)
+    return sum(_lsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
+
+
+def _lsize(path):
+    try:
+        return os.lstat(path).st_size
+    except OSError:  # removed meanwhile
+        return 0
 
 
 def human_size(size):

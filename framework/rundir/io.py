@@ -110,6 +110,24 @@ def _jsonable(value):
     return str(value)
 
 
+# The folders a run's own commands write into or delete from (resume's
+# checkpoint retention, the plots drawn after a run, the experiment's figures).
+WRITTEN_FOLDERS = (schema.CHECKPOINT_DIR, schema.PLOTS_DIR, schema.FIGURES_DIR)
+
+
+def linked_out(run_dir, names=WRITTEN_FOLDERS):
+    """Why a folder of ``run_dir`` that mindexp writes into or deletes from is
+    not its own: ``"<path> is a link out of the run folder (to <target>)"``
+    for the first of ``names`` that is a symbolic link whose target lies
+    outside ``run_dir``, or None. A run folder may sit in a shared output
+    folder: nothing of mindexp writes or deletes through such a link."""
+    for name in names:
+        path = os.path.join(os.fspath(run_dir), name)
+        if os.path.islink(path) and not inside(run_dir, path):
+            return f"{path} is a link out of the run folder (to {os.readlink(path)})"
+    return None
+
+
 def inside(root, path):
     """True when ``path``, resolved (symlinks, ``..``), lies strictly inside
     ``root`` (resolved too). Compares whole path components: a sibling

@@ -1,4 +1,6 @@
-"""Temporary files whose writer died: removed at the next resume and by ``gc``.
+"""Temporary files whose writer died: removed at the next resume and by ``gc``;
+folders a killed ``rm``/``gc`` left (``.<name>.removing-PID@HOST``): removed by
+the next ``rm``, ``gc`` and ``runs``.
 
 Every atomic write of mindexp goes through a temporary name that carries
 its writer's pid and host (``schema.temp_name``: ``name.tmp-PID@HOST`` or
@@ -18,6 +20,17 @@ import re
 import shutil
 
 _TEMP = re.compile(r"(?:^\.tmp-(\d+)(?:@([^@/]+)@|-)(?=.))|(?:\.tmp-(\d+)(?:@([^@/]+))?$)")
+# A folder ``rm``/``gc`` renamed away before deleting it (``.<name>.removing-PID@HOST``;
+# older versions: ``.<name>.removing-PID``): an interrupted removal leaves it.
+_REMOVING = re.compile(r"^\..+\.removing-(\d+)(?:@([^@/]+))?$")
+
+
+def removal_name(path):
+    """The hidden name ``rm``/``gc`` give ``path`` while deleting it: beside it,
+    carrying this process's pid and host, so that the next ``rm``, ``gc`` or
+    ``runs`` removes what a killed removal left (:func:`remove_dead_removals`)."""
+    folder, name = os.path.split(os.path.normpath(os.fspath(path)))
+    return os.path.join(folder, f".{name}.removing-{os.getpid()}@{platform.node()}")
 
 
 def writer_pid(name):
@@ -31,7 +44,8 @@ def _writer(name):
     names, which carry none), or None when it is not one."""
     match = _TEMP.search(name)
     if not match:
-        return None
+        removing = _REMOVING.match(name)
+        return (int(removing[1]), removing[2]) if removing else None
     return (int(match[1]), match[2]) if match[1] else (int(match[3]), match[4])
 
 
@@ -48,6 +62,32 @@ def remove_dead_temp_files(folder, skip=lambda path: False, dry_run=False):
     return removed
 
 
+def remove_dead_removals(folder, dry_run=False):
+    """Remove what killed removals left in ``folder`` itself (not below it): the
+    hidden ``.<name>.removing-PID@HOST`` folders whose remover is dead. Returns
+    their paths."""
+    return _remove_dead_entries(folder, lambda name: bool(_REMOVING.match(name)), dry_run)
+
+
+def remove_dead_temp_files_here(folder, dry_run=False):
+    """Remove the dead writers' temporary files in ``folder`` itself (not below
+    it): a killed ``report`` into a folder without runs leaves one that no
+    run's resume or ``gc`` looks at. Returns their paths."""
+    return _remove_dead_entries(folder, lambda name: bool(_TEMP.search(name)), dry_run)
+
+
+def _remove_dead_entries(folder, wanted, dry_run):
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:  # gone, or not a folder: nothing of ours to clean
+        return removed
+    for name in names:
+        if wanted(name):
+            _remove_if_dead(os.path.join(folder, name), removed, dry_run)
+    return removed
+
+
 def _remove_if_dead(path, removed, dry_run):
     found = _writer(os.path.basename(path))
     if found is None or found[1] not in (None, platform.node()) or _process_exists(found[0]):
@@ -61,6 +101,8 @@ def _remove_if_dead(path, removed, dry_run):
         else:
             os.remove(path)
     except FileNotFoundError:
+        return True
+    except OSError:  # read-only, or another cleaner meanwhile: left for a later one
         return True
     removed.append(path)
     return True

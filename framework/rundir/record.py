@@ -9,6 +9,7 @@ interrupted run names the signal in ``signal`` (``SIGINT``, ``SIGTERM``).
 """
 import contextlib
 import fcntl
+import logging
 import os
 import platform
 import time
@@ -17,6 +18,8 @@ from ..callbacks import schema
 from ..errors import RunDirError
 from .io import now_iso, write_json
 from .meta import read_meta
+
+logger = logging.getLogger(__name__)
 
 # changed by mindexp tag / note / mlflow, also while a run trains
 USER_FIELDS = ("tags", "note", "mlflow")
@@ -144,9 +147,43 @@ def locked(run_dir, wait_s=None):
         os.close(fd)  # closing releases the lock
 
 
+# Checks of a stop asked of this process (a SIGTERM its run noted): each returns
+# the signal's number or None. An endless wait for a write lock polls them.
+_STOP_CHECKS = []
+# Once a stop is asked, how much longer the wait goes on: a tag or a note holds
+# the lock for milliseconds; a holder past this is not one of them.
+STOP_GRACE_S = 2.0
+
+
+class StoppedWaitingError(SystemExit):
+    """A stop (SIGINT/SIGTERM) came while another process held the run's write
+    lock: the process exits ``128 + signal`` with run.json as it was."""
+
+
+@contextlib.contextmanager
+def stop_waiting_when(check):
+    """While the block runs, an endless wait for a run's write lock gives up
+    (:class:`StoppedWaitingError`) once ``check()`` returns a signal number and
+    the lock stayed held :data:`STOP_GRACE_S` longer: a process holding
+    ``.run.lock`` for good can no longer make a run ignore SIGTERM."""
+    _STOP_CHECKS.append(check)
+    try:
+        yield
+    finally:
+        _STOP_CHECKS.remove(check)
+
+
+def _stop_asked():
+    for check in list(_STOP_CHECKS):
+        signum = check()
+        if signum is not None:
+            return signum
+    return None
+
+
 def _wait_for_lock(fd, run_dir, wait_s):
     if wait_s is None:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _wait_until_stopped(fd, run_dir)
         return
     deadline = time.monotonic() + wait_s
     while True:
@@ -160,6 +197,27 @@ def _wait_for_lock(fd, run_dir, wait_s):
                                   f"for {wait_s:g} s; "
                                   "try again") from None
             time.sleep(0.02)
+
+
+def _wait_until_stopped(fd, run_dir):
+    """Wait for the lock without end, unless a stop is asked meanwhile."""
+    give_up_at = None
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        signum = _stop_asked()
+        if signum is not None and give_up_at is None:
+            give_up_at = time.monotonic() + STOP_GRACE_S
+        if give_up_at is not None and time.monotonic() >= give_up_at:
+            import signal
+            name = signal.Signals(signum).name
+            logger.warning("%s: stopped while another process holds %s; %s was not updated",
+                           name, os.path.join(run_dir, schema.RUN_LOCK), schema.RUN_JSON)
+            raise StoppedWaitingError(128 + int(signum))
+        time.sleep(0.02)
 
 
 def update_meta(run_dir, change):

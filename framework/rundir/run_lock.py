@@ -76,6 +76,9 @@ def acquire(run_dir, action):
         except schema.NotAFileError as exc:
             raise RunDirError(f"cannot {action} {run_dir}: its lock {exc}; remove it "
                               "(mindexp creates the lock file itself)") from None
+        except OSError as exc:  # a read-only folder (EROFS, EACCES): nothing can change there
+            raise RunDirError(f"cannot {action} {run_dir}: its folder cannot be written "
+                              f"({exc.strerror}); nothing was changed") from None
         if not _lock(fd, fcntl.LOCK_EX, PROBE_PATIENCE_S):
             name = _holder_name(fd)
             os.close(fd)
@@ -85,6 +88,21 @@ def acquire(run_dir, action):
             os.write(fd, f"pid {os.getpid()} on {platform.node()} ({action})\n".encode())
             return RunLock(path, fd)
         os.close(fd)
+
+
+def unwritable(path):
+    """Why ``path`` (a run folder) cannot be changed: ``"<folder> is on a
+    read-only file system"`` or ``"<folder> is not writable"`` for the folder
+    itself or the one holding it (a removal renames it there), or None."""
+    path = os.path.abspath(os.fspath(path))
+    for folder in (path, os.path.dirname(path)):
+        if not os.access(folder, os.W_OK):
+            try:
+                read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+            except OSError:
+                read_only = False
+            return f"{folder} is {'on a read-only file system' if read_only else 'not writable'}"
+    return None
 
 
 def holder(run_dir):

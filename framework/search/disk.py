@@ -12,7 +12,7 @@ FULL_DISK = os.strerror(errno.ENOSPC)   # in a run's error: no further run can s
 
 def is_full_disk(error: str | None) -> bool:
     """``error`` (a run's or a trial's one line) says the disk was full."""
-    return bool(error) and FULL_DISK in error
+    return error is not None and FULL_DISK in error
 
 
 def reserve_space(folder: str, items: int) -> None:

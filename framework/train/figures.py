@@ -132,7 +132,8 @@ class Figures(QuietCallback):
                        what, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
                        path)
         try:
-            with open(path, "a", encoding="utf-8") as f:
+            fd = schema.open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # never a link
+            with os.fdopen(fd, "a", encoding="utf-8") as f:
                 f.write(f"{what}\n{''.join(traceback.format_exception(exc))}\n")
         except OSError:
             logger.debug("cannot write %s", path, exc_info=True)
@@ -156,6 +157,8 @@ def _save(fig: Any, run_dir: str, name: str, epoch: int | None) -> None:
         _close(fig)
     data = buffer.getvalue()
     folder = os.path.join(run_dir, schema.FIGURES_DIR)
+    if os.path.islink(folder):  # planted: never written through (resume refuses such a run)
+        raise OSError(f"{folder} is a link; figures are written only into the run's folder")
     os.makedirs(os.path.join(folder, name), exist_ok=True)
     schema.atomic_write(os.path.join(folder, name, f"epoch-{epoch}.png"), data)
     schema.atomic_write(os.path.join(folder, f"{name}.png"), data)

@@ -71,17 +71,18 @@ def train(request: RunRequest, finish: Finish | None = None,
             truncate_logs(run_dir, resume.step)
         try:
             if workers > 1:
-                run_dir = launch_workers(request, run_dir, previous=previous, finish=finish)
+                done: str | None = launch_workers(request, run_dir, previous=previous,
+                                                  finish=finish)
             else:
-                run_dir = _train_in(request, plan, run_dir, previous=previous, stopper=stopper,
-                                    finish=finish)
+                done = _train_in(request, plan, run_dir, previous=previous, stopper=stopper,
+                                 finish=finish)
         except TrainingError as exc:
             if keep is not None and exc.run_dir is not None:
-                keep(exc.run_dir)
+                keep(os.fspath(exc.run_dir))
             raise
-        if keep is not None and run_dir is not None:
-            keep(run_dir)
-        return run_dir
+        if keep is not None and done is not None:
+            keep(done)  # before the lock is released (``held``): gc may remove it after
+        return done
 
 
 def launch_workers(request: RunRequest, run_dir: str, previous: dict[str, Any] | None = None,

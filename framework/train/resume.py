@@ -68,6 +68,7 @@ def prepare_resume(run_dir: str, overrides: Mapping[str, Any] | None = None) -> 
     run, a run without a usable checkpoint, or a path that is not a run.
     """
     run_dir = check_run_dir(run_dir)
+    resume_checks.check_own_folders(run_dir)
     resume_checks.check_logs_readable(run_dir, schema.STEP_LOGS)
     meta = read_meta(run_dir, require=("entry",))
     refuse_script_run(run_dir, meta["entry"], "resume")  # its script resumes it (track)

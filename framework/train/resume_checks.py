@@ -5,6 +5,9 @@
   or append to a record nobody can read.
 - A diverged run resumed with the very config that made it diverge does it
   again: refused unless some config value changes.
+- A checkpoints/, plots/ or figures/ that is a link out of the run folder
+  is refused: resume's checkpoint retention deletes files there and its
+  plots and figures are written there, which would touch files outside.
 - (Checkpoints saved after a divergence hold non-finite weights: the chooser,
   ``rundir.checkpoints``, skips them.)
 """
@@ -17,6 +20,17 @@ from ..errors import MindexpError
 
 class DamagedLogError(MindexpError):
     """A run's CSV log cannot be read back (names the file and line)."""
+
+
+def check_own_folders(run_dir: str) -> None:
+    """MindexpError (one line naming the link) when a folder resume deletes
+    from or writes into is a link out of the run folder (rundir.io.linked_out)."""
+    from ..rundir.io import linked_out
+    why = linked_out(run_dir)
+    if why:
+        raise MindexpError(f"cannot resume {run_dir}: {why}; mindexp never deletes or writes "
+                           "through such a link: replace it with a folder of the run "
+                           "(move its files in). Nothing was changed")
 
 
 def check_logs_readable(run_dir: str, names: Iterable[str]) -> None:

@@ -9,6 +9,7 @@ import threading
 from ..callbacks._quiet_callback import QuietCallback
 from .failures import signal_name
 from .features import Build, feature
+from ..rundir.record import stop_waiting_when
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class SignalStop(QuietCallback):
         self._saved: dict[int, Any] = {}
         self._training = False
         self._late: int | None = None
+        self._waits: Any = None  # stop_waiting_when's context while our handlers are held
 
     def handler(self, signum: int, frame: Any) -> None:
         if self.signum is not None and self._training:
@@ -89,12 +91,18 @@ class SignalStop(QuietCallback):
         if not self._context_depth and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._saved[sig] = signal.signal(sig, self.handler)
+            # a wait for the run's write lock gives up once we heard a signal
+            self._waits = stop_waiting_when(lambda: self.signum)
+            self._waits.__enter__()
         return super().__enter__()
 
     def _end_context(self) -> None:
         # The outermost exit only: Model enters it again (and Model.fit once per
         # evaluation); restoring there would let a later signal kill the run.
         saved, self._saved = self._saved, {}
+        waits, self._waits = self._waits, None
+        if waits is not None:
+            waits.__exit__(None, None, None)
         for sig, old in saved.items():  # None: a handler not set from Python
             signal.signal(sig, signal.SIG_DFL if old is None else old)
         late, self._late = self._late, None

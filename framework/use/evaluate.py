@@ -23,7 +23,8 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
     eval.csv row, every column of it in its names (the loss too when the run
     added it because it watched ``eval_loss``). Returns a dict: ``evaluated_at,
     checkpoint, step, epoch, split`` and one value per metric; with ``record`` the row is appended to the run's
-    evaluations.csv. Bad input raises MindexpError before anything is written.
+    evaluations.csv (:func:`record_row`). Bad input raises MindexpError before
+    anything is written.
     """
     if split not in SPLITS:
         raise MindexpError(f"--split must be one of {', '.join(SPLITS)}. Received: {split!r}")
@@ -39,9 +40,23 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
     fixed = (now_iso(), model.checkpoint_file, model.step, model.epoch, split)
     row = {**dict(zip(schema.EVALUATIONS.columns, fixed)), **results}
     if record:
-        append_row(os.path.join(run.dir, schema.EVALUATIONS_CSV), row)
-        _register_evaluations(run.dir)
+        record_row(run.dir, row)
     return row
+
+
+def record_row(run_dir, row):
+    """Append an evaluation's ``row`` to the run's evaluations.csv; RunDirError
+    (one line naming the file) when the run's folder cannot be written (a
+    read-only copy of a run: evaluating only reads it, the CLI still prints
+    the metrics)."""
+    path = os.path.join(run_dir, schema.EVALUATIONS_CSV)
+    try:
+        append_row(path, row)
+        _register_evaluations(run_dir)
+    except schema.NotAFileError as exc:
+        raise RunDirError(f"not recorded: {exc}") from None
+    except OSError as exc:
+        raise RunDirError(f"not recorded in {path}: {exc.strerror}") from None
 
 
 def _metrics_of_run(exp):
@@ -94,7 +109,8 @@ def append_row(path, row):
     columns is refused before anything is written.
     """
     import fcntl
-    with open(path, "a+", newline="", encoding="utf-8") as f:
+    fd = schema.open_fd(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)  # never through a link
+    with os.fdopen(fd, "a+", newline="", encoding="utf-8") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             f.seek(0)

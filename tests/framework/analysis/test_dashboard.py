@@ -388,6 +388,64 @@ def test_every_response_carries_the_security_headers(served, path):
     assert "http:" not in csp and "https:" not in csp and "*" not in csp  # nothing from elsewhere
 
 
+def _raw(address, data):
+    """Send ``data`` as is on a new connection; the whole answer (the server closes)."""
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+# The standard library's own error pages: its parser answers these before any handler.
+RAW_REQUESTS = {
+    "bad-request-line": (b"GET /\x01 HTTP/1.1 x\r\nHost: 127.0.0.1\r\n\r\n", 400),
+    "http-0.9": (b"GET /\r\n\r\n", 505),  # an HTTP/0.9 answer would carry no header at all
+    "too-long-uri": (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", 414),
+    "too-long-header": (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"b" * 70_000
+                        + b"\r\n\r\n", 431),
+    "too-many-headers": (b"GET / HTTP/1.1\r\n" + b"X-A: 1\r\n" * 150 + b"\r\n", 431),
+    "unknown-method": (b"BREW / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 501),
+    "http-2.0": (b"GET / HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n", 505),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RAW_REQUESTS))
+def test_the_standard_librarys_error_pages_carry_the_security_headers(served, case):
+    data, code = RAW_REQUESTS[case]
+    _, get = served
+    answer = _raw(get.address, data)
+    head = answer.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    assert head[0].startswith("HTTP/1.") and f" {code} " in head[0] + " ", head[0]
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
+    assert headers.get("content-security-policy", "").startswith("default-src 'none'"), head
+    assert "sandbox" in headers["content-security-policy"]
+    assert headers.get("x-frame-options") == "DENY" and headers.get("x-content-type-options") \
+        == "nosniff" and headers.get("referrer-policy") == "no-referrer", head
+    assert headers.get("cache-control") == "no-store", head
+
+
+def test_drawn_runs_kept_in_memory_are_bounded_in_bytes_and_freed_when_gone(tmp_path):
+    from mindexp.analysis.dashboard import RunIndex, run_bytes
+    root = tmp_path / "runs"
+    dirs = [make_run(root, f"r{i}", losses=[1.0 / (k + 1) for k in range(3000)])
+            for i in range(6)]
+    index = RunIndex([str(root)], cache_bytes=1)
+    one = run_bytes(index.load([os.path.realpath(dirs[0])])[0][0])
+    assert one > 3000 * 8  # its loss table at least: the measure counts the tables
+    index = RunIndex([str(root)], cache_bytes=int(2.5 * one))  # room for two of them
+    for run_dir in dirs:
+        runs, errors = index.load([os.path.realpath(run_dir)])
+        assert len(runs) == 1 and not errors
+        assert index.cache.bytes <= int(2.5 * one)
+    kept = [d for d in dirs if os.path.realpath(d) in index.cache]
+    assert kept == dirs[-2:]  # the least recently drawn went first
+    shutil.rmtree(dirs[-1])
+    index.data()  # a full poll: the removed run's tables are freed
+    assert os.path.realpath(dirs[-1]) not in index.cache and len(index.cache) <= 2
+
+
 def test_the_page_runs_only_its_own_script_by_hash(served):
     root, get = served
     make_run(root, "r1")

@@ -442,3 +442,45 @@ def test_sigterm_at_15_moments_leaves_a_completed_or_resumable_run(tmp_path):
             _check_finished(run_dir, reference)
     print(f"SIGTERM at {len(moments)} moments: {outcomes}; phases {seen}")
     assert outcomes.get("interrupted") and outcomes.get("completed"), outcomes
+
+
+# -- a SIGTERM while another process holds the write lock ------------------------------------------
+
+WRITE_LOCK_HOLDER = ("import fcntl, os, signal, sys\n"
+                     "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+                     "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+                     "print('held', flush=True); signal.pause()  # until the test kills it\n")
+
+
+def catches_sigterm(pid):
+    """Whether process ``pid`` has a handler for SIGTERM (/proc's SigCgt mask)."""
+    with open(f"/proc/{pid}/status") as f:
+        caught = next(line for line in f if line.startswith("SigCgt:")).split()[1]
+    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
+
+
+@pytest.mark.slow  # spawns mindexp: seconds
+def test_sigterm_ends_a_resume_waiting_for_a_write_lock_another_process_holds(killed):
+    from mindexp.rundir.run_lock import lock_held
+    holder = subprocess.Popen([sys.executable, "-c", WRITE_LOCK_HOLDER,
+                               os.path.join(killed, ".run.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        resume = subprocess.Popen([sys.executable, "-m", "mindexp", "resume", killed, "--quiet"],
+                                  env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        wait_for(lambda: (lock_held(os.path.join(killed, ".lock")) and catches_sigterm(resume.pid))
+                 or resume.poll() is not None, what="the resume to take the run and its signals")
+        resume.send_signal(signal.SIGTERM)
+        try:  # before: it noted each SIGTERM and waited for the write lock for good
+            out, err = resume.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            resume.kill()
+            resume.communicate()
+            pytest.fail("the resume ignored SIGTERM while another process held .run.lock")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert resume.returncode == 143, err
+    assert "Traceback" not in err and "holds" in err and ".run.lock" in err, err
+    assert meta_of(killed)["status"] == "running"  # as it was: resumable
