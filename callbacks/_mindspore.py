@@ -121,6 +121,18 @@ def train_network_of(cb_params: Any) -> Any:
     return getattr(cb_params, "train_network", None)
 
 
+def batch_size_of(cb_params: Any) -> int | None:
+    """The batch size of the dataset being trained (``cb_params.train_dataset``,
+    set by ``Model.train`` on 2.10), or None when it does not say."""
+    dataset = cb_params.get("train_dataset") if isinstance(cb_params, dict) \
+        else getattr(cb_params, "train_dataset", None)
+    try:
+        size = dataset.get_batch_size() if dataset is not None else None
+    except Exception:  # a dataset without a batch size (a hand-built one): unknown
+        return None
+    return int(size) if isinstance(size, (int, np.integer)) and size > 0 else None
+
+
 def runs_in_evaluation(callback: Any) -> bool:
     """Whether ``Model.fit`` hands ``callback`` to its evaluations.
 

@@ -16,7 +16,7 @@ from ._common import (check_directory, check_every, check_steps_per_epoch, log_p
                       trained_parameters)
 from ._fused import kernels
 from ._log_callback import LogCallback
-from ._mindspore import HostViews, train_network_of
+from ._mindspore import HostViews, batch_size_of, train_network_of
 from ._recorder import Recorder
 from ._stats import (CHUNK, RAW_MAX, STATS, block_statistics, default_workers,
                      statistics)
@@ -60,13 +60,21 @@ class ParameterTracker(LogCallback):
         steps_per_epoch: the steps of a whole epoch, when a ``Model.train``
             call's dataset holds only the rest of an interrupted epoch (a
             resume mid-epoch); None: the dataset's size.
-        budget: fraction of the step time the statistics of the large
+        budget: fraction of a train step's cost the statistics of the large
             parameters (over 1,024 elements, computed at the step) may take,
-            e.g. 0.05; None: every logged step, whatever they cost. With a
-            budget they are timed against the step on the first logged
-            steps, then logged every ``large_every`` logged steps, the
-            smallest interval that keeps them under it; small parameters
-            stay on every logged step.
+            e.g. 0.05; None: every logged step, whatever they cost. Both
+            costs are estimated from sizes, never timed, so the same model,
+            data and budget log the same steps on any machine load: the
+            statistics ``ELEMENT_COST_MACS`` multiply-adds per element of
+            the large parameters, a step 3 x the trained parameters' elements
+            x ``batch_size`` (a dense network's forward and backward pass). They are then logged every
+            ``large_every`` logged steps (on the logged steps whose
+            ``(step - 1) // every`` is a multiple of it, so a resume keeps
+            the grid), the smallest interval that keeps them under it;
+            small parameters stay on every logged step.
+        batch_size: the samples of one train step, for the budget's
+            estimate; None: the dataset's ``get_batch_size()`` (1 when it
+            does not say).
         stats: where the statistics of parameters over 1,024 elements are
             computed: ``"host"`` (numpy, from the parameter's memory),
             ``"graph"`` (read from the train step's outputs: a
@@ -81,7 +89,7 @@ class ParameterTracker(LogCallback):
     def __init__(self, directory: str | os.PathLike[str], names: str | Sequence[str] | None = None,
                  every: int = 1, max_values: int = 16, all_ranks: bool = False,
                  steps_per_epoch: int | None = None, budget: float | None = None,
-                 stats: str = "auto",
+                 stats: str = "auto", batch_size: int | None = None,
                  append: bool = False) -> None:
         super().__init__()
         self.append = bool(append)
@@ -92,16 +100,15 @@ class ParameterTracker(LogCallback):
         self.max_values = check_every("max_values", max_values)
         self.all_ranks = bool(all_ranks)
         self.budget = _check_budget(budget)
+        self.batch_size = None if batch_size is None else check_every("batch_size", batch_size)
         if stats not in STATS_SOURCES:
             raise ValueError(f"`stats` must be one of {', '.join(STATS_SOURCES)}. "
                              f"Received: stats={stats!r}")
         self.stats = stats
         self.stats_source = "host"   # where they are computed in this run: host or graph
         self._graph: _GraphStats | None = None
-        self._threads: _ThreadChoice | None = None
+        self._threads = 1      # threads of a large parameter's host statistics (from sizes)
         self.large_every = 1   # logged steps between two of the large parameters' (the budget's choice)
-        self._meter: _BudgetMeter | None = None
-        self._logged = 0
         self._params: list[Any] = []
         self._log: CsvLog | None = None
         self._host: HostViews | None = None
@@ -121,18 +128,22 @@ class ParameterTracker(LogCallback):
         on_host = [p for i, p in enumerate(self._params)
                    if self._graph is None or i not in self._graph.rows]
         self._host = HostViews(on_host)
+        self.large_every = 1
         if self.budget is not None and self._block.any_at_step and self._graph is None:
-            self._meter = _BudgetMeter(self.budget)
-        multi_chunk = any(int(p.size) > CHUNK for p in on_host)
-        self._threads = _ThreadChoice(default_workers()) if multi_chunk else None
-        if multi_chunk:
+            large = sum(int(p.size) for p in on_host if int(p.size) > RAW_MAX)
+            trained = sum(int(p.size) for p in trained_parameters(cb_params))
+            self.large_every = large_interval(large, trained,
+                                              self.batch_size or batch_size_of(cb_params),
+                                              self.budget)
+        self._threads = stats_threads([int(p.size) for p in on_host])
+        if any(int(p.size) > CHUNK for p in on_host):
             kernels()   # numba's import and kernels (fast extra: 0.4 s; 3 s once) here, not in a step
 
     @property
-    def stats_threads(self) -> int | None:
+    def stats_threads(self) -> int:
         """Threads each large parameter's host statistics use in this run
-        (1 without one of more than 262,144 elements; None while being measured)."""
-        return 1 if self._threads is None else self._threads.chosen
+        (:func:`stats_threads`: from the parameters' sizes)."""
+        return self._threads
 
     def on_train_step_end(self, run_context: RunContext) -> None:
         if self._log is not None:
@@ -142,23 +153,16 @@ class ParameterTracker(LogCallback):
         """Keep the step's parameter values when due (see :class:`StepRecord`)."""
         if self._log is None or (record.step % self.every and not record.epoch_end):
             return
-        block, meter = self._block, self._meter
+        block = self._block
         assert block is not None and self._host is not None  # made with the log
-        with_large = self._logged % self.large_every == 0
-        self._logged += 1
-        start = time.perf_counter()
+        # the grid of the run's steps, not of this process's hooks: a resume keeps it
+        with_large = ((record.step - 1) // self.every) % self.large_every == 0
         outputs = record.outputs
         arrays = self._host.arrays(outputs)
         if self._graph is not None:
             arrays = self._graph.merge(arrays, record.param_stats)
-        threads = self._threads
-        workers = threads.next() if threads is not None and with_large else 1
-        block.add(record.step, record.epoch, arrays, with_large, workers)
-        if threads is not None and with_large:
-            threads.record(workers, time.perf_counter() - start)
-        if meter is not None:
-            meter.record(start, time.perf_counter() if with_large else None)
-            self.large_every = meter.every or self.large_every
+        block.add(record.step, record.epoch, arrays, with_large,
+                  self._threads if with_large else 1)
         if block.full() or block.waited() >= self._log.flush_seconds:
             self._write_block()
 
@@ -254,94 +258,38 @@ def _check_budget(budget: float | None) -> float | None:
     if budget is None:
         return None
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= 1:
-        raise ValueError(f"`budget` must be None or a fraction of the step time in (0, 1]. "
+        raise ValueError(f"`budget` must be None or a fraction of a step's cost in (0, 1]. "
                          f"Received: budget={budget!r}")
     return float(budget)
 
 
-class _BudgetMeter:
-    """Chooses how often the large parameters' statistics are computed.
-
-    Times, on the first ``CALIBRATION`` logged steps after the first (the
-    graph compile), the step (from the end of the previous hook to the
-    start of this one: training and the other callbacks) and the
-    statistics; ``every`` is then the smallest interval at which their
-    median cost stays under ``budget`` of the median step, and is kept for
-    the run (params.csv gets a regular grid of steps). Afterwards it keeps
-    adding up both times (``cost_ratio``), so a run can show the budget held.
-    """
-
-    CALIBRATION = 8
-
-    def __init__(self, budget: float) -> None:
-        self.budget = budget
-        self.every: int | None = None        # None while calibrating
-        self.steps: list[float] = []
-        self.costs: list[float] = []
-        self.step_time = self.cost_time = 0.0
-        self._last_end: float | None = None
-
-    def record(self, start: float, stats_end: float | None) -> None:
-        """One logged step: its hook started at ``start``; ``stats_end`` is when
-        the large statistics ended (None when they were skipped)."""
-        end = time.perf_counter()
-        if self._last_end is not None:
-            step, cost = start - self._last_end, (stats_end - start if stats_end else 0.0)
-            if self.every is None:
-                self._calibrate(step, cost)
-            else:
-                self.step_time += step
-                self.cost_time += cost
-        self._last_end = end
-
-    def _calibrate(self, step: float, cost: float) -> None:
-        self.steps.append(step)
-        self.costs.append(cost)
-        if len(self.steps) >= self.CALIBRATION:
-            step, cost = float(np.median(self.steps)), float(np.median(self.costs))
-            self.every = max(1, math.ceil(cost / (self.budget * max(step, 1e-9))))
-
-    @property
-    def cost_ratio(self) -> float | None:
-        """Time in the large statistics over step time, since the calibration (None before)."""
-        return self.cost_time / self.step_time if self.step_time else None
+# What one element of a large parameter's statistics costs, in multiply-adds of a
+# train step: 8.4 M parameters' statistics took 1.8-2.0 ms, a 1-2048-2048-2048-1
+# MLP's step at batch 16 (3 x 8.4 M x 16 multiply-adds) 56-58 ms, on this 2-core
+# CPU with the fast extra (tests/callbacks/test_param_budget.py's former timing).
+ELEMENT_COST_MACS = 1.6
 
 
-class _ThreadChoice:
-    """How many threads compute a large parameter's statistics, chosen by measurement.
+def large_interval(large: int, trained: int, batch_size: int | None, budget: float) -> int:
+    """Logged steps between two of the large parameters' statistics: the smallest
+    interval keeping their estimated cost (``large`` elements at
+    ``ELEMENT_COST_MACS`` each) under ``budget`` of a step's (3 x ``trained``
+    elements x ``batch_size``), from sizes alone."""
+    step = 3.0 * max(trained, 1) * max(batch_size or 1, 1)
+    return max(1, math.ceil(large * ELEMENT_COST_MACS / (budget * step) - 1e-9))
 
-    Helper threads pay on an idle machine (between two steps MindSpore's
-    threads wait) and cost several times over on a busy one (a helper not
-    scheduled in time holds up the hook; measured 4x slower at a load of 14
-    on 2 cores). So one thread and ``many`` are timed in turn on the first
-    ``TRIALS`` logged steps each, and the faster median kept for the run.
-    The statistics are the same bit for bit either way.
-    """
 
-    TRIALS = 5
+# A parameter's host statistics share its chunks with helper threads from this
+# many elements on (4 chunks): helpers pay on an idle machine above it; below it
+# their start-up is most of the gain. Decided from sizes, so a run's choice does
+# not depend on the load (the sums are the same bit for bit either way).
+THREADS_FROM = 4 * CHUNK
 
-    def __init__(self, many: int) -> None:
-        self.choices = (1, many) if many > 1 else (1,)
-        self.times: dict[int, list[float]] = {c: [] for c in self.choices}
-        self.chosen: int | None = None if many > 1 else 1
-        self._turn = 0
 
-    def next(self) -> int:
-        """The threads for this step's statistics."""
-        if self.chosen is not None:
-            return self.chosen
-        return self.choices[self._turn % len(self.choices)]
-
-    def record(self, workers: int, seconds: float) -> None:
-        """One timed step's statistics with ``workers`` threads."""
-        if self.chosen is not None:
-            return
-        self._turn += 1
-        if self._turn <= len(self.choices):   # the first of each: cold caches, new views
-            return
-        self.times[workers].append(seconds)
-        if all(len(t) >= self.TRIALS for t in self.times.values()):
-            self.chosen = min(self.choices, key=lambda c: float(np.median(self.times[c])))
+def stats_threads(sizes: Sequence[int]) -> int:
+    """Threads of the large parameters' host statistics: the CPUs this process may
+    use (at most 4) when one has ``THREADS_FROM`` elements or more, else 1."""
+    return default_workers() if any(n >= THREADS_FROM for n in sizes) else 1
 
 
 def _check_names(names: str | Sequence[str] | None) -> list[str] | None:

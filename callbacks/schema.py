@@ -33,6 +33,7 @@ SPACE_RESERVE = ".space-reserve"       # freed when the disk fills, so run.json 
 LOG_REGISTRY = "logs.json"             # every log of the run and its step column (resume cuts each)
 ERROR_FILE = "error.txt"               # the full traceback of a failed run
 EVALUATIONS_CSV = "evaluations.csv"    # one row per `mindexp evaluate`
+INPUT_TRANSFORM_FILE = "input_transform.npz"  # a fitted input transform's state (numbers, no pickle)
 CHECKPOINT_DIR = "checkpoints"         # <CHECKPOINT_DIR>/epochEEEE-stepSSSSSSS.ckpt
 PLOTS_DIR = "plots"                    # PNGs drawn after a run
 SOURCE_DIR = "source"                  # copies of the experiment's code (provenance)

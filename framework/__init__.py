@@ -12,7 +12,7 @@ import importlib
 __version__ = "0.3.0"
 
 _EXPORTS = {
-    "Config": "define.config", "Lazy": "define.sources", "ConfigError": "errors", "DataError": "errors",
+    "Config": "define.config", "Lazy": "define.sources", "Standardize": "define.transforms", "ConfigError": "errors", "DataError": "errors",
     "MindexpError": "errors", "RunDirError": "errors", "Experiment": "api",
     "compare": "analysis.notebook", "history": "analysis.reports",
     "load_run": "analysis.notebook", "load_runs": "analysis.notebook", "Run": "analysis.notebook",

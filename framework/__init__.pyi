@@ -13,6 +13,7 @@ from .analysis.reports import history as history
 from .api import Experiment as Experiment
 from .define.config import Config as Config
 from .define.sources import Lazy as Lazy
+from .define.transforms import Standardize as Standardize
 from .errors import ConfigError as ConfigError
 from .errors import DataError as DataError
 from .errors import MindexpError as MindexpError

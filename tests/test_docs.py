@@ -63,8 +63,8 @@ SKIP = {
                                       "not in the docs (tests/framework/provenance/test_provenance.py)",
     "mindexp diff RUN_A RUN_B": "placeholders (tests/framework/provenance/test_provenance.py diffs real runs)",
     "mindexp run mlp_sine --set hidden=2048": "trains an 8.4 M-parameter model for minutes "
-                                              "(tests/callbacks/test_param_budget.py holds the "
-                                              "budget at 8.4 M parameters)",
+                                              "(tests/callbacks/test_param_budget.py checks "
+                                              "the budget's choice from sizes)",
     "mindexp tune linear --param lr=loguniform:1e-3:1 --storage postgresql": "a server that "
         "cannot be had (tests/framework/search/test_shared_storage.py checks its one line, exit 2)",
     "mindexp mlflow": "needs an MLflow tracking server "

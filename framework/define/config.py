@@ -30,6 +30,7 @@ _NONE_WORDS = ("none", "null", "")
 
 MONITOR_MODES = ("auto", "min", "max")
 PARAM_STATS = ("auto", "host", "graph")
+DATA_FINGERPRINTS = ("stat", "content", "off")
 
 
 @dataclass
@@ -92,9 +93,11 @@ class Config:
     max_param_values: int = 16
     """largest parameter tracked element by element (else its stats)"""
     param_log_budget: Optional[float] = 0.05
-    """fraction of the step time the statistics of large parameters may take; above it they are logged every k steps (none: every step)"""
+    """fraction of a step's cost the statistics of large parameters may take, both estimated from sizes (never timed); above it they are logged every k steps (none: every step)"""
     param_stats: str = "auto"
     """where large parameters' statistics are computed: host (numpy), graph (in the train step), auto (graph off the CPU)"""
+    data_fingerprint: str = "stat"
+    """what run.json records of the data: stat (arrays hashed, files on disk by path, size, time), content (files hashed too), off"""
     checkpoint_every: int = 1
     """save a checkpoint every N epochs (0: only at the end)"""
     checkpoint_interval_s: float = 10.0
@@ -163,7 +166,8 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 _CHOICES = {"optimizer": OPTIMIZERS, "loss": LOSSES, "mode": MODES, "device": DEVICES,
             "amp_level": AMP_LEVELS, "memory_optimize_level": MEMORY_LEVELS,
             "lr_schedule": LR_SCHEDULES,
-            "early_stop_mode": MONITOR_MODES, "param_stats": PARAM_STATS}
+            "early_stop_mode": MONITOR_MODES, "param_stats": PARAM_STATS,
+            "data_fingerprint": DATA_FINGERPRINTS}
 
 
 def _is_monitor(value: str, empty_ok: bool = False) -> bool:

@@ -2,11 +2,14 @@
 that names its class, stored in run.json so a run can be rebuilt (resume,
 msrun workers, sweep workers, ``Run.network``)."""
 import importlib
+import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import os
 import sys
 
+from ..callbacks import schema
 from ..errors import MindexpError
 from .experiment import BaseExperiment
 
@@ -26,6 +29,9 @@ def _experiments_dir() -> str:
 
 EXPERIMENTS_DIR = _experiments_dir()
 
+
+# A user's experiment file is imported as the module USER_PREFIX + its file's stem.
+USER_PREFIX = "mindexp_user_"
 
 # The entry of a run made by ``mindexp.track`` in a user's script: ``script:/path/x.py``.
 # No class rebuilds such a run; the script itself does (``track(..., resume=RUN)``).
@@ -66,12 +72,21 @@ def load_experiment(entry):
 
 
 def import_file(path):
-    """Import a user's experiment file as a module of its own."""
+    """Import a user's experiment file as a module of its own, its folder first
+    on the import path (as Python does for a script), so it imports its siblings;
+    the siblings an earlier file imported are imported afresh."""
     if not os.path.isfile(path):
         raise MindexpError(f"experiment file not found: {path}")
-    name = "mindexp_user_" + os.path.splitext(os.path.basename(path))[0]
+    path = os.path.abspath(path)
+    name = USER_PREFIX + os.path.splitext(os.path.basename(path))[0]
+    _forget_user_modules()
+    tree = captured_tree(path)
+    _serve_captured(tree)  # None: serve no earlier run's modules either
     if os.path.basename(os.path.dirname(path)) == SHIPPED_FOLDER:
-        name = _captured_package(os.path.dirname(path)) + "." + name[len("mindexp_user_"):]
+        name = _captured_package(os.path.dirname(path)) + "." + name[len(USER_PREFIX):]
+    elif tree is None:  # a run's captured file imports its captured modules, never a folder's
+        _put_first_on_path(os.path.dirname(path))
+    before = set(sys.modules)
     spec = importlib.util.spec_from_file_location(name, path, loader=SourceOnlyLoader(name, path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look modules up here
@@ -83,7 +98,125 @@ def import_file(path):
     except Exception as exc:
         del sys.modules[name]
         raise MindexpError(f"importing {path} failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        # the experiment modules themselves stay: a class's file is looked up by its module
+        remember_user_modules(n for n in set(sys.modules) - before
+                              if not n.startswith(USER_PREFIX)
+                              and is_user_module(sys.modules.get(n), os.path.dirname(path)))
     return module
+
+
+# Modules a user's experiment file brought in (its siblings): a later import of an
+# experiment file imports them afresh, so an edited sibling (or another folder's
+# module of the same name) is never served from the cache of an earlier import.
+_USER_MODULES: set = set()
+_PACKAGE = __name__.split(".")[0]  # mindexp: never a user's module, wherever it is installed
+
+
+def _put_first_on_path(folder):
+    """``folder`` first on ``sys.path``, as ``python file.py`` puts the script's folder."""
+    if sys.path and sys.path[0] == folder:
+        return
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
+    importlib.invalidate_caches()  # a sibling written since the folder was last listed
+
+
+def is_user_module(module, folder) -> bool:
+    """True for a module defined in a .py file below ``folder`` that is not mindexp's
+    (by package name: an editable install of mindexp lives in a user's folder too)."""
+    path = getattr(module, "__file__", None)
+    name = getattr(module, "__name__", "")
+    if not path or name == _PACKAGE or name.startswith(_PACKAGE + "."):
+        return False
+    path = os.path.abspath(path)
+    return path.endswith(".py") and path.startswith(os.path.join(folder, ""))
+
+
+def remember_user_modules(names):
+    """Note ``names`` as modules of a user's experiment (imported afresh next time)."""
+    _USER_MODULES.update(names)
+
+
+def _forget_user_modules():
+    for name in _USER_MODULES:
+        sys.modules.pop(name, None)
+    _USER_MODULES.clear()
+
+
+def captured_tree(path):
+    """``{module name: file}`` a run captured with its experiment file ``path``
+    (``<run>/source/x.py``, or a resume's ``<run>/source/resume-<n>/x.py``): the
+    captured copies, and the origin of a module not captured (ignored, over the
+    cap); None when ``path`` is not a run's captured experiment file."""
+    folder = os.path.dirname(path)
+    for run_dir in (os.path.dirname(folder), os.path.dirname(os.path.dirname(folder))):
+        meta = _run_json(run_dir)
+        if meta is None:
+            continue
+        blocks = [meta.get("provenance")] + [r.get("provenance") for r in meta.get("resumes") or []
+                                             if isinstance(r, dict)]
+        for block in blocks:
+            source = block.get("source") if isinstance(block, dict) else None
+            if isinstance(source, dict) and os.path.normpath(os.path.join(
+                    run_dir, source.get("dir") or schema.SOURCE_DIR)) == folder:
+                return _tree_of(folder, source)
+    return None
+
+
+def _tree_of(folder, source):
+    tree = {name: info["origin"] for name, info in (source.get("not_captured") or {}).items()
+            if isinstance(info, dict) and isinstance(info.get("origin"), str)}
+    tree.update({name: os.path.join(folder, info["file"])
+                 for name, info in (source.get("modules") or {}).items()
+                 if isinstance(info, dict) and isinstance(info.get("file"), str)})
+    return tree
+
+
+def _run_json(run_dir):
+    """run.json of ``run_dir`` (read without following a link), or None."""
+    path = os.path.join(run_dir, schema.RUN_JSON)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with schema.open_file(path, "rb") as f:
+            meta = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+class _CapturedModules(importlib.abc.MetaPathFinder):
+    """Serves a run's captured modules by name, ahead of ``sys.path``, as source only."""
+
+    def __init__(self, tree):
+        self.tree = tree
+
+    def find_spec(self, name, path=None, target=None):
+        file = self.tree.get(name)
+        if file is None:
+            if not any(n.startswith(name + ".") for n in self.tree):
+                return None
+            spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            spec.submodule_search_locations = []  # a folder of captured modules, no __init__
+            return spec
+        package = os.path.basename(file) == "__init__.py"
+        return importlib.util.spec_from_file_location(
+            name, file, loader=SourceOnlyLoader(name, file),
+            submodule_search_locations=[] if package else None)  # submodules: by name, here
+
+
+def _serve_captured(tree):
+    """Serve ``tree``'s modules instead of any earlier run's (None: none); a module of
+    the same name imported before is imported afresh from the tree."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _CapturedModules)]
+    if tree is None:
+        return
+    for name in tree:
+        sys.modules.pop(name, None)
+    sys.meta_path.insert(0, _CapturedModules(tree))
+    remember_user_modules(tree)
 
 
 def _captured_package(folder):

@@ -61,6 +61,10 @@ class BaseExperiment:
     name: str | None = None
     columns: tuple[str, ...] = ("x", "y")
     Config: type[Any] = _CommonConfig
+    input_transform: Any = None
+    """A fitted transform of the first column (``mindexp.Standardize()``): fitted on
+    the train split, applied to every split, saved with the run and applied by
+    predict, evaluate, ``Run.predictor()`` and export (see docs/data.md)."""
     loss_components: tuple[str, ...] = ()
     """Names of the loss components: with names here, ``loss_network()``
     returns ``(total, c1, ..., ck)`` (scalars, in this order); ``total`` is

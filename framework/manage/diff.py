@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..errors import RunDirError
 from ..provenance import files as F
+from ..provenance.data import summary as data_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from ..rundir.run import Run, RunOrPath
 
 MISSING = "(absent)"  # a field or outcome one run has and the other lacks
-SECTIONS = ("config", "source", "git", "packages", "env", "outcomes")
+SECTIONS = ("config", "data", "modules", "source", "git", "packages", "env", "outcomes")
 GIT_FIELDS = ("commit", "branch", "dirty", "diff_bytes")
 
 
@@ -27,7 +28,11 @@ def diff(run_a: RunOrPath, run_b: RunOrPath) -> dict[str, Any]:
     (commit, branch, dirty, diff size of both), ``packages`` (versions that
     differ), ``env`` (MindSpore environment variables that differ),
     ``outcomes`` (status, final/min loss, steps, steps/s, eval metrics of
-    both; ``"(absent)"`` on the side that lacks one); ``source``: the
+    both; ``"(absent)"`` on the side that lacks one), ``modules`` (the user's
+    modules whose code differs: the first 12 hex digits of each SHA-256, or
+    ``"not captured"``), ``data`` (the fingerprints of the splits' data that
+    differ: ``train`` kind and samples, ``train.x`` an array's dtype, shape and
+    SHA-256, ``train:/path`` a file's size and time); ``source``: the
     unified diff of the captured code ("" when the same); ``experiment``:
     ``{"a": name, "b": name, "same": bool}``. Values keep their type (an int
     stays an int).
@@ -41,6 +46,8 @@ def diff(run_a: RunOrPath, run_b: RunOrPath) -> dict[str, Any]:
         "a": runs[0].dir, "b": runs[1].dir,
         "experiment": {"a": names[0], "b": names[1], "same": names[0] == names[1]},
         "config": _table(_differing(runs[0].config, runs[1].config)),
+        "data": _table(_differing(*(data_summary(b.get(F.DATA_KEY)) for b in blocks))),
+        "modules": _table(_differing(*(_module_hashes(b) for b in blocks))),
         "source": _source_diff(runs, blocks),
         "git": _table((k, git_a.get(k), git_b.get(k)) for k in GIT_FIELDS),
         "packages": _table(_differing(*(_environment(r, b) for r, b in zip(runs, blocks)))),
@@ -58,6 +65,21 @@ def _differing(first: Mapping[str, Any], second: Mapping[str, Any]) -> list[tupl
     return [(k, first.get(k, MISSING), second.get(k, MISSING))
             for k in dict.fromkeys([*first, *second])
             if json.dumps(first.get(k, MISSING)) != json.dumps(second.get(k, MISSING))]
+
+
+def _module_hashes(block: Mapping[str, Any]) -> dict[str, str]:
+    """``{module name: SHA-256 prefix}`` of a run's captured modules (the experiment's
+    own file under its name), ``"not captured"`` for one it did not capture."""
+    source: dict[str, Any] = block.get("source") or {}
+    if not isinstance(source, dict):
+        source = {}
+    files = source.get("files") or {}
+    out: dict[str, str] = {str(source.get("entry_file")): str(files.get(source.get("entry_file")))[:12]} \
+        if source.get("entry_file") else {}
+    out.update({name: str(files.get(info.get("file")))[:12]
+                for name, info in (source.get("modules") or {}).items() if isinstance(info, dict)})
+    out.update({name: "not captured" for name in source.get("not_captured") or {}})
+    return out
 
 
 def _environment(run: Run, block: Mapping[str, Any]) -> dict[str, str]:

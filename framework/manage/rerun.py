@@ -8,6 +8,7 @@ from ..rundir.meta import read_meta
 from ..rundir.run_lock import refuse_if_held
 from ..provenance import files as F
 from ..provenance.capture import installed_packages, mindspore_env
+from ..provenance.modules import changed_modules
 
 
 def prepare_rerun(run_dir, overrides=None, current_code=False):
@@ -55,7 +56,19 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
                   "run_dir": run_dir, "code": "current" if current_code else "captured",
                   "overrides": dict(overrides or {}),
                   "environment_differs": environment_changes(run_dir),
+                  "modules_changed": _modules_changed(meta, current_code),
                   "config_set_unknown": user_set is None})
+
+
+def _modules_changed(meta, current_code):
+    """The user's modules whose current file differs from the run's: with
+    ``current_code`` every one; else those the run did not capture (ignored, over
+    the cap), which load from their current file."""
+    block = F.provenance_of(meta)
+    if not current_code:
+        source = block.get("source") if isinstance(block.get("source"), dict) else {}
+        block = {"source": {"not_captured": source.get("not_captured")}}
+    return changed_modules(block)
 
 
 def _base_config(config, user_set, current_code):

@@ -36,7 +36,7 @@ def show_text(run):
     """The lines of ``mindexp show``: status and why, experiment, tags, config (fields
     that differ from the defaults marked ``*``), times, training values, eval metrics,
     parameters vs targets, checkpoints, resumes, error, files."""
-    sections = (_head, _config, _times, _training, _system, _eval, _params, _checkpoints,
+    sections = (_head, _config, _data, _times, _training, _system, _eval, _params, _checkpoints,
                 _resumes,
                 _error, _files)
     lines = []
@@ -80,6 +80,15 @@ def _config(run):
         mark = "*" if defaults and name in defaults and not _same(defaults[name], value) else " "
         cells.append((mark, name, format_value(value)))
     return [head] + _two_columns(cells)
+
+
+def _data(run):
+    """The fingerprint of the data each split trained on (provenance.data)."""
+    from ..provenance import files as F
+    from ..provenance.data import summary
+    lines = [f"  {name}  {text}" for name, text in
+             summary(F.provenance_of(run.meta).get(F.DATA_KEY)).items()]
+    return ["data"] + lines if lines else []
 
 
 def _two_columns(cells, width=100):

@@ -15,6 +15,8 @@ from ..callbacks import schema
 from ..rundir.io import now_iso, read_json, write_file
 from ..secrets import masked_argv
 from . import files as F
+from . import modules
+from .data import fingerprint as data_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +40,40 @@ def capture(exp, run_dir, entry, rerun_of=None, config_set=None):
     block = _capture_into(exp, run_dir, schema.SOURCE_DIR, schema.ENVIRONMENT_FILE, rerun_of)
     block[F.CONFIG_SET_KEY] = list(config_set) if config_set is not None else list(vars(exp.config))
     return {F.META_KEY: block, F.RERUN_KEY: rerun_of}
+
+
+def capture_built(exp, config, plan, record):
+    """Once the network, data, loss and optimizer are built: add to the capture of
+    ``record``'s run, or of its last resume, the user's modules ``exp`` imported
+    (:func:`~mindexp.provenance.modules.capture_modules`) and the fingerprint of
+    each split's data (``data``, :func:`~mindexp.provenance.data.fingerprint`; the
+    run's ``config`` says how: its ``data_fingerprint``)."""
+    meta = record.meta
+    resumes = meta.get("resumes") or []
+    block = (resumes[-1] if resumes else meta).get(F.META_KEY)
+    if not isinstance(block, dict):
+        return
+    if not is_shipped(type(exp)):  # a shipped one imports only mindexp
+        try:
+            modules.capture_modules(exp, record.run_dir, block)
+        except OSError as exc:  # provenance is a record, never a reason to fail training
+            logger.warning("could not capture the modules of %s: %s", record.run_dir, exc)
+            block["source_missing"] = f"capture of the modules failed: {exc}"
+    block[F.DATA_KEY] = _data_fingerprints(exp, config, plan)
+
+
+def _data_fingerprints(exp, config, plan):
+    mode = getattr(config, "data_fingerprint", "stat")
+    if mode == "off":
+        return None
+    found = {}
+    for split, data in (("train", plan.train), ("eval", plan.eval)):
+        try:
+            found[split] = data_fingerprint(data, exp.columns, content=mode == "content")
+        except Exception as exc:  # a record, never a reason to fail training
+            logger.warning("could not fingerprint the %s data: %s", split, exc)
+            found[split] = {"kind": "unknown", "error": f"{type(exc).__name__}: {exc}"}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def capture_resume(exp, run_dir, number):

@@ -13,6 +13,7 @@ RESUME_DIR = "resume-{n}"                   # in schema.SOURCE_DIR: what the n-t
 META_KEY = "provenance"                     # run.json: the captured block
 RERUN_KEY = "rerun_of"                      # run.json: which run this one reran
 CONFIG_SET_KEY = "config_set"               # in META_KEY: the config fields the user set
+DATA_KEY = "data"                           # in META_KEY: {split: fingerprint of its data}
 DIFF_CAP_BYTES = 256 * 1024                 # larger uncommitted diffs are cut (and say so)
 # Environment variables that change MindSpore's behaviour (names, or prefixes ending in _).
 ENV_VARS = ("GLOG_v", "OMP_NUM_THREADS", "MS_")
@@ -22,6 +23,11 @@ def sha256_of(path):
     """Hex SHA-256 of a file's bytes."""
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
+
+
+def sha256_bytes(data):
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def provenance_of(meta):

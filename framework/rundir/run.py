@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import TYPE_CHECKING, Any, Iterable, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from ..callbacks import schema
 from ..errors import RunDirError
@@ -172,6 +172,28 @@ class Run:
         net = self.experiment().network()
         ms.load_param_into_net(net, chosen.params, strict_load=False)
         return net
+
+    def predictor(self, checkpoint: str | int = "last") -> Callable[[Any], np.ndarray]:
+        """A function from raw inputs (an array of samples of the first column) to
+        the network's outputs (checkpoint ``checkpoint``), applying the run's fitted
+        input transform first, as ``mindexp predict`` does."""
+        import mindspore as ms
+        import numpy as np
+        from ..define.transforms import load_state
+        net = self.network(checkpoint)
+        net.set_train(False)
+        loaded = load_state(self.dir)
+
+        def predict(x: Any) -> np.ndarray:
+            x = np.asarray(x)
+            x = x.astype(np.float32) if x.dtype == np.float64 else x
+            if loaded is not None:
+                x = loaded[0].apply(x, loaded[1])
+            out = net(ms.Tensor(x))
+            while isinstance(out, (tuple, list)):  # the first output is the prediction
+                out = out[0]
+            return out.asnumpy()
+        return predict
 
     def experiment(self) -> BaseExperiment:
         """The run's experiment, built from its entry and config.json."""

@@ -214,12 +214,25 @@ def _train_in(request: RunRequest, plan: Any, run_dir: str, previous: dict[str, 
     # every log opened inside the run folder registers with it; the experiment's
     # hooks read the folder as ``self.run_dir``
     with run_declared(run_dir), training_in(request.experiment, run_dir):
-        Session(request, plan, run_dir, shard, stopper).execute(record, resume)
+        built = (lambda: _capture_built(request, plan, record)) if writer else None
+        Session(request, plan, run_dir, shard, stopper, built).execute(record, resume)
     finish_record(record, finish)  # the same last writes as a tracked script's run
     if record.status == "failed":
         raise TrainingError(record.meta.get("error") or "training failed",
                             run_dir=run_dir if writer else None)
     return run_dir if writer else None
+
+
+def _capture_built(request: RunRequest, plan: Any, record: RunRecord) -> None:
+    """The user's modules the experiment imported and its data's fingerprint, into
+    the capture of this run (or of this resume), once they are loaded."""
+    from ..provenance import capture
+    exp = request.experiment
+    capture.capture_built(exp, request.config, plan, record)
+    if plan.input_state is not None:  # what predict, evaluate and export apply
+        from ..define.transforms import META_KEY, save_state
+        record.meta[META_KEY] = save_state(record.run_dir, exp, plan.input_state)
+    record.write()
 
 
 def _new_record(request: RunRequest, run_dir: str, writer: bool = True) -> RunRecord:

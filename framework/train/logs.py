@@ -28,7 +28,8 @@ def _params(run: Build, before: object) -> Any:
     return ParameterTracker(run.run_dir, names=list(cfg.track_names) or None,
                             all_ranks=cfg.log_all_ranks, every=cfg.log_every,
                             max_values=cfg.max_param_values, steps_per_epoch=run.steps_per_epoch,
-                            budget=cfg.param_log_budget, stats=cfg.param_stats)
+                            budget=cfg.param_log_budget, stats=cfg.param_stats,
+                            batch_size=cfg.batch_size * cfg.grad_accumulation)  # the budget's estimate
 
 
 @feature("grad_norm", order=50)

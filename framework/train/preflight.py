@@ -2,7 +2,7 @@
 config limits, the network's output shape, the labels' values, the eval
 metrics, the device."""
 from typing import Any
-from ..define import sources
+from ..define import sources, transforms
 from ..errors import ConfigError, DataError, MindexpError
 from ..define.metrics import check_metric_names
 from .failures import user_code_error
@@ -12,9 +12,11 @@ from .labels import check_data, check_label_types
 class Plan:
     """Everything checked before a run directory exists."""
 
-    def __init__(self, train: Any, eval_: Any, steps_per_epoch: int) -> None:
+    def __init__(self, train: Any, eval_: Any, steps_per_epoch: int,
+                 input_state: Any = None) -> None:
         self.train, self.eval = train, eval_
         self.steps_per_epoch = steps_per_epoch
+        self.input_state = input_state  # the fitted input transform's state (None: none)
 
 
 def prepare(exp: Any, workers: int = 1, check_network: bool = True) -> Plan:
@@ -23,6 +25,7 @@ def prepare(exp: Any, workers: int = 1, check_network: bool = True) -> Plan:
     cfg = exp.config
     check_device(cfg.device)
     train, eval_ = _split(exp, "train"), _split(exp, "eval")
+    train, eval_, input_state = transforms.fit_splits(exp, train, eval_)
     n, per_step = sources.split_size(train), cfg.batch_size * cfg.grad_accumulation
     if isinstance(train, sources.Finished):  # its batches are the user's
         n, per_step = n * workers, 1
@@ -48,7 +51,7 @@ def prepare(exp: Any, workers: int = 1, check_network: bool = True) -> Plan:
     _check_eval(exp, eval_)
     from .monitors import check_monitors
     check_monitors(exp, eval_, workers)
-    return Plan(train, eval_, steps_per_epoch)
+    return Plan(train, eval_, steps_per_epoch, input_state)
 
 
 # Losses that compare output and label element by element (and would

@@ -1,7 +1,7 @@
 """One training session: the MindSpore context, TrainStep, Model, the
 callbacks, and ``Model.train``/``Model.fit``; what happened goes into the
 run record (run.json) it is given."""
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 import contextlib
 import gc
 import logging
@@ -31,10 +31,11 @@ class Session:
     """
 
     def __init__(self, request: Any, plan: Any, run_dir: str, shard: tuple[int, int] = (1, 0),
-                 stopper: Any = None) -> None:
+                 stopper: Any = None, on_built: Callable[[], None] | None = None) -> None:
         self.exp, self.plan, self.run_dir = request.experiment, plan, run_dir
         self.quiet = request.quiet
         self.added = request.callbacks  # after the experiment's own (a trial's pruning)
+        self.on_built = on_built  # called once network, data, loss and optimizer are built
         self.num_shards, self.shard_id = shard
         self.cfg = request.config
         from .signals import SignalStop
@@ -80,6 +81,8 @@ class Session:
                          sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation,
                          components=tuple(self.exp.loss_components),
                          param_stats=_graph_param_stats(self.cfg))
+        if self.on_built is not None:  # what they imported is now loaded (provenance)
+            self.on_built()
         initial_epoch, first_batch = 0, 0
         if resume:
             resume.load(cell)

@@ -5,6 +5,7 @@ import logging
 import os
 
 from ..callbacks import schema
+from ..define.transforms import apply_saved
 from ..errors import MindexpError, RunDirError
 from ._model import load_model, open_run
 
@@ -30,6 +31,7 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
     run = open_run(run_dir)
     model = load_model(run, checkpoint)
     arrays = _split_arrays(model.exp, split)
+    arrays = (apply_saved(run.dir, arrays[0]),) + tuple(arrays[1:])  # as the network was trained
     spec = _metrics_of_run(model.exp)
     if not spec:
         raise MindexpError(f"{model.exp.experiment_name()}.metrics() names no metric to evaluate")

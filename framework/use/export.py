@@ -50,16 +50,30 @@ def export(run_dir, format=None, checkpoint="last", output=None, batch_size=None
     os.makedirs(folder, exist_ok=True)
     zeros = np.zeros((batch_size,) + sample, dtype)
     try:
+        net = _with_transform(run.dir, model.net)  # raw inputs in, as predict takes them
         if dynamic:
-            _export_onnx_dynamic(model.net, zeros, output, column,
-                                 fresh=lambda: load_model(run, checkpoint).net)
+            _export_onnx_dynamic(net, zeros, output, column,
+                                 fresh=lambda: _with_transform(run.dir,
+                                                               load_model(run, checkpoint).net))
         else:
-            _export_atomically(model.net, zeros, output, fmt, column=column)
+            _export_atomically(net, zeros, output, fmt, column=column)
     except BaseException:
         if created and not os.listdir(folder):
             os.rmdir(folder)  # nothing written: leave no empty exported/ behind
         raise
     return output
+
+
+def _with_transform(run_dir, net):
+    """``net`` behind the run's fitted input transform, so the exported file takes
+    raw inputs as predict does."""
+    from mindspore import nn
+    from ..define.transforms import load_state
+    loaded = load_state(run_dir)
+    if loaded is None:
+        return net
+    transform, state = loaded
+    return nn.SequentialCell([transform.cell(state), net])
 
 
 def _format_arg(format, file_format):  # noqa: A002

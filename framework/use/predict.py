@@ -5,6 +5,7 @@ import os
 import numpy as np
 
 from ..callbacks import schema
+from ..define.transforms import apply_saved
 from ..errors import MindexpError
 from ._model import load_model, open_run, resolve_batch_size, sample_spec
 
@@ -23,7 +24,7 @@ def predict(run_dir, inputs, checkpoint="last", batch_size=None):
     run = open_run(run_dir)
     exp = run.experiment()
     x = read_inputs(inputs) if isinstance(inputs, (str, os.PathLike)) else np.asarray(inputs)
-    x = check_inputs(x, exp, inputs)
+    x = apply_saved(run.dir, check_inputs(x, exp, inputs))  # as the network was trained
     batch_size = resolve_batch_size(batch_size, exp)
     model = load_model(run, checkpoint)
     return _forward(model.net, x, batch_size)

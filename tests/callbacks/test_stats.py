@@ -153,20 +153,12 @@ def test_helper_threads_give_the_same_statistics_bit_for_bit(n, fused):
                               statistics(layout, workers=1, fused=fused), equal_nan=True)
 
 
-def test_the_thread_count_is_the_faster_of_one_and_many_after_the_trials():
-    from mindexp.callbacks.parameter_tracker import _ThreadChoice
-    choice = _ThreadChoice(2)
-    seconds = {1: 0.004, 2: 0.002}
-    while choice.chosen is None:
-        workers = choice.next()
-        choice.record(workers, seconds[workers])
-    assert choice.chosen == 2 and choice.next() == 2
-    slow_helpers = _ThreadChoice(2)   # a busy machine: helpers cost more than they save
-    while slow_helpers.chosen is None:
-        workers = slow_helpers.next()
-        slow_helpers.record(workers, {1: 0.004, 2: 0.016}[workers])
-    assert slow_helpers.chosen == 1
-    assert _ThreadChoice(1).chosen == 1
+def test_the_thread_count_comes_from_the_sizes(monkeypatch):
+    from mindexp.callbacks import parameter_tracker
+    monkeypatch.setattr(parameter_tracker, "default_workers", lambda: 2)
+    assert parameter_tracker.stats_threads([4 * CHUNK - 1, 10]) == 1
+    assert parameter_tracker.stats_threads([4 * CHUNK, 10]) == 2
+    assert parameter_tracker.stats_threads([]) == 1
 
 
 @pytest.mark.parametrize("fused", KERNELS)
