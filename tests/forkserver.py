@@ -17,6 +17,10 @@ subprocess where a fork would differ from a new process: another command than
 an environment that changes what a process reads at its start (``MS_*``, ``GLOG_*``,
 ``PYTHON*``, ...: see ``_STARTUP``), under coverage, or with ``MINDEXP_TEST_FORK=0``.
 
+``python SCRIPT.py ARGS`` and ``python -c CODE ARGS`` fork the same way (the script by
+``runpy.run_path``, the code in a new ``__main__``): for a script or a probe that does not
+test what a new interpreter imports at its start.
+
 The children's CPU is counted: the server reports each child's rusage, added to
 :func:`cpu_seconds` (tests/conftest.py adds it to a test's CPU), and the server,
 waited for at the session's end (:func:`shutdown`), brings its children's CPU into
@@ -65,11 +69,27 @@ def _startup_env(env) -> dict:
     return {k: v for k, v in env.items() if k.startswith(_STARTUP)}
 
 
+def _program(args):
+    """What ``args`` runs: ("module", "mindexp"), ("script", PATH), ("code", CODE) or None
+    (another program, or Python with options)."""
+    if not isinstance(args, (list, tuple)) or len(args) < 2:
+        return None
+    argv = [os.fspath(a) if isinstance(a, os.PathLike) else a for a in args]
+    if not all(isinstance(a, str) for a in argv) or argv[0] != sys.executable:
+        return None
+    if argv[1:3] == ["-m", "mindexp"]:
+        return "module", "mindexp"
+    if argv[1] == "-c" and len(argv) > 2:
+        return "code", argv[2]
+    if argv[1].endswith(".py") and not argv[1].startswith("-"):
+        return "script", os.path.abspath(argv[1])
+    return None
+
+
 def _forkable(args, kwargs) -> bool:
-    """``args`` is ``python -m mindexp ...`` and nothing asks for a new process."""
-    if not isinstance(args, (list, tuple)) or len(args) < 3 or not _enabled():
-        return False
-    if [os.fspath(a) for a in args[:3]] != [sys.executable, "-m", "mindexp"]:
+    """``args`` is ``python -m mindexp ...``, ``python SCRIPT.py ...`` or ``python -c
+    CODE ...``, and nothing asks for a new process."""
+    if not _enabled() or _program(args) is None:
         return False
     if any(kwargs.get(k, v) != v for k, v in _UNSUPPORTED.items()):
         return False
@@ -115,7 +135,9 @@ class ForkPopen(subprocess.Popen):
                        startupinfo, creationflags, shell, p2cread, p2cwrite, c2pread,
                        c2pwrite, errread, errwrite, restore_signals, gid, gids, uid, umask,
                        start_new_session, process_group):
-        request = {"argv": [os.fspath(a) for a in args[3:]],
+        kind, what = _program(args)
+        request = {"kind": kind, "what": what,
+                   "argv": [os.fspath(a) for a in args[2 if kind == "script" else 3:]],
                    "cwd": os.path.abspath(os.fspath(cwd)) if cwd is not None else os.getcwd(),
                    "env": dict(os.environ if env is None else env),
                    "session": bool(start_new_session),
@@ -279,11 +301,29 @@ def _become(request, fds):
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    sys.path[0] = request["cwd"]  # as `python -m` has it
-    sys.argv = ["-m", *request["argv"]]
+    # sys.path[0] and sys.argv as `python -m`, `python SCRIPT` and `python -c` have them
+    if request["kind"] == "module":
+        sys.path[0], sys.argv = request["cwd"], ["-m", *request["argv"]]
+    elif request["kind"] == "script":
+        sys.path[0], sys.argv = os.path.dirname(request["what"]), [request["what"], *request["argv"]]
+    else:
+        sys.path[0], sys.argv = "", ["-c", *request["argv"]]
+    return request["kind"], request["what"]
+
+
+def _run(kind, what):
+    """In the child: the program, as the interpreter runs it (its SystemExit ends us)."""
+    import runpy
+    if kind == "module":
+        runpy.run_module(what, run_name="__main__", alter_sys=True)
+    elif kind == "script":
+        runpy.run_path(what, run_name="__main__")
+    else:
+        import types
+        main = types.ModuleType("__main__")
+        sys.modules["__main__"] = main
+        exec(compile(what, "<string>", "exec"), main.__dict__)
 
 
 if __name__ == "__main__":
-    _become(*_serve(sys.argv[1]))
-    import runpy
-    runpy.run_module("mindexp", run_name="__main__", alter_sys=True)
+    _run(*_become(*_serve(sys.argv[1])))
