@@ -41,13 +41,18 @@ import threading
 # C libraries) or that change what a child imports: a request that sets them to
 # other values than the server's gets a real process.
 _STARTUP = ("PYTHON", "MS_", "MINDSPORE", "GLOG_", "OMP_", "KMP_", "LD_", "MALLOC",
-            "COV", "RANK_", "DEVICE_", "GOMP", "OPENBLAS", "MKL_")
+            "COV", "RANK_", "DEVICE_", "GOMP", "OPENBLAS", "MKL_", "TZ", "LANG", "LC_",
+            "MPL")
 # Popen options a fork cannot honour (any value but the default: a real process).
 _UNSUPPORTED = {"preexec_fn": None, "pass_fds": (), "shell": False, "executable": None,
                 "user": None, "group": None, "extra_groups": None, "umask": -1,
                 "close_fds": True, "restore_signals": True}
+# What the server imports for its children (optuna: sweeps and tunes). Not matplotlib
+# (MPLBACKEND is read at its import), nor pandas (its import starts pyarrow's jemalloc
+# thread: the server forks with no thread but MindSpore's own one).
 _WARM = ("mindspore", "mindspore.dataset", "mindspore.train", "mindspore.nn",
-         "mindexp", "mindexp.cli.main", "mindexp.train.session", "mindexp.experiments")
+         "mindexp", "mindexp.cli.main", "mindexp.train.session", "mindexp.experiments",
+         "optuna")
 
 _lock = threading.Lock()
 _server = None       # (Popen of the server, socket path, its environment)
@@ -240,7 +245,10 @@ def _serve(path):
         sys.exit(1)
     import importlib
     for name in _WARM:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional extra: the children import what they need
+            pass
     import gc
     gc.collect()
     gc.freeze()  # the children's collections skip what the server imported
