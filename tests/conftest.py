@@ -122,8 +122,7 @@ def holder():
         code = ("import signal, sys; from mindexp.rundir.run_lock import run_locked\n"
                 "with run_locked(sys.argv[1], sys.argv[2]):\n"
                 "    print('held', flush=True); signal.pause()  # until the test kills it\n")
-        import forkserver
-        proc = forkserver.popen([sys.executable, "-c", code, str(run_dir), action],
+        proc = subprocess.Popen([sys.executable, "-c", code, str(run_dir), action],
                                 env=cli_env(), stdout=subprocess.PIPE, text=True)
         procs.append(proc)
         assert proc.stdout.readline() == "held\n"
