@@ -40,9 +40,13 @@ coverage: $(STAMP)
 	$(BIN)/coverage combine -q --keep 2>/dev/null || true
 	$(BIN)/coverage report --rcfile=setup.cfg --skip-covered --sort=cover | tail -n 45
 
-# The inner loop: every test not marked slow (nothing trains for long).
+# The inner loop: every test not marked slow (nothing trains for long). Two workers:
+# its tests keep the CPU busy (the third worker of `make test` fills the waits of slow
+# tests), and each worker costs its start and a collection of every file (~10 CPU-s).
+# No fork server (tests/forkserver.py): its start (~3 CPU-s a worker) costs more than
+# the few processes of this tier that import MindSpore.
 test-fast: $(STAMP)
-	$(PYTEST) -m "not slow"
+	MINDEXP_TEST_FORK=0 $(PYTEST) -m "not slow" -n 2
 
 # The property suite over hostile run folders with a random seed (make test runs
 # it derandomised): many more examples; the seed is printed, and

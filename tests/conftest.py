@@ -46,11 +46,15 @@ MAIN_PY = os.path.join(ROOT, "framework", "__main__.py")  # sys.argv[0] of `pyth
 
 @pytest.fixture
 def cli_proc(tmp_path):
-    """Run ``mindexp ARGS`` in a subprocess (cwd: tmp_path); returns CompletedProcess.
-    For what needs a process of its own: exit by a signal, a process that kills
-    itself, environment variables read at a process's start, msrun."""
+    """Run ``mindexp ARGS`` in a process of its own (cwd: tmp_path); returns
+    CompletedProcess. For what needs a process of its own: exit by a signal, a
+    process that kills itself, environment variables read at a process's start,
+    msrun. Forked from a server that imported MindSpore once (tests/forkserver.py;
+    a real subprocess where the environment changes what a process reads at its start)."""
+    import forkserver
+
     def run(*args, cwd=None, timeout=300, **env):
-        return subprocess.run([sys.executable, "-m", "mindexp", *map(str, args)],
+        return forkserver.run([sys.executable, "-m", "mindexp", *map(str, args)],
                               cwd=cwd or tmp_path, env=cli_env(**env), capture_output=True,
                               text=True, timeout=timeout)
     return run
@@ -224,6 +228,8 @@ def pytest_sessionstart(session):
 
 
 def pytest_sessionfinish(session):
+    import forkserver
+    forkserver.shutdown()  # waited for: its forked children's CPU joins RUSAGE_CHILDREN
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: report its CPU to the controller
         import resource
@@ -260,8 +266,13 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     import resource
-    before = _cpu_seconds(resource.RUSAGE_SELF) + _cpu_seconds(resource.RUSAGE_CHILDREN)
+    import forkserver
+
+    def cpu():  # the fork server's children are not ours: it reports their CPU
+        return (_cpu_seconds(resource.RUSAGE_SELF) + _cpu_seconds(resource.RUSAGE_CHILDREN)
+                + forkserver.cpu_seconds())
+    before = cpu()
     yield
-    spent = _cpu_seconds(resource.RUSAGE_SELF) + _cpu_seconds(resource.RUSAGE_CHILDREN) - before
+    spent = cpu() - before
     with open(path, "a", encoding="utf-8") as f:
         f.write(f"{spent:.2f}\t{item.nodeid}\n")

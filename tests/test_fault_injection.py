@@ -31,6 +31,7 @@ import time
 import pandas as pd
 import pytest
 
+import forkserver
 from conftest import cli_env
 from mindexp.cli.main import main
 
@@ -62,7 +63,7 @@ class Tiny(Linear):
     class Config(Linear.Config):
         samples: int = 40
         batch_size: int = 8
-        epochs: int = 24
+        epochs: int = 12  # 60 steps: a kill's moment spans the same phases as with 120
         mode: str = "pynative"
 '''
 REFERENCE = ("--set", "seed=3")
@@ -86,7 +87,7 @@ class Harness:
 
     # -- commands -------------------------------------------------------------------------
     def start(self, *args):
-        return subprocess.Popen([sys.executable, "-m", "mindexp", *map(str, args)],
+        return forkserver.popen([sys.executable, "-m", "mindexp", *map(str, args)],
                                 cwd=self.cwd, env=cli_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
 
@@ -371,26 +372,34 @@ class Harness:
         return compared
 
 
+def children_cpu():
+    """CPU-seconds of the processes this one started and waited for, forked ones included."""
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime + forkserver.cpu_seconds()
+
+
 @pytest.mark.timeout(2400)  # ~4 min on an idle 2-core machine; a busy one stretches the moments
 def test_forty_kills_lose_nothing_and_every_run_resumes_to_the_same_files(tmp_path):
     (tmp_path / "fi.py").write_text(EXPERIMENT)
     h = Harness(tmp_path)
     ref_root = tmp_path / "reference"
-    started = time.monotonic()
+    started, cpu_before = time.monotonic(), children_cpu()
     code, _, err = h.call("run", "fi.py:Tiny", "--out", ref_root, "--quiet", *REFERENCE)
-    life = time.monotonic() - started
+    ref_life, ref_cpu = time.monotonic() - started, children_cpu() - cpu_before
     assert code == 0, err
     (ref_dir,) = [ref_root / "tiny" / r for r in os.listdir(ref_root / "tiny")]
     reference = {name: pd.read_csv(ref_dir / name)[cols] for name, cols in COMPARED.items()}
     shutil.rmtree(ref_root)
 
-    # Kill moments spread over each command's life (seconds, this machine idle x ~1.5,
-    # when the reference run lives about 7 / 1.5 s). A busy machine stretches every
-    # life: so do the moments, or every kill would land while the command imports.
-    stretch = max(1.0, life / (7.0 / 1.5))
+    # Kill moments spread over each command's life: run and resume over 1.5 x the
+    # reference run's own life; the others over their lives on this machine idle x ~1.5
+    # (seconds), stretched as much as a busy machine stretched the reference run (its
+    # wall time over its CPU time), or every kill would land while the command imports.
+    stretch = max(1.0, ref_life / max(ref_cpu, 0.1))
     horizon = {name: seconds * stretch for name, seconds in
-               {"run": 7.0, "resume": 7.0, "sweep": 12.0, "tune": 12.0, "report": 2.5,
-                "rm": 1.5, "gc": 1.5}.items()}
+               {"sweep": 12.0, "tune": 12.0, "report": 2.5, "rm": 1.5, "gc": 1.5}.items()}
+    horizon["run"] = horizon["resume"] = 1.5 * ref_life
     queue = [name for name, count in KILLS.items() for _ in range(count)]
     h.rng.shuffle(queue)
     round_no, misses = 0, {name: 0 for name in KILLS}
@@ -406,9 +415,10 @@ def test_forty_kills_lose_nothing_and_every_run_resumes_to_the_same_files(tmp_pa
         h.kill_after_a_checkpoint(sig)
     compared = h.finish_and_compare(reference)
     total = sum(h.kills.values())
-    print(f"\nfault injection (seed {SEED}): {total} kills {h.kills}, "
+    print(f"\nfault injection (seed {SEED}): {total} kills {h.kills} in {round_no} rounds, "
           f"{h.checks} invariants checked, {len(h.failures)} failures, "
-          f"{compared} runs compared with the uninterrupted run")
+          f"{compared} runs compared with the uninterrupted run (it lived {ref_life:.1f} s, "
+          f"{ref_cpu:.1f} CPU-s)")
     assert not h.failures, "\n".join(h.failures[:30])
     assert all(h.kills.values()), f"a command was never killed: {h.kills}"
     assert compared >= min(3, KILLS["run"])

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+import forkserver
 from conftest import cli_env
 
 EVAL_SAMPLES, BATCH, PATIENCE = 50, 32, 2
@@ -57,7 +58,7 @@ def drift(tmp_path_factory):
     from mindexp import load_run
     folder = tmp_path_factory.mktemp("drift")
     (folder / "drift.py").write_text(DRIFT)
-    done = subprocess.run(
+    done = forkserver.run(
         [sys.executable, "-m", "mindexp", "run", "drift.py:Drift", "--set", "early_stop=eval_loss",
          "--set", f"patience={PATIENCE}", "--set", "checkpoint_monitor=eval_loss",
          "--set", "keep_best=2", "--set", "keep_checkpoints=100",

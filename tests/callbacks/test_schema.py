@@ -63,6 +63,8 @@ def _file_names_in(text, as_path):
     call or as a path part (``checkpoints/{name}``)."""
     found = []
     for name in FILE_NAMES:
+        if name not in text:  # each way below spells the name itself (a cheap test first)
+            continue
         pattern = (rf"(?<![\w.-]){re.escape(name)}(?![\w-]|\.\w)" if name not in FOLDER_NAMES
                    else rf"(?:^|/){re.escape(name)}/|/{re.escape(name)}$")
         if re.search(pattern, text) or (text == name and (as_path or name not in FOLDER_NAMES)):

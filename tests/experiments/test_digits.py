@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+import forkserver
 from conftest import ROOT, cli_env, require
 from mindexp import compare, load_run
 from mindexp.callbacks import read_csv
@@ -77,7 +78,7 @@ def test_sweep_of_two_points(cli, tmp_path):
 
 def test_sigterm_then_resume_evaluates_each_epoch_once(tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "mindexp", "run", "digits", "--set", "epochs=6",
+    proc = forkserver.popen([sys.executable, "-m", "mindexp", "run", "digits", "--set", "epochs=6",
                              "--out", str(out), "--quiet"], cwd=tmp_path, env=cli_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run_dir = _wait_for_step(out / "digits", lambda step: step > 2 * 44 + 10, proc)
@@ -87,7 +88,7 @@ def test_sigterm_then_resume_evaluates_each_epoch_once(tmp_path):
     assert meta["status"] == "interrupted"
     done = meta["steps"] // 44  # complete epochs (44 steps each)
     assert read_csv(run_dir, "eval.csv").epoch.tolist() == list(range(1, done + 1))
-    resumed = subprocess.run([sys.executable, "-m", "mindexp", "resume", run_dir, "--quiet"],
+    resumed = forkserver.run([sys.executable, "-m", "mindexp", "resume", run_dir, "--quiet"],
                              cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
                              timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]

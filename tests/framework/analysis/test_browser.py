@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+import forkserver
 from conftest import cli_env, require
 from rundirs import EARLY_STOPPED, ODD_EPOCHS, five_runs, make_run, many_runs
 
@@ -54,10 +55,10 @@ def five(tmp_path_factory):
     root = tmp_path_factory.mktemp("five")
 
     def run(*args):
-        subprocess.run([sys.executable, "-m", "mindexp", *args], env=cli_env(), cwd=root,
+        forkserver.run([sys.executable, "-m", "mindexp", *args], env=cli_env(), cwd=root,
                        capture_output=True, text=True, timeout=300)
     folder = five_runs(root, run)
-    done = subprocess.run([sys.executable, "-m", "mindexp", "report", folder, "--out",
+    done = forkserver.run([sys.executable, "-m", "mindexp", "report", folder, "--out",
                            str(root / "report.html")], env=cli_env(), capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -201,7 +202,7 @@ def many(tmp_path_factory):
     """25 hand-written runs (tests/rundirs.py: many_runs) and their report."""
     root = tmp_path_factory.mktemp("many")
     folder = many_runs(root)
-    done = subprocess.run([sys.executable, "-m", "mindexp", "report", folder, "--out",
+    done = forkserver.run([sys.executable, "-m", "mindexp", "report", folder, "--out",
                            str(root / "report.html")], env=cli_env(), capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr

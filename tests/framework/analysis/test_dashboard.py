@@ -16,6 +16,7 @@ import tracemalloc
 
 import pytest
 
+import forkserver
 from conftest import cli_env
 from mindexp.analysis.dashboard import make_server, url_of
 from mindexp.cli.main import main
@@ -168,7 +169,7 @@ def _start_serving(folder, *args):
     PYTHONFAULTHANDLER: a server that does not stop is sent SIGABRT by
     :func:`_stop`, which dumps every thread's stack to its stderr.
     """
-    proc = subprocess.Popen([sys.executable, "-m", "mindexp", "serve", str(folder), "--port",
+    proc = forkserver.popen([sys.executable, "-m", "mindexp", "serve", str(folder), "--port",
                              "0", *args], env=cli_env(PYTHONFAULTHANDLER="1"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_ctrl_c_as_in_a_terminal)
@@ -278,7 +279,7 @@ def test_the_server_process_ends_once_its_socket_is_closed_whatever_threads_rema
     (hook / "sitecustomize.py").write_text(
         "import threading\nthreading.Thread(target=threading.Event().wait, daemon=False,"
         " name='never-ends').start()\n")
-    proc = subprocess.Popen([sys.executable, "-m", "mindexp", "serve", str(tmp_path), "--port",
+    proc = forkserver.popen([sys.executable, "-m", "mindexp", "serve", str(tmp_path), "--port",
                              "0"], env=cli_env(PYTHONFAULTHANDLER="1",
                                                PYTHONPATH=f"{hook}{os.pathsep}"
                                                f"{cli_env()['PYTHONPATH']}"),

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+import forkserver
 from conftest import cli_env
 from mindexp.cli.main import main
 from rundirs import exploding_experiment, make_run
@@ -26,7 +27,7 @@ def mindexp(capsys, *args):
 
 
 def cli(*args, cwd=None, stdin=subprocess.DEVNULL):
-    return subprocess.run([sys.executable, "-m", "mindexp", *map(str, args)], cwd=cwd,
+    return forkserver.run([sys.executable, "-m", "mindexp", *map(str, args)], cwd=cwd,
                           env=cli_env(), capture_output=True, text=True, timeout=300,
                           stdin=stdin)
 
@@ -243,7 +244,7 @@ def test_racing_tag_commands_lose_no_update(tmp_path):
             "for i in range(25): change_tags(sys.argv[1], [f'p{sys.argv[2]}-{i}'])")
     procs = [subprocess.Popen([sys.executable, "-c", loop, run_dir, str(n)], env=cli_env())
              for n in range(4)]
-    procs += [subprocess.Popen([sys.executable, "-m", "mindexp", "tag", run_dir, f"+cli{n}"],
+    procs += [forkserver.popen([sys.executable, "-m", "mindexp", "tag", run_dir, f"+cli{n}"],
                                env=cli_env(), stdout=subprocess.DEVNULL) for n in range(6)]
     assert [p.wait(timeout=120) for p in procs] == [0] * 10
     tags = json.load(open(os.path.join(run_dir, "run.json")))["tags"]

@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+import forkserver
+
 USER_FILE = '''
 from dataclasses import dataclass
 import numpy as np
@@ -358,7 +360,7 @@ def test_rerun_refuses_a_file_not_in_the_manifest_and_writes_no_bytecode(cli, tm
     source = os.path.join(original, "source", "mindexp.experiments")
     env = {k: v for k, v in __import__("conftest").cli_env().items()
            if k != "PYTHONDONTWRITEBYTECODE"}  # the default: Python writes caches
-    again = subprocess.run([__import__("sys").executable, "-m", "mindexp", "rerun", original,
+    again = forkserver.run([__import__("sys").executable, "-m", "mindexp", "rerun", original,
                             "--quiet"], env=env, cwd=tmp_path, capture_output=True, text=True,
                            timeout=300)
     run_dir_of(again)

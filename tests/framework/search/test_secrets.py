@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import forkserver
 from conftest import cli_env, require
 from postgres import USER, postgres  # noqa: F401  (the fixture: a private server per module)
 
@@ -65,7 +66,7 @@ def test_a_password_in_the_storage_url_reaches_no_file_output_or_worker_command_
     cmd = [sys.executable, "-m", "mindexp", "tune", "linear", "--param", "lr=loguniform:1e-3:0.1",
            "--set", "epochs=1", "--trials", "2", "--workers", "2", "--storage", url,
            "--out", str(tmp_path / "out")]
-    proc = subprocess.Popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+    proc = forkserver.popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     seen, deadline = {}, time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+import forkserver
 from conftest import cli_env, require
 from postgres import postgres  # noqa: F401  (the fixture: a private server per module)
 from searches import lost_trial
@@ -27,7 +28,7 @@ def _tune(tmp_path, storage, out, *extra):
     cmd = [sys.executable, "-m", "mindexp", "tune", "linear", *SPACE, "--set", "epochs=2",
            "--trials", "4", "--study", "shared", "--storage", str(storage),
            "--out", str(tmp_path / out), *map(str, extra)]
-    return subprocess.Popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+    return forkserver.popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import forkserver
 from conftest import cli_env
 from mindexp.cli.main import main
 from mindexp.search.sweeps import grid_points
@@ -97,7 +98,7 @@ def test_sigterm_stops_the_runs_and_marks_them_interrupted(tmp_path):
     cmd = [sys.executable, "-m", "mindexp", "sweep", "linear", "--grid",
            "optimizer=sgd,adam,momentum", "--set", "epochs=100000", "--workers", "2",
            "--out", "out"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+    proc = forkserver.popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     _wait_for_loss_rows(tmp_path / "out" / "linear", runs=2, timeout=120)
     proc.send_signal(signal.SIGTERM)

@@ -13,6 +13,7 @@ import time
 import pandas as pd
 import pytest
 
+import forkserver
 from conftest import DISK_ARGS, cli_env
 from mindexp.callbacks import schema
 from mindexp.cli.main import main
@@ -71,7 +72,7 @@ def _alive(pid):
 
 def _start(tmp_path, *args):
     cmd = [sys.executable, "-m", "mindexp", "sweep", *args]
-    return subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+    return forkserver.popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 

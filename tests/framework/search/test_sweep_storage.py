@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+import forkserver
 from conftest import cli_env, require
 from postgres import postgres  # noqa: F401  (the fixture: a private server)
 
@@ -60,7 +61,7 @@ def _cli_sweep(tmp_path, storage, out):
     """A ``mindexp sweep`` process as one machine starts it (its own output root)."""
     cmd = [sys.executable, "-m", "mindexp", "sweep", "linear", "--grid", LRS, *TINY,
            "--workers", "1", "--storage", str(storage), "--out", str(tmp_path / out)]
-    return subprocess.Popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+    return forkserver.popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+import forkserver
 from conftest import cli_env, require
 from searches import lost_trial
 
@@ -94,7 +95,7 @@ def test_missing_optuna_names_the_extra(cli, tmp_path):
     (blocker / "optuna.py").write_text("raise ImportError('No module named optuna')\n")
     env = cli_env()
     env["PYTHONPATH"] = f"{blocker}{os.pathsep}{env['PYTHONPATH']}"
-    result = subprocess.run([sys.executable, "-m", "mindexp", "tune", "linear", *LINEAR_SPACE,
+    result = forkserver.run([sys.executable, "-m", "mindexp", "tune", "linear", *LINEAR_SPACE,
                              "--out", str(tmp_path / "out")], env=env, capture_output=True,
                             text=True, timeout=120)
     assert "pip install 'mindexp[tune]'" in _one_error_line(result)
@@ -172,7 +173,7 @@ def _tune_cmd(*args):
 @pytest.mark.slow
 def test_two_processes_share_one_storage(tmp_path):
     journal = tmp_path / "shared" / "study.journal"
-    procs = [subprocess.Popen(_tune_cmd("--trials", 6, "--study", "shared", "--storage", journal,
+    procs = [forkserver.popen(_tune_cmd("--trials", 6, "--study", "shared", "--storage", journal,
                                         "--out", tmp_path / out, *extra),
                               env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
@@ -216,7 +217,7 @@ def test_resume_continues_to_the_total_and_the_seed_repeats(cli, tmp_path):
 def test_sigint_marks_the_trial_interrupted_and_resume_runs_it_again(tmp_path):
     cmd = [sys.executable, "-m", "mindexp", "tune", "linear", *LINEAR_SPACE, "--set",
            "epochs=400", "--pruner", "none", "--trials", "1", "--out", str(tmp_path / "out")]
-    proc = subprocess.Popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+    proc = forkserver.popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     runs = tmp_path / "out/studies/linear/linear"
     deadline = time.monotonic() + 300
@@ -231,7 +232,7 @@ def test_sigint_marks_the_trial_interrupted_and_resume_runs_it_again(tmp_path):
     assert trial.state.name == "FAIL" and trial.user_attrs["interrupted"]
     assert _run_json(trial.user_attrs["run_dir"])["status"] == "interrupted"
     assert "INTERRUPTED" in out
-    again = subprocess.run([*cmd[:cmd.index("epochs=400")], "epochs=2",
+    again = forkserver.run([*cmd[:cmd.index("epochs=400")], "epochs=2",
                             *cmd[cmd.index("epochs=400") + 1:]], env=cli_env(), cwd=tmp_path,
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
@@ -423,7 +424,7 @@ def _gone(pid):
 def test_kill_9_of_the_driver_ends_its_worker_and_a_rerun_continues(cli, tmp_path):
     space = ["--param", "lr=loguniform:1e-3:1", "--sampler", "random", "--seed", 7,
              "--pruner", "none", "--out", "out"]
-    proc = subprocess.Popen([sys.executable, "-m", "mindexp", "tune", "linear", *map(str, space),
+    proc = forkserver.popen([sys.executable, "-m", "mindexp", "tune", "linear", *map(str, space),
                              "--set", "epochs=3000", "--trials", "2"], env=cli_env(),
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(lambda: _has_rows(tmp_path / "out/studies/linear/linear"), "a trial's first rows")

@@ -7,6 +7,7 @@ import sys
 import pandas as pd
 import pytest
 
+import forkserver
 from conftest import cli_env
 
 
@@ -14,7 +15,7 @@ from conftest import cli_env
 def test_eight_simultaneous_runs_make_eight_complete_run_dirs(tmp_path):
     cmd = [sys.executable, "-m", "mindexp", "run", "linear", "--set", "epochs=3", "--quiet",
            "--out", str(tmp_path)]
-    procs = [subprocess.Popen(cmd, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    procs = [forkserver.popen(cmd, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(8)]
     results = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0] * 8, [err[-500:] for _, err in results]

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+import forkserver
 from conftest import cli_env
 from mindexp import DataError
 from mindexp.experiments.linear import Linear
@@ -130,7 +131,7 @@ def test_a_graph_compile_error_keeps_mindspores_files_and_text_in_the_run_dir(cl
                                                                                 user_file):
     env = cli_env()
     env.pop("GLOG_v")  # as a user has it: mindexp's own default applies
-    done = subprocess.run([sys.executable, "-m", "mindexp", "run", "user_exp.py:CompileFails",
+    done = forkserver.run([sys.executable, "-m", "mindexp", "run", "user_exp.py:CompileFails",
                            "--out", "out", "--set", "epochs=1", "--set", "mode=graph", "--quiet"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr
@@ -241,7 +242,7 @@ def test_good_labels_train(tmp_path):
 # -- signals --------------------------------------------------------------------------------
 
 def _start(tmp_path, *args, **env):
-    return subprocess.Popen([sys.executable, "-m", "mindexp", *args], cwd=tmp_path,
+    return forkserver.popen([sys.executable, "-m", "mindexp", *args], cwd=tmp_path,
                             env=cli_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 

@@ -14,6 +14,7 @@ import time
 import pandas as pd
 import pytest
 
+import forkserver
 from conftest import cli_env
 from mindexp.cli.main import main
 from rundirs import make_run
@@ -275,7 +276,7 @@ def test_rm_and_gc_at_20_moments_of_a_resume_are_refused_and_it_completes(capsys
     assert code == 0, err
     (run_dir,) = [os.path.join(tmp_path, "out", "linear", d)
                   for d in os.listdir(tmp_path / "out" / "linear")]
-    resume = subprocess.Popen([sys.executable, "-m", "mindexp", "resume", run_dir, "--set",
+    resume = forkserver.popen([sys.executable, "-m", "mindexp", "resume", run_dir, "--set",
                                "epochs=8", "--quiet"], cwd=tmp_path,
                               env=cli_env(GATES=str(gates), MOMENTS=",".join(MOMENTS)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -316,7 +317,7 @@ PHASES = ("start", "folder", "record", "last_step", "plots", "exit")
 def _start_run(root):
     os.makedirs(root, exist_ok=True)
     # plots on: drawing them is one of the phases a signal may land in
-    return subprocess.Popen([sys.executable, "-m", "mindexp", *RUN], cwd=root,
+    return forkserver.popen([sys.executable, "-m", "mindexp", *RUN], cwd=root,
                             env=cli_env(MINDEXP_PLOTS="1"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -434,7 +435,7 @@ def test_sigterm_at_15_moments_leaves_a_completed_or_resumable_run(tmp_path):
          to_resume.append(run_dir))
 
     def resume(run_dir):
-        return subprocess.run([sys.executable, "-m", "mindexp", "resume", run_dir, "--quiet"],
+        return forkserver.run([sys.executable, "-m", "mindexp", "resume", run_dir, "--quiet"],
                               env=cli_env(), capture_output=True, text=True, timeout=600)
     with ThreadPoolExecutor(max_workers=2) as pool:
         for run_dir, done in zip(to_resume, pool.map(resume, to_resume)):

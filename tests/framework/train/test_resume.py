@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import forkserver
+
 import mindspore as ms
 
 KILLABLE = '''
@@ -56,7 +58,7 @@ def reference(tmp_path_factory):
     import subprocess, sys
     root = tmp_path_factory.mktemp("ref")
     (root / "killable.py").write_text(KILLABLE)
-    done = subprocess.run([sys.executable, "-m", "mindexp", "run", "killable.py:Killable",
+    done = forkserver.run([sys.executable, "-m", "mindexp", "run", "killable.py:Killable",
                            "--out", "out", *COMMON], cwd=root, env=cli_env(), capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr

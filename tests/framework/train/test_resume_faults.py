@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import forkserver
 from conftest import DISK_ARGS, cli_env, skip_unless_ci
 from mindexp.experiments.linear import Linear
 
@@ -120,7 +121,7 @@ def test_two_resumes_at_once_one_is_refused_and_no_row_is_written_twice(cli, tmp
         "checkpoint_interval_s=0", "--quiet", DIE="1")
     (run_dir,) = [str(p) for p in (tmp_path / "out" / "linear").iterdir()]
     cmd = [sys.executable, "-m", "mindexp", "resume", run_dir, "--quiet"]
-    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
+    procs = [forkserver.popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     results = sorted((p.wait(timeout=300), p.communicate()[1]) for p in procs)
     (ok, _), (refused, message) = results

@@ -6,6 +6,8 @@ import shutil
 import pandas as pd
 import pytest
 
+import forkserver
+
 from test_resume import KILLABLE
 
 pytestmark = pytest.mark.slow  # every test here trains runs
@@ -35,7 +37,7 @@ def runs(tmp_path_factory):
     (root / "killable.py").write_text(KILLABLE)
 
     def cli(*args, **env):
-        done = subprocess.run([sys.executable, "-m", "mindexp", *args], cwd=root,
+        done = forkserver.run([sys.executable, "-m", "mindexp", *args], cwd=root,
                               env=cli_env(**env), capture_output=True, text=True, timeout=300)
         return done
 

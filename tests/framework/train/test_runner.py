@@ -111,11 +111,10 @@ def test_float64_data_is_converted_for_a_float32_network(tmp_path):
 
 
 MAKE_DIRS = """
-import sys, time
+import sys
 from mindexp.rundir.io import create_run_dir
-start = float(sys.argv[2])
-while time.time() < start:
-    pass
+print("ready", flush=True)
+sys.stdin.readline()  # the test's go, once all 8 are ready
 for _ in range(5):
     print(create_run_dir(sys.argv[1], "linear"))
 """
@@ -124,11 +123,15 @@ for _ in range(5):
 def test_run_ids_stay_unique_across_8_processes_starting_together(tmp_path):
     import subprocess
     import sys
-    import time
     from conftest import cli_env
-    start = time.time() + 1.5
-    procs = [subprocess.Popen([sys.executable, "-c", MAKE_DIRS, str(tmp_path), str(start)],
-                              env=cli_env(), stdout=subprocess.PIPE, text=True) for _ in range(8)]
+    # (real processes: they import no MindSpore, 0.1 CPU-s each)
+    procs = [subprocess.Popen([sys.executable, "-c", MAKE_DIRS, str(tmp_path)], env=cli_env(),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for _ in range(8)]
+    assert [p.stdout.readline() for p in procs] == ["ready\n"] * 8
+    for p in procs:  # all 8 have imported: they start creating together
+        p.stdin.write("go\n")
+        p.stdin.flush()
     paths = [line for p in procs for line in p.communicate()[0].split()]
     assert all(p.returncode == 0 for p in procs)
     assert len(paths) == 40 == len(set(paths)) == len(os.listdir(tmp_path / "linear"))

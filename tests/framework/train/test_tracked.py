@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+import forkserver
 from conftest import cli_env
 
 # A plain MindSpore script: Dense(1, 1) learns y = 2x (4 steps an epoch), tracked.
@@ -157,7 +158,7 @@ def test_mindexp_resume_and_rerun_of_a_script_run_refuse_in_one_line(script, tmp
 def test_sigterm_ends_a_script_run_interrupted_with_status_143(tmp_path):
     path = tmp_path / "lin_script.py"
     path.write_text(SCRIPT)
-    done = subprocess.run([sys.executable, str(path), str(tmp_path / "out"), "6"],
+    done = forkserver.run([sys.executable, str(path), str(tmp_path / "out"), "6"],
                           env=cli_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 143, done.stderr[-2000:]
     (run_dir,) = (tmp_path / "out" / "lin").iterdir()

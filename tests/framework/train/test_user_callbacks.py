@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+import forkserver
 from conftest import cli_env
 
 USER = '''
@@ -47,7 +48,7 @@ RUN = ["run", "user.py:WithSteps", "--out", "out", "--set", "epochs=4", "--set",
 
 
 def _mindexp(root, *args, **env):
-    return subprocess.run([sys.executable, "-m", "mindexp", *args], cwd=root,
+    return forkserver.run([sys.executable, "-m", "mindexp", *args], cwd=root,
                           env=cli_env(**env), capture_output=True, text=True, timeout=300)
 
 
