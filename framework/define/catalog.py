@@ -3,6 +3,7 @@
 Listing reads the shipped modules' source with ``ast`` instead of importing
 them, so ``mindexp list`` never imports mindspore.
 """
+from typing import Any, Iterator
 import ast
 import os
 
@@ -14,18 +15,19 @@ from ..errors import MindexpError
 class ExperimentInfo:
     """What ``mindexp list`` shows of one experiment."""
 
-    def __init__(self, name, module, class_name, doc, fields):
+    def __init__(self, name: str, module: str, class_name: str, doc: str,
+                 fields: list[tuple[str, str, str]]) -> None:
         self.name, self.module, self.class_name = name, module, class_name
         self.doc, self.fields = doc, fields
 
     @property
-    def entry(self):
+    def entry(self) -> str:
         return f"{self.module}:{self.class_name}"
 
 
-def shipped():
+def shipped() -> list[ExperimentInfo]:
     """The experiments in ``experiments/``, sorted by name."""
-    found = []
+    found: list[ExperimentInfo] = []
     for filename in sorted(os.listdir(EXPERIMENTS_DIR)):
         if filename.endswith(".py") and not filename.startswith("_"):
             with open(os.path.join(EXPERIMENTS_DIR, filename), encoding="utf-8") as f:
@@ -34,7 +36,7 @@ def shipped():
     return sorted(found, key=lambda i: i.name)
 
 
-def _infos(tree, module):
+def _infos(tree: Any, module: str) -> Iterator[ExperimentInfo]:
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             name = _class_attr(node, "name")
@@ -44,7 +46,7 @@ def _infos(tree, module):
                                      _fields(node))
 
 
-def _class_attr(node, attr):
+def _class_attr(node: Any, attr: str) -> Any:
     for stmt in node.body:
         if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr
                                                 for t in stmt.targets):
@@ -55,7 +57,7 @@ def _class_attr(node, attr):
     return None
 
 
-def _fields(node):
+def _fields(node: Any) -> list[tuple[str, str, str]]:
     """Common fields with this experiment's overrides, then its own fields."""
     common = {name: (type_, repr(default)) for name, type_, default in field_defaults(Config)}
     own = {}
@@ -70,7 +72,7 @@ def _fields(node):
     return [(k, t, d) for k, (t, d) in merged.items()]
 
 
-def resolve_spec(spec):
+def resolve_spec(spec: str) -> tuple[type[Any], str]:
     """``"linear"``, ``"path/file.py:Class"`` or ``"package.module:Class"`` ->
     ``(Experiment subclass, entry)``: what ``run``, ``list``, ``sweep`` and
     ``tune`` accept."""
@@ -82,7 +84,7 @@ def resolve_spec(spec):
     return _from_module(spec)
 
 
-def shipped_info(spec):
+def shipped_info(spec: str) -> ExperimentInfo | None:
     """The :class:`ExperimentInfo` of a shipped name; None for a file or
     module entry (``x.py:Class``, ``pkg.mod:Class``). Raises MindexpError for
     an unknown bare name."""
@@ -99,7 +101,7 @@ def shipped_info(spec):
                        f"{did_you_mean(spec, names)}")
 
 
-def _from_module(spec):
+def _from_module(spec: str) -> tuple[type[Any], str]:
     module, _, class_name = spec.rpartition(":")
     expected = "expected path/to/file.py:ClassName or an importable package.module:ClassName"
     if not (module and class_name and all(p.isidentifier() for p in module.split("."))):
@@ -114,7 +116,7 @@ def _from_module(spec):
     return cls, f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _from_file(spec):
+def _from_file(spec: str) -> tuple[type[Any], str]:
     path, sep, class_name = spec.rpartition(":")
     if not sep:
         path, class_name = spec, ""

@@ -1,6 +1,7 @@
 """An experiment's entry: the text ``module:Class`` or ``/path/file.py:Class``
 that names its class, stored in run.json so a run can be rebuilt (resume,
 msrun workers, sweep workers, ``Run.network``)."""
+from typing import Any, Iterable
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -38,17 +39,17 @@ USER_PREFIX = "mindexp_user_"
 SCRIPT_PREFIX = "script:"
 
 
-def script_entry(path):
+def script_entry(path: str) -> str:
     """The entry of a script run whose script is ``path``."""
     return SCRIPT_PREFIX + path
 
 
-def is_script_entry(entry):
+def is_script_entry(entry: str | None) -> bool:
     """True for the entry of a run made by ``mindexp.track`` in a script."""
     return isinstance(entry, str) and entry.startswith(SCRIPT_PREFIX)
 
 
-def refuse_script_run(run_dir, entry, action):
+def refuse_script_run(run_dir: str, entry: str, action: str) -> None:
     """MindexpError (one line) when ``entry`` is a script run's: ``action``
     (resume, rerun) needs an experiment class, and a script run has none."""
     if is_script_entry(entry):
@@ -58,7 +59,7 @@ def refuse_script_run(run_dir, entry, action):
                            f"track(..., resume=RUN_DIR). Received: entry={entry!r}")
 
 
-def load_experiment(entry):
+def load_experiment(entry: str) -> type[BaseExperiment]:
     """Import ``module:Class`` or ``/path/file.py:Class`` and check it."""
     refuse_script_run("this run", entry, "rebuild the experiment of")
     target, _, class_name = entry.rpartition(":")
@@ -71,7 +72,7 @@ def load_experiment(entry):
     return experiment_class(module, class_name, target)
 
 
-def import_file(path):
+def import_file(path: str) -> Any:
     """Import a user's experiment file as a module of its own, its folder first
     on the import path (as Python does for a script), so it imports its siblings;
     the siblings an earlier file imported are imported afresh."""
@@ -88,6 +89,7 @@ def import_file(path):
         _put_first_on_path(os.path.dirname(path))
     before = set(sys.modules)
     spec = importlib.util.spec_from_file_location(name, path, loader=SourceOnlyLoader(name, path))
+    assert spec is not None and spec.loader is not None  # a .py path and our loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look modules up here
     try:
@@ -113,7 +115,7 @@ _USER_MODULES: set = set()
 _PACKAGE = __name__.split(".")[0]  # mindexp: never a user's module, wherever it is installed
 
 
-def _put_first_on_path(folder):
+def _put_first_on_path(folder: str) -> None:
     """``folder`` first on ``sys.path``, as ``python file.py`` puts the script's folder."""
     if sys.path and sys.path[0] == folder:
         return
@@ -123,7 +125,7 @@ def _put_first_on_path(folder):
     importlib.invalidate_caches()  # a sibling written since the folder was last listed
 
 
-def is_user_module(module, folder) -> bool:
+def is_user_module(module: Any, folder: str) -> bool:
     """True for a module defined in a .py file below ``folder`` that is not mindexp's
     (by package name: an editable install of mindexp lives in a user's folder too)."""
     path = getattr(module, "__file__", None)
@@ -134,18 +136,18 @@ def is_user_module(module, folder) -> bool:
     return path.endswith(".py") and path.startswith(os.path.join(folder, ""))
 
 
-def remember_user_modules(names):
+def remember_user_modules(names: Iterable[str]) -> None:
     """Note ``names`` as modules of a user's experiment (imported afresh next time)."""
     _USER_MODULES.update(names)
 
 
-def _forget_user_modules():
+def _forget_user_modules() -> None:
     for name in _USER_MODULES:
         sys.modules.pop(name, None)
     _USER_MODULES.clear()
 
 
-def captured_tree(path):
+def captured_tree(path: str) -> dict[str, str] | None:
     """``{module name: file}`` a run captured with its experiment file ``path``
     (``<run>/source/x.py``, or a resume's ``<run>/source/resume-<n>/x.py``): the
     captured copies, and the origin of a module not captured (ignored, over the
@@ -165,7 +167,7 @@ def captured_tree(path):
     return None
 
 
-def _tree_of(folder, source):
+def _tree_of(folder: str, source: Any) -> dict[str, str]:
     tree = {name: info["origin"] for name, info in (source.get("not_captured") or {}).items()
             if isinstance(info, dict) and isinstance(info.get("origin"), str)}
     tree.update({name: os.path.join(folder, info["file"])
@@ -174,7 +176,7 @@ def _tree_of(folder, source):
     return tree
 
 
-def _run_json(run_dir):
+def _run_json(run_dir: str) -> dict[str, Any] | None:
     """run.json of ``run_dir`` (read without following a link), or None."""
     path = os.path.join(run_dir, schema.RUN_JSON)
     if not os.path.isfile(path):
@@ -190,10 +192,10 @@ def _run_json(run_dir):
 class _CapturedModules(importlib.abc.MetaPathFinder):
     """Serves a run's captured modules by name, ahead of ``sys.path``, as source only."""
 
-    def __init__(self, tree):
+    def __init__(self, tree: dict[str, str]) -> None:
         self.tree = tree
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         file = self.tree.get(name)
         if file is None:
             if not any(n.startswith(name + ".") for n in self.tree):
@@ -207,7 +209,7 @@ class _CapturedModules(importlib.abc.MetaPathFinder):
             submodule_search_locations=[] if package else None)  # submodules: by name, here
 
 
-def _serve_captured(tree):
+def _serve_captured(tree: dict[str, str] | None) -> None:
     """Serve ``tree``'s modules instead of any earlier run's (None: none); a module of
     the same name imported before is imported afresh from the tree."""
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _CapturedModules)]
@@ -219,7 +221,7 @@ def _serve_captured(tree):
     remember_user_modules(tree)
 
 
-def _captured_package(folder):
+def _captured_package(folder: str) -> str:
     """A package ``mindexp._captured_<hash>`` over a run's captured copy of a shipped
     module (source/mindexp.experiments/), so its relative imports resolve: ``..`` to
     mindexp, ``._nets`` to the captured sibling."""
@@ -227,6 +229,7 @@ def _captured_package(folder):
     name = "mindexp._captured_" + hashlib.sha256(folder.encode()).hexdigest()[:12]
     if name not in sys.modules:
         spec = importlib.util.spec_from_loader(name, None, is_package=True)
+        assert spec is not None  # a name and no loader always make a spec
         package = importlib.util.module_from_spec(spec)
         package.__path__ = [folder]
         # its modules (``._nets``) from .py files only: no .pyc, .so or cache there is used
@@ -242,12 +245,12 @@ class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
     the standard loader would run instead of the checked source) nor written
     (a run directory is a record)."""
 
-    def get_code(self, fullname):
+    def get_code(self, fullname: str) -> Any:
         path = self.get_filename(fullname)
         return self.source_to_code(self.get_data(path), path)
 
 
-def experiment_class(module, class_name, where):
+def experiment_class(module: Any, class_name: str, where: str) -> type[BaseExperiment]:
     """The Experiment subclass ``class_name`` of ``module`` (the only one when no name)."""
     candidates = [v for v in vars(module).values() if isinstance(v, type)
                   and issubclass(v, BaseExperiment) and v.__module__ == module.__name__]
