@@ -65,7 +65,9 @@ def log_run_model(run: Any, checkpoint: str, register: str | None = None) -> str
 
 
 def _stage(run, checkpoint, folder):
-    """The model's run folder: run.json (masked), config.json, source/, the checkpoint."""
+    """The model's run folder: run.json (masked), config.json, source/, the fitted
+    input transform (so the model predicts from raw inputs, as predict does), the
+    checkpoint."""
     os.makedirs(os.path.join(folder, schema.CHECKPOINT_DIR))
     with schema.open_file(os.path.join(run.dir, schema.RUN_JSON), "r", encoding="utf-8") as f:
         text = masked(f.read())
@@ -75,6 +77,9 @@ def _stage(run, checkpoint, folder):
     source = os.path.join(run.dir, schema.SOURCE_DIR)
     if os.path.isdir(source):
         shutil.copytree(source, os.path.join(folder, schema.SOURCE_DIR), symlinks=True)
+    transform = os.path.join(run.dir, schema.INPUT_TRANSFORM_FILE)
+    if os.path.isfile(transform) and not os.path.islink(transform):
+        shutil.copyfile(transform, os.path.join(folder, schema.INPUT_TRANSFORM_FILE))
     name = os.path.join(schema.CHECKPOINT_DIR, os.path.basename(checkpoint))
     shutil.copyfile(checkpoint, os.path.join(folder, name))
     schema.atomic_write(os.path.join(folder, "model.json"), json.dumps({"checkpoint": name}))

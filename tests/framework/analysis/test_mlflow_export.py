@@ -365,3 +365,28 @@ def test_the_registered_model_predicts_what_mindexp_predict_predicts(server, tmp
     from mindexp.rundir.run import Run
     assert model_checkpoint(Run(str(run_dir))) == Run(str(run_dir)).checkpoint()  # no best kept
     np.testing.assert_allclose(np.asarray(got), predict(str(run_dir), x))  # `mindexp predict`'s
+
+
+def test_the_model_of_a_run_with_an_input_transform_predicts_from_raw_inputs(server, tmp_path):
+    """The model carries the run's fitted input transform (input_transform.npz): on raw
+    inputs it predicts what `mindexp predict` predicts, which standardizes them."""
+    import numpy as np
+    import mlflow
+    from mindexp.use.predict import predict
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(  # the experiment of the transform's own tests
+        "input_transform_tests", os.path.join(os.path.dirname(__file__), os.pardir, "use",
+                                              "test_input_transform.py"))
+    tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tests)
+    (tmp_path / "scaled.py").write_text(tests.SCALED)
+    assert main(["run", str(tmp_path / "scaled.py") + ":Scaled", "--out", str(tmp_path / "out"),
+                 "--quiet"]) == 0
+    [run_dir] = (tmp_path / "out" / "scaled").iterdir()
+    assert (run_dir / "input_transform.npz").is_file()
+    assert main(["mlflow", str(run_dir), "--tracking-uri", server]) == 0
+    mlflow.set_tracking_uri(server)
+    [found] = mlflow.search_runs(experiment_names=["scaled"], output_format="list")
+    model = mlflow.pyfunc.load_model(f"runs:/{found.info.run_id}/model")
+    x = np.array([[50.0, -3.0, 1000.0], [70.0, -2.9, 400.0]], np.float32)
+    np.testing.assert_allclose(np.asarray(model.predict(x)), predict(str(run_dir), x), rtol=1e-6)
