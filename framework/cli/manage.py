@@ -238,8 +238,9 @@ def _rerun_run(args: argparse.Namespace) -> int:
     changed = request.rerun_of["modules_changed"]
     if changed:
         what = ("the current code of these modules differs from the code the run captured"
-                if args.current_code else "these modules were not captured (see run.json's "
-                "provenance) and load from their current code, which differs from the run's")
+                if args.current_code else "these modules were not captured (see the run "
+                "record's provenance) and load from their current code, which differs from the "
+                "run's")
         print(f"mindexp: note: {what}: {'; '.join(changed)}", file=sys.stderr)
     out = os.path.abspath(args.out) if args.out else None
     return train_and_report(lambda: train_rerun(request, out, args.name, args.quiet),

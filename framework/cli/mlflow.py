@@ -14,7 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--experiment", metavar="NAME",
                    help="the MLflow experiment (default: each run's experiment name)")
     p.add_argument("--params", default="summary", metavar="WHICH",
-                   help="params.csv's points: none, summary (each parameter's norm, mean, std; "
+                   help="the parameter log's points: none, summary (each parameter's norm, mean, std; "
                    "the default) or all (every row)")
     p.add_argument("--register", metavar="NAME",
                    help="register each finished run's model (its best checkpoint) in the "

@@ -128,8 +128,8 @@ def load_state(run_dir: str) -> tuple[InputTransform, dict[str, np.ndarray]] | N
         return None
     kind = entry.get("kind")
     if kind not in KINDS:
-        raise RunDirError(f"{run_dir}: run.json's input_transform kind {kind!r} is unknown; "
-                          f"known: {', '.join(KINDS)}")
+        raise RunDirError(f"{run_dir}: {schema.RUN_JSON}'s input_transform kind {kind!r} is "
+                          f"unknown; known: {', '.join(KINDS)}")
     path = os.path.join(run_dir, schema.INPUT_TRANSFORM_FILE)
     try:
         with schema.open_file(path, "rb") as f:

@@ -131,7 +131,11 @@ def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[An
     job.start(cls.experiment_name())
     if job.run() == "interrupted":
         raise KeyboardInterrupt(f"sweep {job.sweep_id} stopped by signal {job.signum}")
-    return load_runs(job.run_dirs())
+    trained = job.run_dirs()
+    if not trained:  # a shared sweep whose points other machines trained: none here
+        from ..analysis.notebook import Runs
+        return Runs([])
+    return load_runs(trained)
 
 
 def _experiment(experiment: type[BaseExperiment] | str) -> tuple[type[BaseExperiment], str]:

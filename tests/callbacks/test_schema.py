@@ -165,6 +165,18 @@ NOT_COLUMNS = {
     ("framework/analysis/reports.py", "loss", 'summary["loss"]'): "a part of summary.json",
     ("framework/analysis/tensorboard_export.py", "loss", 'out["loss"]'): "a TensorBoard hparams tag",
     ("framework/define/experiment.py", "epoch", "inspect.signature"): "a parameter of source()",
+    ("framework/analysis/mlflow_model.py", "checkpoint", 'json.load(f)["checkpoint"]'):
+        "model.json's entry",
+    ("framework/define/entry.py", "file", 'info["file"]'): "a captured module's manifest entry",
+    ("framework/define/entry.py", "file", 'info.get("file")'): "a captured module's manifest entry",
+    ("framework/manage/diff.py", "file", 'info.get("file")'): "a captured module's manifest entry",
+    ("framework/provenance/modules.py", "file", 'info.get("file")'): "a captured module's entry",
+    ("framework/define/transforms.py", "kind", 'entry.get("kind")'): "run.json's transform entry",
+    ("framework/provenance/data.py", "file", 'out["file"]'): "a data fingerprint's entry",
+    ("framework/provenance/data.py", "file", 'column.get("file")'): "a data fingerprint's entry",
+    ("framework/provenance/data.py", "file", "column['file']"): "a data fingerprint's entry",
+    ("framework/provenance/data.py", "kind", "item.get('kind')"): "a data fingerprint's entry",
+    ("framework/train/mlflow_stream.py", "file", '"file", "sqlite"'): "a URI scheme",
     ("framework/train/session.py", "loss", 'built["loss"]'): "a feature's name (train/features.py)",
     ("framework/analysis/tensorboard_export.py", "epoch", 'frame["epoch"]'): "a figure frame "
                                                                               "of payload.images",
