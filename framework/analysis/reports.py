@@ -95,13 +95,13 @@ def load_runs(paths):
 
 def list_runs(paths):
     """Like :func:`load_runs`, reading only run.json and config.json of each run
-    (from the folder's summary index when current); logs are read when used."""
+    (from the run catalog); logs are read when used."""
     return RunList(*_read_each(paths, _load_records))
 
 
 def _read_each(paths, read):
     """``read(run)`` for every run below ``paths`` (a :class:`Run`, its run.json
-    and config.json from the folder's summary index when current); broken
+    and config.json from the run catalog); broken
     runs are collected, not fatal."""
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not paths:
@@ -125,13 +125,14 @@ def _read_each(paths, read):
 
 
 def _runs_below(path):
-    """The runs at or below ``path`` (a folder's through its summary index);
-    RunDirError as :func:`find_run_dirs` raises it."""
-    from ..rundir.index import indexed_runs
+    """The runs at or below ``path`` (a folder's through the run catalog of its
+    root); RunDirError as :func:`find_run_dirs` raises it."""
+    from ..rundir.catalog import open_catalog
     path = os.fspath(path)
     if is_run_dir(path) or not os.path.isdir(path):
         return [Run(d) for d in find_run_dirs(path)]
-    runs = indexed_runs(path, write=os.access(path, os.W_OK))
+    with open_catalog(path) as catalog:
+        runs = catalog.runs(os.path.abspath(path))
     if not runs:
         find_run_dirs(path)   # raises the error that says why
     return runs

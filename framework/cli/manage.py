@@ -25,6 +25,12 @@ def _add_listing_commands(sub):
                       "(default: newest first)")
     runs.add_argument("--limit", type=positive_int, metavar="N", help="show the first N runs")
     runs.add_argument("--wide", action="store_true", help="do not cut wide values; show notes")
+    runs.add_argument("--rebuild", action="store_true",
+                      help="scan the runs again into the run catalog (it is kept current "
+                           "by itself; for a run.json edited by hand)")
+    runs.add_argument("--catalog", metavar="URL",
+                      help="a PostgreSQL catalog shared by several machines "
+                           "(default: $MINDEXP_CATALOG, else SQLite in the output root)")
     form = runs.add_mutually_exclusive_group()
     form.add_argument("--csv", action="store_true", help="every column as CSV on stdout")
     form.add_argument("--json", action="store_true", help="every column as JSON on stdout")
@@ -105,6 +111,19 @@ def _add_removal_args(p):
 def _list_runs(args: argparse.Namespace) -> int:
     from ..manage import runs as r
     filters = r.Filters(args.experiment, args.status, args.tag, args.since, where=args.where)
+    paths = args.paths or ["outputs"]
+    if not (args.csv or args.json) and len(paths) == 1:
+        from ..manage.queried import listed
+        text = listed(paths[0], filters, args.sort, args.limit, args.wide, args.catalog,
+                      args.rebuild)
+        if text is not None:
+            print(text)
+            return EXIT_OK
+    elif args.rebuild:
+        from ..rundir.catalog import open_catalog
+        for path in paths:
+            if os.path.isdir(path):
+                open_catalog(path, url=args.catalog, rebuild=True).close()
     table = r.order(r.select(r.runs_table(args.paths or ["outputs"]), filters), args.sort,
                     args.limit)
     if args.csv or args.json:

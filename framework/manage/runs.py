@@ -8,6 +8,7 @@ A ``--where`` or ``--sort`` that names a column only the logs give
 """
 import datetime as _dt
 import difflib
+import numbers
 import os
 import re
 
@@ -226,26 +227,61 @@ def short_path(path):
     return path if rel.startswith("..") else rel
 
 
+def short_paths(paths):
+    """:func:`short_path` of each absolute path, without a ``relpath`` each
+    (100,000 of them cost a second); ``HOST:PATH`` of another host as it is."""
+    cwd = os.getcwd()
+    head = cwd.rstrip(os.sep) + os.sep
+    return [p[len(head):] if p.startswith(head) else "." if p == cwd else p for p in paths]
+
+
 def format_fitted(table, width=100):
     """Aligned text no wider than ``width`` (None: no limit): the widest text
     cells are cut with an ellipsis (paths keep their end, the run id)."""
-    cells = {c: [_text(v) for v in table[c]] for c in table.columns}
+    columns = {c: list(table[c]) for c in table.columns}
     numeric = {c: _is_numeric(table[c]) for c in table.columns}
-    widths = {c: max([len(str(c))] + [len(v) for v in cells[c]]) for c in table.columns}
+    return fitted_columns(columns, numeric, width, floats=False)
+
+
+def fitted_columns(columns, numeric=None, width=100, floats=True):
+    """:func:`format_fitted` of ``{column: [values]}``; ``numeric`` says which
+    columns are numbers (right-aligned), the others are told from their
+    values as pandas would (``floats``: a number column with a missing or
+    float value shows every value as a float, as a float64 column does)."""
+    numeric = dict(numeric or {})
+    for c, values in columns.items():
+        if c not in numeric:
+            numeric[c] = _numbers_only(values)
+        if floats and numeric[c] and any(v is None or isinstance(v, float) for v in values):
+            columns[c] = [None if v is None else float(v) for v in values]
+    cells = {c: [_text(v) for v in values] for c, values in columns.items()}
+    widths = {c: max([len(str(c))] + [len(v) for v in cells[c]]) for c in columns}
     while width and sum(widths.values()) + 2 * (len(widths) - 1) > width:
         column = max((c for c in widths if not numeric[c]), key=lambda c: widths[c],
                      default=None)
         if column is None or widths[column] <= max(8, len(str(column))):
             break
         widths[column] -= 1
-    lines = []
-    for i in range(-1, len(table)):
-        parts = []
-        for c in table.columns:
-            text = str(c) if i < 0 else _cut(cells[c][i], widths[c], keep_end=c == "path")
-            parts.append(text.rjust(widths[c]) if numeric[c] else text.ljust(widths[c]))
-        lines.append("  ".join(parts).rstrip())
-    return "\n".join(lines)
+    parts = []
+    for c in columns:
+        size, right, keep_end = widths[c], numeric[c], c == "path"
+        texts = [_cut(v, size, keep_end) for v in cells[c]]
+        head = str(c)
+        parts.append([t.rjust(size) if right else t.ljust(size) for t in [head] + texts])
+    return "\n".join("  ".join(line).rstrip() for line in zip(*parts))
+
+
+def _numbers_only(values):
+    """Whether pandas would make ``values`` a numeric column (numbers and missing
+    values, at least one number, no booleans)."""
+    seen = False
+    for v in values:
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, numbers.Number):
+            return False
+        seen = True
+    return seen
 
 
 def _cut(text, width, keep_end=False):
@@ -255,8 +291,7 @@ def _cut(text, width, keep_end=False):
 
 
 def _text(value):
-    import pandas as pd
-    if value is None or (not isinstance(value, (tuple, list, str)) and pd.isna(value)):
+    if value is None or (isinstance(value, numbers.Number) and value != value):
         return "-"
     if isinstance(value, float):
         return f"{value:.6g}"
