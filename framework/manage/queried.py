@@ -48,7 +48,8 @@ def _listed(catalog, folder, filters, sort, limit, wide):
                  params, condition, values, order, order_values, tree, kinds, limit, wide)
     if not rows:
         return "no runs match"
-    extra = [n for n in _mentioned(kinds, filters.where, sort) if n not in SHOWN]
+    extra = [n for n in _mentioned(catalog, scope, params, kinds, filters.where, sort)
+             if n not in SHOWN]
     return _format(rows, extra, wide)
 
 
@@ -237,8 +238,9 @@ def _warn_problems(catalog, scope, params):
                        else "skipped a broken run", problem)
 
 
-def _mentioned(kinds, where_text, sort):
-    """The columns ``--where``/``--sort`` name, in the runs table's column order."""
+def _mentioned(catalog, scope, params, kinds, where_text, sort):
+    """The columns ``--where``/``--sort`` name, in the runs table's column order
+    (config fields in the order of the first run's config.json)."""
     import re
     words = set()
     for text in (where_text, (sort or "").lstrip("-")):
@@ -247,6 +249,11 @@ def _mentioned(kinds, where_text, sort):
                                                       text)}
     head = ("run_id", "experiment", "status", "tags", "note", "started_at", "ended_at")
     config = [n for n in kinds if kinds[n][0] == "config"]
+    if len(config) > 1:
+        first = catalog.select(["config"], f"{scope} AND problem IS NULL", params,
+                               order=catalog.db.text_order("rel"), limit=1)
+        keys = list(json.loads(first[0][0]) if isinstance(first[0][0], str) else first[0][0])
+        config.sort(key=lambda n: keys.index(n) if n in keys else len(keys))
     tail = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
     order = [n for n in head if n in kinds] + config + [n for n in tail if n in kinds]
     return [n for n in order if n in words]

@@ -84,6 +84,9 @@ def _ddl(dialect: str) -> list[str]:
         "meta TEXT, PRIMARY KEY (host, root, rel))",
         "CREATE TABLE folders (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
         "mtime_ns BIGINT, PRIMARY KEY (host, root, rel))",
+        # which folder the rows were scanned from (device:inode): a copied root rebuilds
+        "CREATE TABLE roots (host TEXT NOT NULL, root TEXT NOT NULL, folder_id TEXT, "
+        "PRIMARY KEY (host, root))",
     ]
 
 
@@ -173,11 +176,12 @@ class _Database:
         """SQL giving ``number``, ``text``, ``bool``, ``other`` or NULL (absent) of a field."""
         if self.dialect == "postgresql":
             return (f"(CASE jsonb_typeof(config -> {key_param}) WHEN 'number' THEN 'number' "
-                    f"WHEN 'string' THEN 'text' WHEN 'boolean' THEN 'bool' WHEN 'null' THEN NULL "
-                    f"WHEN NULL THEN NULL ELSE 'other' END)")
+                    f"WHEN 'string' THEN 'text' WHEN 'boolean' THEN 'bool' WHEN 'array' THEN "
+                    f"'other' WHEN 'object' THEN 'other' END)")
         return (f"(CASE json_type(config, {key_param}) WHEN 'integer' THEN 'number' "
                 f"WHEN 'real' THEN 'number' WHEN 'text' THEN 'text' WHEN 'true' THEN 'bool' "
-                f"WHEN 'false' THEN 'bool' WHEN 'null' THEN NULL ELSE 'other' END)")
+                f"WHEN 'false' THEN 'bool' WHEN 'array' THEN 'other' WHEN 'object' THEN 'other' "
+                f"END)")
 
     def typed_field(self, kind):
         """SQL of a config field's value when it is of ``kind`` (else NULL); two parameters."""
@@ -375,10 +379,11 @@ class Catalog:
 
     # ---- keeping it current
     def is_built(self) -> bool:
-        """Whether this root was ever scanned into the catalog (its folder row exists)."""
+        """Whether this root's folder was scanned into the catalog (not another
+        folder's: a catalog copied with its runs, ``cp -a``, is built again)."""
         where, params = self._mine()
-        return self.db.execute(f"SELECT 1 FROM folders WHERE {where} AND rel = ''",
-                               params).fetchone() is not None
+        row = self.db.execute(f"SELECT folder_id FROM roots WHERE {where}", params).fetchone()
+        return row is not None and row[0] == _folder_id(self.root)
 
     def rebuild(self) -> int:
         """Forget this host's rows of this root and scan the root again; the number of runs."""
@@ -386,10 +391,12 @@ class Catalog:
         runs, folders = _scan(self.root)
         self._begin()
         try:
-            for table in ("runs", "records", "folders"):
+            for table in ("runs", "records", "folders", "roots"):
                 self.db.execute(f"DELETE FROM {table} WHERE {where}", params)
             self._insert_runs(runs)
             self._store_folders(folders)
+            self.db.execute("INSERT INTO roots (host, root, folder_id) VALUES (?, ?, ?)",
+                            params + (_folder_id(self.root),))
             self._commit()
         except BaseException:
             self._rollback()
@@ -736,6 +743,14 @@ def _children(folder):
 
 def _join(rel, name):
     return f"{rel}/{name}" if rel else name
+
+
+def _folder_id(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
 
 
 def _mtime_ns(path):
