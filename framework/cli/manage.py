@@ -106,6 +106,9 @@ def _add_removal_args(p):
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.add_argument("--dry-run", action="store_true", help="list what would go; remove nothing")
     p.add_argument("--out", default="outputs", help="where run ids are looked up")
+    p.add_argument("--catalog", metavar="URL",
+                   help="a PostgreSQL catalog shared by several machines (default: "
+                        "$MINDEXP_CATALOG): says on which host a run of another machine lives")
 
 
 def _list_runs(args: argparse.Namespace) -> int:
@@ -172,8 +175,29 @@ def _note_run(args: argparse.Namespace) -> int:
 
 
 def _remove_targets(args: argparse.Namespace) -> int:
+    from ..errors import RunDirError
     from ..manage.cleanup import plan_rm
-    return _remove(plan_rm(args.targets, args.out), args)
+    try:
+        targets = plan_rm(args.targets, args.out)
+    except RunDirError:
+        _refuse_remote(args.targets, args.catalog)
+        raise
+    return _remove(targets, args)
+
+
+def _refuse_remote(specs, url):
+    """MindexpError saying where a run lives when a shared catalog has it on another host."""
+    from ..rundir.catalog import elsewhere
+    from ..secrets import masked
+    for spec in specs:
+        if os.path.exists(spec):
+            continue
+        found = elsewhere(spec, url)
+        if found:
+            places = "; ".join(f"on host {host} at {masked(path)}" for host, path in found)
+            raise MindexpError(f"run {spec} lives {places}: its files are there, not on this "
+                               f"machine; remove it there (mindexp rm on that host). Nothing "
+                               f"was removed.")
 
 
 def _collect_garbage(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """The run catalog: one table of runs per output root, in SQLite (the file
-:data:`schema.CATALOG` in the root) or in PostgreSQL (``--catalog URL`` or
+``.mindexp-catalog/runs.sqlite`` in the root) or in PostgreSQL (``--catalog URL`` or
 ``MINDEXP_CATALOG``), so that listing, filtering and sorting 100,000 runs is
 a query instead of 200,000 file reads.
 
@@ -624,22 +624,45 @@ def open_catalog(path: str | os.PathLike, url: str | None = None, sync: bool = T
     return catalog
 
 
+def database_path(root: str) -> str:
+    """The SQLite file of ``root``'s catalog (in a hidden folder of its own)."""
+    return os.path.join(root, schema.CATALOG, schema.CATALOG_DB)
+
+
 def _open_sqlite(root):
-    path = os.path.join(root, schema.CATALOG)
+    folder, path = os.path.join(root, schema.CATALOG), database_path(root)
+    if os.path.islink(folder) or os.path.lexists(folder) and not os.path.isdir(folder) or \
+            os.path.islink(path) or os.path.lexists(path) and not os.path.isfile(path):
+        raise RunDirError(f"{folder} is not the run catalog's folder (or holds something else "
+                          f"than its {schema.CATALOG_DB}); remove it, mindexp rebuilds it")
     exists = os.path.lexists(path)
-    if exists and not os.path.isfile(path) or os.path.islink(path):
-        raise RunDirError(f"{path} is not a file (the run catalog); remove it, mindexp "
-                          "rebuilds it")
-    writable = os.access(root, os.W_OK) and (not exists or os.access(path, os.W_OK))
+    writable = os.access(root, os.W_OK) and (not exists or os.access(folder, os.W_OK) and
+                                              os.access(path, os.W_OK))
     if not writable:
         if not exists:
             return _in_memory(root, sync=False)
         return Catalog(_connect_sqlite(path, read_only=True), root, "", False)
     try:
-        return Catalog(_connect_sqlite(path), root, "", True)
-    except sqlite3.OperationalError as exc:   # a filesystem that refuses its locks
+        os.makedirs(folder, exist_ok=True)
+        try:
+            return Catalog(_connect_sqlite(path), root, "", True)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise
+            _remove_damaged(path)    # derived data: made again from the runs
+            return Catalog(_connect_sqlite(path), root, "", True)
+    except (sqlite3.OperationalError, OSError) as exc:   # a filesystem refusing its locks
         logger.warning("the run catalog %s cannot be opened (%s); listing by scanning", path, exc)
         return _in_memory(root, sync=False)
+
+
+def _remove_damaged(path):
+    logger.warning("the run catalog %s was damaged; building it again from the runs", path)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.remove(path + suffix)
+        except FileNotFoundError:
+            pass
 
 
 def _in_memory(root, sync=True):
@@ -694,8 +717,7 @@ def _each_catalog(run_dir, change):
         try:
             catalog = (Catalog(_connect_postgres(url), root, os.path.realpath(root), True,
                                shared=True) if url else
-                       Catalog(_connect_sqlite(os.path.join(root, schema.CATALOG)), root, "",
-                               True))
+                       Catalog(_connect_sqlite(database_path(root)), root, "", True))
         except (ConfigError, sqlite3.Error, OSError) as exc:
             logger.debug("run catalog not updated for %s: %s", run_dir, masked(str(exc)))
             continue
@@ -837,7 +859,7 @@ def current_runs(folder: str) -> list[Run]:
     read-only, when that catalog is current; else [] (for readers that never
     write, like the dashboard: they read the runs' files instead)."""
     root = catalog_root(folder)
-    path = os.path.join(root, schema.CATALOG)
+    path = database_path(root)
     if not os.path.isfile(path) or os.path.islink(path):
         return []
     try:
@@ -845,3 +867,18 @@ def current_runs(folder: str) -> list[Run]:
             return catalog.runs(os.path.abspath(folder)) if _is_current(catalog) else []
     except sqlite3.Error:
         return []
+
+
+def elsewhere(spec: str, url: str | None = None) -> list[tuple[str, str]]:
+    """``(host, path)`` of the runs named ``spec`` (a run id, or a path's last
+    part) that a shared catalog knows on other hosts; [] without one."""
+    url = catalog_url(url)
+    if not url:
+        return []
+    run_id = os.path.basename(os.path.normpath(spec.split(":", 1)[-1]))
+    with Catalog(_connect_postgres(url), os.getcwd(), "", False, shared=True) as catalog:
+        try:
+            found = catalog.host_of(run_id)
+        except Exception:  # noqa: BLE001 - no table yet: nothing is known elsewhere
+            return []
+    return [(host, path) for host, path in found if host != this_host()]
