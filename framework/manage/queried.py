@@ -136,11 +136,13 @@ def _rows(catalog, scope, params, condition, values, order, order_values, tree, 
     matching rows, in order, at most ``limit``."""
     db = catalog.db
     extra = [n for n in kinds if kinds[n][0] == "config"]
+    flat = [n for n in kinds if kinds[n][0] == "flat" and n not in _BASE]
     columns = list(_BASE)
     select_values = []
     for name in extra:
         columns += [db.json_value(), db.json_kind()]
         select_values += [db.key(name), db.key(name)]
+    columns += flat
     columns.append("CASE WHEN status = 'running' THEN config END")
     text = (f"SELECT {', '.join(columns)} FROM runs WHERE {scope} AND {condition} "
             f"ORDER BY {order}")
@@ -148,7 +150,7 @@ def _rows(catalog, scope, params, condition, values, order, order_values, tree, 
     now = time.time()
     out = []
     for row in _fetch(db, text, all_values, limit, tree):
-        record = _record(catalog, row, extra, now)
+        record = _record(catalog, row, extra, flat, now)
         if tree is not None and row[3] == "running" and not w.matches(tree, record):
             continue
         out.append(record)
@@ -170,7 +172,7 @@ def _fetch(db, text, values, limit, tree):
             return
 
 
-def _record(catalog, row, extra, now):
+def _record(catalog, row, extra, flat, now):
     host, root, rel, status, problem, tags, started_ts, steps, final_loss, note = row[:10]
     run_dir = catalog.location(host, root, rel)
     here = host == catalog.host and root == catalog.key_root
@@ -181,10 +183,12 @@ def _record(catalog, row, extra, now):
         record.update(status=UNREADABLE, steps=None, final_loss=None)
     for i, name in enumerate(extra):
         record[name] = _json_cell(row[10 + 2 * i], row[11 + 2 * i])
+    for i, name in enumerate(flat):
+        record[name] = row[10 + 2 * len(extra) + i]
     if status == "running" and here:
         record["status"] = shown_status(run_dir, status)
         record["steps"], record["final_loss"] = _live_progress(run_dir)
-        config = row[10 + 2 * len(extra)]
+        config = row[-1]
         for name in extra:   # a running run's config as pandas would see it
             record[name] = _plain(json.loads(config).get(name)) if config else None
     return record
