@@ -572,10 +572,10 @@ class Catalog:
         return out
 
     def host_of(self, run_id: str) -> list[tuple[str, str]]:
-        """``(host, path)`` of every run named ``run_id`` in the catalog."""
+        """``(host, path on that host)`` of every run named ``run_id`` in the catalog."""
         rows = self.db.execute("SELECT host, root, rel FROM runs WHERE run_id = ?",
                                (run_id,)).fetchall()
-        return [(host, self.location(host, root, rel)) for host, root, rel in rows]
+        return [(host, os.path.join(root, *rel.split("/"))) for host, root, rel in rows]
 
 
 def _loads(text):
