@@ -188,7 +188,7 @@ def _load_records(path):
 
 # -- comparing ---------------------------------------------------------------
 
-def compare(runs_or_paths, sort="final_loss"):
+def compare(runs_or_paths, sort="final_loss", columns=None):
     """One row per run, as a pandas DataFrame.
 
     Columns: ``experiment, run_id, status, tags`` (comma-separated),
@@ -210,8 +210,20 @@ def compare(runs_or_paths, sort="final_loss"):
 
     ``sort`` names a column (prefix ``-`` for descending); missing values go
     last. An unknown column raises ConfigError listing the valid ones.
+
+    ``columns``: only these columns, in this order (``sort`` may name
+    another). For one folder whose runs all ended with their summary in
+    run.json, identity, labels, config fields, ``final_loss``, ``min_loss``,
+    ``steps``, ``train_time_s``, ``steps_per_s`` and ``run_dir`` are read as
+    columns from the run catalog, without a file of any run.
     """
     import pandas as pd
+    if columns is not None:
+        columns = list(columns)
+        table = _compare_from_catalog(runs_or_paths, sort, columns)
+        if table is not None:
+            return table
+        return _selected(compare(runs_or_paths, sort), columns)
     runs = as_runs(runs_or_paths, _load_for_compare)
     summaries = [_summary_of(run) for run in runs]
     evals = list(dict.fromkeys(k for summary in summaries for k in summary["eval"]))
@@ -224,6 +236,37 @@ def compare(runs_or_paths, sort="final_loss"):
     table.attrs["config_columns"] = list(config.values())
     table.attrs["eval_columns"] = evals
     return sort_table(table, sort)
+
+
+def _compare_from_catalog(path, sort, columns):
+    """compare()'s ``columns`` of the runs below the folder ``path``, sorted by
+    ``sort``, from the run catalog; None when the catalog cannot tell."""
+    import pandas as pd
+    from ..rundir.catalog import open_catalog
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path) or is_run_dir(path):
+        return None
+    key = sort.lstrip("-") if isinstance(sort, str) else None
+    names = list(dict.fromkeys(columns + ([key] if key else [])))
+    with open_catalog(path) as catalog:
+        found = catalog.compare_columns(os.path.abspath(path), names)
+    if found is None:
+        return None
+    table = sort_table(pd.DataFrame(found, columns=names), sort)[columns]
+    table.attrs["config_columns"] = [c for c in columns if c not in IDENTITY + LABELS + OUTCOMES
+                                     and c != "run_dir"]
+    table.attrs["eval_columns"] = []
+    return table
+
+
+def _selected(table, columns):
+    unknown = [c for c in columns if c not in table.columns]
+    if unknown:
+        raise ConfigError(f"unknown column {unknown[0]!r}; valid columns: "
+                          f"{', '.join(map(str, table.columns))}. Received: columns={columns!r}",
+                          field="columns")
+    selected = table[columns]
+    selected.attrs = dict(table.attrs)
+    return selected
 
 
 def sort_table(table, sort):

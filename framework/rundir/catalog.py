@@ -58,10 +58,18 @@ _NO_WAL_FILESYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs
 # one value each); config (JSON) and the whole run.json (in ``records``) beside.
 FLAT = ("run_id", "experiment", "status", "problem", "started_at", "ended_at", "started_ts",
         "ended_ts", "steps", "epochs", "final_loss", "min_loss", "train_time_s", "steps_per_s",
-        "tags", "note")
+        "tags", "note", "summarized", "compare_final_loss", "compare_steps")
+# compare()'s own outcome columns, as it computes them from run.json's final summary
+# (``summarized`` = 1): read from the catalog without the run's files.
+COMPARE_COLUMNS = {"final_loss": "compare_final_loss", "steps": "compare_steps",
+                   "min_loss": "min_loss", "train_time_s": "train_time_s",
+                   "steps_per_s": "steps_per_s", "experiment": "experiment",
+                   "run_id": "run_id", "status": "status", "tags": "tags", "note": "note"}
 TEXT_COLUMNS = ("run_id", "experiment", "status", "problem", "started_at", "ended_at", "tags",
                 "note")
-_PG_TYPES = {c: "TEXT" for c in TEXT_COLUMNS} | {"steps": "BIGINT", "epochs": "BIGINT"}
+_PG_TYPES = {c: "TEXT" for c in TEXT_COLUMNS} | {"steps": "BIGINT", "epochs": "BIGINT",
+                                                 "summarized": "INTEGER",
+                                                 "compare_steps": "BIGINT"}
 
 
 def _ddl(dialect: str) -> list[str]:
@@ -571,11 +579,72 @@ class Catalog:
                 out.append(Run.found(run_dir, _loads(meta), _loads(config)))
         return out
 
+    def compare_columns(self, folder: str, names: Sequence[str]) -> dict[str, list] | None:
+        """``{name: [value per run]}`` of compare()'s columns ``names`` for this
+        host's runs at or below ``folder`` (in folder order), read as columns;
+        None when compare() must read the runs instead: a run without its final
+        summary in run.json (running, older) or unreadable, a name that is
+        neither a config field nor one of :data:`COMPARE_COLUMNS` (nor
+        ``run_dir``), or a config field named like one of them."""
+        db = self.db
+        scope, params = self.scope(folder, other_hosts=False)
+        if self.select(["1"], f"{scope} AND (problem IS NOT NULL OR summarized = 0 OR "
+                       "config_nan = 1)", params, limit=1) or \
+                not self.select(["1"], scope, params, limit=1):
+            return None
+        expressions, values, kinds = ["rel"], [], {}
+        for name in names:
+            kind = self._config_kinds(scope, params, name)
+            if name == "run_dir" or (name in COMPARE_COLUMNS and not kind):
+                expressions.append("rel" if name == "run_dir" else COMPARE_COLUMNS[name])
+            elif kind and name not in COMPARE_COLUMNS and not name.startswith(
+                    ("eval_", "best_eval_", "config.")):
+                expressions += [db.json_value(), db.json_kind()]
+                values += [db.key(name), db.key(name)]
+                kinds[name] = kind
+            else:
+                return None
+        rows = self.db.execute(f"SELECT {', '.join(expressions)} FROM runs WHERE {scope} "
+                               f"ORDER BY {db.text_order('rel')}", values + list(params)).fetchall()
+        out, i = {}, 1
+        for name in names:
+            if name in kinds:
+                out[name] = [_json_cell(r[i], r[i + 1]) for r in rows]
+                i += 2
+            else:
+                out[name] = [self._abs(r[i]) for r in rows] if name == "run_dir" else \
+                    [r[i] for r in rows]
+                i += 1
+        return out
+
+    def _config_kinds(self, scope, params, name):
+        rows = self.db.execute(f"SELECT DISTINCT {self.db.json_kind()} FROM runs WHERE {scope}",
+                               (self.db.key(name),) + tuple(params)).fetchall()
+        return sorted(k for (k,) in rows if k is not None)
+
     def host_of(self, run_id: str) -> list[tuple[str, str]]:
         """``(host, path on that host)`` of every run named ``run_id`` in the catalog."""
         rows = self.db.execute("SELECT host, root, rel FROM runs WHERE run_id = ?",
                                (run_id,)).fetchall()
         return [(host, os.path.join(root, *rel.split("/"))) for host, root, rel in rows]
+
+
+def _json_cell(value, kind):
+    """A config value fetched from SQL as compare() shows it (``reports._cell``:
+    lists and objects become tuples, so a column can be grouped and compared)."""
+    if kind == "bool":
+        return bool(value)
+    if kind == "other" and isinstance(value, str):
+        value = json.loads(value)
+    return _hashable(value)
+
+
+def _hashable(value):
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    return value
 
 
 def _loads(text):
@@ -813,7 +882,10 @@ def _read_run(run_dir):
 
 
 def _flat(run_dir, meta):
-    summary = (meta.get("summary") or {}).get(schema.LOSS.name) or {}
+    from .summary import stored_summary
+    stored = stored_summary(meta)
+    summary = (stored or {}).get(schema.LOSS.name) or {}
+    rows = bool(summary.get("rows"))
     values = {
         "run_id": meta.get("run_id") or os.path.basename(run_dir),
         "experiment": meta.get("experiment"), "status": meta.get("status"), "problem": None,
@@ -822,9 +894,14 @@ def _flat(run_dir, meta):
         "ended_ts": timestamp(meta.get("ended_at")),
         "steps": meta.get("steps"), "epochs": meta.get("epochs"),
         "final_loss": _finite_or_none(meta.get("final_loss")),
-        "min_loss": _finite_or_none(summary.get("min")),
+        "min_loss": _finite_or_none(summary.get("min")) if stored else None,
         "train_time_s": meta.get("train_time_s"), "steps_per_s": meta.get("steps_per_s"),
-        "tags": ",".join(meta.get("tags") or []), "note": meta.get("note") or ""}
+        "tags": ",".join(meta.get("tags") or []), "note": meta.get("note") or "",
+        # compare()'s outcomes of a run whose run.json holds the final summary
+        "summarized": int(stored is not None),
+        "compare_final_loss": _finite_or_none(summary.get("final") if rows
+                                              else meta.get("final_loss")),
+        "compare_steps": meta.get("steps") or (summary.get("last_step") if rows else 0)}
     return tuple(values[c] for c in FLAT)
 
 
