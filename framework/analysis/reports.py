@@ -238,6 +238,12 @@ def compare(runs_or_paths, sort="final_loss", columns=None):
     return sort_table(table, sort)
 
 
+def catalog_columns(path, columns):
+    """compare()'s ``columns`` of the runs below the folder ``path`` (in folder
+    order), read from the run catalog; None when it cannot tell them."""
+    return _compare_from_catalog(path, None, columns)
+
+
 def _compare_from_catalog(path, sort, columns):
     """compare()'s ``columns`` of the runs below the folder ``path``, sorted by
     ``sort``, from the run catalog; None when the catalog cannot tell."""
@@ -251,7 +257,8 @@ def _compare_from_catalog(path, sort, columns):
         found = catalog.compare_columns(os.path.abspath(path), names)
     if found is None:
         return None
-    table = sort_table(pd.DataFrame(found, columns=names), sort)[columns]
+    table = pd.DataFrame(found, columns=names)
+    table = (sort_table(table, sort) if sort else table)[columns]
     table.attrs["config_columns"] = [c for c in columns if c not in IDENTITY + LABELS + OUTCOMES
                                      and c != "run_dir"]
     table.attrs["eval_columns"] = []

@@ -207,7 +207,7 @@ def _collect_garbage(args: argparse.Namespace) -> int:
                         args.where)
     table = r.select(r.runs_table(args.paths or ["outputs"]), filters)
     if args.keep_best and args.by not in table.columns:
-        table = r.with_log_columns(table)
+        table = r.with_column(table, args.by, args.paths or ["outputs"])
     targets, kept = plan_gc(table, args.keep_best, args.by)
     for target, why in kept:
         print(f"kept {target.path}: {why}", file=sys.stderr)

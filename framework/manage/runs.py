@@ -181,6 +181,22 @@ def with_log_columns(table):
     return merged[[c for c in merged.columns if c != "run_dir"] + ["run_dir"]]
 
 
+def with_column(table, column, paths):
+    """``table`` plus compare()'s ``column`` (gc's ``--by``): read as one column
+    from the run catalog when it can tell, else every compare() column from
+    each run's logs (:func:`with_log_columns`)."""
+    from ..analysis.reports import catalog_columns
+    if not len(table):
+        return table
+    parts = [catalog_columns(path, ["run_dir", column]) for path in paths]
+    if any(part is None for part in parts):
+        return with_log_columns(table)
+    import pandas as pd
+    found = pd.concat(parts).drop_duplicates("run_dir")
+    merged = table.merge(found, on="run_dir", how="left")
+    return merged[[c for c in merged.columns if c != "run_dir"] + ["run_dir"]]
+
+
 def order(table, sort=None, limit=None):
     """Sorted by ``sort`` (``-col`` descending; default newest first), then the first ``limit``."""
     if sort:

@@ -152,3 +152,50 @@ def test_a_postgres_password_is_never_in_a_message(root):
     with pytest.raises(ConfigError) as error:
         cat.open_catalog(root, url="postgresql://me:s3cr3t@127.0.0.1:1/runs")
     assert "s3cr3t" not in str(error.value) and "***" in str(error.value)
+
+
+def _summarized(root, n=4):
+    """Runs that ended with their summary in run.json (what the runner writes)."""
+    from mindexp.rundir.summary import SUMMARY_VERSION
+    for i in range(n):
+        loss = 0.5 / (i + 1)
+        make_run(root, f"s{i}", config={"lr": 0.1 * (i + 1), "flag": bool(i % 2), "dims": [i, 2]},
+                 losses=(1.0, loss), experiment="sum",
+                 meta={"summary": {"version": SUMMARY_VERSION, "params": {}, "eval": {},
+                                   "loss": {"rows": 2, "final": loss, "min": loss,
+                                            "best_step": 2, "last_step": 2, "last_epoch": 1,
+                                            "components": {}}}})
+    return root / "sum"
+
+
+def test_compare_reads_a_column_selection_from_the_catalog(tmp_path, monkeypatch):
+    import mindexp.analysis.reports as reports
+    folder = _summarized(tmp_path / "out")
+    columns = ["run_id", "lr", "flag", "dims", "final_loss", "min_loss", "steps", "status",
+               "run_dir"]
+    expected = compare(str(folder), sort="-lr")[columns]
+    with monkeypatch.context() as patch:   # no run's files read: the catalog answers
+        patch.setattr(reports, "as_runs", lambda *a, **k: pytest.fail("runs were read"))
+        selected = compare(str(folder), sort="-lr", columns=columns)
+    assert selected.equals(expected) and list(selected["run_id"]) == ["s3", "s2", "s1", "s0"]
+    assert selected.attrs["config_columns"] == ["lr", "flag", "dims"]
+
+
+def test_compare_columns_of_runs_without_a_summary_are_read_from_the_runs(root):
+    selected = compare(str(root), columns=["run_id", "min_loss"])
+    assert list(selected.columns) == ["run_id", "min_loss"]
+    assert selected.set_index("run_id")["min_loss"].to_dict() == \
+        {f"r{i}": 0.1 / (i + 1) for i in range(4)}
+    from mindexp.errors import ConfigError
+    with pytest.raises(ConfigError, match="unknown column 'nope'"):
+        compare(str(root), columns=["run_id", "nope"])
+
+
+def test_gc_keep_best_ranks_by_the_catalogs_column(cli, tmp_path, monkeypatch):
+    import mindexp.manage.runs as runs
+    folder = _summarized(tmp_path / "out")
+    monkeypatch.setattr(runs, "with_log_columns", lambda *a: pytest.fail("logs were read"))
+    done = cli("gc", folder, "--status", "completed", "--keep-best", "1", "--by", "min_loss",
+               "--yes")
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(folder)) == ["s3"]
