@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, format_age,
                        format_value, sort_table, unreadable_rows)
 from ..rundir.run_lock import GONE, shown_status
-from .terminal import visible
+from .terminal import has_control, visible
 
 STATUSES = ("running", "completed", "failed", "interrupted", "diverged", "pruned")
 OUTCOMES = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
@@ -270,7 +270,7 @@ def fitted_columns(columns, numeric=None, width=100, floats=True):
             numeric[c] = _numbers_only(values)
         if floats and numeric[c] and any(v is None or isinstance(v, float) for v in values):
             columns[c] = [None if v is None else float(v) for v in values]
-    cells = {c: [_text(v) for v in values] for c, values in columns.items()}
+    cells = {c: _texts(values) for c, values in columns.items()}
     widths = {c: max([len(str(c))] + [len(v) for v in cells[c]]) for c in columns}
     while width and sum(widths.values()) + 2 * (len(widths) - 1) > width:
         column = max((c for c in widths if not numeric[c]), key=lambda c: widths[c],
@@ -281,7 +281,7 @@ def fitted_columns(columns, numeric=None, width=100, floats=True):
     parts = []
     for c in columns:
         size, right, keep_end = widths[c], numeric[c], c == "path"
-        texts = [_cut(v, size, keep_end) for v in cells[c]]
+        texts = [v if len(v) <= size else _cut(v, size, keep_end) for v in cells[c]]
         head = str(c)
         parts.append([t.rjust(size) if right else t.ljust(size) for t in [head] + texts])
     return "\n".join("  ".join(line).rstrip() for line in zip(*parts))
@@ -304,6 +304,19 @@ def _cut(text, width, keep_end=False):
     if len(text) <= width:
         return text
     return ELLIPSIS + text[-(width - 1):] if keep_end else text[:width - 1] + ELLIPSIS
+
+
+def _texts(values):
+    """:func:`_text` of each value; a column of plain text or of floats in one pass."""
+    kinds = {type(v) for v in values}
+    if kinds == {str}:
+        # one search over the column: a control character is rare
+        return [visible(v) for v in values] if has_control("".join(values)) else values
+    if kinds == {int}:
+        return [str(v) for v in values]
+    if kinds <= {float, type(None)}:
+        return ["-" if v is None or v != v else f"{v:.6g}" for v in values]
+    return [_text(v) for v in values]
 
 
 def _text(value):

@@ -110,20 +110,36 @@ def this_host() -> str:
 
 # -- finding the catalog -------------------------------------------------------------
 
-def catalog_root(path: str | os.PathLike) -> str:
-    """The output root whose catalog covers the folder ``path``: the nearest
-    folder at or above it holding :data:`schema.CATALOG`, else ``path`` itself,
-    or its parent when ``path`` is an experiment's folder (runs right in it)."""
+# How far above a listed folder (or a run's folder) a catalog is looked for:
+# ``<root>/<experiment>/<run>`` and a sweep's or study's folder below the root.
+_LEVELS_UP = 2
+
+
+def catalog_root(path: str | os.PathLike, shared: bool = False) -> str:
+    """The output root whose catalog covers the folder ``path``: the nearest of
+    ``path`` and the two folders above it holding :data:`schema.CATALOG`, else
+    ``path`` itself (never a folder above it: a catalog made in a shared
+    parent would be found, and scanned, by every folder below it). For a
+    shared catalog (PostgreSQL, no file): ``path``, or its parent when runs
+    lie right in ``path`` (an experiment's folder), as :func:`_roots_of_run`."""
     start = os.path.abspath(os.fspath(path))
-    folder = start
-    while True:
+    if shared:
+        return os.path.dirname(start) if _holds_runs(start) else start
+    for folder in _above(start, _LEVELS_UP):
         if os.path.lexists(os.path.join(folder, schema.CATALOG)):
             return folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
+    return start
+
+
+def _above(folder, levels):
+    """``folder`` and up to ``levels`` folders above it."""
+    out = [folder]
+    for _ in range(levels):
+        parent = os.path.dirname(out[-1])
+        if parent == out[-1]:
             break
-        folder = parent
-    return os.path.dirname(start) if _holds_runs(start) else start
+        out.append(parent)
+    return out
 
 
 def _holds_runs(folder):
@@ -136,16 +152,13 @@ def _holds_runs(folder):
         return False
 
 
-def _root_of_run(run_dir):
-    """The root a run belongs to: the nearest catalog above it, else ``<root>/<exp>/<run>``."""
-    folder = os.path.dirname(run_dir)
-    while True:
-        if os.path.lexists(os.path.join(folder, schema.CATALOG)):
-            return folder, True
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return os.path.dirname(os.path.dirname(run_dir)), False
-        folder = parent
+def _roots_of_run(run_dir):
+    """The roots whose SQLite catalog holds ``run_dir`` (the folders up to three
+    levels above it holding one), and the root of its row in a shared catalog
+    (``<root>/<experiment>/<run>``)."""
+    local = [f for f in _above(os.path.dirname(run_dir), _LEVELS_UP)
+             if os.path.lexists(os.path.join(f, schema.CATALOG))]
+    return local, os.path.dirname(os.path.dirname(run_dir))
 
 
 def catalog_url(url: str | None = None) -> str | None:
@@ -525,7 +538,7 @@ class Catalog:
         return os.path.relpath(os.path.abspath(run_dir), self.root).replace(os.sep, "/")
 
     def _abs(self, rel):
-        return os.path.join(self.root, *rel.split("/")) if rel else self.root
+        return f"{self.root.rstrip('/')}/{rel}" if rel else self.root
 
     # ---- reading
     def scope(self, folder: str, other_hosts: bool = True, alias: str = "") -> tuple[str, tuple]:
@@ -559,7 +572,7 @@ class Catalog:
         """Where a row's run lives: its folder here, ``HOST:PATH`` on another host."""
         if host == self.host and root == self.key_root:
             return self._abs(rel)
-        return f"{host}:{os.path.join(root, *rel.split('/'))}"
+        return f"{host}:{root}/{rel}"
 
     def runs(self, folder: str) -> list[Run]:
         """The runs at or below ``folder`` on this host, sorted by folder, as
@@ -664,8 +677,8 @@ def open_catalog(path: str | os.PathLike, url: str | None = None, sync: bool = T
     it is when current, else built in memory from a scan (read-only roots
     still list). ``rebuild``: scan this host's runs of the root again.
     """
-    root = catalog_root(path)
     url = catalog_url(url)
+    root = catalog_root(path, shared=bool(url))
     if url:
         catalog = Catalog(_connect_postgres(url), root, os.path.realpath(root), True, shared=True)
     else:
@@ -776,13 +789,11 @@ def run_removed(run_dir: str) -> None:
 
 
 def _each_catalog(run_dir, change):
-    root, has_file = _root_of_run(run_dir)
-    targets = []
-    if has_file:
-        targets.append(None)
+    local, shared_root = _roots_of_run(run_dir)
+    targets = [(root, None) for root in local]
     if catalog_url(None):
-        targets.append(catalog_url(None))
-    for url in targets:
+        targets.append((shared_root, catalog_url(None)))
+    for root, url in targets:
         try:
             catalog = (Catalog(_connect_postgres(url), root, os.path.realpath(root), True,
                                shared=True) if url else

@@ -119,6 +119,18 @@ def test_a_listed_subfolder_uses_its_roots_catalog(cli, root):
     assert not (root / "toy" / schema.CATALOG).exists()
 
 
+def test_a_catalog_is_never_made_above_the_listed_folder(cli, root):
+    """An experiment's folder listed first gets its own catalog, not its parent
+    (a shared folder would be scanned by every listing below it); both are
+    kept current by the writers."""
+    cli("runs", root / "toy")
+    assert (root / "toy" / schema.CATALOG).is_dir() and not (root / schema.CATALOG).exists()
+    cli("runs", root)
+    assert cli("note", root / "toy" / "r1", "both").returncode == 0
+    for folder in (root, root / "toy"):
+        assert _rows(folder)["r1"][2] == "both"
+
+
 def test_a_damaged_catalog_is_listed_around(cli, root):
     expected = cli("runs", root).stdout
     path = cat.database_path(str(root))
@@ -198,4 +210,4 @@ def test_gc_keep_best_ranks_by_the_catalogs_column(cli, tmp_path, monkeypatch):
     done = cli("gc", folder, "--status", "completed", "--keep-best", "1", "--by", "min_loss",
                "--yes")
     assert done.returncode == 0, done.stderr
-    assert sorted(os.listdir(folder)) == ["s3"]
+    assert [d for d in os.listdir(folder) if not d.startswith(".")] == ["s3"]
