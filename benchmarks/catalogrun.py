@@ -14,6 +14,7 @@ interpreter that has another mindexp installed (main's, say):
 - ``runs_s``: the same again; ``first_line_s``: until its first line;
 - ``where_s``: ``runs ROOT --where "lr < 0.001 and final_loss < 0.01"``;
 - ``compare_s``: ``compare(ROOT)`` inside Python (import excluded);
+  ``compare_columns_s``: ``compare(ROOT, columns=[...])`` of six columns;
 - ``*_rss_mb``: each process's peak resident memory;
 - ``pandas_imported``: whether ``mindexp runs`` imported pandas.
 """
@@ -30,6 +31,9 @@ WHERE = "lr < 0.001 and final_loss < 0.01"
 COMPARE = ("import sys, time\nfrom mindexp import compare\nimport pandas\n"
            "t, c = time.perf_counter(), time.process_time()\ntable = compare(sys.argv[1])\n"
            "print(time.perf_counter() - t, time.process_time() - c, len(table))")
+COMPARE_COLUMNS = COMPARE.replace(
+    "compare(sys.argv[1])", "compare(sys.argv[1], columns=['run_id', 'optimizer', 'lr', "
+    "'final_loss', 'min_loss', 'steps'])")
 
 
 def train_template(out, python):
@@ -111,6 +115,11 @@ def measure(python, root, label):
     probe = subprocess.run([python, "-X", "importtime", "-m", "mindexp", "runs", root,
                             "--limit", "1"], capture_output=True, text=True, timeout=3600)
     res["pandas_imported"] = " pandas" in probe.stderr
+    out = subprocess.run([python, "-c", COMPARE_COLUMNS, root], capture_output=True, text=True,
+                         timeout=3600)
+    if out.returncode == 0:   # an older compare() takes no columns
+        res["compare_columns_s"], res["compare_columns_cpu_s"] = map(float,
+                                                                     out.stdout.split()[:2])
     return {f"{label}_{k}": v for k, v in res.items()}
 
 

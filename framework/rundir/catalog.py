@@ -715,14 +715,16 @@ def _open_sqlite(root):
     folder, path = os.path.join(root, schema.CATALOG), database_path(root)
     if os.path.islink(folder) or os.path.lexists(folder) and not os.path.isdir(folder) or \
             os.path.islink(path) or os.path.lexists(path) and not os.path.isfile(path):
-        raise RunDirError(f"{folder} is not the run catalog's folder (or holds something else "
-                          f"than its {schema.CATALOG_DB}); remove it, mindexp rebuilds it")
+        logger.warning("%s is not the run catalog's folder (or holds something else than its "
+                       "%s); listing by scanning. Remove it: mindexp makes it again",
+                       folder, schema.CATALOG_DB)
+        return _in_memory(root)
     exists = os.path.lexists(path)
     writable = os.access(root, os.W_OK) and (not exists or os.access(folder, os.W_OK) and
                                               os.access(path, os.W_OK))
     if not writable:
         if not exists:
-            return _in_memory(root, sync=False)
+            return _in_memory(root)
         return Catalog(_connect_sqlite(path, read_only=True), root, "", False)
     try:
         os.makedirs(folder, exist_ok=True)
@@ -735,7 +737,7 @@ def _open_sqlite(root):
             return Catalog(_connect_sqlite(path), root, "", True)
     except (sqlite3.OperationalError, OSError) as exc:   # a filesystem refusing its locks
         logger.warning("the run catalog %s cannot be opened (%s); listing by scanning", path, exc)
-        return _in_memory(root, sync=False)
+        return _in_memory(root)
 
 
 def _remove_damaged(path):
@@ -747,7 +749,7 @@ def _remove_damaged(path):
             pass
 
 
-def _in_memory(root, sync=True):
+def _in_memory(root):
     """A catalog in memory, built from a scan of ``root`` (nothing written)."""
     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
     catalog = Catalog(_Database(conn, "sqlite", journal="memory"), root, "", True)

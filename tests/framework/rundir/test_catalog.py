@@ -211,3 +211,18 @@ def test_gc_keep_best_ranks_by_the_catalogs_column(cli, tmp_path, monkeypatch):
                "--yes")
     assert done.returncode == 0, done.stderr
     assert [d for d in os.listdir(folder) if not d.startswith(".")] == ["s3"]
+
+
+@pytest.mark.parametrize("plant", ["link", "file"])
+def test_a_planted_catalog_folder_is_listed_around_and_never_followed(cli, root, tmp_path, plant):
+    expected = cli("runs", root).stdout
+    shutil.rmtree(root / schema.CATALOG)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if plant == "link":
+        os.symlink(elsewhere, root / schema.CATALOG)
+    else:
+        (root / schema.CATALOG).write_text("not a folder")
+    listed = cli("runs", root)
+    assert listed.returncode == 0 and listed.stdout == expected
+    assert "listing by scanning" in listed.stderr and os.listdir(elsewhere) == []
