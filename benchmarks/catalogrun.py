@@ -45,15 +45,26 @@ def train_template(out, python):
     return os.path.join(folder, sorted(os.listdir(folder))[0])
 
 
+LINKS_PER_FILE = 50_000   # ext4 allows 65,000 links to one file: a fresh copy after these
+
+
 def build(template, root, n):
-    """N copies of ``template`` below ``root``/linear/."""
+    """N copies of ``template`` below ``root``/linear/ (a copy already there is kept)."""
     meta = json.load(open(os.path.join(template, "run.json")))
     config = json.load(open(os.path.join(template, "config.json")))
     logs = [f for f in os.listdir(template) if f.endswith(".csv")]
+    source = template
     for i in range(n):
+        if i % LINKS_PER_FILE == 0:
+            source = os.path.join(os.path.dirname(root), f"logs-{i // LINKS_PER_FILE}")
+            os.makedirs(source, exist_ok=True)
+            for name in logs:
+                shutil.copy(os.path.join(template, name), os.path.join(source, name))
         run_id = f"20260101-{i:06d}-linear-{i:06x}"
         run_dir = os.path.join(root, "linear", run_id)
-        os.makedirs(run_dir)
+        if os.path.exists(os.path.join(run_dir, "run.json")):
+            continue
+        os.makedirs(run_dir, exist_ok=True)
         lr = 10 ** (-4 + 3 * _spread(i, 7919))
         loss = 10 ** (-3 + 3 * _spread(i, 104729))
         summary = json.loads(json.dumps(meta.get("summary") or {}))
@@ -61,11 +72,13 @@ def build(template, root, n):
             summary["loss"].update(final=loss, min=loss)
         started = f"2026-01-{1 + i // 86400 % 28:02d}T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:" \
                   f"{i % 60:02d}+00:00"
+        for name in logs:
+            target = os.path.join(run_dir, name)
+            if not os.path.exists(target):
+                os.link(os.path.join(source, name), target)
+        _write(run_dir, "config.json", config | {"lr": lr})
         _write(run_dir, "run.json", meta | {"run_id": run_id, "final_loss": loss,
                                             "started_at": started, "summary": summary})
-        _write(run_dir, "config.json", config | {"lr": lr})
-        for name in logs:
-            os.link(os.path.join(template, name), os.path.join(run_dir, name))
 
 
 def _spread(i, prime):
@@ -132,12 +145,16 @@ def main(argv=None):
     args = p.parse_args(argv)
     root = os.path.join(args.out, "runs")
     res = {"runs": args.n}
-    if not os.path.isdir(root):
-        template = args.template or train_template(os.path.join(args.out, "template"),
-                                                   sys.executable)
+    done = os.path.join(args.out, "built")
+    if not os.path.exists(done):   # a build cut short goes on where it stopped
+        trained = os.path.join(args.out, "template")
+        template = args.template or (os.path.join(trained, "linear", os.listdir(
+            os.path.join(trained, "linear"))[0]) if os.path.isdir(trained)
+            else train_template(trained, sys.executable))
         start = time.perf_counter()
         build(template, root, args.n)
         res["build_s"] = time.perf_counter() - start
+        open(done, "w").close()
     if args.before:
         res.update(measure(args.before, root, "before"))
     res.update(measure(sys.executable, root, "after"))
