@@ -75,12 +75,9 @@ def _kinds(catalog, scope, params, names):
 
 def _field_kinds(catalog, scope, params, name):
     """The kinds of value config field ``name`` holds in the scope ([]: no run has it)."""
-    db = catalog.db
     if catalog.select(["1"], f"{scope} AND config_nan = 1", params, limit=1):
         raise w.Unsupported("a config holds NaN")
-    rows = db.execute(f"SELECT DISTINCT {db.json_kind()} FROM runs WHERE {scope}",
-                      (db.key(name),) + tuple(params)).fetchall()
-    return sorted(k for (k,) in rows if k is not None)
+    return catalog.field_kinds(scope, params, name)
 
 
 def _condition(catalog, filters, tree, kinds):
@@ -122,8 +119,7 @@ def _order(catalog, sort, kinds):
     if name in ("steps", "final_loss", "status") and catalog.select(
             ["1"], "status = 'running'", (), limit=1):
         raise w.Unsupported("sorted by a value a running run's loss.csv may change")
-    column, values = (name, []) if place == "flat" else (db.typed_field(kind),
-                                                        [db.key(name), db.key(name)])
+    column, values = (name, []) if place == "flat" else (db.typed_field(kind), [db.key(name)])
     if kind == "text":
         column = db.text_order(column) if place == "flat" else column
     direction = " DESC" if sort.startswith("-") else ""

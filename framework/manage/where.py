@@ -155,7 +155,7 @@ def to_sql(tree: tuple, kinds: dict[str, tuple[str, str]], db) -> tuple[str, lis
     if place == "flat":
         column, params = name, []
     else:
-        column, params = db.typed_field(kind), [db.key(name), db.key(name)]
+        column, params = db.typed_field(kind), [db.key(name)]
     test = f"COALESCE({column} {_SQL_OPS[op]} ?, FALSE)"
     return (f"(NOT {test})" if op == "!=" else f"({test})"), params + [value]
 

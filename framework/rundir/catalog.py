@@ -92,6 +92,11 @@ def _ddl(dialect: str) -> list[str]:
         "meta TEXT, PRIMARY KEY (host, root, rel))",
         "CREATE TABLE folders (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
         "mtime_ns BIGINT, PRIMARY KEY (host, root, rel))",
+        # every (config field, kind of value) a run of the root ever had: which fields
+        # --where may ask SQL about without reading every config (kept on removals:
+        # a stale kind only sends a query to pandas)
+        "CREATE TABLE fields (host TEXT NOT NULL, root TEXT NOT NULL, key TEXT NOT NULL, "
+        "kind TEXT NOT NULL, PRIMARY KEY (host, root, key, kind))",
         # which folder the rows were scanned from (device:inode): a copied root rebuilds
         "CREATE TABLE roots (host TEXT NOT NULL, root TEXT NOT NULL, folder_id TEXT, "
         "PRIMARY KEY (host, root))",
@@ -205,14 +210,12 @@ class _Database:
                 f"END)")
 
     def typed_field(self, kind):
-        """SQL of a config field's value when it is of ``kind`` (else NULL); two parameters."""
+        """SQL of a config field (one parameter: :meth:`key`) whose values are all of
+        ``kind`` (``number`` or ``text``) where present, as :meth:`Catalog.field_kinds`
+        says; NULL where absent."""
         if self.dialect == "postgresql":
-            cast = "::double precision" if kind == "number" else ""
-            json_kind = "number" if kind == "number" else "string"
-            return (f"(CASE WHEN jsonb_typeof(config -> ?) = '{json_kind}' "
-                    f"THEN (config ->> ?){cast} END)")
-        types = "('integer', 'real')" if kind == "number" else "('text')"
-        return f"(CASE WHEN json_type(config, ?) IN {types} THEN json_extract(config, ?) END)"
+            return "((config ->> ?)::double precision)" if kind == "number" else "(config ->> ?)"
+        return "json_extract(config, ?)"
 
     def key(self, field):
         """The parameter that names config field ``field``."""
@@ -412,7 +415,7 @@ class Catalog:
         runs, folders = _scan(self.root)
         self._begin()
         try:
-            for table in ("runs", "records", "folders", "roots"):
+            for table in ("runs", "records", "folders", "roots", "fields"):
                 self.db.execute(f"DELETE FROM {table} WHERE {where}", params)
             self._insert_runs(runs)
             self._store_folders(folders)
@@ -501,17 +504,21 @@ class Catalog:
         columns = ("host", "root", "rel", "parent") + FLAT + ("config", "config_nan", "run_sig")
         updates = ", ".join(f"{c} = excluded.{c}" for c in columns[3:])
         marks = ", ".join("?" for _ in columns)
-        rows, records = [], []
+        rows, records, kinds = [], [], set()
         for rel, entry in runs:
-            flat, config, meta = entry
+            flat, config, meta, fields = entry
             key = (self.host, self.key_root, rel)
             rows.append(key + (os.path.dirname(rel),) + flat + config)
             records.append(key + (meta,))
+            kinds.update(fields)
         self.db.executemany(f"INSERT INTO runs ({', '.join(columns)}) VALUES ({marks}) "
                             f"ON CONFLICT (host, root, rel) DO UPDATE SET {updates}", rows)
         self.db.executemany("INSERT INTO records (host, root, rel, meta) VALUES (?, ?, ?, ?) "
                             "ON CONFLICT (host, root, rel) DO UPDATE SET meta = excluded.meta",
                             records)
+        self.db.executemany("INSERT INTO fields (host, root, key, kind) VALUES (?, ?, ?, ?) "
+                            "ON CONFLICT (host, root, key, kind) DO NOTHING",
+                            [(self.host, self.key_root) + pair for pair in sorted(kinds)])
 
     def put(self, run_dir: str) -> None:
         """Read one run from its folder into the catalog (a writer changed it)."""
@@ -631,9 +638,19 @@ class Catalog:
         return out
 
     def _config_kinds(self, scope, params, name):
-        rows = self.db.execute(f"SELECT DISTINCT {self.db.json_kind()} FROM runs WHERE {scope}",
-                               (self.db.key(name),) + tuple(params)).fetchall()
-        return sorted(k for (k,) in rows if k is not None)
+        return self.field_kinds(scope, params, name)
+
+    def field_kinds(self, scope: str, params: Sequence, name: str) -> list[str]:
+        """The kinds of value (``number``, ``text``, ``bool``, ``other``) config
+        field ``name`` holds in the runs of ``scope``; [] when none has it."""
+        where = "key = ?" if self.shared else "key = ? AND host = ? AND root = ?"
+        values = (name,) if self.shared else (name, self.host, self.key_root)
+        kinds = sorted(k for (k,) in self.db.execute(
+            f"SELECT DISTINCT kind FROM fields WHERE {where}", values).fetchall())
+        if kinds and not self.select(["1"], f"{scope} AND {self.db.json_kind()} IS NOT NULL",
+                                     tuple(params) + (self.db.key(name),), limit=1):
+            return []   # the runs that had it are gone
+        return kinds
 
     def host_of(self, run_id: str) -> list[tuple[str, str]]:
         """``(host, path on that host)`` of every run named ``run_id`` in the catalog."""
@@ -877,7 +894,8 @@ def _run_signature(run_dir):
 
 
 def _read_run(run_dir):
-    """``(flat values, (config JSON, has NaN, signature), run.json as JSON)`` of one run;
+    """``(flat values, (config JSON, has NaN, signature), run.json as JSON, [(config
+    field, kind)])`` of one run;
     a run that cannot be read is a row with ``problem`` (its error) and status
     ``unreadable`` (run.json does not validate) or ``skipped`` (another file)."""
     signature = _run_signature(run_dir)   # before the read: a write in between makes it stale
@@ -890,8 +908,19 @@ def _read_run(run_dir):
         status = UNREADABLE if isinstance(exc, UnreadableRun) else "skipped"
         flat = {"run_id": os.path.basename(run_dir), "status": status, "tags": "", "note": "",
                 "problem": str(exc) or type(exc).__name__}
-        return tuple(flat.get(c) for c in FLAT), (None, 0, signature), None
-    return _flat(run_dir, meta), (config_text, int(_has_nan(config)), signature), meta_text
+        return tuple(flat.get(c) for c in FLAT), (None, 0, signature), None, ()
+    fields = [(k, _kind(v)) for k, v in config.items() if v is not None]
+    return (_flat(run_dir, meta), (config_text, int(_has_nan(config)), signature), meta_text,
+            fields)
+
+
+def _kind(value):
+    """A config value's kind as :meth:`_Database.json_kind` names it."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "text" if isinstance(value, str) else "other"
 
 
 def _flat(run_dir, meta):
