@@ -50,7 +50,7 @@ def _listed(catalog, folder, filters, sort, limit, wide):
         return "no runs match"
     extra = [n for n in _mentioned(catalog, scope, params, kinds, filters.where, sort)
              if n not in SHOWN]
-    return _format(rows, extra, wide)
+    return _format(catalog, rows, extra, wide)
 
 
 def _kinds(catalog, scope, params, names):
@@ -75,7 +75,7 @@ def _kinds(catalog, scope, params, names):
 
 def _field_kinds(catalog, scope, params, name):
     """The kinds of value config field ``name`` holds in the scope ([]: no run has it)."""
-    if catalog.select(["1"], f"{scope} AND config_nan = 1", params, limit=1):
+    if catalog.has_nan_config():
         raise w.Unsupported("a config holds NaN")
     return catalog.field_kinds(scope, params, name)
 
@@ -148,11 +148,15 @@ def _rows(catalog, scope, params, condition, values, order, order_values, tree, 
     all_values = select_values + list(params) + list(values) + list(order_values)
     now = time.time()
     out = []
+    plain = not extra and not flat
     for row in _fetch(db, text, all_values, limit, tree):
-        record = _record(catalog, row, extra, flat, now)
-        if tree is not None and row[3] == "running" and not w.matches(tree, record):
-            continue
-        out.append(record)
+        if plain and row[0] is None and row[3] != "running" and row[4] is None:
+            out.append(row)   # most rows: read as they are, a column at a time (_format)
+        else:
+            record = _record(catalog, row, extra, flat, now)
+            if tree is not None and row[3] == "running" and not w.matches(tree, record):
+                continue
+            out.append(record)
         if limit and len(out) >= limit:
             break
     return out
@@ -265,19 +269,24 @@ def _mentioned(catalog, scope, params, kinds, where_text, sort):
 
 # -- the table --------------------------------------------------------------------
 
-def _format(records, extra, wide):
+def _format(catalog, records, extra, wide):
+    """The table of ``records``: a dict per row that needed one (running,
+    unreadable, another host's, extra columns), else the query's own tuple."""
     from ..analysis.reports import format_age
     from .runs import fitted_columns, short_paths
-    columns = {"path": short_paths([r["run_dir"] for r in records]),
-               "status": [r["status"] for r in records],
-               "tags": [r["tags"] for r in records],
-               "age": [format_age(r["age_s"]) for r in records],
-               "steps": [r["steps"] for r in records],
-               "final_loss": [r["final_loss"] for r in records]}
+    now, head = time.time(), catalog.root.rstrip("/") + "/"
+
+    def column(name, index, tuple_value=None):
+        return [r[name] if type(r) is dict else  # noqa: E721 - the two shapes of a row
+                (r[index] if tuple_value is None else tuple_value(r[index])) for r in records]
+    ages = column("age_s", 6, lambda ts: None if ts is None else max(0.0, now - ts))
+    columns = {"path": short_paths(column("run_dir", 2, lambda rel: head + rel)),
+               "status": column("status", 3), "tags": column("tags", 5, lambda t: t or ""),
+               "age": [format_age(a) for a in ages], "steps": column("steps", 7),
+               "final_loss": column("final_loss", 8)}
     numeric = {"final_loss": True}
     for name in extra:
         columns[name] = [r.get(name) for r in records]
     if wide:
-        columns["note"] = [r["note"] for r in records]
+        columns["note"] = column("note", 9, lambda n: n or "")
     return fitted_columns(columns, numeric, width=None if wide else 100)
-

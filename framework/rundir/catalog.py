@@ -608,8 +608,9 @@ class Catalog:
         ``run_dir``), or a config field named like one of them."""
         db = self.db
         scope, params = self.scope(folder, other_hosts=False)
-        if self.select(["1"], f"{scope} AND (problem IS NOT NULL OR summarized = 0 OR "
-                       "config_nan = 1)", params, limit=1) or \
+        if self.has_nan_config() or \
+                self.select(["1"], f"{scope} AND (problem IS NOT NULL OR summarized = 0)",
+                            params, limit=1) or \
                 not self.select(["1"], scope, params, limit=1):
             return None
         expressions, values, kinds = ["rel"], [], {}
@@ -639,6 +640,14 @@ class Catalog:
 
     def _config_kinds(self, scope, params, name):
         return self.field_kinds(scope, params, name)
+
+    def has_nan_config(self) -> bool:
+        """Whether a run of this root (any root, when shared) ever had a NaN or an
+        infinity in its config (which SQLite's JSON functions refuse)."""
+        where = "kind = 'nan'" if self.shared else "kind = 'nan' AND host = ? AND root = ?"
+        values = () if self.shared else (self.host, self.key_root)
+        return self.db.execute(f"SELECT 1 FROM fields WHERE {where} LIMIT 1",
+                               values).fetchone() is not None
 
     def field_kinds(self, scope: str, params: Sequence, name: str) -> list[str]:
         """The kinds of value (``number``, ``text``, ``bool``, ``other``) config
@@ -910,6 +919,8 @@ def _read_run(run_dir):
                 "problem": str(exc) or type(exc).__name__}
         return tuple(flat.get(c) for c in FLAT), (None, 0, signature), None, ()
     fields = [(k, _kind(v)) for k, v in config.items() if v is not None]
+    if _has_nan(config):   # one mark per root: --where then asks pandas (NaN is no JSON)
+        fields.append(("", "nan"))
     return (_flat(run_dir, meta), (config_text, int(_has_nan(config)), signature), meta_text,
             fields)
 
