@@ -88,6 +88,8 @@ def _ddl(dialect: str) -> list[str]:
         "CREATE INDEX runs_parent ON runs (host, root, parent)",
         "CREATE INDEX runs_started ON runs (started_at)",
         "CREATE INDEX runs_status ON runs (status)",
+        # the few runs that could not be read, found without a scan (warned about on listing)
+        "CREATE INDEX runs_problem ON runs (host, root, rel) WHERE problem IS NOT NULL",
         "CREATE TABLE records (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
         "meta TEXT, PRIMARY KEY (host, root, rel))",
         "CREATE TABLE folders (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
