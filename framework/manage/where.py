@@ -137,8 +137,12 @@ def to_sql(tree: tuple, kinds: dict[str, tuple[str, str]], db) -> tuple[str, lis
     name -> ``(where, kind)``: where is ``"flat"`` or ``"config"``, kind
     ``"number"`` or ``"text"``; ``db`` spells the config fields' SQL."""
     if tree[0] in ("and", "or"):
-        left, lp = to_sql(tree[1], kinds, db)
-        right, rp = to_sql(tree[2], kinds, db)
+        # the side reading fewer config fields first: SQLite stops at the first
+        # side that decides, and a flat column costs no JSON parse (same answer:
+        # every side is true or false, never NULL)
+        sides = sorted(tree[1:], key=lambda side: _config_reads(side, kinds))
+        left, lp = to_sql(sides[0], kinds, db)
+        right, rp = to_sql(sides[1], kinds, db)
         return f"({left} {tree[0].upper()} {right})", lp + rp
     if tree[0] == "not":
         inner, params = to_sql(tree[1], kinds, db)
@@ -158,6 +162,12 @@ def to_sql(tree: tuple, kinds: dict[str, tuple[str, str]], db) -> tuple[str, lis
         column, params = db.typed_field(kind), [db.key(name)]
     test = f"COALESCE({column} {_SQL_OPS[op]} ?, FALSE)"
     return (f"(NOT {test})" if op == "!=" else f"({test})"), params + [value]
+
+
+def _config_reads(tree, kinds):
+    if tree[0] == "cmp":
+        return int(kinds[tree[1]][0] == "config")
+    return sum(_config_reads(part, kinds) for part in tree[1:])
 
 
 # -- the same in Python (for rows whose values the catalog cannot know: running runs)
