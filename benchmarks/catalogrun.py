@@ -20,7 +20,6 @@ interpreter that has another mindexp installed (main's, say):
 """
 import argparse
 import json
-import math
 import os
 import shutil
 import subprocess
