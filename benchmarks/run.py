@@ -374,7 +374,30 @@ def bench_many(args, gate, out):
             continue
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         log(f"many {n}x{steps}: {rows[-1]}")
-    return {"rows": rows}
+    return {"rows": rows, "catalog": bench_catalog(args, gate, out)}
+
+
+CATALOG_SIZES = (10_000, 100_000)   # issue 43: 100,000 runs take ~1 GB of disk
+
+
+def bench_catalog(args, gate, out):
+    """``mindexp runs``, ``--where``, ``compare()`` over copies of a real run, in
+    processes of their own, with this mindexp and (``--many-before PYTHON``)
+    another one's (catalogrun.py)."""
+    rows = []
+    sizes = [100] if args.quick else [n for n in CATALOG_SIZES if n <= args.catalog_max]
+    for n in sizes:
+        gate.wait()
+        cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "catalogrun.py"), str(n),
+               os.path.join(out, f"catalog-{n}")]
+        cmd += ["--before", args.many_before] if args.many_before else []
+        _, proc = timed_run(cmd, timeout=4 * 3600)
+        if proc.returncode != 0:
+            rows.append({"runs": n, "error": proc.stderr.strip()[-300:]})
+            continue
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        log(f"catalog {n}: {rows[-1]}")
+    return rows
 
 
 MANY_COLUMNS = (  # (key, heading, format, goal)
@@ -410,6 +433,40 @@ def render_many(data):
             cells.append("-" if value is None else f"{value / 1e6:.1f}" if form == "mb"
                          else format(value, form))
         lines.append(f"{shape:>14}  " + "  ".join(f"{c:>9}" for c in cells))
+    return lines
+
+
+CATALOG_ROWS = (  # (key, what, goal at 100,000 runs)
+    ("runs_first_s", "mindexp runs, no catalog yet (s)", "-"),
+    ("runs_s", "mindexp runs again, whole process (s)", "< 1"),
+    ("runs_cpu_s", "  its CPU (s)", "-"),
+    ("runs_rss_mb", "  its peak RSS (MB)", "< 150"),
+    ("first_line_s", "  until its first line (s)", "-"),
+    ("where_s", "runs --where \"lr < 0.001 and final_loss < 0.01\" (s)", "< 0.5"),
+    ("where_cpu_s", "  its CPU (s)", "-"),
+    ("compare_s", "compare(ROOT) in Python (s)", "< 1"),
+    ("compare_columns_s", "compare(ROOT, columns=[6 columns]) (s)", "-"),
+    ("pandas_imported", "mindexp runs imports pandas", "no"))
+
+
+def render_catalog(data):
+    """Before (``--many-before``) and after, per number of runs (issue 43)."""
+    rows = (data.get("many") or {}).get("catalog") or []
+    if not rows:
+        return []
+    heads = [f"{'':50}"] + [f"{r['runs']:>9,} {side:<6}" for r in rows
+                            for side in ("before", "after")]
+    lines = ["", "Run catalog (issue 43; whole processes on copies of one real run)",
+             "  ".join(heads) + "  goal at 100,000"]
+    for key, text, goal in CATALOG_ROWS:
+        cells = []
+        for r in rows:
+            for side in ("before", "after"):
+                value = r.get(f"{side}_{key}")
+                text_value = "-" if value is None else ("yes" if value else "no") \
+                    if isinstance(value, bool) else format(value, ".2f")
+                cells.append(f"{text_value:>16}")
+        lines.append(f"{text:52}" + "  ".join(cells) + f"  {goal}")
     return lines
 
 
@@ -580,6 +637,7 @@ def render(data, args):
             lines.append(f"  Lightning: {tp['lightning_skip']}")
     lines.extend(render_scaling(data))
     lines.extend(render_many(data))
+    lines.extend(render_catalog(data))
     lines.extend(render_mlflow(data))
     lines.append("")
     gs = goals(data, args)
@@ -645,6 +703,11 @@ def main(argv=None):
                    help="scaling: the largest H of the MLP (4096: 33.6 M parameters)")
     p.add_argument("--many-max", type=int, default=10000,
                    help="many: the largest number of runs")
+    p.add_argument("--catalog-max", type=int, default=100_000,
+                   help="many: the largest number of runs of the run catalog's part")
+    p.add_argument("--many-before", metavar="PYTHON",
+                   help="many: also measure the catalog's part with this interpreter's "
+                        "mindexp (e.g. main's .venv/bin/python)")
     args = p.parse_args(argv)
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.skip = {s.strip() for s in args.skip.split(",") if s.strip()}

@@ -43,7 +43,9 @@ REWRITTEN_NETWORK_DIR = "rewritten_network"  # AMP O1's rewritten module source
 MLFLOW_RECORD = "mlflow.json"          # what was sent to MLflow, per tracking URI (never a password)
 MSRUN_DIR = "msrun"                    # msrun's own log and the workers' logs (--workers N)
 # -- beside the runs ------------------------------------------------------------
-SUMMARY_INDEX = ".mindexp-index.json"  # per output root: each run's run.json + config.json, by file signature
+CATALOG = ".mindexp-catalog"          # per output root: a folder holding CATALOG_DB (its journals come and go there, not beside the runs)
+CATALOG_DB = "runs.sqlite"             # the table of the root's runs (derived; rebuilt when missing)
+SUMMARY_INDEX = ".mindexp-index.json"  # what the catalog replaced (0.x): left alone, never read
 FIGURES_DIR = "figures"                # <name>/epoch-<k>.png and the latest <name>.png
 FIGURES_LOG = "figures.log"            # tracebacks of an experiment's figures() hook that raised
 

@@ -7,7 +7,7 @@ config fields that differ between the runs. Rows are kept in memory and
 read again only for a run whose run.json or config.json changed (the change
 feed's scan says which), or, for a run that is still running, whose
 loss.csv grew (its progress is read from loss.csv). The first answer reads
-the folder's summary index (read only) when it is current.
+the root's run catalog (read only) when it is current.
 """
 import math
 import os
@@ -73,14 +73,14 @@ class Listing:
             row["text"] = _text(row, self._columns)
 
     def _seed(self):
-        """run dir -> Run with run.json and config.json from the summary index
-        where it is current (read only: the dashboard never writes)."""
-        from ..rundir.index import indexed_runs
+        """run dir -> Run with run.json and config.json from the run catalog
+        when it is current (read only: the dashboard never writes)."""
+        from ..rundir.catalog import current_runs
         self._seeded = True
         out = {}
         for root in self.roots:
             if os.path.isdir(root):
-                out.update((os.path.realpath(r.dir), r) for r in indexed_runs(root, write=False)
+                out.update((os.path.realpath(r.dir), r) for r in current_runs(root)
                            if "meta" in r.__dict__)
         return out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..callbacks import schema
 from ..rundir.run import Run as _RunReader
@@ -49,8 +49,9 @@ class Run(_RunReader):
         return run_html(self)
 
 
-def compare(runs_or_paths: RunsOrPaths, sort: str = "final_loss") -> pd.DataFrame:
-    return run_table(reports.compare(runs_or_paths, sort=sort))
+def compare(runs_or_paths: RunsOrPaths, sort: str = "final_loss",
+            columns: Sequence[str] | None = None) -> pd.DataFrame:
+    return run_table(reports.compare(runs_or_paths, sort=sort, columns=columns))
 
 
 compare.__doc__ = (reports.compare.__doc__ or "") + """

@@ -97,13 +97,13 @@ def load_runs(paths):
 
 def list_runs(paths):
     """Like :func:`load_runs`, reading only run.json and config.json of each run
-    (from the folder's summary index when current); logs are read when used."""
+    (from the run catalog); logs are read when used."""
     return RunList(*_read_each(paths, _load_records))
 
 
 def _read_each(paths, read):
     """``read(run)`` for every run below ``paths`` (a :class:`Run`, its run.json
-    and config.json from the folder's summary index when current); broken
+    and config.json from the run catalog); broken
     runs are collected, not fatal."""
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not paths:
@@ -127,11 +127,11 @@ def _read_each(paths, read):
 
 
 def _runs_below(path):
-    """The runs at or below ``path`` (a folder's through its summary index; a
-    sweep or study folder's: the runs its sweep.json or study.json names);
+    """The runs at or below ``path`` (a folder's through the run catalog of its
+    root; a sweep or study folder's: the runs its sweep.json or study.json names);
     RunDirError as :func:`find_run_dirs` raises it."""
+    from ..rundir.catalog import open_catalog
     from ..rundir.groups import index_name, index_runs
-    from ..rundir.index import indexed_runs
     path = os.fspath(path)
     if is_run_dir(path) or not os.path.isdir(path):
         return [Run(d) for d in find_run_dirs(path)]
@@ -142,7 +142,8 @@ def _runs_below(path):
             raise RunDirError(f"{path} is a sweep or study folder whose {name} names no run "
                               f"that exists (yet). Received: {path!r}")
         return [Run(d) for d in named]
-    runs = indexed_runs(path, write=os.access(path, os.W_OK))
+    with open_catalog(path) as catalog:
+        runs = catalog.runs(os.path.abspath(path))
     if not runs:
         find_run_dirs(path)   # raises the error that says why
     return runs
@@ -198,7 +199,7 @@ def _load_records(path):
 
 # -- comparing ---------------------------------------------------------------
 
-def compare(runs_or_paths, sort="final_loss"):
+def compare(runs_or_paths, sort="final_loss", columns=None):
     """One row per run, as a pandas DataFrame.
 
     Columns: ``experiment, run_id, status, tags`` (comma-separated),
@@ -220,8 +221,20 @@ def compare(runs_or_paths, sort="final_loss"):
 
     ``sort`` names a column (prefix ``-`` for descending); missing values go
     last. An unknown column raises ConfigError listing the valid ones.
+
+    ``columns``: only these columns, in this order (``sort`` may name
+    another). For one folder whose runs all ended with their summary in
+    run.json, identity, labels, config fields, ``final_loss``, ``min_loss``,
+    ``steps``, ``train_time_s``, ``steps_per_s`` and ``run_dir`` are read as
+    columns from the run catalog, without a file of any run.
     """
     import pandas as pd
+    if columns is not None:
+        columns = list(columns)
+        table = _compare_from_catalog(runs_or_paths, sort, columns)
+        if table is not None:
+            return table
+        return _selected(compare(runs_or_paths, sort), columns)
     runs = as_runs(runs_or_paths, _load_for_compare)
     summaries = [_summary_of(run) for run in runs]
     evals = list(dict.fromkeys(k for summary in summaries for k in summary["eval"]))
@@ -234,6 +247,44 @@ def compare(runs_or_paths, sort="final_loss"):
     table.attrs["config_columns"] = list(config.values())
     table.attrs["eval_columns"] = evals
     return sort_table(table, sort)
+
+
+def catalog_columns(path, columns):
+    """compare()'s ``columns`` of the runs below the folder ``path`` (in folder
+    order), read from the run catalog; None when it cannot tell them."""
+    return _compare_from_catalog(path, None, columns)
+
+
+def _compare_from_catalog(path, sort, columns):
+    """compare()'s ``columns`` of the runs below the folder ``path``, sorted by
+    ``sort``, from the run catalog; None when the catalog cannot tell."""
+    import pandas as pd
+    from ..rundir.catalog import open_catalog
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path) or is_run_dir(path):
+        return None
+    key = sort.lstrip("-") if isinstance(sort, str) else None
+    names = list(dict.fromkeys(columns + ([key] if key else [])))
+    with open_catalog(path) as catalog:
+        found = catalog.compare_columns(os.path.abspath(path), names)
+    if found is None:
+        return None
+    table = pd.DataFrame(found, columns=names)
+    table = (sort_table(table, sort) if sort else table)[columns]
+    table.attrs["config_columns"] = [c for c in columns if c not in IDENTITY + LABELS + OUTCOMES
+                                     and c != "run_dir"]
+    table.attrs["eval_columns"] = []
+    return table
+
+
+def _selected(table, columns):
+    unknown = [c for c in columns if c not in table.columns]
+    if unknown:
+        raise ConfigError(f"unknown column {unknown[0]!r}; valid columns: "
+                          f"{', '.join(map(str, table.columns))}. Received: columns={columns!r}",
+                          field="columns")
+    selected = table[columns]
+    selected.attrs = dict(table.attrs)
+    return selected
 
 
 def sort_table(table, sort):

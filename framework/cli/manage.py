@@ -25,6 +25,12 @@ def _add_listing_commands(sub):
                       "(default: newest first)")
     runs.add_argument("--limit", type=positive_int, metavar="N", help="show the first N runs")
     runs.add_argument("--wide", action="store_true", help="do not cut wide values; show notes")
+    runs.add_argument("--rebuild", action="store_true",
+                      help="scan the runs again into the run catalog (it is kept current "
+                           "by itself; for a run.json edited by hand)")
+    runs.add_argument("--catalog", metavar="URL",
+                      help="a PostgreSQL catalog shared by several machines "
+                           "(default: $MINDEXP_CATALOG, else SQLite in the output root)")
     form = runs.add_mutually_exclusive_group()
     form.add_argument("--csv", action="store_true", help="every column as CSV on stdout")
     form.add_argument("--json", action="store_true", help="every column as JSON on stdout")
@@ -100,11 +106,27 @@ def _add_removal_args(p):
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.add_argument("--dry-run", action="store_true", help="list what would go; remove nothing")
     p.add_argument("--out", default="outputs", help="where run ids are looked up")
+    p.add_argument("--catalog", metavar="URL",
+                   help="a PostgreSQL catalog shared by several machines (default: "
+                        "$MINDEXP_CATALOG): says on which host a run of another machine lives")
 
 
 def _list_runs(args: argparse.Namespace) -> int:
     from ..manage import runs as r
     filters = r.Filters(args.experiment, args.status, args.tag, args.since, where=args.where)
+    paths = args.paths or ["outputs"]
+    if not (args.csv or args.json) and len(paths) == 1:
+        from ..manage.queried import listed
+        text = listed(paths[0], filters, args.sort, args.limit, args.wide, args.catalog,
+                      args.rebuild)
+        if text is not None:
+            print(text)
+            return EXIT_OK
+    elif args.rebuild:
+        from ..rundir.catalog import open_catalog
+        for path in paths:
+            if os.path.isdir(path):
+                open_catalog(path, url=args.catalog, rebuild=True).close()
     table = r.order(r.select(r.runs_table(args.paths or ["outputs"]), filters), args.sort,
                     args.limit)
     if args.csv or args.json:
@@ -153,8 +175,13 @@ def _note_run(args: argparse.Namespace) -> int:
 
 
 def _remove_targets(args: argparse.Namespace) -> int:
+    from ..errors import RunDirError
     from ..manage.cleanup import plan_rm, remove_dead_removals
-    targets = plan_rm(args.targets, args.out)
+    try:
+        targets = plan_rm(args.targets, args.out)
+    except RunDirError:
+        _refuse_remote(args.targets, args.catalog)
+        raise
     code = _remove(targets, args)
     left = remove_dead_removals([os.path.dirname(t.path) for t in targets], args.dry_run)
     _say_leftovers(left, args.dry_run)
@@ -167,6 +194,21 @@ def _say_leftovers(left, dry_run):
               "folder(s) left by a killed writer or removal")
 
 
+def _refuse_remote(specs, url):
+    """MindexpError saying where a run lives when a shared catalog has it on another host."""
+    from ..rundir.catalog import elsewhere
+    from ..secrets import masked
+    for spec in specs:
+        if os.path.exists(spec):
+            continue
+        found = elsewhere(spec, url)
+        if found:
+            places = "; ".join(f"on host {host} at {masked(path)}" for host, path in found)
+            raise MindexpError(f"run {spec} lives {places}: its files are there, not on this "
+                               f"machine; remove it there (mindexp rm on that host). Nothing "
+                               f"was removed.")
+
+
 def _collect_garbage(args: argparse.Namespace) -> int:
     from ..manage import runs as r
     from ..manage.cleanup import plan_gc, remove_leftovers
@@ -174,7 +216,7 @@ def _collect_garbage(args: argparse.Namespace) -> int:
                         args.where)
     table = r.select(r.runs_table(args.paths or ["outputs"]), filters)
     if args.keep_best and args.by not in table.columns:
-        table = r.with_log_columns(table)
+        table = r.with_column(table, args.by, args.paths or ["outputs"])
     targets, kept = plan_gc(table, args.keep_best, args.by)
     for target, why in kept:
         print(f"kept {target.path}: {why}", file=sys.stderr)

@@ -18,6 +18,7 @@ from ..rundir.io import is_run_dir, read_json, write_json
 from ..rundir.meta import read_meta
 from .runs import short_path
 from .show import find_run, human_size
+from ..rundir.catalog import run_removed
 from ..rundir.record import locked
 from ..rundir.run_lock import acquire, holder, lock_trouble, unwritable
 
@@ -198,12 +199,14 @@ def _delete(path):
 def _remove_run(target):
     if os.path.islink(target.path):  # only the link goes: its target's run is not touched
         drop_from_indexes(target.path, target.meta.get("run_id"))
+        run_removed(target.path)
         _delete(_hide(target.path))
         return
     lock = acquire(target.path, "remove")
     try:  # held until the files are gone: no resume can start in it meanwhile
         hidden = _hide(target.path)
         drop_from_indexes(target.path, target.meta.get("run_id"))
+        run_removed(target.path)
         _delete(hidden)
     finally:
         lock.release()

@@ -20,6 +20,11 @@ def visible(text: str) -> str:
     return _CONTROL.sub(_escaped, text)
 
 
+def has_control(text: str) -> bool:
+    """Whether :func:`visible` would change ``text``."""
+    return _CONTROL.search(text) is not None
+
+
 def visible_lines(text: str) -> str:
     """``text`` with its control characters escaped but its line ends and tabs kept."""
     return _STRUCTURAL.sub(_escaped, text)

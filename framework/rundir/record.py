@@ -16,6 +16,7 @@ import time
 
 from ..callbacks import schema
 from ..errors import RunDirError
+from .catalog import run_written
 from .io import now_iso, write_json
 from .meta import read_meta
 
@@ -92,6 +93,7 @@ class RunRecord:
         """Write config.json (the full resolved config) atomically."""
         if self.writer:
             write_json(os.path.join(self.run_dir, schema.CONFIG_JSON), config_dict)
+            run_written(self.run_dir)
 
     def resumed_from(self, previous, step, checkpoint):
         """Continue ``previous`` (the old run.json): its start, its time, one more resume."""
@@ -233,6 +235,7 @@ def update_meta(run_dir, change):
             write_json(path, meta)
     except OSError as exc:
         raise RunDirError(f"cannot update {path}: {exc.strerror}. Received: {run_dir!r}") from None
+    run_written(run_dir)
     return meta
 
 
@@ -246,6 +249,7 @@ def write_keeping_user_fields(run_dir, meta):
             current = {}
         meta.update({k: current[k] for k in USER_FIELDS if k in current})
         write_json(path, meta)
+    run_written(run_dir)
 
 
 def _mindspore_version():

@@ -1,0 +1,165 @@
+"""The run catalog at 10,000 and 100,000 runs (issue 43), whole processes.
+
+    python benchmarks/catalogrun.py N OUT [--before PYTHON] [--template RUN]  ->  one JSON line
+
+Builds N runs under OUT/runs/linear/ by copying one real run (trained here
+with ``mindexp run linear`` unless ``--template`` names one): run.json and
+config.json written per copy (its own id, start time, ``lr`` and final
+loss), its logs hard-linked (its folders -- source/, checkpoints/ -- left
+out: no listing reads them). Then measures, each in a process of its own,
+with this interpreter's mindexp (``after``) and, with ``--before``, an
+interpreter that has another mindexp installed (main's, say):
+
+- ``runs_first_s``: ``mindexp runs ROOT``, no catalog (or index) yet;
+- ``runs_s``: the same again; ``first_line_s``: until its first line;
+- ``where_s``: ``runs ROOT --where "lr < 0.001 and final_loss < 0.01"``;
+- ``compare_s``: ``compare(ROOT)`` inside Python (import excluded);
+  ``compare_columns_s``: ``compare(ROOT, columns=[...])`` of six columns;
+- ``*_rss_mb``: each process's peak resident memory;
+- ``pandas_imported``: whether ``mindexp runs`` imported pandas.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+WHERE = "lr < 0.001 and final_loss < 0.01"
+COMPARE = ("import sys, time\nfrom mindexp import compare\nimport pandas\n"
+           "t, c = time.perf_counter(), time.process_time()\ntable = compare(sys.argv[1])\n"
+           "print(time.perf_counter() - t, time.process_time() - c, len(table))")
+COMPARE_COLUMNS = COMPARE.replace(
+    "compare(sys.argv[1])", "compare(sys.argv[1], columns=['run_id', 'optimizer', 'lr', "
+    "'final_loss', 'min_loss', 'steps'])")
+
+
+def train_template(out, python):
+    """One real run of the shipped linear experiment; returns its folder."""
+    env = dict(os.environ, MINDEXP_PLOTS="0", GLOG_v="3")
+    subprocess.run([python, "-m", "mindexp", "run", "linear", "--set", "epochs=2", "--out",
+                    out, "--quiet"], check=True, env=env, capture_output=True, timeout=600)
+    folder = os.path.join(out, "linear")
+    return os.path.join(folder, sorted(os.listdir(folder))[0])
+
+
+LINKS_PER_FILE = 50_000   # ext4 allows 65,000 links to one file: a fresh copy after these
+
+
+def build(template, root, n):
+    """N copies of ``template`` below ``root``/linear/ (a copy already there is kept)."""
+    meta = json.load(open(os.path.join(template, "run.json")))
+    config = json.load(open(os.path.join(template, "config.json")))
+    logs = [f for f in os.listdir(template) if f.endswith(".csv")]
+    source = template
+    for i in range(n):
+        if i % LINKS_PER_FILE == 0:
+            source = os.path.join(os.path.dirname(root), f"logs-{i // LINKS_PER_FILE}")
+            os.makedirs(source, exist_ok=True)
+            for name in logs:
+                shutil.copy(os.path.join(template, name), os.path.join(source, name))
+        run_id = f"20260101-{i:06d}-linear-{i:06x}"
+        run_dir = os.path.join(root, "linear", run_id)
+        if os.path.exists(os.path.join(run_dir, "run.json")):
+            continue
+        os.makedirs(run_dir, exist_ok=True)
+        lr = 10 ** (-4 + 3 * _spread(i, 7919))
+        loss = 10 ** (-3 + 3 * _spread(i, 104729))
+        summary = json.loads(json.dumps(meta.get("summary") or {}))
+        if summary.get("loss"):
+            summary["loss"].update(final=loss, min=loss)
+        started = f"2026-01-{1 + i // 86400 % 28:02d}T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:" \
+                  f"{i % 60:02d}+00:00"
+        for name in logs:
+            target = os.path.join(run_dir, name)
+            if not os.path.exists(target):
+                os.link(os.path.join(source, name), target)
+        _write(run_dir, "config.json", config | {"lr": lr})
+        _write(run_dir, "run.json", meta | {"run_id": run_id, "final_loss": loss,
+                                            "started_at": started, "summary": summary})
+
+
+def _spread(i, prime):
+    """A number in [0, 1) that looks random and is the same every time."""
+    return (i * prime % 1000003) / 1000003
+
+
+def _write(folder, name, data):
+    with open(os.path.join(folder, name), "w") as f:
+        json.dump(data, f)
+
+
+def timed_process(cmd):
+    """(seconds, peak RSS in MB, seconds until the first line, stdout's lines, CPU
+    seconds: user + system, the figure that a busy machine disturbs least)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, GLOG_v="3"))
+    first = proc.stdout.readline()
+    first_s = time.perf_counter() - start
+    lines = 1 + sum(1 for _ in proc.stdout) if first else 0
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    if status != 0:
+        raise RuntimeError(f"{cmd} exited with {status}")
+    return seconds, usage.ru_maxrss / 1024, first_s, lines, usage.ru_utime + usage.ru_stime
+
+
+def measure(python, root, label):
+    """Each figure for one interpreter's mindexp; catalogs and indexes removed first."""
+    for hidden in (".mindexp-catalog", ".mindexp-index.json"):
+        path = os.path.join(root, hidden)
+        shutil.rmtree(path) if os.path.isdir(path) else os.path.exists(path) and os.remove(path)
+    runs = [python, "-m", "mindexp", "runs", root]
+    res = {}
+    res["runs_first_s"], res["runs_first_rss_mb"], _, lines, res["runs_first_cpu_s"] = \
+        timed_process(runs)
+    res["runs_s"], res["runs_rss_mb"], res["first_line_s"], lines, res["runs_cpu_s"] = \
+        timed_process(runs)
+    res["rows"] = lines - 1
+    res["where_s"], res["where_rss_mb"], _, lines, res["where_cpu_s"] = \
+        timed_process(runs + ["--where", WHERE])
+    res["where_rows"] = max(0, lines - 1)
+    out = subprocess.run([python, "-c", COMPARE, root], capture_output=True, text=True,
+                         check=True, timeout=3600)
+    res["compare_s"], res["compare_cpu_s"] = map(float, out.stdout.split()[:2])
+    probe = subprocess.run([python, "-X", "importtime", "-m", "mindexp", "runs", root,
+                            "--limit", "1"], capture_output=True, text=True, timeout=3600)
+    res["pandas_imported"] = " pandas" in probe.stderr
+    out = subprocess.run([python, "-c", COMPARE_COLUMNS, root], capture_output=True, text=True,
+                         timeout=3600)
+    if out.returncode == 0:   # an older compare() takes no columns
+        res["compare_columns_s"], res["compare_columns_cpu_s"] = map(float,
+                                                                     out.stdout.split()[:2])
+    return {f"{label}_{k}": v for k, v in res.items()}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("n", type=int)
+    p.add_argument("out")
+    p.add_argument("--before", help="an interpreter with the mindexp to compare against")
+    p.add_argument("--template", help="a run folder to copy (default: train one)")
+    args = p.parse_args(argv)
+    root = os.path.join(args.out, "runs")
+    res = {"runs": args.n}
+    done = os.path.join(args.out, "built")
+    if not os.path.exists(done):   # a build cut short goes on where it stopped
+        trained = os.path.join(args.out, "template")
+        template = args.template or (os.path.join(trained, "linear", os.listdir(
+            os.path.join(trained, "linear"))[0]) if os.path.isdir(trained)
+            else train_template(trained, sys.executable))
+        start = time.perf_counter()
+        build(template, root, args.n)
+        res["build_s"] = time.perf_counter() - start
+        open(done, "w").close()
+    if args.before:
+        res.update(measure(args.before, root, "before"))
+    res.update(measure(sys.executable, root, "after"))
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""``mindexp runs`` answered by the run catalog: filters, ``--where`` (its
+SQL subset), ``--sort`` and ``--limit`` as one query, the table printed
+without pandas. Prints exactly what :mod:`.runs` prints from a DataFrame;
+whatever this module cannot answer (``--csv``/``--json``, a ``--where``
+outside the subset, a column only the logs give, several folders, a folder
+without runs) returns None and the DataFrame path answers, as before.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ..callbacks import schema
+from ..rundir.catalog import open_catalog
+from ..rundir.meta import UNREADABLE
+from ..rundir.run_lock import shown_status
+from . import where as w
+
+_BASE = ("host", "root", "rel", "status", "problem", "tags", "started_ts", "steps",
+         "final_loss", "note")
+SHOWN = ("path", "status", "tags", "age", "steps", "final_loss")
+
+
+def listed(path, filters, sort=None, limit=None, wide=False, url=None, rebuild=False):
+    """The text ``mindexp runs PATH`` prints, or None when the catalog cannot
+    answer (the caller then builds the DataFrame)."""
+    if not os.path.isdir(path) or os.path.lexists(os.path.join(path, schema.RUN_JSON)):
+        return None
+    with open_catalog(path, url=url, rebuild=rebuild) as catalog:
+        return _listed(catalog, os.path.abspath(path), filters, sort, limit, wide)
+
+
+def _listed(catalog, folder, filters, sort, limit, wide):
+    scope, params = catalog.scope(folder)
+    if not catalog.select(["1"], f"{scope} AND problem IS NULL", params, limit=1):
+        return None      # no run loads: the DataFrame path says why, as before
+    try:
+        tree = w.parse(filters.where) if filters.where else None
+        kinds = _kinds(catalog, scope, params, (w.names(tree) if tree else []) +
+                       ([sort.lstrip("-")] if sort else []))
+        condition, values = _condition(catalog, filters, tree, kinds)
+        order, order_values = _order(catalog, sort, kinds)
+    except w.Unsupported:
+        return None
+    _warn_problems(catalog, scope, params)
+    rows = _rows(catalog, f"{scope} AND (status IS NULL OR status <> 'skipped')",
+                 params, condition, values, order, order_values, tree, kinds, limit, wide)
+    if not rows:
+        return "no runs match"
+    extra = [n for n in _mentioned(catalog, scope, params, kinds, filters.where, sort)
+             if n not in SHOWN]
+    return _format(catalog, rows, extra, wide)
+
+
+def _kinds(catalog, scope, params, names):
+    """name -> (``flat``|``config``, ``number``|``text``) for each name the query
+    uses; Unsupported for a name the catalog cannot answer like pandas would."""
+    out = {}
+    for name in dict.fromkeys(names):
+        field_kinds = _field_kinds(catalog, scope, params, name)
+        if field_kinds:
+            if name in w.NUMBER_COLUMNS + w.TEXT_COLUMNS or len(field_kinds) > 1 or \
+                    field_kinds[0] not in ("number", "text"):
+                raise w.Unsupported(f"config field {name}: {field_kinds}")
+            out[name] = ("config", field_kinds[0])
+        elif name in w.NUMBER_COLUMNS:
+            out[name] = ("flat", "number")
+        elif name in w.TEXT_COLUMNS:
+            out[name] = ("flat", "text")
+        else:
+            raise w.Unsupported(f"unknown column {name}")
+    return out
+
+
+def _field_kinds(catalog, scope, params, name):
+    """The kinds of value config field ``name`` holds in the scope ([]: no run has it)."""
+    if catalog.has_nan_config():
+        raise w.Unsupported("a config holds NaN")
+    return catalog.field_kinds(scope, params, name)
+
+
+def _condition(catalog, filters, tree, kinds):
+    """The SQL of the plain filters and of ``--where`` (running runs are
+    matched in Python later: their steps and loss are in loss.csv)."""
+    parts, values = [], []
+    if filters.experiments:
+        parts.append(f"experiment IN ({', '.join('?' for _ in filters.experiments)})")
+        values += filters.experiments
+    if filters.statuses:
+        parts.append(f"status IN ({', '.join('?' for _ in filters.statuses)})")
+        values += filters.statuses
+    for tag in filters.tags:
+        parts.append(catalog.db.contains_tag())
+        values.append(tag)
+    if filters.since is not None:
+        parts.append("started_ts >= ?")
+        values.append(filters.since)
+    if filters.older is not None:
+        parts.append("COALESCE(ended_ts, started_ts) <= ?")
+        values.append(filters.older)
+    if tree is not None:
+        sql, params = w.to_sql(tree, kinds, catalog.db)
+        parts.append(f"({sql} OR status = 'running')")
+        values += params
+    return " AND ".join(parts) or "1 = 1", values
+
+
+def _order(catalog, sort, kinds):
+    """ORDER BY: newest first (then by folder; unreadable runs last), or by
+    ``sort`` with missing values last and that order among equals."""
+    db = catalog.db
+    base = (f"started_at IS NULL, {db.text_order('started_at')} DESC, problem IS NOT NULL, "
+            f"{db.text_order('rel')}")
+    if not sort:
+        return base, []
+    name = sort.lstrip("-")
+    place, kind = kinds[name]
+    if name in ("steps", "final_loss", "status") and catalog.select(
+            ["1"], "status = 'running'", (), limit=1):
+        raise w.Unsupported("sorted by a value a running run's loss.csv may change")
+    column, values = (name, []) if place == "flat" else (db.typed_field(kind), [db.key(name)])
+    if kind == "text":
+        column = db.text_order(column) if place == "flat" else column
+    direction = " DESC" if sort.startswith("-") else ""
+    return f"{column.split(' COLLATE')[0]} IS NULL, {column}{direction}, {base}", values * 2
+
+
+def _rows(catalog, scope, params, condition, values, order, order_values, tree, kinds,
+          limit, wide):
+    """``[[path, status, tags, age, steps, final_loss, extra..., note]]`` of the
+    matching rows, in order, at most ``limit``."""
+    db = catalog.db
+    extra = [n for n in kinds if kinds[n][0] == "config"]
+    flat = [n for n in kinds if kinds[n][0] == "flat" and n not in _BASE]
+    # this host's rows (all of them, on SQLite) carry no host and root: two strings
+    # fewer to make per row at 100,000 rows
+    columns = ["CASE WHEN host = ? AND root = ? THEN NULL ELSE host END",
+               "CASE WHEN host = ? AND root = ? THEN NULL ELSE root END"] + list(_BASE[2:])
+    select_values = [catalog.host, catalog.key_root] * 2
+    for name in extra:
+        columns += [db.json_value(), db.json_kind()]
+        select_values += [db.key(name), db.key(name)]
+    columns += flat
+    columns.append("CASE WHEN status = 'running' THEN config END")
+    text = (f"SELECT {', '.join(columns)} FROM runs WHERE {scope} AND {condition} "
+            f"ORDER BY {order}")
+    all_values = select_values + list(params) + list(values) + list(order_values)
+    now = time.time()
+    out = []
+    plain = not extra and not flat
+    for row in _fetch(db, text, all_values, limit, tree):
+        if plain and row[0] is None and row[3] != "running" and row[4] is None:
+            out.append(row)   # most rows: read as they are, a column at a time (_format)
+        else:
+            record = _record(catalog, row, extra, flat, now)
+            if tree is not None and row[3] == "running" and not w.matches(tree, record):
+                continue
+            out.append(record)
+        if limit and len(out) >= limit:
+            break
+    return out
+
+
+def _fetch(db, text, values, limit, tree):
+    """The rows of the query; with a limit, fetched in batches (running runs
+    matched in Python may drop some)."""
+    cursor = db.execute(text, values)
+    while True:
+        batch = cursor.fetchmany(limit or 10000) if limit else cursor.fetchall()
+        if not batch:
+            return
+        yield from batch
+        if not limit:
+            return
+
+
+def _record(catalog, row, extra, flat, now):
+    host, root, rel, status, problem, tags, started_ts, steps, final_loss, note = row[:10]
+    here = host is None
+    run_dir = catalog.location(catalog.host, catalog.key_root, rel) if here else \
+        catalog.location(host, root, rel)
+    record = {"run_dir": run_dir, "status": status, "tags": tags or "", "note": note or "",
+              "age_s": None if started_ts is None else max(0.0, now - started_ts),
+              "steps": steps, "final_loss": final_loss}
+    if problem is not None:   # unreadable: listed with its status only
+        record.update(status=UNREADABLE, steps=None, final_loss=None)
+    for i, name in enumerate(extra):
+        record[name] = _json_cell(row[10 + 2 * i], row[11 + 2 * i])
+    for i, name in enumerate(flat):
+        record[name] = row[10 + 2 * len(extra) + i]
+    if status == "running" and here:
+        record["status"] = shown_status(run_dir, status)
+        record["steps"], record["final_loss"] = _live_progress(run_dir)
+        config = row[-1]
+        for name in extra:   # a running run's config as pandas would see it
+            record[name] = _plain(json.loads(config).get(name)) if config else None
+    return record
+
+
+def _json_cell(value, kind):
+    if kind == "bool":
+        return bool(value)
+    if kind == "other" and isinstance(value, str):
+        return _plain(json.loads(value))
+    return _plain(value)
+
+
+def _plain(value):
+    if isinstance(value, list):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _live_progress(run_dir):
+    """A running run's last step and loss from the end of its loss.csv (as
+    ``runs`` has always shown them), without reading the whole log."""
+    path = os.path.join(run_dir, schema.LOSS.filename)
+    try:
+        with schema.open_file(path) as f:
+            header = f.readline().decode().strip().split(",")
+            start = f.tell()
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(start, size - 65536))
+            lines = f.read().decode(errors="replace").split("\n")
+    except (OSError, ValueError):
+        return 0, None
+    # the first line of a tail may be cut, the last one not yet ended: neither is a row
+    lines = lines[1 if size - 65536 > start else 0:-1]
+    rows = [r for r in (line.split(",") for line in lines) if len(r) == len(header)]
+    if not rows:
+        return 0, None
+    last = dict(zip(header, rows[-1]))
+    try:
+        return int(float(last[schema.Col.STEP])), float(last[schema.Col.LOSS])
+    except (KeyError, ValueError):
+        return 0, None
+
+
+def _warn_problems(catalog, scope, params):
+    """The warnings the DataFrame path logs for runs that could not be read."""
+    from ..analysis.reports import logger
+    for status, problem in catalog.select(["status", "problem"], f"{scope} AND problem IS NOT "
+                                          "NULL", params, order="rel"):
+        logger.warning("%s: %s", "unreadable run" if status == UNREADABLE
+                       else "skipped a broken run", problem)
+
+
+def _mentioned(catalog, scope, params, kinds, where_text, sort):
+    """The columns ``--where``/``--sort`` name, in the runs table's column order
+    (config fields in the order of the first run's config.json)."""
+    import re
+    words = set()
+    for text in (where_text, (sort or "").lstrip("-")):
+        if text:
+            words |= {a or b for a, b in re.findall(r"`([^`]+)`|([A-Za-z_][A-Za-z0-9_.]*)",
+                                                      text)}
+    head = ("run_id", "experiment", "status", "tags", "note", "started_at", "ended_at")
+    config = [n for n in kinds if kinds[n][0] == "config"]
+    if len(config) > 1:
+        first = catalog.select(["config"], f"{scope} AND problem IS NULL", params,
+                               order=catalog.db.text_order("rel"), limit=1)
+        keys = list(json.loads(first[0][0]) if isinstance(first[0][0], str) else first[0][0])
+        config.sort(key=lambda n: keys.index(n) if n in keys else len(keys))
+    tail = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
+    order = [n for n in head if n in kinds] + config + [n for n in tail if n in kinds]
+    return [n for n in order if n in words]
+
+
+# -- the table --------------------------------------------------------------------
+
+def _format(catalog, records, extra, wide):
+    """The table of ``records``: a dict per row that needed one (running,
+    unreadable, another host's, extra columns), else the query's own tuple."""
+    from ..analysis.reports import format_age
+    from .runs import fitted_columns, short_paths
+    now, head = time.time(), catalog.root.rstrip("/") + "/"
+
+    def column(name, index, tuple_value=None):
+        return [r[name] if type(r) is dict else  # noqa: E721 - the two shapes of a row
+                (r[index] if tuple_value is None else tuple_value(r[index])) for r in records]
+    ages = column("age_s", 6, lambda ts: None if ts is None else max(0.0, now - ts))
+    columns = {"path": short_paths(column("run_dir", 2, lambda rel: head + rel)),
+               "status": column("status", 3), "tags": column("tags", 5, lambda t: t or ""),
+               "age": [format_age(a) for a in ages], "steps": column("steps", 7),
+               "final_loss": column("final_loss", 8)}
+    numeric = {"final_loss": True}
+    for name in extra:
+        columns[name] = [r.get(name) for r in records]
+    if wide:
+        columns["note"] = column("note", 9, lambda n: n or "")
+    return fitted_columns(columns, numeric, width=None if wide else 100)

@@ -1,0 +1,1016 @@
+"""The run catalog: one table of runs per output root, in SQLite (the file
+``.mindexp-catalog/runs.sqlite`` in the root) or in PostgreSQL (``--catalog URL`` or
+``MINDEXP_CATALOG``), so that listing, filtering and sorting 100,000 runs is
+a query instead of 200,000 file reads.
+
+The run folders stay the truth; the catalog is derived from them:
+
+- built from a scan when missing (or on ``mindexp runs --rebuild``);
+- kept current by the writers: run.json (start, resume, end, tag, note) and
+  config.json written (:func:`run_written`, called by ``record.py``), a run
+  removed (:func:`run_removed`, by ``rm`` and ``gc``);
+- checked on every open for what writers did not say (a run copied in by
+  hand, or written by an older mindexp): each folder that holds runs is
+  remembered with its modification time; a folder whose time changed is
+  listed again (new runs read, vanished ones dropped), and a run still
+  ``running`` is read again when its run.json changed. A run.json edited
+  by hand inside a finished run is seen after ``--rebuild``.
+
+Where WAL cannot work (a network filesystem) the file uses a rollback
+journal; where the root cannot be written (a read-only copy) a current
+catalog is read as it is and a missing or stale one is built in memory from
+a scan: listing never needs to write.
+
+On PostgreSQL every row also names its host (``MINDEXP_HOST``, else the
+machine's name) and root: a rebuild touches only this host's rows of this
+root, and another host's runs are listed with ``HOST:PATH`` (their files are
+there, not here). The URL's password is never written or printed
+(:func:`mindexp.secrets.masked`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import platform
+import sqlite3
+import stat
+from typing import Any, Sequence
+
+from ..callbacks import schema
+from ..errors import ConfigError, RunDirError
+from ..secrets import masked
+from .meta import UnreadableRun, UNREADABLE
+from .run import Run
+
+logger = logging.getLogger(__name__)
+
+VERSION = 1                      # the schema this code writes; MIGRATIONS lead to it
+URL_VARIABLE = "MINDEXP_CATALOG"  # a PostgreSQL catalog for every command and run
+HOST_VARIABLE = "MINDEXP_HOST"    # this machine's name in a shared catalog
+BUSY_TIMEOUT_S = 30.0            # a writer waits this long for another's transaction
+# Filesystems where SQLite's WAL (shared memory beside the file) is unsafe.
+_NO_WAL_FILESYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "afs",
+                       "ceph", "glusterfs", "lustre"}
+
+# The run's columns the listing and the queries use, in table order (flat:
+# one value each); config (JSON) and the whole run.json (in ``records``) beside.
+FLAT = ("run_id", "experiment", "status", "problem", "started_at", "ended_at", "started_ts",
+        "ended_ts", "steps", "epochs", "final_loss", "min_loss", "train_time_s", "steps_per_s",
+        "tags", "note", "summarized", "compare_final_loss", "compare_steps")
+# compare()'s own outcome columns, as it computes them from run.json's final summary
+# (``summarized`` = 1): read from the catalog without the run's files.
+COMPARE_COLUMNS = {"final_loss": "compare_final_loss", "steps": "compare_steps",
+                   "min_loss": "min_loss", "train_time_s": "train_time_s",
+                   "steps_per_s": "steps_per_s", "experiment": "experiment",
+                   "run_id": "run_id", "status": "status", "tags": "tags", "note": "note"}
+TEXT_COLUMNS = ("run_id", "experiment", "status", "problem", "started_at", "ended_at", "tags",
+                "note")
+_PG_TYPES = {c: "TEXT" for c in TEXT_COLUMNS} | {"steps": "BIGINT", "epochs": "BIGINT",
+                                                 "summarized": "INTEGER",
+                                                 "compare_steps": "BIGINT"}
+
+
+def _ddl(dialect: str) -> list[str]:
+    """Version 1 of the tables. SQLite keeps each value's own type (no column
+    affinity: a float stays a float); PostgreSQL gets types and JSONB."""
+    pg = dialect == "postgresql"
+
+    def typed(column):
+        return f"{column} {_PG_TYPES.get(column, 'DOUBLE PRECISION')}" if pg else column
+    flat = ", ".join(typed(c) for c in FLAT)
+    json_type = "JSONB" if pg else "TEXT"
+    return [
+        f"CREATE TABLE runs (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
+        f"parent TEXT NOT NULL, {flat}, config {json_type}, config_nan INTEGER, "
+        f"run_sig TEXT, PRIMARY KEY (host, root, rel))",
+        "CREATE INDEX runs_parent ON runs (host, root, parent)",
+        "CREATE INDEX runs_started ON runs (started_at)",
+        "CREATE INDEX runs_status ON runs (status)",
+        # the few runs that could not be read, found without a scan (warned about on listing)
+        "CREATE INDEX runs_problem ON runs (host, root, rel) WHERE problem IS NOT NULL",
+        "CREATE TABLE records (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
+        "meta TEXT, PRIMARY KEY (host, root, rel))",
+        "CREATE TABLE folders (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
+        "mtime_ns BIGINT, PRIMARY KEY (host, root, rel))",
+        # every (config field, kind of value) a run of the root ever had: which fields
+        # --where may ask SQL about without reading every config (kept on removals:
+        # a stale kind only sends a query to pandas)
+        "CREATE TABLE fields (host TEXT NOT NULL, root TEXT NOT NULL, key TEXT NOT NULL, "
+        "kind TEXT NOT NULL, PRIMARY KEY (host, root, key, kind))",
+        # which folder the rows were scanned from (device:inode): a copied root rebuilds
+        "CREATE TABLE roots (host TEXT NOT NULL, root TEXT NOT NULL, folder_id TEXT, "
+        "PRIMARY KEY (host, root))",
+    ]
+
+
+# version -> the statements that lead from it to version + 1 (none yet: 1 is the first)
+MIGRATIONS: dict[int, list[str]] = {}
+
+
+def this_host() -> str:
+    """This machine's name in a catalog: ``MINDEXP_HOST`` when set (tests fake a
+    second machine with it), else the network name."""
+    return os.environ.get(HOST_VARIABLE) or platform.node() or "localhost"
+
+
+# -- finding the catalog -------------------------------------------------------------
+
+# How far above a listed folder (or a run's folder) a catalog is looked for:
+# ``<root>/<experiment>/<run>`` and a sweep's or study's folder below the root.
+_LEVELS_UP = 2
+
+
+def catalog_root(path: str | os.PathLike, shared: bool = False) -> str:
+    """The output root whose catalog covers the folder ``path``: the nearest of
+    ``path`` and the two folders above it holding :data:`schema.CATALOG`, else
+    ``path`` itself (never a folder above it: a catalog made in a shared
+    parent would be found, and scanned, by every folder below it). For a
+    shared catalog (PostgreSQL, no file): ``path``, or its parent when runs
+    lie right in ``path`` (an experiment's folder), as :func:`_roots_of_run`."""
+    start = os.path.abspath(os.fspath(path))
+    if shared:
+        return os.path.dirname(start) if _holds_runs(start) else start
+    for folder in _above(start, _LEVELS_UP):
+        if os.path.lexists(os.path.join(folder, schema.CATALOG)):
+            return folder
+    return start
+
+
+def _above(folder, levels):
+    """``folder`` and up to ``levels`` folders above it."""
+    out = [folder]
+    for _ in range(levels):
+        parent = os.path.dirname(out[-1])
+        if parent == out[-1]:
+            break
+        out.append(parent)
+    return out
+
+
+def _holds_runs(folder):
+    try:
+        with os.scandir(folder) as entries:
+            return any(e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+                       and os.path.lexists(os.path.join(e.path, schema.RUN_JSON))
+                       for e in entries)
+    except OSError:
+        return False
+
+
+def _roots_of_run(run_dir):
+    """The roots whose SQLite catalog holds ``run_dir`` (the folders up to three
+    levels above it holding one), and the root of its row in a shared catalog
+    (``<root>/<experiment>/<run>``)."""
+    local = [f for f in _above(os.path.dirname(run_dir), _LEVELS_UP)
+             if os.path.lexists(os.path.join(f, schema.CATALOG))]
+    return local, os.path.dirname(os.path.dirname(run_dir))
+
+
+def catalog_url(url: str | None = None) -> str | None:
+    """The PostgreSQL catalog asked for: ``url``, else ``MINDEXP_CATALOG``, else None."""
+    return url or os.environ.get(URL_VARIABLE) or None
+
+
+# -- the database --------------------------------------------------------------------
+
+class _Database:
+    """One connection and the few things SQLite and PostgreSQL spell differently."""
+
+    def __init__(self, conn, dialect, journal=None):
+        self.conn, self.dialect, self.journal = conn, dialect, journal
+
+    def sql(self, text):
+        return text.replace("?", "%s") if self.dialect == "postgresql" else text
+
+    def execute(self, text, params=()):
+        cursor = self.conn.cursor()
+        cursor.execute(self.sql(text), tuple(params))
+        return cursor
+
+    def executemany(self, text, rows):
+        rows = list(rows)
+        if rows:
+            self.conn.cursor().executemany(self.sql(text), rows)
+
+    def json_value(self, key_param="?"):
+        """SQL for the config field named by the parameter (the field as data, never text)."""
+        if self.dialect == "postgresql":
+            return f"(config -> {key_param})"
+        return f"json_extract(config, {key_param})"
+
+    def json_kind(self, key_param="?"):
+        """SQL giving ``number``, ``text``, ``bool``, ``other`` or NULL (absent) of a field."""
+        if self.dialect == "postgresql":
+            return (f"(CASE jsonb_typeof(config -> {key_param}) WHEN 'number' THEN 'number' "
+                    f"WHEN 'string' THEN 'text' WHEN 'boolean' THEN 'bool' WHEN 'array' THEN "
+                    f"'other' WHEN 'object' THEN 'other' END)")
+        return (f"(CASE json_type(config, {key_param}) WHEN 'integer' THEN 'number' "
+                f"WHEN 'real' THEN 'number' WHEN 'text' THEN 'text' WHEN 'true' THEN 'bool' "
+                f"WHEN 'false' THEN 'bool' WHEN 'array' THEN 'other' WHEN 'object' THEN 'other' "
+                f"END)")
+
+    def typed_field(self, kind):
+        """SQL of a config field (one parameter: :meth:`key`) whose values are all of
+        ``kind`` (``number`` or ``text``) where present, as :meth:`Catalog.field_kinds`
+        says; NULL where absent."""
+        if self.dialect == "postgresql":
+            return "((config ->> ?)::double precision)" if kind == "number" else "(config ->> ?)"
+        return "json_extract(config, ?)"
+
+    def key(self, field):
+        """The parameter that names config field ``field``."""
+        return field if self.dialect == "postgresql" else '$."' + field.replace('"', '""') + '"'
+
+    def contains_tag(self):
+        """SQL true when the run has the tag given as the parameter."""
+        fn = "strpos" if self.dialect == "postgresql" else "instr"
+        return f"{fn}(',' || tags || ',', ',' || ? || ',') > 0"
+
+    def text_order(self, column):
+        return f'{column} COLLATE "C"' if self.dialect == "postgresql" else column
+
+    def commit(self):
+        self.conn.commit()
+
+    def close(self):
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection: nothing left to do
+            pass
+
+
+def _connect_sqlite(path, read_only=False):
+    """A connection with WAL where it is safe (else a rollback journal) and a busy timeout."""
+    if read_only:
+        uri = "file:" + _uri_path(path) + "?mode=ro"
+        if not os.access(os.path.dirname(path), os.W_OK):
+            uri += "&immutable=1"   # no -shm can be made beside it: read as a still file
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                               check_same_thread=False)
+        return _Database(conn, "sqlite", journal="read-only")
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                           check_same_thread=False)
+    journal = "delete"
+    if _filesystem_of(path) not in _NO_WAL_FILESYSTEMS:
+        try:
+            journal = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.OperationalError:
+            journal = "delete"
+    if journal != "wal":
+        conn.execute("PRAGMA journal_mode=DELETE")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return _Database(conn, "sqlite", journal=journal)
+
+
+def _uri_path(path):
+    from urllib.parse import quote
+    return quote(os.path.abspath(path))
+
+
+def _filesystem_of(path):
+    """The filesystem type of the mount holding ``path`` (from /proc/self/mountinfo), or ''."""
+    path = os.path.realpath(os.path.dirname(path))
+    best, kind = "", ""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                point = left.split()[4].replace("\\040", " ")
+                if (path == point or path.startswith(point.rstrip("/") + "/")) \
+                        and len(point) >= len(best):
+                    best, kind = point, right.split()[0]
+    except (OSError, IndexError):
+        return ""
+    return kind
+
+
+def _connect_postgres(url):
+    try:
+        import psycopg
+    except ImportError:
+        raise ConfigError("a PostgreSQL catalog needs psycopg (pip install 'mindexp[catalog]'). "
+                          f"Received: --catalog {masked(url)}", field="catalog") from None
+    conninfo = _libpq_url(url)
+    try:
+        conn = psycopg.connect(conninfo, connect_timeout=10)
+    except psycopg.Error as exc:
+        detail = masked(" ".join(str(exc).split()))
+        raise ConfigError(f"cannot open the catalog {masked(url)}: {detail}",
+                          field="catalog") from None
+    return _Database(conn, "postgresql")
+
+
+def _libpq_url(url):
+    """``postgresql+psycopg://...`` (SQLAlchemy's spelling, as for --storage) -> libpq's."""
+    scheme, sep, rest = url.partition("://")
+    base = scheme.split("+", 1)[0].lower()
+    if not sep or base not in ("postgresql", "postgres"):
+        raise ConfigError("--catalog takes a PostgreSQL URL (postgresql://USER@HOST:PORT/DB, "
+                          "also postgresql+psycopg://...); the default catalog is SQLite in "
+                          f"the output root. Received: --catalog {masked(url)}", field="catalog")
+    return "postgresql://" + rest
+
+
+# -- the catalog ----------------------------------------------------------------------
+
+class Catalog:
+    """The table of the runs under one output root (``root``), open.
+
+    ``open_catalog`` makes one; ``sync()`` brings it up to date with the disk;
+    ``select()`` queries it; ``runs()`` gives :class:`Run` objects for readers
+    that need whole records (compare, the pandas fallback of ``--where``).
+    """
+
+    def __init__(self, db: _Database, root: str, key_root: str, writable: bool,
+                 shared: bool = False):
+        self.db, self.root, self.key_root = db, root, key_root
+        self.writable, self.shared, self.host = writable, shared, this_host()
+
+    # ---- life
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def journal(self) -> str | None:
+        """``wal``, ``delete``, ``read-only``, ``memory`` (SQLite) or None (PostgreSQL)."""
+        return self.db.journal
+
+    def _mine(self):
+        return "host = ? AND root = ?", (self.host, self.key_root)
+
+    # ---- schema
+    def ensure_schema(self) -> None:
+        """Create the tables, or migrate them to :data:`VERSION`, in one transaction."""
+        db = self.db
+        self._begin()
+        try:
+            version = self._version()
+            if version is None:
+                db.execute("CREATE TABLE catalog_version (version INTEGER NOT NULL)")
+                for statement in _ddl(db.dialect):
+                    db.execute(statement)
+                db.execute("INSERT INTO catalog_version (version) VALUES (?)", (VERSION,))
+            elif version > VERSION:
+                raise RunDirError(f"the run catalog in {self.root} has schema version "
+                                  f"{version}, newer than this mindexp's {VERSION}; upgrade "
+                                  "mindexp, or remove the catalog file to rebuild it")
+            else:
+                for old in range(version, VERSION):
+                    for statement in MIGRATIONS[old]:
+                        db.execute(statement)
+                db.execute("UPDATE catalog_version SET version = ?", (VERSION,))
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _version(self):
+        db = self.db
+        if db.dialect == "postgresql":
+            exists = db.execute("SELECT to_regclass('catalog_version')").fetchone()[0]
+        else:
+            exists = db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                "name = 'catalog_version'").fetchone()
+        if not exists:
+            return None
+        row = db.execute("SELECT version FROM catalog_version").fetchone()
+        return row[0] if row else None
+
+    def _begin(self):
+        if self.db.dialect == "sqlite":
+            self.db.execute("BEGIN IMMEDIATE")   # one writer at a time, waited for
+
+    def _commit(self):
+        if self.db.dialect == "sqlite":
+            self.db.execute("COMMIT")
+        else:
+            self.db.commit()
+
+    def _rollback(self):
+        try:
+            if self.db.dialect == "sqlite":
+                self.db.execute("ROLLBACK")
+            else:
+                self.db.conn.rollback()
+        except Exception:  # noqa: BLE001 - nothing was begun
+            pass
+
+    # ---- keeping it current
+    def is_built(self) -> bool:
+        """Whether this root's folder was scanned into the catalog (not another
+        folder's: a catalog copied with its runs, ``cp -a``, is built again)."""
+        where, params = self._mine()
+        row = self.db.execute(f"SELECT folder_id FROM roots WHERE {where}", params).fetchone()
+        return row is not None and row[0] == _folder_id(self.root)
+
+    def rebuild(self) -> int:
+        """Forget this host's rows of this root and scan the root again; the number of runs."""
+        where, params = self._mine()
+        runs, folders = _scan(self.root)
+        self._begin()
+        try:
+            for table in ("runs", "records", "folders", "roots", "fields"):
+                self.db.execute(f"DELETE FROM {table} WHERE {where}", params)
+            self._insert_runs(runs)
+            self._store_folders(folders)
+            self.db.execute("INSERT INTO roots (host, root, folder_id) VALUES (?, ?, ?)",
+                            params + (_folder_id(self.root),))
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+        return len(runs)
+
+    def sync(self) -> None:
+        """Bring the catalog up to date with the disk: built when it never was,
+        folders whose modification time changed listed again, running runs
+        whose run.json changed read again."""
+        if not self.is_built():
+            self.rebuild()
+            return
+        where, params = self._mine()
+        known = dict(self.db.execute(f"SELECT rel, mtime_ns FROM folders WHERE {where}",
+                                     params).fetchall())
+        changed = [rel for rel, mtime in known.items() if _mtime_ns(self._abs(rel)) != mtime]
+        running = self.db.execute(f"SELECT rel, run_sig FROM runs WHERE {where} AND "
+                                  "status = 'running'", params).fetchall()
+        stale = [rel for rel, sig in running if _run_signature(self._abs(rel)) != sig]
+        if not changed and not stale:
+            return
+        self._begin()
+        try:
+            for rel in sorted(changed):
+                self._rescan_folder(rel, known)
+            self._insert_runs([(rel, _read_run(self._abs(rel))) for rel in stale
+                               if os.path.lexists(self._abs(rel))])
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rescan_folder(self, rel, known):
+        """List one folder again: its new runs read, its vanished ones (and
+        vanished subfolders with their runs) dropped, new subfolders scanned."""
+        where, params = self._mine()
+        folder = self._abs(rel)
+        mtime = _mtime_ns(folder)
+        if mtime is None:   # the folder went: everything below it goes too
+            self._drop_below(rel)
+            return
+        children = _children(folder)
+        present = {_join(rel, name) for name, _ in children}
+        old_runs = {r for (r,) in self.db.execute(
+            f"SELECT rel FROM runs WHERE {where} AND parent = ?", params + (rel,)).fetchall()}
+        for gone in old_runs - present:
+            self._delete_run(gone)
+        for sub in [r for r in known if r and os.path.dirname(r) == rel and r not in present]:
+            self._drop_below(sub)
+        new_runs, new_folders = [], []
+        for name, is_run in children:
+            child = _join(rel, name)
+            if is_run and child not in old_runs:
+                new_runs.append((child, _read_run(self._abs(child))))
+            elif not is_run and child not in known:
+                runs, folders = _scan(self._abs(child), child)
+                new_runs += runs
+                new_folders += folders
+        self._insert_runs(new_runs)
+        self._store_folders(new_folders + [(rel, mtime)])
+
+    def _drop_below(self, rel):
+        where, params = self._mine()
+        for table in ("runs", "records", "folders"):
+            self.db.execute(f"DELETE FROM {table} WHERE {where} AND (rel = ? OR "
+                            f"substr(rel, 1, ?) = ?)", params + (rel, len(rel) + 1, rel + "/"))
+
+    def _delete_run(self, rel):
+        where, params = self._mine()
+        for table in ("runs", "records"):
+            self.db.execute(f"DELETE FROM {table} WHERE {where} AND rel = ?", params + (rel,))
+
+    def _store_folders(self, folders):
+        self.db.executemany(
+            "INSERT INTO folders (host, root, rel, mtime_ns) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (host, root, rel) DO UPDATE SET mtime_ns = excluded.mtime_ns",
+            [(self.host, self.key_root, rel, mtime) for rel, mtime in folders])
+
+    def _insert_runs(self, runs):
+        columns = ("host", "root", "rel", "parent") + FLAT + ("config", "config_nan", "run_sig")
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns[3:])
+        marks = ", ".join("?" for _ in columns)
+        rows, records, kinds = [], [], set()
+        for rel, entry in runs:
+            flat, config, meta, fields = entry
+            key = (self.host, self.key_root, rel)
+            rows.append(key + (os.path.dirname(rel),) + flat + config)
+            records.append(key + (meta,))
+            kinds.update(fields)
+        self.db.executemany(f"INSERT INTO runs ({', '.join(columns)}) VALUES ({marks}) "
+                            f"ON CONFLICT (host, root, rel) DO UPDATE SET {updates}", rows)
+        self.db.executemany("INSERT INTO records (host, root, rel, meta) VALUES (?, ?, ?, ?) "
+                            "ON CONFLICT (host, root, rel) DO UPDATE SET meta = excluded.meta",
+                            records)
+        self.db.executemany("INSERT INTO fields (host, root, key, kind) VALUES (?, ?, ?, ?) "
+                            "ON CONFLICT (host, root, key, kind) DO NOTHING",
+                            [(self.host, self.key_root) + pair for pair in sorted(kinds)])
+
+    def put(self, run_dir: str) -> None:
+        """Read one run from its folder into the catalog (a writer changed it)."""
+        rel = self.rel_of(run_dir)
+        self._begin()
+        try:
+            self._insert_runs([(rel, _read_run(run_dir))])
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def drop(self, run_dir: str) -> None:
+        """Forget one run (removed by ``rm`` or ``gc``)."""
+        self._begin()
+        try:
+            self._delete_run(self.rel_of(run_dir))
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def rel_of(self, run_dir: str) -> str:
+        return os.path.relpath(os.path.abspath(run_dir), self.root).replace(os.sep, "/")
+
+    def _abs(self, rel):
+        return f"{self.root.rstrip('/')}/{rel}" if rel else self.root
+
+    # ---- reading
+    def scope(self, folder: str, other_hosts: bool = True, alias: str = "") -> tuple[str, tuple]:
+        """SQL (and parameters) selecting the runs at or below ``folder``: this
+        host's below this root; on a shared catalog also other hosts' runs whose
+        path below their root is the same (``outputs/linear`` lists every
+        host's ``linear``)."""
+        prefix = self.rel_of(folder)
+        prefix = "" if prefix == "." else prefix
+        a = alias
+        below = f"({a}rel = ? OR substr({a}rel, 1, ?) = ?)" if prefix else "1 = 1"
+        below_params = (prefix, len(prefix) + 1, prefix + "/") if prefix else ()
+        mine = f"({a}host = ? AND {a}root = ? AND {below})"
+        params = (self.host, self.key_root) + below_params
+        if self.shared and other_hosts:
+            return f"({mine} OR ({a}host <> ? AND {below}))", params + (self.host,) + below_params
+        return mine, params
+
+    def select(self, columns: Sequence[str], where: str = "1 = 1", params: Sequence = (),
+               order: str | None = None, limit: int | None = None) -> list[tuple]:
+        """``SELECT columns FROM runs WHERE where ORDER BY order LIMIT limit``
+        (``where`` and ``order`` are SQL made by mindexp; values are parameters)."""
+        text = f"SELECT {', '.join(columns)} FROM runs WHERE {where}"
+        if order:
+            text += f" ORDER BY {order}"
+        if limit is not None:
+            text += f" LIMIT {int(limit)}"
+        return self.db.execute(text, params).fetchall()
+
+    def location(self, host: str, root: str, rel: str) -> str:
+        """Where a row's run lives: its folder here, ``HOST:PATH`` on another host."""
+        if host == self.host and root == self.key_root:
+            return self._abs(rel)
+        return f"{host}:{root}/{rel}"
+
+    def runs(self, folder: str) -> list[Run]:
+        """The runs at or below ``folder`` on this host, sorted by folder, as
+        :class:`Run` objects holding run.json and config.json from the catalog
+        (a run that could not be read is left to be read, and to fail, again)."""
+        where, params = self.scope(folder, other_hosts=False, alias="r.")
+        rows = self.db.execute(
+            "SELECT r.rel, r.problem, r.config, c.meta FROM runs r LEFT JOIN records c ON "
+            f"c.host = r.host AND c.root = r.root AND c.rel = r.rel WHERE {where}",
+            params).fetchall()
+        out = []
+        for rel, problem, config, meta in sorted(rows, key=lambda r: self._abs(r[0])):
+            run_dir = self._abs(rel)
+            if problem is not None or meta is None:
+                out.append(Run.found(run_dir))
+            else:
+                out.append(Run.found(run_dir, _loads(meta), _loads(config)))
+        return out
+
+    def compare_columns(self, folder: str, names: Sequence[str]) -> dict[str, list] | None:
+        """``{name: [value per run]}`` of compare()'s columns ``names`` for this
+        host's runs at or below ``folder`` (in folder order), read as columns;
+        None when compare() must read the runs instead: a run without its final
+        summary in run.json (running, older) or unreadable, a name that is
+        neither a config field nor one of :data:`COMPARE_COLUMNS` (nor
+        ``run_dir``), or a config field named like one of them."""
+        db = self.db
+        scope, params = self.scope(folder, other_hosts=False)
+        if self.has_nan_config() or \
+                self.select(["1"], f"{scope} AND (problem IS NOT NULL OR summarized = 0)",
+                            params, limit=1) or \
+                not self.select(["1"], scope, params, limit=1):
+            return None
+        expressions, values, kinds = ["rel"], [], {}
+        for name in names:
+            kind = self._config_kinds(scope, params, name)
+            if name == "run_dir" or (name in COMPARE_COLUMNS and not kind):
+                expressions.append("rel" if name == "run_dir" else COMPARE_COLUMNS[name])
+            elif kind and name not in COMPARE_COLUMNS and not name.startswith(
+                    ("eval_", "best_eval_", "config.")):
+                expressions += [db.json_value(), db.json_kind()]
+                values += [db.key(name), db.key(name)]
+                kinds[name] = kind
+            else:
+                return None
+        rows = self.db.execute(f"SELECT {', '.join(expressions)} FROM runs WHERE {scope} "
+                               f"ORDER BY {db.text_order('rel')}", values + list(params)).fetchall()
+        out, i = {}, 1
+        for name in names:
+            if name in kinds:
+                out[name] = [_json_cell(r[i], r[i + 1]) for r in rows]
+                i += 2
+            else:
+                out[name] = [self._abs(r[i]) for r in rows] if name == "run_dir" else \
+                    [r[i] for r in rows]
+                i += 1
+        return out
+
+    def _config_kinds(self, scope, params, name):
+        return self.field_kinds(scope, params, name)
+
+    def has_nan_config(self) -> bool:
+        """Whether a run of this root (any root, when shared) ever had a NaN or an
+        infinity in its config (which SQLite's JSON functions refuse)."""
+        where = "kind = 'nan'" if self.shared else "kind = 'nan' AND host = ? AND root = ?"
+        values = () if self.shared else (self.host, self.key_root)
+        return self.db.execute(f"SELECT 1 FROM fields WHERE {where} LIMIT 1",
+                               values).fetchone() is not None
+
+    def field_kinds(self, scope: str, params: Sequence, name: str) -> list[str]:
+        """The kinds of value (``number``, ``text``, ``bool``, ``other``) config
+        field ``name`` holds in the runs of ``scope``; [] when none has it."""
+        where = "key = ?" if self.shared else "key = ? AND host = ? AND root = ?"
+        values = (name,) if self.shared else (name, self.host, self.key_root)
+        kinds = sorted(k for (k,) in self.db.execute(
+            f"SELECT DISTINCT kind FROM fields WHERE {where}", values).fetchall())
+        if kinds and not self.select(["1"], f"{scope} AND {self.db.json_kind()} IS NOT NULL",
+                                     tuple(params) + (self.db.key(name),), limit=1):
+            return []   # the runs that had it are gone
+        return kinds
+
+    def host_of(self, run_id: str) -> list[tuple[str, str]]:
+        """``(host, path on that host)`` of every run named ``run_id`` in the catalog."""
+        rows = self.db.execute("SELECT host, root, rel FROM runs WHERE run_id = ?",
+                               (run_id,)).fetchall()
+        return [(host, os.path.join(root, *rel.split("/"))) for host, root, rel in rows]
+
+
+def _json_cell(value, kind):
+    """A config value fetched from SQL as compare() shows it (``reports._cell``:
+    lists and objects become tuples, so a column can be grouped and compared)."""
+    if kind == "bool":
+        return bool(value)
+    if kind == "other" and isinstance(value, str):
+        value = json.loads(value)
+    return _hashable(value)
+
+
+def _hashable(value):
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    return value
+
+
+def _loads(text):
+    if text is None:
+        return {}
+    return text if isinstance(text, dict) else json.loads(text)
+
+
+# -- opening ---------------------------------------------------------------------------
+
+def open_catalog(path: str | os.PathLike, url: str | None = None, sync: bool = True,
+                 rebuild: bool = False) -> Catalog:
+    """The catalog covering the folder ``path`` (see :func:`catalog_root`), up to date.
+
+    ``url``: a PostgreSQL catalog (else ``MINDEXP_CATALOG``, else the SQLite
+    file in the root). A root that cannot be written: its catalog is read as
+    it is when current, else built in memory from a scan (read-only roots
+    still list). ``rebuild``: scan this host's runs of the root again.
+    """
+    url = catalog_url(url)
+    root = catalog_root(path, shared=bool(url))
+    if url:
+        catalog = Catalog(_connect_postgres(url), root, os.path.realpath(root), True, shared=True)
+    else:
+        catalog = _open_sqlite(root)
+    try:
+        if catalog.writable:
+            catalog.ensure_schema()
+            if rebuild:
+                catalog.rebuild()
+            elif sync:
+                catalog.sync()
+        elif sync and not _is_current(catalog):
+            catalog.close()
+            catalog = _in_memory(root)
+    except sqlite3.DatabaseError as exc:
+        catalog.close()
+        if url:
+            raise
+        logger.warning("the run catalog in %s could not be used (%s); listing by scanning",
+                       root, exc)
+        catalog = _in_memory(root)
+    except BaseException:
+        catalog.close()
+        raise
+    return catalog
+
+
+def database_path(root: str) -> str:
+    """The SQLite file of ``root``'s catalog (in a hidden folder of its own)."""
+    return os.path.join(root, schema.CATALOG, schema.CATALOG_DB)
+
+
+def _open_sqlite(root):
+    folder, path = os.path.join(root, schema.CATALOG), database_path(root)
+    if os.path.islink(folder) or os.path.lexists(folder) and not os.path.isdir(folder) or \
+            os.path.islink(path) or os.path.lexists(path) and not os.path.isfile(path):
+        logger.warning("%s is not the run catalog's folder (or holds something else than its "
+                       "%s); listing by scanning. Remove it: mindexp makes it again",
+                       folder, schema.CATALOG_DB)
+        return _in_memory(root)
+    exists = os.path.lexists(path)
+    writable = os.access(root, os.W_OK) and (not exists or os.access(folder, os.W_OK) and
+                                              os.access(path, os.W_OK))
+    if not writable:
+        if not exists:
+            return _in_memory(root)
+        return Catalog(_connect_sqlite(path, read_only=True), root, "", False)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        try:
+            return Catalog(_connect_sqlite(path), root, "", True)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise
+            _remove_damaged(path)    # derived data: made again from the runs
+            return Catalog(_connect_sqlite(path), root, "", True)
+    except (sqlite3.OperationalError, OSError) as exc:   # a filesystem refusing its locks
+        logger.warning("the run catalog %s cannot be opened (%s); listing by scanning", path, exc)
+        return _in_memory(root)
+
+
+def _remove_damaged(path):
+    logger.warning("the run catalog %s was damaged; building it again from the runs", path)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.remove(path + suffix)
+        except FileNotFoundError:
+            pass
+
+
+def _in_memory(root):
+    """A catalog in memory, built from a scan of ``root`` (nothing written)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    catalog = Catalog(_Database(conn, "sqlite", journal="memory"), root, "", True)
+    catalog.ensure_schema()
+    catalog.rebuild()
+    catalog.writable = False
+    return catalog
+
+
+def _is_current(catalog):
+    """Whether a catalog opened read-only holds the disk as it is (else it is not used)."""
+    try:
+        if catalog._version() != VERSION or not catalog.is_built():
+            return False
+        where, params = catalog._mine()
+        folders = catalog.db.execute(f"SELECT rel, mtime_ns FROM folders WHERE {where}",
+                                     params).fetchall()
+        running = catalog.db.execute(f"SELECT rel, run_sig FROM runs WHERE {where} AND "
+                                     "status = 'running'", params).fetchall()
+    except sqlite3.DatabaseError:
+        return False
+    return all(_mtime_ns(catalog._abs(rel)) == m for rel, m in folders) and \
+        all(_run_signature(catalog._abs(rel)) == s for rel, s in running)
+
+
+# -- the writers' hooks ------------------------------------------------------------------
+
+def run_written(run_dir: str) -> None:
+    """A writer changed run.json or config.json of ``run_dir``: update every
+    catalog that holds its root (the SQLite file when it exists; the
+    PostgreSQL catalog of ``MINDEXP_CATALOG``). Never fails the writer: a
+    catalog that cannot be updated is caught up by the next listing."""
+    _each_catalog(os.path.abspath(run_dir), Catalog.put)
+
+
+def run_removed(run_dir: str) -> None:
+    """``run_dir`` is being removed (``rm``, ``gc``): forget it in every catalog."""
+    _each_catalog(os.path.abspath(run_dir), Catalog.drop)
+
+
+def _each_catalog(run_dir, change):
+    local, shared_root = _roots_of_run(run_dir)
+    targets = [(root, None) for root in local]
+    if catalog_url(None):
+        targets.append((shared_root, catalog_url(None)))
+    for root, url in targets:
+        try:
+            catalog = (Catalog(_connect_postgres(url), root, os.path.realpath(root), True,
+                               shared=True) if url else
+                       Catalog(_connect_sqlite(database_path(root)), root, "", True))
+        except (ConfigError, sqlite3.Error, OSError) as exc:
+            logger.debug("run catalog not updated for %s: %s", run_dir, masked(str(exc)))
+            continue
+        try:
+            catalog.ensure_schema()
+            if catalog.is_built():   # an unbuilt catalog is scanned whole at its first listing
+                change(catalog, run_dir)
+        except Exception as exc:  # noqa: BLE001 - the next listing's check catches up
+            logger.debug("run catalog not updated for %s: %s", run_dir, masked(str(exc)))
+        finally:
+            catalog.close()
+
+
+# -- reading the disk ----------------------------------------------------------------------
+
+def _scan(folder, rel=""):
+    """``([(rel, entry)], [(rel, mtime_ns)])``: every run at or below ``folder``
+    (a folder with run.json; hidden folders skipped; a run's own subfolders not
+    searched) and every folder that was searched, with its time before listing."""
+    runs, folders, stack = [], [], [(folder, rel)]
+    while stack:
+        path, rel = stack.pop()
+        if os.path.lexists(os.path.join(path, schema.RUN_JSON)):
+            runs.append((rel, _read_run(path)))
+            continue
+        mtime = _mtime_ns(path)
+        if mtime is None:
+            continue
+        folders.append((rel, mtime))
+        stack.extend((os.path.join(path, name), _join(rel, name))
+                     for name, _ in _children(path))
+    return runs, folders
+
+
+def _children(folder):
+    """``[(name, is_run)]`` of the visible subfolders of ``folder`` (links not followed)."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [e.name for e in entries
+                     if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    return [(n, os.path.lexists(os.path.join(folder, n, schema.RUN_JSON))) for n in names]
+
+
+def _join(rel, name):
+    return f"{rel}/{name}" if rel else name
+
+
+def _folder_id(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def _mtime_ns(path):
+    try:
+        return os.lstat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _run_signature(run_dir):
+    """run.json's and config.json's ``size:mtime:inode``, to see a rewrite."""
+    parts = []
+    for name in (schema.RUN_JSON, schema.CONFIG_JSON):
+        try:
+            st = os.lstat(os.path.join(run_dir, name))
+            parts.append(f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}:{stat.S_IFMT(st.st_mode)}")
+        except OSError:
+            parts.append("-")
+    return "|".join(parts)
+
+
+def _read_run(run_dir):
+    """``(flat values, (config JSON, has NaN, signature), run.json as JSON, [(config
+    field, kind)])`` of one run;
+    a run that cannot be read is a row with ``problem`` (its error) and status
+    ``unreadable`` (run.json does not validate) or ``skipped`` (another file)."""
+    signature = _run_signature(run_dir)   # before the read: a write in between makes it stale
+    run = Run.found(run_dir)
+    try:
+        meta, config = run.meta, run.config
+        config_text = json.dumps(config, allow_nan=True, default=str)
+        meta_text = json.dumps(meta, allow_nan=True, default=str)
+    except (RunDirError, OSError, ValueError, TypeError, RecursionError) as exc:
+        status = UNREADABLE if isinstance(exc, UnreadableRun) else "skipped"
+        flat = {"run_id": os.path.basename(run_dir), "status": status, "tags": "", "note": "",
+                "problem": str(exc) or type(exc).__name__}
+        return tuple(flat.get(c) for c in FLAT), (None, 0, signature), None, ()
+    fields = [(k, _kind(v)) for k, v in config.items() if v is not None]
+    if _has_nan(config):   # one mark per root: --where then asks pandas (NaN is no JSON)
+        fields.append(("", "nan"))
+    return (_flat(run_dir, meta), (config_text, int(_has_nan(config)), signature), meta_text,
+            fields)
+
+
+def _kind(value):
+    """A config value's kind as :meth:`_Database.json_kind` names it."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "text" if isinstance(value, str) else "other"
+
+
+def _flat(run_dir, meta):
+    from .summary import stored_summary
+    stored = stored_summary(meta)
+    summary = (stored or {}).get(schema.LOSS.name) or {}
+    rows = bool(summary.get("rows"))
+    values = {
+        "run_id": meta.get("run_id") or os.path.basename(run_dir),
+        "experiment": meta.get("experiment"), "status": meta.get("status"), "problem": None,
+        "started_at": meta.get("started_at"), "ended_at": meta.get("ended_at"),
+        "started_ts": timestamp(meta.get("started_at")),
+        "ended_ts": timestamp(meta.get("ended_at")),
+        "steps": meta.get("steps"), "epochs": meta.get("epochs"),
+        "final_loss": _finite_or_none(meta.get("final_loss")),
+        "min_loss": _finite_or_none(summary.get("min")) if stored else None,
+        "train_time_s": meta.get("train_time_s"), "steps_per_s": meta.get("steps_per_s"),
+        "tags": ",".join(meta.get("tags") or []), "note": meta.get("note") or "",
+        # compare()'s outcomes of a run whose run.json holds the final summary
+        "summarized": int(stored is not None),
+        "compare_final_loss": _finite_or_none(summary.get("final") if rows
+                                              else meta.get("final_loss")),
+        "compare_steps": meta.get("steps") or (summary.get("last_step") if rows else 0)}
+    return tuple(values[c] for c in FLAT)
+
+
+def _finite_or_none(value):
+    """A number as stored (NaN, inf: NULL, which pandas shows and compares as NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _has_nan(value):
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_nan(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nan(v) for v in value)
+    return False
+
+
+def timestamp(text: Any) -> float | None:
+    """An ISO time as a POSIX timestamp (a time without zone: local), else None."""
+    import datetime as _dt
+    try:
+        return _dt.datetime.fromisoformat(text).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def current_runs(folder: str) -> list[Run]:
+    """The runs at or below ``folder`` from its root's SQLite catalog, opened
+    read-only, when that catalog is current; else [] (for readers that never
+    write, like the dashboard: they read the runs' files instead)."""
+    root = catalog_root(folder)
+    path = database_path(root)
+    if not os.path.isfile(path) or os.path.islink(path):
+        return []
+    try:
+        with Catalog(_connect_sqlite(path, read_only=True), root, "", False) as catalog:
+            return catalog.runs(os.path.abspath(folder)) if _is_current(catalog) else []
+    except sqlite3.Error:
+        return []
+
+
+def elsewhere(spec: str, url: str | None = None) -> list[tuple[str, str]]:
+    """``(host, path)`` of the runs named ``spec`` (a run id, or a path's last
+    part) that a shared catalog knows on other hosts; [] without one."""
+    url = catalog_url(url)
+    if not url:
+        return []
+    run_id = os.path.basename(os.path.normpath(spec.split(":", 1)[-1]))
+    with Catalog(_connect_postgres(url), os.getcwd(), "", False, shared=True) as catalog:
+        try:
+            found = catalog.host_of(run_id)
+        except Exception:  # noqa: BLE001 - no table yet: nothing is known elsewhere
+            return []
+    return [(host, path) for host, path in found if host != this_host()]
