@@ -27,7 +27,7 @@ def _add_listing_commands(sub):
     runs.add_argument("--wide", action="store_true", help="do not cut wide values; show notes")
     runs.add_argument("--rebuild", action="store_true",
                       help="scan the runs again into the run catalog (it is kept current "
-                           "by itself; for a run.json edited by hand)")
+                           "by itself; for a run record edited by hand)")
     runs.add_argument("--catalog", metavar="URL",
                       help="a PostgreSQL catalog shared by several machines "
                            "(default: $MINDEXP_CATALOG, else SQLite in the output root)")

@@ -118,7 +118,7 @@ def _order(catalog, sort, kinds):
     place, kind = kinds[name]
     if name in ("steps", "final_loss", "status") and catalog.select(
             ["1"], "status = 'running'", (), limit=1):
-        raise w.Unsupported("sorted by a value a running run's loss.csv may change")
+        raise w.Unsupported("sorted by a value a running run's loss log may change")
     column, values = (name, []) if place == "flat" else (db.typed_field(kind), [db.key(name)])
     if kind == "text":
         column = db.text_order(column) if place == "flat" else column
