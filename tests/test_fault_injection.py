@@ -138,6 +138,8 @@ class Harness:
         target = live_target or self.pick(None)
         if kind == "gc":
             self.removable.update(d for d in self.run_dirs() if not self.held(d))
+            if live_target:  # the killed resume frees its run while gc may still be deciding:
+                self.removable.add(live_target)  # interrupted and free, gc rightly removes it
             return ("gc", self.root, "--yes")
         if target is None:
             return None
