@@ -462,8 +462,9 @@ def _msrun_rank() -> int | None:
     try:
         return int(get_rank())
     except RuntimeError as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MindexpError("under msrun, call mindspore.communication.init() before "
-                           f"mindexp.track(): every rank joins the run rank 0 creates ({exc})") \
+                           f"mindexp.track(): every rank joins the run rank 0 creates ({why})") \
             from None
 
 
