@@ -6,7 +6,7 @@ import io
 import os
 import sys
 import time
-from typing import IO, TYPE_CHECKING, Any, Iterable, Literal, Sequence
+from typing import IO, TYPE_CHECKING, Any, Collection, Iterable, Literal, Sequence
 
 from ._files import atomic_write, open_file
 from ._runs import register_if_in_run
@@ -329,21 +329,51 @@ def read_csv(path: str | os.PathLike[str], name: str | None = None,
     return table.to_pandas() if table is not None else _read_checked(file, data, wanted)
 
 
-def read_arrays(path: str | os.PathLike[str],
-                columns: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+def read_arrays(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
+                text: Collection[str] = ()) -> dict[str, np.ndarray]:
     """``read_csv`` as numpy arrays by column name, without a DataFrame: for
-    code that takes a few columns of many logs (``history``). The same parse
-    and checks; the arrays may be read-only. ``{}`` for a missing or empty file."""
+    code that takes a few columns of many logs (``history``) or a run's end
+    (its summary, without importing pandas). The same parse and checks; the
+    arrays may be read-only. ``text``: columns that hold text (object arrays),
+    the others numbers. ``{}`` for a missing or empty file."""
     file = os.fspath(path)
     data = _read_bytes(file)
     if data is None:
         return {}
     wanted = None if columns is None else set(columns)
-    table = _parse_numbers(data, wanted)
+    table = _parse_numbers(data, wanted, text)
     if table is not None:
-        return {name: column.to_numpy() for name, column in zip(table.column_names, table.columns)}
+        return {name: _column_array(column) for name, column in zip(table.column_names,
+                                                                     table.columns)}
     frame = _read_checked(file, data, wanted)
     return {str(name): frame[name].to_numpy() for name in frame.columns}
+
+
+def _column_array(column: Any) -> np.ndarray:
+    """A parsed column (a ChunkedArray without nulls) as numpy: numbers as a
+    read-only view of pyarrow's buffer, text as an object array. Not pyarrow's
+    ``to_numpy()``: it imports pandas (half a CPU-second, at the end of every run)."""
+    import numpy as np
+    import pyarrow as pa
+    if pa.types.is_string(column.type):
+        return np.array(column.to_pylist(), dtype=object)
+    array = column.combine_chunks()   # (one chunk, as parsed: no copy)
+    dtype = _NUMPY_TYPES.get(str(array.type))
+    if dtype is None:   # a type the CSV reader does not infer today
+        return array.to_numpy()
+    if not len(array):
+        return np.empty(0, dtype=dtype)
+    dtype = np.dtype(dtype)
+    validity, values = array.buffers()[:2]
+    out = np.frombuffer(values, dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
+    if array.null_count:   # empty fields (floats only, _parse_numbers): NaN
+        valid = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+        out = np.where(valid[array.offset:array.offset + len(array)].astype(bool), out, np.nan)
+    return out
+
+
+# pyarrow's number types a CSV parse gives, as numpy's
+_NUMPY_TYPES = {"int64": "int64", "double": "float64", "int32": "int32", "float": "float32"}
 
 
 def release_memory() -> None:
@@ -380,9 +410,10 @@ def _read_checked(file: str, data: bytes, wanted: set[str] | None) -> pd.DataFra
 _THREADED_BYTES = 16 << 20   # a log this large is parsed by pyarrow's threads
 
 
-def _parse_numbers(data: bytes, wanted: set[str] | None) -> pa.Table | None:
+def _parse_numbers(data: bytes, wanted: set[str] | None,
+                   text: Collection[str] = ()) -> pa.Table | None:
     """The table when pyarrow parses every line with the header's field count
-    and the columns read hold numbers, none missing; None otherwise (no
+    and the columns read hold numbers (text in ``text``), none missing; None otherwise (no
     pyarrow, a cut last row, a damaged line, text, an empty field): the
     careful path then checks each line and names the bad one. The common
     case costs one parse and no line-by-line check."""
@@ -407,11 +438,25 @@ def _parse_numbers(data: bytes, wanted: set[str] | None) -> pa.Table | None:
                 include_columns=header if wanted is None else [c for c in header if c in wanted]))
     except (pa.ArrowInvalid, pa.ArrowKeyError):
         return None
-    # an empty line reads as a row of nulls here: any null takes the careful path
-    if any(not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type))
-           or column.null_count for column in table.columns):
+    if not all(_plain_column(name, column, text)
+               for name, column in zip(table.column_names, table.columns)):
+        return None
+    # an empty line reads as a row of nulls here: a null only in a number column
+    # (an empty field: NaN, as pandas reads it) beside a column without any
+    if any(column.null_count for column in table.columns) and \
+            all(column.null_count or pa.types.is_floating(column.type) for column in table.columns):
         return None
     return table
+
+
+def _plain_column(name: str, column: Any, text: Collection[str]) -> bool:
+    """A column the fast path takes: integers or text (``text``) without an empty
+    field, or floating-point numbers."""
+    import pyarrow as pa
+    if pa.types.is_floating(column.type):
+        return True
+    return not column.null_count and (pa.types.is_integer(column.type) or (
+        name in text and pa.types.is_string(column.type)))
 
 
 def _header_of(data: bytes) -> list[str]:

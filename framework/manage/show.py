@@ -215,16 +215,20 @@ def eval_lines(run):
     """One line per eval.csv metric: ``eval_<metric>``, its last and best
     value, each with its epoch (the end of ``mindexp run`` prints them too); no
     best for a metric whose name does not say whether higher is better."""
-    table, epochs = run.eval, run.eval.get(schema.Col.EPOCH)
+    import numpy as np
+    table = run.read_arrays(schema.EVAL.name)  # (not pandas: the end of every run prints these)
+    epochs = table.get(schema.Col.EPOCH)
     lines = []
-    for metric in [c for c in table.columns if c not in (schema.Col.EPOCH, schema.Col.STEP)]:
-        values = table[metric].astype(float)
-        if not values.notna().any():
+    for metric, column in table.items():
+        if metric in (schema.Col.EPOCH, schema.Col.STEP):
             continue
-        line = f"  eval_{metric:<12} last {values.iloc[-1]:.6g} (epoch {epochs.iloc[-1]})"
+        values = np.asarray(column, dtype=float)
+        if np.isnan(values).all():
+            continue
+        line = f"  eval_{metric:<12} last {values[-1]:.6g} (epoch {epochs[-1]})"
         direction = run_direction(run.config, eval_name(metric))
         if direction is not None:
-            best = values.idxmin() if direction == "min" else values.idxmax()
+            best = np.nanargmin(values) if direction == "min" else np.nanargmax(values)
             line += f"  best {values[best]:.6g} (epoch {epochs[best]})"
         lines.append(line)
     return lines

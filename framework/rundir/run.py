@@ -96,11 +96,14 @@ class Run:
         _check_columns(path, table, [c for c in required if columns is None or c in columns])
         return table
 
-    def read_arrays(self, name: str, columns: Iterable[str]) -> dict[str, np.ndarray]:
-        """``columns`` of a log as numpy arrays by name (those the file lacks
-        are left out), checked as :meth:`read` checks them, without a DataFrame:
-        what a table over many runs takes from each (``history``)."""
-        columns = list(columns)
+    def read_arrays(self, name: str,
+                    columns: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+        """``columns`` of a log (every column when None) as numpy arrays by name
+        (those the file lacks are left out; text columns as object arrays),
+        checked as :meth:`read` checks them, without a DataFrame: what a table
+        over many runs takes from each (``history``), and a run's summary at
+        its end (pandas' import alone is half a CPU-second)."""
+        columns = None if columns is None else list(columns)
         path = schema.path_of(self.dir, name)
         if not _ends_mid_row(path):
             arrays = _parse_arrays(path, columns)
@@ -239,22 +242,27 @@ def _parse_csv(path: str, columns: list[str] | None = None) -> pd.DataFrame:
         raise RunDirError(f"{path} is not a readable CSV ({str(exc).splitlines()[0]})") from None
 
 
-def _parse_arrays(path: str, columns: list[str]) -> dict[str, np.ndarray] | None:
+def _parse_arrays(path: str, columns: list[str] | None) -> dict[str, np.ndarray] | None:
     try:
-        return schema.read_arrays(path, columns)
+        return schema.read_arrays(path, columns, text=schema.TEXT_COLUMNS)
     except Exception:  # read() parses it again and says what is wrong
         return None
 
 
 def _plainly_valid(arrays: dict[str, np.ndarray], log: schema.Log | None,
-                   columns: list[str]) -> bool:
-    """True when nothing needs read()'s checks: numbers throughout, integers in the
-    integer columns, every required column asked for present."""
+                   columns: list[str] | None) -> bool:
+    """True when nothing needs read()'s checks: numbers throughout (text in the
+    text columns), integers in the integer columns, every required column asked
+    for present."""
     if not arrays:
         return True   # a missing or empty file: no rows, no columns
     required = log.required if log else ()
-    return all(c in arrays for c in required if c in columns) and all(
-        a.dtype.kind in ("iu" if c in schema.INTEGER_COLUMNS else "iuf") for c, a in arrays.items())
+    return all(c in arrays for c in required if columns is None or c in columns) and all(
+        a.dtype.kind in _KINDS.get(c, "iuf") for c, a in arrays.items())
+
+
+# the numpy kinds a column may hold without read()'s checks (the others: numbers)
+_KINDS = {**{c: "iu" for c in schema.INTEGER_COLUMNS}, **{c: "OU" for c in schema.TEXT_COLUMNS}}
 
 
 def _check_columns(path: str, table: pd.DataFrame, required: Iterable[str]) -> None:

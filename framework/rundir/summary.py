@@ -10,6 +10,10 @@ before its end and a run made before this record have none: reports read
 their CSVs through the same function, so both ways give the same table.
 """
 
+import os
+
+import numpy as np
+
 from ..callbacks import schema
 from ..define.config import monitor_mode
 
@@ -23,11 +27,15 @@ SUMMARY_VERSION = 2  # 2: the loss components' final values
 def log_summary(run):
     """The summary of ``run``'s logs (a :class:`~mindexp.rundir.run.Run`), a JSON-able dict.
 
-    Raises RunDirError when a log is unreadable (as reading it would)."""
-    return {"version": SUMMARY_VERSION, "loss": _loss_summary(run.loss),
-            "params": _final_scalar_params(run.params),
-            "eval": _eval_summary(run.eval, run.config),
-            "system": system_summary(*run.system_by_rank.values())}
+    The logs are read as numpy arrays (:meth:`~mindexp.rundir.run.Run.read_arrays`):
+    a run's end does not import pandas for it. Raises RunDirError when a log is
+    unreadable (as reading it would)."""
+    return {"version": SUMMARY_VERSION, "loss": _loss_summary(run.read_arrays(schema.LOSS.name)),
+            "params": _final_scalar_params(run.read_arrays(
+                schema.PARAMS.name, (schema.Col.PARAM, schema.Col.VALUE))),
+            "eval": _eval_summary(run.read_arrays(schema.EVAL.name), run.config),
+            "system": system_summary(*(run.read_arrays(os.path.basename(path)) for path in
+                                       schema.rank_files(run.dir, schema.SYSTEM.name).values()))}
 
 
 def stored_summary(meta):
@@ -43,60 +51,65 @@ def stored_summary(meta):
 
 
 def _loss_summary(loss):
-    import numpy as np
-    values = loss[schema.Col.LOSS].to_numpy(dtype=float) if len(loss) else np.empty(0)
-    best = None if not len(values) or np.isnan(values).all() else int(np.nanargmin(values))
-    return {"rows": int(len(values)),
-            "final": float(values[-1]) if len(values) else None,
+    """loss.csv's rows, final and min loss, the min's step, the last step and epoch,
+    the last value of each component (``loss``: its columns by name)."""
+    values = np.asarray(loss.get(schema.Col.LOSS, ()), dtype=float)
+    if not len(values):
+        return {"rows": 0, "final": None, "min": None, "best_step": None, "last_step": None,
+                "last_epoch": None, "components": {}}
+    best = None if np.isnan(values).all() else int(np.nanargmin(values))
+    return {"rows": int(len(values)), "final": float(values[-1]),
             "min": float(values[best]) if best is not None else None,
-            "best_step": int(loss[schema.Col.STEP].iloc[best]) if best is not None else None,
-            "last_step": int(loss[schema.Col.STEP].iloc[-1]) if len(values) else None,
-            "last_epoch": int(loss[schema.Col.EPOCH].iloc[-1]) if len(values) else None,
-            "components": {str(c): float(loss[c].iloc[-1]) if len(values) else None
-                           for c in loss.columns if c not in schema.LOSS.columns}}
+            "best_step": int(loss[schema.Col.STEP][best]) if best is not None else None,
+            "last_step": int(loss[schema.Col.STEP][-1]),
+            "last_epoch": int(loss[schema.Col.EPOCH][-1]),
+            "components": {str(c): float(column[-1]) for c, column in loss.items()
+                           if c not in schema.LOSS.columns}}
 
 
 def system_summary(*systems):
     """``peak_rss_mb`` and ``mean_cpu_percent`` (the process's) of system.csv
     tables (several: one per node or rank, the peak of all and the mean of all
     samples), plus ``peak_device_memory_mb`` where the device reports it; {}
-    without samples."""
-    import pandas as pd
+    without samples. A table: a DataFrame, or numpy arrays by column name."""
     out = {}
-    for key, column, how in (("peak_rss_mb", "rss_mb", "max"),
-                             ("mean_cpu_percent", "process_cpu_percent", "mean"),
-                             ("peak_device_memory_mb", "device_memory_mb", "max")):
-        values = [t[column].astype(float) for t in systems if column in t.columns]
-        values = pd.concat(values) if values else pd.Series(dtype=float)
-        if values.notna().any():
-            out[key] = round(float(getattr(values, how)()), 2)
+    for key, column, how in (("peak_rss_mb", "rss_mb", np.nanmax),
+                             ("mean_cpu_percent", "process_cpu_percent", np.nanmean),
+                             ("peak_device_memory_mb", "device_memory_mb", np.nanmax)):
+        values = np.concatenate([np.asarray(t[column], dtype=float)
+                                 for t in systems if column in t] or [np.empty(0)])
+        if not np.isnan(values).all():
+            out[key] = round(float(how(values)), 2)
     return out
 
 
 def _final_scalar_params(params):
-    """Last logged value of each scalar parameter (not elements ``w[0]`` or statistics ``w:norm``)."""
-    if not len(params):
-        return {}
-    last = params.drop_duplicates(schema.Col.PARAM, keep="last")  # tidy rows: last per name
-    return {str(name): float(value)
-            for name, value in zip(last[schema.Col.PARAM], last[schema.Col.VALUE])
-            if not ("[" in str(name) or ":" in str(name))}
+    """Last logged value of each scalar parameter (not elements ``w[0]`` or statistics
+    ``w:norm``), in the order of their last rows."""
+    names, values = params.get(schema.Col.PARAM, ()), params.get(schema.Col.VALUE, ())
+    last = {}
+    for name, value in zip(reversed(names), reversed(values)):  # (tidy rows: last per name)
+        last.setdefault(str(name), value)
+    return {name: float(value) for name, value in reversed(last.items())
+            if not ("[" in name or ":" in name)}
 
 
 def _eval_summary(table, config):
     """``{eval_<metric>: last, best_eval_<metric>: best}`` over eval.csv's metric
     columns; no best for a metric whose direction is unknown (never guessed)."""
-    if len(table.columns):
-        table = table.rename(columns=eval_name)
     out = {}
-    for column in table.columns:
-        values = table[column].dropna() if column not in (schema.Col.EPOCH, schema.Col.STEP) else ()
+    for metric, column in table.items():
+        if metric in (schema.Col.EPOCH, schema.Col.STEP):
+            continue
+        values = np.asarray(column, dtype=float)
+        values = values[~np.isnan(values)]
         if not len(values):
             continue
-        out[column] = float(values.iloc[-1])
-        direction = run_direction(config, column)
+        name = eval_name(metric)
+        out[name] = float(values[-1])
+        direction = run_direction(config, name)
         if direction is not None:
-            out[f"best_{column}"] = float(values.min() if direction == "min" else values.max())
+            out[f"best_{name}"] = float(values.min() if direction == "min" else values.max())
     return out
 
 

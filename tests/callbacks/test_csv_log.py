@@ -1,5 +1,6 @@
 """CsvLog: header once, header check, buffering, crash safety, truncation, reader."""
 import csv
+import json
 
 import pytest
 
@@ -170,3 +171,32 @@ def test_a_second_signal_in_a_flush_leaves_each_row_once(tmp_path, moment):
     assert rows_of(path) == [["step"], ["1"]]   # back to the last whole flush
     log.close()
     assert rows_of(path) == [["step"], ["1"], ["2"], ["3"]]
+
+
+def test_read_arrays_gives_empty_float_fields_as_nan_text_as_objects_and_no_pandas(tmp_path):
+    """The reader a run's end uses (its summary): empty fields of a number column are
+    NaN as pandas reads them, text columns named as text are object arrays, and an
+    empty line or an empty integer field still takes the careful path, which names it."""
+    import subprocess
+    import sys
+    path = tmp_path / "system.csv"
+    path.write_text("time_s,step,process_cpu_percent,rss_mb\n0.0,0,,417.5\n1.9,60,42.3,444.7\n")
+    params = tmp_path / "params.csv"
+    params.write_text("step,epoch,param,value\n1,1,w,0.5\n1,1,b,0.25\n2,1,w,0.75\n")
+    code = ("import sys, json; from mindexp.callbacks.csv_log import read_arrays as r; "
+            f"a = r({str(path)!r}); p = r({str(params)!r}, text=('param',)); "
+            "print(json.dumps([a['process_cpu_percent'].tolist(), a['step'].dtype.kind, "
+            "p['param'].tolist(), p['param'].dtype.kind, p['value'].tolist(), "
+            "'pandas' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    cpu, step_kind, names, name_kind, values, pandas = json.loads(out.stdout)
+    assert cpu[0] != cpu[0] and cpu[1] == 42.3  # NaN, then the value
+    assert (step_kind, names, name_kind, values) == ("i", ["w", "b", "w"], "O", [0.5, 0.25, 0.75])
+    assert pandas is False
+    from mindexp.callbacks import CsvFormatError
+    from mindexp.callbacks.csv_log import read_arrays
+    path.write_text("time_s,step,rss_mb\n0.0,0,1.0\n\n1.0,1,2.0\n")
+    with pytest.raises(CsvFormatError, match="line 3: expected 3 fields, got an empty line"):
+        read_arrays(path)
+    path.write_text("time_s,step,rss_mb\n0.0,,1.0\n1.0,1,2.0\n")  # pandas reads it: a float step
+    assert read_arrays(path)["step"].dtype.kind == "f"        # (which Run.read_arrays refuses)

@@ -101,3 +101,27 @@ def test_compare_reads_no_csv_of_a_finished_run(runs, tmp_path, monkeypatch):
         (self.status, name)) or real(self, name))
     compare(runs)
     assert read and {status for status, _ in read} == {"running"}
+
+
+def test_a_runs_end_reads_its_logs_without_pandas(tmp_path):
+    """The end of a run (its summary in run.json, the eval lines printed) reads the
+    logs as arrays: without plots, ``mindexp run`` never imports pandas (half a
+    CPU-second of every run's end, issue 38)."""
+    import sys
+    from conftest import cli_env
+    code = ("import sys; from mindexp.cli.main import main; "
+            "code = main(['run', 'spirals', '--out', 'out', '--set', 'epochs=2']); "
+            "print('PANDAS', 'pandas' in sys.modules, code)")
+    done = forkserver.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          env=cli_env(MINDEXP_PLOTS="0"), text=True, timeout=300)
+    assert "PANDAS False 0" in done.stdout, done.stdout + done.stderr
+    assert "eval_accuracy" in done.stdout and "best" in done.stdout  # the eval lines printed
+    (run_dir,) = _runs(tmp_path / "out")
+    summary = _meta(run_dir)["summary"]
+    from mindexp.rundir.summary import eval_name
+    evals = pd.read_csv(os.path.join(run_dir, "eval.csv")).rename(columns=eval_name)
+    assert summary["eval"]["eval_accuracy"] == pytest.approx(evals["eval_accuracy"].iloc[-1])
+    assert summary["eval"]["best_eval_accuracy"] == pytest.approx(evals["eval_accuracy"].max())
+    system = pd.read_csv(os.path.join(run_dir, "system.csv"))
+    assert summary["system"]["peak_rss_mb"] == round(system["rss_mb"].max(), 2)
+    assert summary["system"]["mean_cpu_percent"] == round(system["process_cpu_percent"].mean(), 2)
