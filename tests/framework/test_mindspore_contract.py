@@ -180,8 +180,10 @@ def test_a_bfloat16_tensor_is_read_through_asnumpy_not_item():
     assert to_float(t) == 1.5
     code = ("import mindspore as ms, numpy as np\n"
             "print(float(ms.Tensor(np.float32(1.5)).astype(ms.bfloat16).item()))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    import forkserver  # a child forked from a server that imported MindSpore, never ran it
+    from conftest import cli_env
+    done = forkserver.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=cli_env())
     assert done.returncode == 0 and done.stdout.strip() == "1.5"
 
 
