@@ -180,8 +180,10 @@ def test_a_bfloat16_tensor_is_read_through_asnumpy_not_item():
     assert to_float(t) == 1.5
     code = ("import mindspore as ms, numpy as np\n"
             "print(float(ms.Tensor(np.float32(1.5)).astype(ms.bfloat16).item()))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    import forkserver  # a child forked from a server that imported MindSpore, never ran it
+    from conftest import cli_env
+    done = forkserver.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=cli_env())
     assert done.returncode == 0 and done.stdout.strip() == "1.5"
 
 
@@ -446,16 +448,16 @@ with open(f"{sys.argv[1]}/rank{rank}.txt", "w") as f:
 def test_all_reduce_sums_over_msruns_workers_on_cpu(tmp_path):
     """framework/_mindspore.all_reduce_sum: ops.AllReduce run eagerly sums a
     float32 vector over two msrun workers on CPU (comm_func.all_reduce cannot)."""
+    import msrun_launcher  # msrun's launcher forked (its workers are new interpreters)
     from conftest import cli_env
     from mindexp.train.distributed import free_port
     (tmp_path / "all_reduce.py").write_text(ALL_REDUCE)
     bin_dir = os.path.dirname(sys.executable)
-    done = subprocess.run(
+    done = msrun_launcher.run(
         [os.path.join(bin_dir, "msrun"), "--worker_num=2", "--local_worker_num=2",
          "--master_addr=127.0.0.1", f"--master_port={free_port()}", "--join=True",
          f"--log_dir={tmp_path / 'logs'}", str(tmp_path / "all_reduce.py"), str(tmp_path)],
-        env=cli_env(PATH=bin_dir + os.pathsep + os.environ["PATH"]), capture_output=True,
-        text=True, timeout=600)
+        env=cli_env(PATH=bin_dir + os.pathsep + os.environ["PATH"]), timeout=600)
     assert done.returncode == 0, done.stdout[-2000:]
     for rank in (0, 1):
         assert (tmp_path / f"rank{rank}.txt").read_text() == "3.0 1.0"

@@ -11,6 +11,8 @@ import pytest
 
 import mindspore as ms
 
+from msrun_launcher import cli_msrun  # noqa: F401 (a fixture: msrun's launcher forked)
+
 # Files of 1-d samples on disk (one .npy per sample) and one experiment per
 # source kind over them; READ_LOG (when set) gets "rank file" per read.
 KINDS = '''
@@ -192,8 +194,8 @@ def test_sigkill_mid_epoch_resumes_to_bitwise_equal_weights(cli, tmp_path, files
 
 
 @pytest.mark.slow
-def test_the_finished_override_under_two_workers_warns_once(cli, tmp_path, files):
-    done = cli("run", "kinds.py:Finished", "--workers", "2", "--set", "epochs=2", "--quiet",
+def test_the_finished_override_under_two_workers_warns_once(cli_msrun, tmp_path, files):
+    done = cli_msrun("run", "kinds.py:Finished", "--workers", "2", "--set", "epochs=2", "--quiet",
                "--out", "out", DATA=files, timeout=600)
     assert done.returncode == 0, done.stderr
     log = open(os.path.join(only_run(tmp_path / "out"), "msrun", "worker_0.log")).read()
@@ -223,9 +225,9 @@ def test_a_damaged_file_mid_epoch_fails_naming_it_and_resumes_once_fixed(cli, tm
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["samples", "lazy"])
-def test_two_ranks_read_disjoint_complete_shards(cli, tmp_path, files, kind):
+def test_two_ranks_read_disjoint_complete_shards(cli_msrun, tmp_path, files, kind):
     log = str(tmp_path / "reads")
-    done = cli("run", "kinds.py:Killing", "--set", f"kind={kind}", "--set", "epochs=1",
+    done = cli_msrun("run", "kinds.py:Killing", "--set", f"kind={kind}", "--set", "epochs=1",
                "--workers", "2", "--quiet", "--out", "out", DATA=files, READ_LOG=log, timeout=600)
     assert done.returncode == 0, done.stderr
     assert meta(only_run(tmp_path / "out"))["steps"] == 3  # 7 batches of 8: 3 per rank

@@ -5,6 +5,9 @@ import os
 import pandas as pd
 import pytest
 
+import msrun_launcher
+from msrun_launcher import cli_msrun  # noqa: F401 (a fixture)
+
 DIES = '''
 import os
 from mindexp.experiments.linear import Linear
@@ -35,17 +38,40 @@ def only_run(root, name="linear"):
     return os.path.join(root, name, run_id)
 
 
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory):
+    """``mindexp run linear --workers 2`` (2 epochs, every rank logging), run once for
+    the module in this process (as the ``cli`` fixture runs it, msrun's launcher
+    forked): (its exit status, its stderr, its run folder). The test of two workers
+    reads it; the test of two msrun nodes compares its own run with it. Neither
+    changes it."""
+    import contextlib
+    import io
+    import sys
+    from conftest import MAIN_PY
+    from mindexp.cli.main import main
+    root = tmp_path_factory.mktemp("one_node")
+    argv = ["run", "linear", "--workers", "2", "--set", "epochs=2", "--set", "log_all_ranks=true",
+            "--out", "out", "--quiet"]
+    err = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        msrun_launcher.fork_launches(patch)
+        patch.chdir(root)
+        patch.setattr(sys, "argv", [MAIN_PY, *argv])
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code = main(argv)
+    return code, err.getvalue(), only_run(root / "out") if code == 0 else None
+
+
 @pytest.mark.slow
-def test_two_workers_train_sharded_with_equal_parameters_on_every_rank(cli, tmp_path):
-    done = cli("run", "linear", "--workers", "2", "--set", "epochs=6", "--set", "log_all_ranks=true",
-               "--out", "out", "--quiet", timeout=600)
-    assert done.returncode == 0, done.stderr
-    run_dir = only_run(tmp_path / "out")
+def test_two_workers_train_sharded_with_equal_parameters_on_every_rank(one_node):
+    code, stderr, run_dir = one_node
+    assert code == 0, stderr
     meta = json.load(open(os.path.join(run_dir, "run.json")))
     assert meta["status"] == "completed" and meta["workers"] == 2
-    assert meta["steps"] == 30  # 10 batches per epoch, sharded over 2 ranks
+    assert meta["steps"] == 10  # 10 batches per epoch, sharded over 2 ranks: 5 a rank
     loss = pd.read_csv(os.path.join(run_dir, "loss.csv"))
-    assert loss["step"].tolist() == list(range(1, 31))
+    assert loss["step"].tolist() == list(range(1, 11))
     rank0 = pd.read_csv(os.path.join(run_dir, "params.csv"))
     rank1 = pd.read_csv(os.path.join(run_dir, "params.rank1.csv"))
     assert rank0[["step", "param", "value"]].equals(rank1[["step", "param", "value"]])
@@ -53,15 +79,15 @@ def test_two_workers_train_sharded_with_equal_parameters_on_every_rank(cli, tmp_
     assert not other["loss"].equals(loss["loss"])  # each rank saw its own shard
     from mindexp.callbacks import schema  # log_all_ranks: each rank's system samples
     assert list(schema.rank_files(run_dir, "system")) == [0, 1]
-    assert pd.read_csv(schema.rank_files(run_dir, "system")[1])["step"].iloc[-1] == 30
+    assert pd.read_csv(schema.rank_files(run_dir, "system")[1])["step"].iloc[-1] == 10
     assert {"worker_0.log", "worker_1.log"} <= set(os.listdir(os.path.join(run_dir, "msrun")))
     assert not [f for f in os.listdir(run_dir) if f.startswith(".rank")]
 
 
 @pytest.mark.slow
-def test_a_dying_worker_fails_the_run_with_its_logs_instead_of_hanging(cli, tmp_path):
+def test_a_dying_worker_fails_the_run_with_its_logs_instead_of_hanging(cli_msrun, tmp_path):
     (tmp_path / "dies.py").write_text(DIES)
-    done = cli("run", "dies.py:Dies", "--workers", "2", "--out", "out", "--quiet", timeout=600,
+    done = cli_msrun("run", "dies.py:Dies", "--workers", "2", "--out", "out", "--quiet", timeout=600,
                **NODE_TIMEOUT)
     assert done.returncode == 1
     meta = json.load(open(os.path.join(only_run(tmp_path / "out"), "run.json")))
@@ -83,7 +109,7 @@ def _msrun_node(rank, port, folder, *args, **env):
     from conftest import cli_env
     bin_dir = os.path.dirname(sys.executable)
     os.makedirs(folder)
-    return subprocess.Popen(
+    return msrun_launcher.popen(  # its launcher forked; its scheduler and worker are new
         [os.path.join(bin_dir, "msrun"), "--worker_num=2", "--local_worker_num=1",
          f"--node_rank={rank}", "--master_addr=127.0.0.1", f"--master_port={port}",
          "--join=True", "--log_dir=logs", os.path.join(bin_dir, "mindexp"), "run", *args],
@@ -92,7 +118,8 @@ def _msrun_node(rank, port, folder, *args, **env):
 
 
 @pytest.mark.slow
-def test_two_msrun_nodes_on_loopback_train_one_run_equal_to_two_workers_on_one_node(cli, tmp_path):
+def test_two_msrun_nodes_on_loopback_train_one_run_equal_to_two_workers_on_one_node(
+        cli, tmp_path, one_node):
     import sys
     from mindexp import Run
     from mindexp.train.distributed import free_port
@@ -116,9 +143,12 @@ def test_two_msrun_nodes_on_loopback_train_one_run_equal_to_two_workers_on_one_n
     assert os.listdir(tmp_path / "node1") == ["logs"]  # nothing else on node 1
     shown = cli("show", run_dir)
     assert shown.returncode == 0 and "rank 1" in shown.stdout, shown.stdout
-    done = cli("run", "linear", "--workers", "2", "--out", "out", *args, timeout=600)
-    assert done.returncode == 0, done.stderr
-    one_node = json.load(open(os.path.join(only_run(tmp_path / "out"), "run.json")))
+    # the module's one run of `linear --workers 2` with these epochs (its log_all_ranks
+    # changes what is logged, not what is trained)
+    code, stderr, one_node_dir = one_node
+    assert code == 0, stderr
+    one_node = json.load(open(os.path.join(one_node_dir, "run.json")))
+    assert one_node["steps"] == two_nodes["steps"]  # the same training: 2 epochs
     assert two_nodes["params"] == pytest.approx(one_node["params"], rel=1e-6)
 
 
