@@ -22,6 +22,7 @@ def test_needs_root():
 
 
 @pytest.mark.parametrize("ci, outcome", [("", "2 skipped"), ("true", "2 failed")])
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_guarded_test_skips_with_its_reason_locally_and_fails_under_ci(tmp_path, ci, outcome):
     (tmp_path / "test_guarded.py").write_text(GUARDED.format(tests=os.path.join(ROOT, "tests")))
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider",

@@ -60,6 +60,7 @@ class Takes(Callback):
         self.records.append(record)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_the_logs_inside_a_list_equal_the_callbacks_given_one_by_one(tmp_path, monkeypatch):
     model(lr=0.05).train(2, dataset(), callbacks=loggers(tmp_path / "alone"))
     built = []
@@ -83,6 +84,7 @@ def test_the_logs_inside_a_list_equal_the_callbacks_given_one_by_one(tmp_path, m
     assert [by_step[s] for s in norms["step"]] == pytest.approx(norms["grad_norm"].tolist())
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_records_count_the_runs_steps_after_initial_epoch(tmp_path):
     takes = Takes()
     model().train(3, dataset(), callbacks=[CallbackList([takes])], initial_epoch=1)
@@ -90,6 +92,7 @@ def test_records_count_the_runs_steps_after_initial_epoch(tmp_path):
         [(s, 2 + (s - 5) // 4) for s in range(5, 13)]   # MindSpore's own count restarts at 1
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_outside_a_list_there_is_no_record(tmp_path):
     seen = Seen()
     model().train(1, dataset(), callbacks=[seen])
@@ -116,6 +119,7 @@ def test_evaluations_reach_the_callbacks_mindspore_would_give_them(run_context, 
     assert (mine.calls, named.calls) == (1, 0)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_every_part_is_entered_and_left_once_in_reverse_order(tmp_path):
     order = []
 
@@ -134,6 +138,7 @@ def test_every_part_is_entered_and_left_once_in_reverse_order(tmp_path):
     assert order == ["enter a", "enter b", "exit b", "exit a"]
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_checkpoint_inside_the_list_flushes_the_logs_first(tmp_path):
     loss = LossMonitor(tmp_path)
     model().train(2, dataset(), callbacks=[CallbackList([

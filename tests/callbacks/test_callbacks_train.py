@@ -56,6 +56,7 @@ def test_the_callbacks_page_shows_the_plain_script_verbatim():
     assert body.split('"""\n', 2)[-1].strip() in readme
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_grad_norm_matches_mindspore_grad_on_the_same_batch(tmp_path):
     net = fresh_net()
     loss_net = nn.WithLossCell(net, nn.MSELoss())
@@ -68,6 +69,7 @@ def test_grad_norm_matches_mindspore_grad_on_the_same_batch(tmp_path):
     assert first == pytest.approx(by_hand, abs=1e-5)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_clipping_bounds_the_update_and_logs_the_norm_before_clipping(tmp_path):
     net = fresh_net()
     before = np.concatenate([p.asnumpy().ravel() for p in net.trainable_params()])
@@ -80,6 +82,7 @@ def test_clipping_bounds_the_update_and_logs_the_norm_before_clipping(tmp_path):
     assert np.linalg.norm(after - before) == pytest.approx(0.1 * 0.01, rel=1e-4)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_per_param_norms_add_up_to_the_global_norm(tmp_path):
     net = fresh_net()
     cell = TrainStep(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.1),
@@ -92,6 +95,7 @@ def test_per_param_norms_add_up_to_the_global_norm(tmp_path):
     assert np.allclose(by_step.values, total.loc[by_step.index].values, rtol=1e-5)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_loss_and_params_work_with_a_plain_model(tmp_path):
     net = fresh_net()
     model = Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.05, 0.9))
@@ -102,6 +106,7 @@ def test_loss_and_params_work_with_a_plain_model(tmp_path):
     assert final["weight"] == pytest.approx(net.weight.asnumpy().item())
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_checkpoint_reloads_into_a_fresh_network_with_equal_weights(tmp_path):
     net = fresh_net()
     opt = nn.Adam(net.trainable_params(), 0.05)

@@ -181,6 +181,7 @@ def _fit(tmp_path, metrics, names, plain_model=False):
     return net
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_plain_script_eval_monitor_writes_the_eval_sets_loss(tmp_path):
     from mindspore.train import MAE
     from mindexp.callbacks import EvalLoss, read_csv

@@ -57,6 +57,7 @@ class _Clock:
 
 
 @pytest.mark.parametrize("budget", [None, 0.1, 0.01])
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_the_schedule_and_the_threads_do_not_depend_on_the_clock(tmp_path, run_context,
                                                                   monkeypatch, budget):
     """A run's params.csv is the same on an idle and on a loaded machine: the

@@ -99,6 +99,7 @@ def test_grad_norm_monitor_without_trainstep_is_refused_before_any_file(tmp_path
     assert not logs.exists()
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_loss_monitor_raises_on_nan_in_a_plain_script_with_consistent_files(tmp_path):
     net = nn.Dense(2, 1)
     x = X.copy()
@@ -114,6 +115,7 @@ def test_loss_monitor_raises_on_nan_in_a_plain_script_with_consistent_files(tmp_
     assert [s for s, _, _ in list_checkpoints(tmp_path)] == [1, 2]  # NaN weights never saved
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_fit_stopped_mid_epoch_writes_no_eval_row_for_that_epoch(tmp_path):
     _, model = model_with_metrics()
     model.fit(4, dataset(), dataset(), callbacks=[
@@ -123,6 +125,7 @@ def test_fit_stopped_mid_epoch_writes_no_eval_row_for_that_epoch(tmp_path):
     assert [s for s, _, _ in list_checkpoints(tmp_path)][-1] == 6
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_fit_after_divergence_writes_no_eval_row_and_no_checkpoint(tmp_path):
     net = classifier()
     opt = nn.SGD(net.trainable_params(), 0.1)

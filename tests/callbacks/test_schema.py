@@ -113,6 +113,7 @@ def _modules():
                         if name.endswith(".py"))
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_no_module_but_the_schema_spells_a_run_directory_name():
     found, scanned = [], 0
     for path in _modules():

@@ -73,6 +73,7 @@ def _part(module):
     return module.split(".")[1] if module.count(".") else ""
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_there_are_no_import_circles():
     graph = _graph()
     state, stack, circles = {}, [], []
@@ -99,6 +100,7 @@ def test_every_room_of_the_framework_has_a_floor():
     assert rooms - set(FLOORS) == set()
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_callbacks_import_nothing_of_the_framework():
     graph = _graph()
     wrong = {(a, b) for a, targets in graph.items() if a.startswith("mindexp.callbacks")
@@ -106,6 +108,7 @@ def test_callbacks_import_nothing_of_the_framework():
     assert wrong == set()
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_arrows_only_go_down_the_floors():
     graph = _graph()
     up = sorted((a, b) for a, targets in graph.items() for b in targets
@@ -113,6 +116,7 @@ def test_arrows_only_go_down_the_floors():
     assert up == []
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_running_and_reading_runs_do_not_import_each_other():
     graph = _graph()
     sideways = sorted((a, b) for a, targets in graph.items() for b in targets
@@ -123,5 +127,6 @@ def test_running_and_reading_runs_do_not_import_each_other():
 @pytest.mark.parametrize("edge", [("mindexp.cli.run", "mindexp.api"),
                                   ("mindexp.analysis.reports", "mindexp.rundir.run"),
                                   ("mindexp.train.session", "mindexp.callbacks")])
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_the_graph_sees_imports_inside_functions_too(edge):
     assert edge[1] in _graph()[edge[0]]

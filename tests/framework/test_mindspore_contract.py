@@ -64,6 +64,7 @@ def fitted(ms_graph):
     return rec, opt
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_cb_params_is_a_dict_with_the_step_counters(fitted):
     """callbacks/_mindspore.step_counters reads cb_params as a dict's items."""
     rec, _ = fitted
@@ -112,6 +113,7 @@ class LastEval(Callback):
                           self.net.weight.asnumpy().copy(), self.net.bias.asnumpy().copy()))
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_model_fits_own_eval_loss_is_the_last_batchs_loss(ms_graph):
     """callbacks/_mindspore.MINDSPORE_EVAL_LOSS: Model.fit's eval_loss is the
     loss of the LAST eval batch (2.10 creates its loss metric inside the batch
@@ -130,6 +132,7 @@ def test_model_fits_own_eval_loss_is_the_last_batchs_loss(ms_graph):
     assert reported != pytest.approx(err.mean(), rel=1e-2)            # not the eval set's
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_cb_params_carries_the_optimizer_or_the_train_cell_does(fitted, ms_graph):
     """callbacks/_mindspore.optimizer_of."""
     rec, opt = fitted
@@ -187,6 +190,7 @@ def test_a_bfloat16_tensor_is_read_through_asnumpy_not_item():
     assert done.returncode == 0 and done.stdout.strip() == "1.5"
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_parameters_host_view_is_its_memory_updated_in_place_by_each_step(ms_graph):
     """callbacks/_mindspore.HostViews: on CPU ``asnumpy()`` of a Parameter is a
     view of its memory (the same address each call), which a graph train
@@ -211,6 +215,7 @@ def test_a_parameters_host_view_is_its_memory_updated_in_place_by_each_step(ms_g
     assert net.weight.data_ptr() != ptr and views.arrays()[0].tolist() == [5.0]
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_the_train_network_a_callback_sees_is_the_train_cell_given_to_model(ms_graph):
     """callbacks/_mindspore.train_network_of: ``cb_params.train_network`` is the
     train cell given to ``Model(train_cell)`` itself (ParameterTracker reads
@@ -254,6 +259,7 @@ def test_callback_forwards_each_train_hook_to_its_deprecated_name():
     assert seen == ["step_end", "epoch_end"]
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_model_fit_enters_the_callbacks_again_for_each_evaluation(ms_graph):
     """callbacks/_quiet_callback.QuietCallback counts its context: Model.fit
     enters and exits every callback once more per evaluation."""
@@ -274,6 +280,7 @@ def test_model_fit_enters_the_callbacks_again_for_each_evaluation(ms_graph):
     assert events[:2] == ["enter", "enter"] and events[-1] == "exit"
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_model_fit_evaluations_leave_out_callbacks_named_like_mindsporess_own(ms_graph):
     """callbacks/_mindspore.runs_in_evaluation: Model.fit hands its evaluations
     every callback but those whose class name is in mindspore.train.callback's
@@ -299,6 +306,7 @@ def test_metric_convert_data_turns_tensors_into_numpy():
     assert isinstance(out, np.ndarray) and out.tolist() == [[1.0], [2.0]]
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_model_train_iterates_through_create_tuple_iterator_with_default_columns(ms_graph):
     """framework/_mindspore.tuple_iterator_dataset: Model.train asks for the
     default columns, so the override serves every batch."""
@@ -463,6 +471,7 @@ def test_all_reduce_sums_over_msruns_workers_on_cpu(tmp_path):
         assert (tmp_path / f"rank{rank}.txt").read_text() == "3.0 1.0"
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_model_counts_steps_on_from_what_train_begin_left_in_cur_step_num(ms_graph):
     """callbacks/_mindspore.count_steps_from (the framework's RunSteps): MindSpore
     adds to cur_step_num from the value it holds after on_train_begin, and an
@@ -481,6 +490,7 @@ def test_model_counts_steps_on_from_what_train_begin_left_in_cur_step_num(ms_gra
     assert [g for _, g in rec.steps] == [13, 14, 15, 16]
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_denormal_loaded_before_a_graphs_first_run_becomes_zero_and_after_it_stays(ms_graph):
     """MindSpore 2.10 on CPU flushes denormals (|x| < 1.18e-38 in float32) in a
     parameter's value when a graph first runs with it (the first copy to the

@@ -197,6 +197,7 @@ def _stop(proc, sig, timeout=30):
                     f"and stderr:\n{err}")
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_serve_prints_the_url_of_port_0_and_ctrl_c_ends_it_cleanly(tmp_path):
     make_run(tmp_path, "r1")
     proc, port = _start_serving(tmp_path)
@@ -242,6 +243,7 @@ def test_ctrl_c_stops_the_server_while_a_slow_client_reads_a_big_file(tmp_path):
     assert proc.returncode == 0 and "dashboard stopped" in out and "Traceback" not in err
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_ctrl_c_stops_the_server_while_pages_poll(tmp_path):
     for i in range(8):
         make_run(tmp_path, f"r{i}", losses=[1.0 / (k + 1) for k in range(200)])
@@ -544,6 +546,7 @@ def test_a_poll_with_the_cursor_returns_exactly_what_changed(served):
     assert _changes(get, last["cursor"] + 5)[0]["reset"]   # a cursor this server never gave
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_past_max_shown_runs_the_page_loads_the_most_recent_or_the_picked_ones(served):
     from mindexp.analysis import dashboard
     root, get = served

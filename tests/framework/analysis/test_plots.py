@@ -89,6 +89,7 @@ def test_loss_gets_a_log_axis_only_when_it_spans_decades(tmp_path):
     assert plots.loss_overlay([wide, narrow]).axes[0].get_yscale() == "log"
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_log_axes_are_labelled_in_plain_text_without_mathtext(tmp_path, monkeypatch):
     """A log axis's labels read 10⁻³ (and 2×10⁻⁴ between decades) as matplotlib's
     would, but never go through its mathtext parser (0.35 s of every run's plots)."""
@@ -244,6 +245,7 @@ def _assert_inside(fig, canvas, texts, what):
         assert 0 <= box.y0 and box.y1 <= fig.bbox.height, (what, text.get_text())
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_run_plot_titles_fit_in_the_figure_with_a_long_run_id(tmp_path):
     run_dir = make_run(tmp_path, "20261201-101500-momentum-small-lr-with-warmup-1a2b3c",
                        experiment="classification_mlp", status="interrupted",
@@ -258,6 +260,7 @@ def test_run_plot_titles_fit_in_the_figure_with_a_long_run_id(tmp_path):
         _assert_inside(fig, canvas, titles, draw.__name__)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_the_runners_plots_are_titled_with_the_final_status_and_keep_their_titles_in_view(
         tmp_path, monkeypatch):
     """The runner draws plots/ before run.json is final (it still says running): the

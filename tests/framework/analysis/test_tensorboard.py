@@ -221,6 +221,7 @@ def _tensorboard_runs(command):
 
 
 @pytest.mark.filterwarnings("ignore:html5lib:DeprecationWarning")  # tensorboard's own import
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_the_printed_command_opens_each_run_under_its_run_id(tmp_path, capsys):
     roots = [make_run(tmp_path / "out", run_id) for run_id in ("a1", "b2")]
     assert main(["tensorboard", str(tmp_path / "out")]) == 0

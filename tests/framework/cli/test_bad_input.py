@@ -170,6 +170,7 @@ def snapshot(root):
 
 
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_bad_input(workdir, monkeypatch, capsys, case):
     """In-process through the CLI's main() (the process-level behaviour, exit
     status and no traceback, is covered in test_cli.py)."""

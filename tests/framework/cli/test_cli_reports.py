@@ -77,6 +77,7 @@ def test_plot_writes_run_plots_and_overlays_into_out(capsys, trained, tmp_path):
         ["final_loss.png", "loss_overlay.png", "params_overlay.png"]
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_plot_by_default_draws_into_each_run_and_the_common_folder(capsys, tmp_path):
     first = make_run(tmp_path, "a", config={"lr": 0.1})
     second = make_run(tmp_path, "b", config={"lr": 0.2})

@@ -238,6 +238,7 @@ def test_tag_syntax_errors(capsys, tmp_path, changes, words):
     assert open(os.path.join(run_dir, "run.json")).read() == before
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_racing_tag_commands_lose_no_update(tmp_path):
     run_dir = make_run(tmp_path, "r1")
     loop = ("import sys; from mindexp.manage.tags import change_tags\n"

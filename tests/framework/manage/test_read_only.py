@@ -61,6 +61,7 @@ def _one_line(text):
     (["resume", "{run}", "--set", "epochs=3"], 2),
     (["rm", "--yes", "{run}"], 2),
 ])
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_resume_and_rm_of_a_read_only_run_refuse_in_one_line(argv, code, run, cli, read_only,
                                                              tmp_path):
     before = sorted(os.listdir(run))
@@ -82,6 +83,7 @@ def test_gc_keeps_a_read_only_run_and_says_why(run, cli, read_only, tmp_path):
     assert os.path.isdir(run) and "nothing to remove" in done.stdout
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_evaluate_of_a_read_only_run_prints_its_metrics_and_warns_it_recorded_nothing(
         run, cli, read_only, tmp_path):
     read_only(tmp_path / "out")
@@ -93,6 +95,7 @@ def test_evaluate_of_a_read_only_run_prints_its_metrics_and_warns_it_recorded_no
     assert not os.path.exists(os.path.join(run, "evaluations.csv"))
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_evaluate_never_appends_through_a_linked_evaluations_csv(run, cli, tmp_path):
     outside = tmp_path / "outside.csv"
     outside.write_text("keep\n")

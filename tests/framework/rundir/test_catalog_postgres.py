@@ -4,6 +4,8 @@ other's; a rebuild touches only its own host's rows; removing another
 host's run says where it lives; the password never shows."""
 import os
 
+import pytest
+
 from mindexp.rundir import catalog as cat
 
 from postgres import postgres  # noqa: F401  (the fixture: a private server per session)
@@ -22,6 +24,7 @@ def _paths(listed):
     return [line.split()[0] for line in listed.stdout.splitlines()[1:]]
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_two_hosts_list_each_others_runs(cli, postgres, tmp_path):  # noqa: F811
     url = postgres.create_database("catalog_two_hosts")
     alpha = _outputs(tmp_path, "a", (0.001, 0.002, 0.003), "01")

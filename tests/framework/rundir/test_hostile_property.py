@@ -204,6 +204,7 @@ plants = st.lists(st.tuples(st.sampled_from(RUN_PLACES + OUTER_PLACES), st.sampl
 @example(planted=[("params.csv", "link-dangling")])
 @example(planted=[("grad_norm.csv", "fifo")])
 @example(planted=[("grad_norm.csv", "truncated")])
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_every_reader_answers_beside_hostile_files_and_writes_nothing_outside(planted):
     base = tempfile.mkdtemp(prefix="mindexp-hostile-")
     try:

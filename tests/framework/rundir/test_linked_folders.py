@@ -19,6 +19,7 @@ def _run_dir(root):
 
 
 @pytest.mark.parametrize("folder", ["checkpoints", "plots", "figures"])
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_resume_refuses_a_run_whose_own_folder_links_out(folder, cli, tmp_path):
     done = cli("run", "linear", "--set", "epochs=2", "--out", "out", "--quiet")
     assert done.returncode == 0, done.stderr

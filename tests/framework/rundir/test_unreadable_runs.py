@@ -103,6 +103,7 @@ def test_python_compare_and_load_run(damaged, caplog):
 
 @pytest.mark.parametrize("args", [("tag", "+x"), ("note", "hello"), ("resume",), ("show",),
                                   ("evaluate",), ("rerun",), ("diff", "GOOD")])
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_command_on_the_damaged_run_says_which_file_and_field_exit_2(capsys, damaged, args):
     root, good, bad, field = damaged
     with open(os.path.join(bad, "run.json"), "rb") as f:

@@ -46,6 +46,7 @@ def _counter(run):
         return json.load(f)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_resumed_run_gives_the_callback_its_state_back(tmp_path):
     from mindexp.api import resume_run
     whole = Counted({**TINY, "epochs": 4}).run(out=tmp_path / "whole", quiet=True)
@@ -58,6 +59,7 @@ def test_a_resumed_run_gives_the_callback_its_state_back(tmp_path):
     assert _counter(resumed)["total"] == pytest.approx(_counter(whole)["total"], rel=1e-6)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_the_bare_checkpoint_saves_state_and_load_callback_state_restores_it(tmp_path):
     import mindspore as ms
     from mindspore import nn

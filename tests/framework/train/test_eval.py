@@ -56,6 +56,7 @@ def test_eval_metrics_match_the_weights_at_that_step(every_two):
             assert getattr(row, name) == pytest.approx(value, rel=1e-4, abs=1e-7), (row, name)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_default_metric_is_the_eval_loss(tmp_path):
     run = LinearEval(epochs=2).run(out=str(tmp_path))
     assert list(run.eval.columns) == ["epoch", "step", "loss"]
@@ -64,6 +65,7 @@ def test_default_metric_is_the_eval_loss(tmp_path):
         _expected(p["dense.weight"], p["dense.bias"])["mse"], rel=1e-4)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_metric_objects_under_own_names(tmp_path):
     from mindspore.train import MAE
 
@@ -90,6 +92,7 @@ def test_accuracy_with_sparse_int_labels(tmp_path):
     assert run.eval.accuracy.iloc[-1] == pytest.approx(np.mean(logits.argmax(1) == labels))
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_eval_every_beyond_the_run_still_evaluates_the_last_epoch(tmp_path):
     run = LinearEval(epochs=2, eval_every=5).run(out=str(tmp_path))
     assert list(run.eval.epoch) == [2]

@@ -351,6 +351,7 @@ def _meta(run_dir):
 
 # -- a full disk ----------------------------------------------------------------------------
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_record_counts_only_the_steps_its_loss_log_holds_when_the_disk_fills(tmp_path,
                                                                               monkeypatch):
     """Rows buffered when the disk fills never reach loss.csv: run.json's steps and

@@ -41,6 +41,7 @@ class StepRows(Callback):
         self.log.close()
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_one_registration_wires_a_new_log_into_every_run(tmp_path, monkeypatch):
     monkeypatch.setattr(features, "_FEATURES", dict(features._FEATURES))
     features.feature("steps_seen", order=65)(lambda run, before: StepRows(run.run_dir))

@@ -30,6 +30,7 @@ class Seen(Linear):
         return []
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_experiment_run_leaves_the_object_as_it_was_and_hooks_read_the_run_folder(tmp_path):
     exp = Seen(TINY)
     before = _state(exp)
@@ -40,6 +41,7 @@ def test_experiment_run_leaves_the_object_as_it_was_and_hooks_read_the_run_folde
     assert exp.run_dir is None                # outside: none
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_the_request_reaches_run_json_without_touching_the_experiment(tmp_path):
     from mindexp.api import run_request
     exp = Linear(TINY)
@@ -64,6 +66,7 @@ def test_a_request_is_frozen_and_a_changed_config_is_a_new_request():
     assert request.entry == "mindexp.experiments.linear:Linear"
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_rerun_builds_a_request_and_records_its_origin(tmp_path):
     from mindexp.manage.rerun import prepare_rerun, train_rerun
     first = Linear(TINY).run(out=tmp_path, quiet=True)
@@ -78,6 +81,7 @@ def test_rerun_builds_a_request_and_records_its_origin(tmp_path):
     assert again.meta["steps"] == 6
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_trials_pruning_callback_runs_after_the_experiments_own(tmp_path):
     from mindspore.train import Callback
     from mindexp.api import run_request

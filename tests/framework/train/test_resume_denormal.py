@@ -7,6 +7,7 @@ that one is compared with a tolerance below float32's smallest normal."""
 import os
 
 import numpy as np
+import pytest
 
 from mindexp.experiments.linear import Linear
 
@@ -31,6 +32,7 @@ def _rows(run, name):
     return [",".join(c for i, c in enumerate(ln.split(",")) if i != at) for ln in lines]
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_resume_past_the_denormal_differs_only_in_beta1_power(tmp_path):
     from mindexp.api import resume_run
     whole = Linear({**CONFIG, "epochs": 86}).run(out=tmp_path / "whole", quiet=True)

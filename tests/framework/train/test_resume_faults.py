@@ -171,6 +171,7 @@ def finished_linear(tmp_path_factory):
     ("loss.csv", 8, "8,1", "expected 5 fields, got 2"),
     ("grad_norm.csv", 3, "\x00\x00\x00", "expected 3 fields, got 1"),
 ])
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_resume_refuses_a_csv_damaged_in_the_middle_naming_file_and_line(
         main_cli, tmp_path, finished_linear, name, line, damage, why):
     run_dir = str(tmp_path / "out" / "linear" / os.path.basename(finished_linear))

@@ -16,6 +16,7 @@ def default_run(tmp_path_factory):
     return Linear().run(out=str(tmp_path_factory.mktemp("out")))
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_linear_defaults_learn_y_equals_2x(default_run):
     params = default_run.meta["params"]
     assert abs(params["dense.weight"] - 2) < 0.02
@@ -42,6 +43,7 @@ def test_run_directory_holds_config_run_json_and_logs(default_run):
     assert default_run.checkpoint() and default_run.checkpoint().endswith("step0000300.ckpt")
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_rebuilt_network_predicts_2x(default_run):
     from mindspore import Tensor
     net = default_run.network()
@@ -81,6 +83,7 @@ class StopsItself(Linear):
         return [Kill()]
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_sigterm_stops_cleanly_as_interrupted_with_a_final_checkpoint(tmp_path):
     run = StopsItself(epochs=10).run(out=str(tmp_path))
     assert run.status == "interrupted"

@@ -87,6 +87,7 @@ def _cli(capsys, *args):
     return code, out.out, out.err
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_script_run_completes_with_the_last_row_of_loss_csv(script, tmp_path):
     before = signal.getsignal(signal.SIGTERM)
     run = script.train(tmp_path / "out")
@@ -99,6 +100,7 @@ def test_a_script_run_completes_with_the_last_row_of_loss_csv(script, tmp_path):
     assert not os.path.exists(os.path.join(run.dir, ".lock"))  # released once final
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_script_run_shows_in_runs_show_and_compare(script, tmp_path, capsys):
     out = tmp_path / "out"
     first, second = script.train(out).dir, script.train(out).dir
@@ -116,6 +118,7 @@ def test_a_script_run_shows_in_runs_show_and_compare(script, tmp_path, capsys):
     assert float(row["final_loss"]) == pytest.approx(_meta(first)["final_loss"], rel=1e-6)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_an_exception_in_the_block_fails_the_run_and_propagates(script, tmp_path):
     with pytest.raises(RuntimeError, match="boom at step 6"):
         script.train(tmp_path / "out", stop=script.StopAt(6))
@@ -135,6 +138,7 @@ def test_a_bad_name_or_config_is_refused_before_any_folder(script, tmp_path, nam
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_resume_continues_the_run_with_each_step_once(script, tmp_path):
     with pytest.raises(RuntimeError):
         script.train(tmp_path / "out", epochs=5, stop=script.StopAt(10))  # in epoch 3
@@ -147,6 +151,7 @@ def test_resume_continues_the_run_with_each_step_once(script, tmp_path):
     assert meta["resumes"][0]["step"] == 8 and meta["resumes"][0]["previous_status"] == "failed"
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_mindexp_resume_and_rerun_of_a_script_run_refuse_in_one_line(script, tmp_path, capsys):
     run = script.train(tmp_path / "out", epochs=1)
     for command in ("resume", "rerun"):

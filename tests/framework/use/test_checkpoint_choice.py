@@ -56,6 +56,7 @@ def _best_epoch_file(run):
     return next(path for _, epoch, path in kept if epoch == best_epoch)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_every_reader_picks_the_truly_best_checkpoint(crossing, main_cli):
     import mindspore as ms
     best = _best_epoch_file(crossing)
@@ -72,6 +73,7 @@ def test_every_reader_picks_the_truly_best_checkpoint(crossing, main_cli):
     assert done.stdout.splitlines()[0].startswith(os.path.relpath(best, crossing.dir) + " ")
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_evaluate_prints_the_whole_eval_row_with_the_implicit_loss(crossing, main_cli):
     done = main_cli("evaluate", crossing.dir, "--checkpoint", "best")
     assert done.returncode == 0, done.stderr
@@ -91,6 +93,7 @@ def test_a_checkpoint_spelled_as_its_path_is_that_file(crossing):
     assert crossing.checkpoint_path(step) == path
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_evaluate_keeps_working_on_an_evaluations_csv_written_before(crossing, main_cli,
                                                                      tmp_path):
     """mindexp 0.3 wrote evaluations.csv without the implicit loss column: evaluate
