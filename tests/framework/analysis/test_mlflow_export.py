@@ -51,7 +51,10 @@ def server(tmp_path_factory):
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1", "--backend-store-uri", f"sqlite:///{home / 'mlflow.db'}",
          "--artifacts-destination", str(home / "artifacts")],
-        cwd=home, stdout=subprocess.DEVNULL, stderr=open(home / "server.log", "wb"))
+        cwd=home, stdout=subprocess.DEVNULL, stderr=open(home / "server.log", "wb"),
+        # without MLflow 3's job runner (GenAI jobs: a process and seven huey consumers
+        # polling, ~10 CPU-s over this module), which tracking and the registry do not use
+        env=dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"))
     try:
         _wait_healthy(uri, proc)
         yield uri
