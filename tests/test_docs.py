@@ -30,7 +30,8 @@
     tests/framework/cli/test_cli.py; ``python -c`` and ``msrun`` lines are processes.
   - Runs draw their end-of-run plots/ and figures/ (``MINDEXP_PLOTS``) only on the
     pages in ``PLOTS_PAGES``, whose snippets read them; elsewhere, as in every other
-    test, they do not (a second or two of CPU per run).
+    test, they do not (measured: 94 CPU-s for the whole test with plots everywhere,
+    67 with these and the one worker below).
   - The driver counts one CPU core (``os.cpu_count()``), so a sweep's default
     ``--workers`` (one per core) is one worker, as on a one-core machine: a worker's
     start, importing MindSpore (~2.5 CPU-s), costs more than the few short points of
@@ -90,8 +91,8 @@ EXIT_2 = ("mindexp predict outputs/spirals/<run_id> --input bad.npy",
           "mindexp evaluate outputs/spirals/<run_id> --checkpoint 5")
 # Pages whose snippets read what a run draws at its end (figures/, plots/): their runs
 # draw as a user's do. Elsewhere the driver sets MINDEXP_PLOTS=0, as every other test
-# does (docs/index.md): a second or two of CPU a run, and the pages run some 40 runs
-# (tests/framework/analysis/test_plots.py tests the drawing).
+# does (docs/index.md): half a CPU-second a linear run, 4 the spirals run, and the pages
+# make about 35 runs (tests/framework/analysis/test_plots.py tests the drawing).
 PLOTS_PAGES = {"docs/system-figures-mlflow.md": "lists the figures/ of the run it made"}
 FILES = {"my.toml": 'optimizer = "momentum"\nepochs = 5\n',
          "points.npy": [[0.1, 0.2], [-0.5, 0.3], [0.9, -0.9]],
