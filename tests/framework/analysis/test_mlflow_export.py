@@ -279,8 +279,11 @@ def _wait_for(condition, what, timeout=600):
 
 
 def _mindexp_proc(tmp_path, *args, **env):
+    """``python -m mindexp ARGS``, a process of its own forked from the worker's fork
+    server (tests/forkserver.py: MindSpore imported once, not once per process)."""
+    import forkserver
     from conftest import cli_env
-    return subprocess.Popen([sys.executable, "-m", "mindexp", *map(str, args)], cwd=tmp_path,
+    return forkserver.popen([sys.executable, "-m", "mindexp", *map(str, args)], cwd=tmp_path,
                             env=cli_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
