@@ -13,7 +13,29 @@ benchmarks/README.md; nothing here is used by mindexp itself.
 """
 import argparse
 import os
+import sys
 import time
+
+# the variants' names, in the order of variants(): checked before MindSpore is imported,
+# so that a bad name costs one line, not an import of MindSpore (seconds of CPU)
+NAMES = ("conv", "conv1", "shift9", "im2col", "mm", "padslice")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("variant", nargs="*", help="default: conv shift9 im2col")
+    p.add_argument("--mode", choices=("graph", "pynative"), default="graph")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--quick", action="store_true", help="2 steps each: checks the script runs")
+    args = p.parse_args(argv)
+    unknown = sorted(set(args.variant) - set(NAMES))
+    if unknown:
+        p.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(NAMES)}")
+    return args
+
+
+if __name__ == "__main__":
+    parse_args(sys.argv[1:])  # (exits 2 on a bad name)
 
 os.environ.setdefault("GLOG_v", "3")
 import numpy as np  # noqa: E402
@@ -116,18 +138,11 @@ def variants(rng):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("variant", nargs="*", help="default: conv shift9 im2col")
-    p.add_argument("--mode", choices=("graph", "pynative"), default="graph")
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--quick", action="store_true", help="2 steps each: checks the script runs")
-    args = p.parse_args(argv)
+    args = parse_args(argv)
     ms.set_context(mode=ms.GRAPH_MODE if args.mode == "graph" else ms.PYNATIVE_MODE)
     ms.set_device("CPU")
     table = variants(np.random.default_rng(0))
-    unknown = sorted(set(args.variant) - set(table))
-    if unknown:
-        p.error(f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(table)}")
+    assert tuple(table) == NAMES, (tuple(table), NAMES)
     print(f"MindSpore {ms.__version__}, {args.mode} mode, CPU")
     for key in args.variant or ["conv", "shift9", "im2col"]:
         name, make, x = table[key]

@@ -8,8 +8,13 @@ import types
 
 import pytest
 
-from conftest import ROOT  # noqa: E402  (the repository)
+import forkserver
+from conftest import ROOT, cli_env  # noqa: E402  (the repository)
 sys.path.insert(0, ROOT)
+
+# The scripts run as processes of their own forked from the worker's fork server
+# (tests/forkserver.py: ``python SCRIPT.py``, MindSpore imported once for the suite):
+# what they print and their exit status are the same; their timings are never asserted.
 
 from benchmarks import run as bench  # noqa: E402
 
@@ -50,10 +55,9 @@ def test_goals_pass_miss_and_skip_without_measuring():
 
 @pytest.mark.slow
 def test_quick_run_prints_the_goal_table(tmp_path):
-    env = dict(os.environ, GLOG_v="3", MINDEXP_LIGHTNING_PYTHON="none",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = cli_env(GLOG_v="3", MINDEXP_LIGHTNING_PYTHON="none")
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, os.path.join("benchmarks", "run.py"), "--quick",
+    proc = forkserver.run([sys.executable, os.path.join("benchmarks", "run.py"), "--quick",
                            "--skip", "sweep,memory,compare", "--json", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -90,9 +94,8 @@ def test_interleaving_puts_every_set_in_every_position_equally_often():
 
 @pytest.mark.slow
 def test_profile_hooks_profiles_only_the_callbacks(tmp_path):
-    env = dict(os.environ, GLOG_v="3",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, os.path.join("benchmarks", "profile_hooks.py"), "W1b",
+    env = cli_env(GLOG_v="3")
+    proc = forkserver.run([sys.executable, os.path.join("benchmarks", "profile_hooks.py"), "W1b",
                            "--quick"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -104,8 +107,8 @@ def test_profile_hooks_profiles_only_the_callbacks(tmp_path):
 
 @pytest.mark.slow
 def test_conv_cpu_times_each_formulation():
-    env = dict(os.environ, GLOG_v="3")
-    proc = subprocess.run([sys.executable, os.path.join("benchmarks", "conv_cpu.py"), "--quick",
+    env = cli_env(GLOG_v="3")
+    proc = forkserver.run([sys.executable, os.path.join("benchmarks", "conv_cpu.py"), "--quick",
                            "conv1", "im2col"], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -28,6 +28,14 @@
     test importing MindSpore again. The console script itself, its exit
     statuses and one-line errors as a process, are tested in
     tests/framework/cli/test_cli.py; ``python -c`` and ``msrun`` lines are processes.
+  - Runs draw their end-of-run plots/ and figures/ (``MINDEXP_PLOTS``) only on the
+    pages in ``PLOTS_PAGES``, whose snippets read them; elsewhere, as in every other
+    test, they do not (measured: 94 CPU-s for the whole test with plots everywhere,
+    67 with these and the one worker below).
+  - The driver counts one CPU core (``os.cpu_count()``), so a sweep's default
+    ``--workers`` (one per core) is one worker, as on a one-core machine: a worker's
+    start, importing MindSpore (~2.5 CPU-s), costs more than the few short points of
+    a page's sweep (tests/framework/search/ runs sweeps with several workers).
 """
 import json
 import os
@@ -81,6 +89,11 @@ SKIP = {
 # Lines whose one-line error the docs show: they must exit 2.
 EXIT_2 = ("mindexp predict outputs/spirals/<run_id> --input bad.npy",
           "mindexp evaluate outputs/spirals/<run_id> --checkpoint 5")
+# Pages whose snippets read what a run draws at its end (figures/, plots/): their runs
+# draw as a user's do. Elsewhere the driver sets MINDEXP_PLOTS=0, as every other test
+# does (docs/index.md): half a CPU-second a linear run, 4 the spirals run, and the pages
+# make about 35 runs (tests/framework/analysis/test_plots.py tests the drawing).
+PLOTS_PAGES = {"docs/system-figures-mlflow.md": "lists the figures/ of the run it made"}
 FILES = {"my.toml": 'optimizer = "momentum"\nepochs = 5\n',
          "points.npy": [[0.1, 0.2], [-0.5, 0.3], [0.9, -0.9]],
          "bad.npy": [[0.0, 0.0, 0.0]] * 3}
@@ -91,12 +104,14 @@ DRIVER = r'''
 import contextlib, io, json, os, re, shlex, subprocess, sys
 import numpy as np
 pages, files = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+plots_pages = set(json.load(open(sys.argv[3])))
 for name, content in files.items():
     if name.endswith(".npy"):
         np.save(name, np.array(content, np.float32))
     else:
         open(name, "w").write(content)
 namespace = sys.modules["__main__"].__dict__  # as in a user's own script or REPL
+os.cpu_count = lambda: 1  # a sweep's default --workers: one (see the test's module doc)
 
 
 def with_runs(text):
@@ -133,11 +148,12 @@ def _shell_line(args):
 
 
 driver_names = set(namespace) | {"driver_names", "page", "steps", "i", "kind", "text", "code",
-                                 "args", "status", "err", "leftover", "_cli_line",
+                                 "args", "status", "err", "leftover", "_cli_line", "plots_pages",
                                  "_shell_line"}
 for page, steps in pages:
     for leftover in set(namespace) - driver_names:  # each page starts afresh
         del namespace[leftover]
+    os.environ["MINDEXP_PLOTS"] = "1" if page in plots_pages else "0"  # (read at a run's end)
     for i, (kind, text, code) in enumerate(steps):
         if kind == "console":
             args = shlex.split(with_runs(text), comments=True)
@@ -237,6 +253,8 @@ def test_the_pages_have_the_snippets_this_test_expects():
     lines = all_shell_lines()
     for start in SKIP:  # every skip names a line the docs still have
         assert any(ln.startswith(start) for ln in lines), start
+    for page in PLOTS_PAGES:  # every page named there has snippets to run
+        assert page in pages() and page_steps(page), page
     # the spirals run comes before the page that uses it
     order = [c for c in commands if c.startswith((SPIRALS, EXIT_2[0]))]
     assert order[0].startswith(SPIRALS)
@@ -249,12 +267,14 @@ def test_every_snippet_of_the_docs_runs_in_order(tmp_path):
     steps_file, files_file = tmp_path / "pages.json", tmp_path / "files.json"
     steps_file.write_text(json.dumps([p for p in plan if p[1]]))
     files_file.write_text(json.dumps(FILES))
+    plots_file = tmp_path / "plots.json"
+    plots_file.write_text(json.dumps(sorted(PLOTS_PAGES)))
     (tmp_path / "driver.py").write_text(DRIVER)
     work = tmp_path / "fresh"
     work.mkdir()
     done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(steps_file),
-                           str(files_file)], cwd=work,
-                          env=cli_env(MPLBACKEND="Agg", MINDEXP_PLOTS="1"),  # the pages show plots
+                           str(files_file), str(plots_file)], cwd=work,
+                          env=cli_env(MPLBACKEND="Agg"),
                           capture_output=True, text=True, timeout=2400)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert "--- all snippets ran" in done.stdout

@@ -51,7 +51,10 @@ def server(tmp_path_factory):
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1", "--backend-store-uri", f"sqlite:///{home / 'mlflow.db'}",
          "--artifacts-destination", str(home / "artifacts")],
-        cwd=home, stdout=subprocess.DEVNULL, stderr=open(home / "server.log", "wb"))
+        cwd=home, stdout=subprocess.DEVNULL, stderr=open(home / "server.log", "wb"),
+        # without MLflow 3's job runner (GenAI jobs: a process and seven huey consumers
+        # polling, ~10 CPU-s over this module), which tracking and the registry do not use
+        env=dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"))
     try:
         _wait_healthy(uri, proc)
         yield uri
@@ -276,8 +279,11 @@ def _wait_for(condition, what, timeout=600):
 
 
 def _mindexp_proc(tmp_path, *args, **env):
+    """``python -m mindexp ARGS``, a process of its own forked from the worker's fork
+    server (tests/forkserver.py: MindSpore imported once, not once per process)."""
+    import forkserver
     from conftest import cli_env
-    return subprocess.Popen([sys.executable, "-m", "mindexp", *map(str, args)], cwd=tmp_path,
+    return forkserver.popen([sys.executable, "-m", "mindexp", *map(str, args)], cwd=tmp_path,
                             env=cli_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
