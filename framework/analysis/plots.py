@@ -124,11 +124,14 @@ def loss_overlay(runs, ax=None):
     """Loss curves of several runs, labelled by the config fields that differ."""
     runs = as_runs(runs)
     fig, ax = _axes(ax)
-    healthy = [run.loss[schema.Col.LOSS] for run in runs if run.status in HEALTHY] or \
-        [run.loss[schema.Col.LOSS] for run in runs]
+    logged = [run for run in runs if schema.Col.LOSS in run.loss.columns]  # (a run failed
+    healthy = [run.loss[schema.Col.LOSS] for run in logged if run.status in HEALTHY] or \
+        [run.loss[schema.Col.LOSS] for run in logged]  # before its first step logged none)
     _log_if_wide(ax, *healthy)
     _fit_finite(ax, healthy)
     for run, label, color in zip(runs, config_labels(runs), run_colors(len(runs))):
+        if run not in logged:
+            continue
         ax.plot(*_cut_outliers(ax, run, *_finite_xy(run.loss, schema.Col.LOSS)), lw=1, color=color,
                 label=_short_label(run, label))
         if schema.Col.LOSS in run.eval.columns:

@@ -139,7 +139,8 @@ def _print_sweep_summary(sweep):
         return
     print()
     print(format_table(display_table(compare(runs))))
-    if sweep.disk_error:   # no room for plots
+    from ..train.figures import drawing_wanted
+    if sweep.disk_error or not drawing_wanted():   # no room for plots; none wanted
         return
     try:
         from ..analysis.plots import save_overlay_plots

@@ -71,8 +71,12 @@ def save_plots(study, folder):
     """Write Optuna's matplotlib plots into ``folder`` (each atomically); returns the paths.
 
     ``param_importances.png`` needs at least two complete trials; a plot that
-    cannot be drawn is skipped with a warning (they are a convenience).
+    cannot be drawn is skipped with a warning (they are a convenience). None
+    with ``MINDEXP_PLOTS=0``, as for runs (a headless batch, a test suite).
     """
+    from ..train.figures import drawing_wanted
+    if not drawing_wanted():
+        return []
     import_optuna()
     import matplotlib
     matplotlib.use("Agg")

@@ -72,13 +72,16 @@ def test_four_runs_with_two_workers_complete_with_one_table(cli, tmp_path):
         [f"sweep-{i}.log" for i in range(1, 5)]
     assert sorted(os.listdir(tmp_path / "out" / "sweeps" / sweep["sweep_id"] / "workers")) == \
         ["worker-1.log", "worker-2.log"]
+    # MINDEXP_PLOTS=0 (the suite's): no overlay plots, as runs draw none
+    assert "plots:" not in done.stdout
+    assert not list((tmp_path / "out" / "sweeps" / sweep["sweep_id"]).glob("*.png"))
 
 
 @pytest.mark.slow
 def test_a_failing_config_does_not_stop_the_others(cli, tmp_path):
     (tmp_path / "fragile.py").write_text(FRAGILE)
     done = cli("sweep", "fragile.py:Fragile", "--grid", "explode=false,true", *TINY,
-               "--workers", "2", "--out", "out", "--name", "frag")
+               "--workers", "2", "--out", "out", "--name", "frag", MINDEXP_PLOTS="1")
     assert done.returncode == 1, done.stdout + done.stderr
     sweep = _sweep_json(tmp_path / "out")
     by_value = {r["values"]["explode"]: r for r in sweep["runs"]}
@@ -91,6 +94,8 @@ def test_a_failing_config_does_not_stop_the_others(cli, tmp_path):
     assert by_value["true"]["run_dir"] in done.stderr
     assert "Traceback" not in done.stderr
     assert " completed " in done.stdout and " failed " in done.stdout  # the table has both
+    overlay = tmp_path / "out" / "sweeps" / sweep["sweep_id"] / "loss_overlay.png"
+    assert f"plots: {overlay}" in done.stdout and overlay.stat().st_size > 0, done.stderr
 
 
 @pytest.mark.slow

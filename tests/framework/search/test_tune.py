@@ -105,7 +105,8 @@ def test_missing_optuna_names_the_extra(cli, tmp_path):
 @pytest.mark.slow
 def test_linear_search_finds_the_slope(cli, tmp_path):
     result = cli("tune", "linear", *LINEAR_SPACE, "--trials", "12", "--objective",
-                 "dense.weight_error", "--direction", "minimize", "--seed", "0", "--out", "out")
+                 "dense.weight_error", "--direction", "minimize", "--seed", "0", "--out", "out",
+                 MINDEXP_PLOTS="1")   # the study's plots (none with MINDEXP_PLOTS=0)
     assert result.returncode == 0, result.stderr
     folder = tmp_path / "out" / "studies" / "linear"
     trials = _trials(str(folder / "journal.log"), "linear")
