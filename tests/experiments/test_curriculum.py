@@ -3,12 +3,12 @@ from that epoch's data, asked through the batch source (which counts epochs
 itself: MindSpore reads ahead), and a run stopped mid-schedule resumes to the
 uninterrupted run's files byte for byte."""
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+import forkserver
 from conftest import cli_env
 from mindexp.errors import DataError
 
@@ -103,7 +103,9 @@ LOGS = ("loss.csv", "grad_norm.csv", "params.csv", "eval.csv")
 
 
 def _mindexp(root, *args, **env):
-    return subprocess.run([sys.executable, "-m", "mindexp", *args], cwd=root,
+    """``python -m mindexp ARGS``: a process of its own (forked from the server that
+    imported MindSpore once, tests/forkserver.py), to be killed by a signal."""
+    return forkserver.run([sys.executable, "-m", "mindexp", *args], cwd=root,
                           env=cli_env(**env), capture_output=True, text=True, timeout=300)
 
 
