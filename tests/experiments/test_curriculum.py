@@ -3,12 +3,12 @@ from that epoch's data, asked through the batch source (which counts epochs
 itself: MindSpore reads ahead), and a run stopped mid-schedule resumes to the
 uninterrupted run's files byte for byte."""
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+import forkserver
 from conftest import cli_env
 from mindexp.errors import DataError
 
@@ -103,7 +103,9 @@ LOGS = ("loss.csv", "grad_norm.csv", "params.csv", "eval.csv")
 
 
 def _mindexp(root, *args, **env):
-    return subprocess.run([sys.executable, "-m", "mindexp", *args], cwd=root,
+    """``python -m mindexp ARGS``: a process of its own (forked from the server that
+    imported MindSpore once, tests/forkserver.py), to be killed by a signal."""
+    return forkserver.run([sys.executable, "-m", "mindexp", *args], cwd=root,
                           env=cli_env(**env), capture_output=True, text=True, timeout=300)
 
 
@@ -135,15 +137,15 @@ def whole(tmp_path_factory):
     return _logs(_run_dir(root))
 
 
-@pytest.mark.slow  # three processes that train
+@pytest.mark.slow  # two processes that train, and a resume
 @pytest.mark.parametrize("sig, resumed_at", [("SIGKILL", 8), ("SIGTERM", 10)])
-def test_stopped_mid_schedule_and_resumed_equals_the_uninterrupted_run(tmp_path, whole, sig,
+def test_stopped_mid_schedule_and_resumed_equals_the_uninterrupted_run(cli, tmp_path, whole, sig,
                                                                       resumed_at):
     (tmp_path / "killer.py").write_text(KILLER)
     stopped = _mindexp(tmp_path, *RUN, KILL_AT="10", KILL_SIG=sig)
     assert stopped.returncode != 0
     run_dir = _run_dir(tmp_path)
-    resumed = _mindexp(tmp_path, "resume", run_dir, "--quiet")
+    resumed = cli("resume", run_dir, "--quiet")  # (no signal: this process will do)
     assert resumed.returncode == 0, resumed.stderr
     import json
     with open(os.path.join(run_dir, "run.json")) as f:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import forkserver
-from conftest import ROOT, cli_env, require
+from conftest import cli_env, require
 from mindexp import compare, load_run
 from mindexp.callbacks import read_csv
 
@@ -76,7 +76,7 @@ def test_sweep_of_two_points(cli, tmp_path):
         assert read_csv(run_dir, "eval.csv").epoch.tolist() == [1, 2]
 
 
-def test_sigterm_then_resume_evaluates_each_epoch_once(tmp_path):
+def test_sigterm_then_resume_evaluates_each_epoch_once(cli, tmp_path):
     out = tmp_path / "out"
     proc = forkserver.popen([sys.executable, "-m", "mindexp", "run", "digits", "--set", "epochs=6",
                              "--out", str(out), "--quiet"], cwd=tmp_path, env=cli_env(),
@@ -88,9 +88,7 @@ def test_sigterm_then_resume_evaluates_each_epoch_once(tmp_path):
     assert meta["status"] == "interrupted"
     done = meta["steps"] // 44  # complete epochs (44 steps each)
     assert read_csv(run_dir, "eval.csv").epoch.tolist() == list(range(1, done + 1))
-    resumed = forkserver.run([sys.executable, "-m", "mindexp", "resume", run_dir, "--quiet"],
-                             cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
-                             timeout=600)
+    resumed = cli("resume", run_dir, "--quiet")  # (no signal: this process will do)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     run = load_run(run_dir)
     assert run.status == "completed"
@@ -114,11 +112,16 @@ def _wait_for_step(root, reached, proc, timeout=300):
     raise AssertionError("the run did not get far enough")
 
 
-def test_without_scikit_learn_run_says_which_extra_to_install(cli, tmp_path):
+def test_without_scikit_learn_run_says_which_extra_to_install(cli, tmp_path, monkeypatch):
     fake = tmp_path / "no_sklearn"
     (fake / "sklearn").mkdir(parents=True)
     (fake / "sklearn" / "__init__.py").write_text("raise ImportError('no sklearn here')\n")
-    proc = cli("run", "digits", PYTHONPATH=f"{fake}{os.pathsep}{ROOT}")
+    # in this process, as a process started with PYTHONPATH=fake would import it: the
+    # fake sklearn first on the path, and none imported yet
+    monkeypatch.syspath_prepend(str(fake))
+    for name in [n for n in sys.modules if n == "sklearn" or n.startswith("sklearn.")]:
+        monkeypatch.delitem(sys.modules, name)
+    proc = cli("run", "digits")
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "mindexp[digits]" in lines[0] and "scikit-learn" in lines[0]

@@ -108,15 +108,17 @@ def test_experiment_specific_config_is_checked():
     assert err.value.field == "hidden"
 
 
-TINY = {"digits": dict(eval_fraction=0.5, batch_size=64, channels=4, hidden=16),
+# The switches are what is tested, not the data: a few steps an epoch (graph mode,
+# accumulating 2 batches: 2-3 updates an epoch; pynative: 4-7 steps, each a few hundred
+# operators run one by one, which is where pynative's seconds go).
+TINY = {"digits": dict(eval_fraction=0.5, batch_size=128, channels=4, hidden=16),
         "linear": dict(samples=40, batch_size=10),
-        "mlp_sine": dict(samples=128, eval_samples=64, batch_size=16),
-        "spirals": dict(samples=128, eval_samples=64, batch_size=16),
+        "mlp_sine": dict(samples=64, eval_samples=32, batch_size=16),
+        "spirals": dict(samples=64, eval_samples=32, batch_size=16),
         "pinn_ode": dict(samples=64, eval_samples=32, batch_size=16),
-        "multitask": dict(samples=128, eval_samples=64, batch_size=16),
-        # one encoder layer: the switches are what is tested, and each layer is
-        # a hundred more operators for pynative to run one by one
-        "transformer": dict(samples=128, eval_samples=64, batch_size=16, log_every=1,
+        "multitask": dict(samples=64, eval_samples=32, batch_size=16),
+        # one encoder layer: each layer is a hundred more operators for pynative
+        "transformer": dict(samples=64, eval_samples=32, batch_size=16, log_every=1,
                             warmup_steps=0, layers=1)}
 SWITCHES = {"graph": dict(optimizer="momentum", lr=0.01, lr_schedule="cosine", warmup_steps=2,
                           clip_grad_norm=1.0, grad_accumulation=2, amp_level="O2",

@@ -57,6 +57,16 @@ def repo(tmp_path):
     return path
 
 
+def with_env(cli, monkeypatch, env, *args, **kwargs):
+    """``cli(*args, **kwargs)`` in this process with ``env`` set in os.environ for the
+    call: what provenance reads of the environment is os.environ when the command runs
+    (a process of its own would only add the seconds of one more MindSpore runtime)."""
+    with monkeypatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        return cli(*args, **kwargs)
+
+
 def run_dir_of(done):
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
@@ -81,10 +91,10 @@ def values(run_dir, name):
 
 
 @pytest.mark.slow
-def test_capture_records_commit_dirty_flag_diff_packages_and_command(cli, repo):
+def test_capture_records_commit_dirty_flag_diff_packages_and_command(cli, repo, monkeypatch):
     (repo / "mine.py").write_text(EDITED)  # committed, then edited: dirty
-    run = run_dir_of(cli("run", "mine.py:Tripler", "--out", repo / "outputs", cwd=repo,
-                         MS_DEV_EXAMPLE="1"))
+    run = run_dir_of(with_env(cli, monkeypatch, {"MS_DEV_EXAMPLE": "1"}, "run",
+                              "mine.py:Tripler", "--out", repo / "outputs", cwd=repo))
     block = meta_of(run)["provenance"]
     assert block["git"]["commit"] == git(repo, "rev-parse", "HEAD")
     assert block["git"]["branch"] == "main" and block["git"]["dirty"] is True
@@ -170,14 +180,15 @@ def test_rerun_of_a_shipped_experiment_uses_its_captured_module(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_rerun_says_when_the_environment_differs(cli, repo):
+def test_rerun_says_when_the_environment_differs(cli, repo, monkeypatch):
     original = run_dir_of(cli("run", "mine.py:Tripler", "--set", "epochs=1", cwd=repo))
     path = os.path.join(original, "environment.txt")
     with open(path, encoding="utf-8") as f:
         lines = f.read().splitlines()
     with open(path, "w", encoding="utf-8") as f:  # as if captured with another numpy
         f.write("\n".join("numpy==0.0.1" if ln.startswith("numpy==") else ln for ln in lines))
-    done = cli("rerun", original, "--quiet", cwd=repo, OMP_NUM_THREADS="1")
+    done = with_env(cli, monkeypatch, {"OMP_NUM_THREADS": "1"}, "rerun", original, "--quiet",
+                    cwd=repo)
     assert done.returncode == 0, done.stderr
     note = [ln for ln in done.stderr.splitlines() if "environment differs" in ln]
     assert len(note) == 1 and "numpy: 0.0.1 -> " in note[0]
@@ -215,17 +226,18 @@ def test_rerun_of_a_run_without_provenance_is_refused(main_cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_without_git_and_outside_any_repository(cli, tmp_path):
+def test_without_git_and_outside_any_repository(cli, tmp_path, monkeypatch):
     (tmp_path / "mine.py").write_text(USER_FILE)
     empty = tmp_path / "nobin"
     empty.mkdir()
     for env in ({"PATH": str(empty)}, {}):  # no git binary; git but no repository
-        run = run_dir_of(cli("run", "mine.py:Tripler", "--set", "epochs=1", "--quiet", **env))
+        run = run_dir_of(with_env(cli, monkeypatch, env, "run", "mine.py:Tripler", "--set",
+                                  "epochs=1", "--quiet"))
         git_block = meta_of(run)["provenance"]["git"]
         assert git_block["commit"] is None and git_block["dirty"] is None
         assert git_block["branch"] is None and git_block["diff"] is None
         assert os.path.isfile(os.path.join(run, "source", "mine.py"))
-    again = run_dir_of(cli("rerun", run, "--quiet", PATH=str(empty)))
+    again = run_dir_of(with_env(cli, monkeypatch, {"PATH": str(empty)}, "rerun", run, "--quiet"))
     assert values(again, "loss.csv") == values(run, "loss.csv")
 
 
@@ -355,20 +367,23 @@ def test_captured_code_is_imported_from_source_never_from_a_planted_pyc(tmp_path
 
 
 @pytest.mark.slow
-def test_rerun_refuses_a_file_not_in_the_manifest_and_writes_no_bytecode(cli, tmp_path):
+def test_rerun_refuses_a_file_not_in_the_manifest_and_writes_no_bytecode(cli, tmp_path,
+                                                                          monkeypatch):
+    import sys
+    from conftest import cli_env
     original = run_dir_of(cli("run", "linear", "--set", "epochs=1", "--quiet"))
     source = os.path.join(original, "source", "mindexp.experiments")
-    env = {k: v for k, v in __import__("conftest").cli_env().items()
-           if k != "PYTHONDONTWRITEBYTECODE"}  # the default: Python writes caches
-    again = forkserver.run([__import__("sys").executable, "-m", "mindexp", "rerun", original,
-                            "--quiet"], env=env, cwd=tmp_path, capture_output=True, text=True,
-                           timeout=300)
-    run_dir_of(again)
+    with monkeypatch.context() as patch:  # Python's default: imports write caches
+        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        patch.setattr(sys, "dont_write_bytecode", False)  # what that variable sets at start
+        run_dir_of(cli("rerun", original, "--quiet"))
     assert not os.path.exists(os.path.join(source, "__pycache__"))  # nothing written there
     marker = tmp_path / "marker.txt"
     cache = _plant_pyc(os.path.join(source, "_nets.py"), marker)
     before = sorted(os.listdir(os.path.dirname(original)))
-    done = cli("rerun", original)
+    # a process that has not imported the captured modules yet (this one has, above)
+    done = forkserver.run([sys.executable, "-m", "mindexp", "rerun", original], cwd=tmp_path,
+                          env=cli_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
     assert os.path.relpath(cache, original) in done.stderr and "not in the captured" in done.stderr
