@@ -47,12 +47,14 @@ _STARTUP = ("PYTHON", "MS_", "MINDSPORE", "GLOG_", "OMP_", "KMP_", "LD_", "MALLO
 _UNSUPPORTED = {"preexec_fn": None, "pass_fds": (), "shell": False, "executable": None,
                 "user": None, "group": None, "extra_groups": None, "umask": -1,
                 "close_fds": True, "restore_signals": True}
-# What the server imports for its children (optuna: sweeps and tunes). Not matplotlib
-# (MPLBACKEND is read at its import), nor pandas (its import starts pyarrow's jemalloc
-# thread: the server forks with no thread but MindSpore's own one).
+# What the server imports for its children (optuna: sweeps and tunes; matplotlib: the
+# plots of runs that draw them, 0.45 CPU-s each; it starts no thread, and a request
+# whose MPL* variables differ from the server's gets a real process, _STARTUP). Not
+# pandas (its import starts pyarrow's jemalloc thread: the server forks with no thread
+# but MindSpore's own one).
 _WARM = ("mindspore", "mindspore.dataset", "mindspore.train", "mindspore.nn",
          "mindexp", "mindexp.cli.main", "mindexp.train.session", "mindexp.experiments",
-         "optuna")
+         "optuna", "matplotlib", "matplotlib.pyplot")
 
 _lock = threading.Lock()
 _server = None       # (Popen of the server, socket path, its environment)
