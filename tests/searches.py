@@ -1,6 +1,9 @@
 """Helpers for the search tests: a study in the state a test needs, an experiment
-that waits while a file exists."""
+that waits while a file exists, and the (autouse) fixture that forks the workers
+of a sweep or tune run in the test's own process."""
 import warnings
+
+import pytest
 
 HELD = '''
 import os, time
@@ -60,3 +63,53 @@ def wait_for(condition, what, timeout=240):
             return value
         time.sleep(0.1)
     raise AssertionError(f"{what}: not within {timeout} s")
+
+
+# -- workers forked, when the sweep or tune that starts them runs in the test's process --
+
+class _ForkingSubprocess:
+    """``subprocess`` as search/driver.py sees it: its Popen forks a search worker."""
+
+    def __getattr__(self, name):
+        import subprocess
+        return getattr(subprocess, name)
+
+    @staticmethod
+    def Popen(args, **kwargs):  # noqa: N802  (subprocess.Popen's name)
+        import subprocess
+        import forkserver
+        if list(args[1:4]) != ["-m", "mindexp", "_search_worker"]:
+            return subprocess.Popen(args, **kwargs)
+        kwargs.pop("preexec_fn", None)  # die_with_parent: the driver is pytest, which stays
+        env = dict(kwargs["env"])
+        env["PYTHONPATH"] = forkserver._ensure_server()[2]["PYTHONPATH"]  # the same mindexp
+        kwargs["env"] = env
+        proc = forkserver.popen(args, **kwargs)
+        assert isinstance(proc, forkserver.ForkPopen), "a search worker was not forked"
+        return proc
+
+
+@pytest.fixture(autouse=True)
+def forked_workers(monkeypatch):
+    """Autouse where imported (the search tests): the workers that a sweep or tune
+    run in the test's own process starts (the ``cli`` fixture, ``mindexp.tune``
+    and ``mindexp.sweep`` called by the test) are forked by the fork server
+    (tests/forkserver.py), which imported MindSpore once, instead of each paying
+    about 2.5 CPU-seconds for its import.
+
+    Each is still a process of its own running ``python -m mindexp _search_worker
+    INDEX`` with the driver's environment (its spec in MINDEXP_WORKER_SPEC), stdout
+    pipe, stderr log and session; its pid, exit status and signals are its own. Two
+    things differ, neither of which such a test can observe: the kernel's SIGTERM
+    when the driver dies (``children.die_with_parent``; the driver here is pytest,
+    which outlives the test), and PYTHONPATH, the fork server's (the same mindexp)
+    instead of the driver's with the package root in front. A driver in a process
+    of its own (``cli_proc``, ``forkserver.popen``) starts real workers, as in use:
+    the tests that kill a driver, read a worker's command line, or share a storage
+    between commands keep theirs. Off where the fork server is
+    (MINDEXP_TEST_FORK=0, coverage): real workers everywhere."""
+    import forkserver
+    if forkserver._enabled():
+        from mindexp.search import driver
+        monkeypatch.setattr(driver, "subprocess", _ForkingSubprocess())
+    yield

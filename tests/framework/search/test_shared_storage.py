@@ -10,6 +10,7 @@ import forkserver
 from conftest import cli_env, require
 from postgres import postgres  # noqa: F401  (the fixture: a private server per module)
 from searches import lost_trial
+from searches import forked_workers  # noqa: F401  (autouse: workers forked, see searches.py)
 
 optuna = require("optuna")
 
@@ -208,11 +209,11 @@ def test_a_machine_killed_mid_trial_is_waited_out_failed_and_replaced(postgres, 
     (tmp_path / "held.py").write_text(HELD)
     (tmp_path / "hold").touch()   # every step waits while it exists
     url = postgres.create_database("dead_machine")
-    procs = {"machine-a": subprocess.Popen(
+    procs = {"machine-a": forkserver.popen(
         [sys.executable, "-c", MACHINE_A % url], cwd=tmp_path, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True,
         env=cli_env(**{HOST_VARIABLE: "machine-a", GRACE_VARIABLE: "3"}))}
-    procs["machine-b"] = subprocess.Popen(
+    procs["machine-b"] = forkserver.popen(
         [sys.executable, "-m", "mindexp", "tune", "held.py:Held", "--param",
          "lr=loguniform:1e-3:0.1", "--sampler", "random", "--seed", "3", "--pruner", "none",
          "--trials", "3", "--study", "shared", "--storage", url, "--set", "hold=hold",

@@ -13,6 +13,7 @@ import pytest
 
 import forkserver
 from conftest import cli_env
+from searches import forked_workers  # noqa: F401  (autouse: workers forked, see searches.py)
 from mindexp.cli.main import main
 from mindexp.search.sweeps import grid_points
 

@@ -19,6 +19,7 @@ from mindexp.callbacks import schema
 from mindexp.cli.main import main
 from mindexp.rundir.run_lock import holder
 from searches import HELD
+from searches import forked_workers  # noqa: F401  (autouse: workers forked, see searches.py)
 
 SMALL = ("--set", "epochs=20", "--set", "samples=40", "--set", "batch_size=4",
          "--set", "checkpoint_interval_s=0")   # 200 steps; 40 s while held

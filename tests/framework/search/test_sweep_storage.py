@@ -13,6 +13,7 @@ import pytest
 import forkserver
 from conftest import cli_env, require
 from postgres import postgres  # noqa: F401  (the fixture: a private server)
+from searches import forked_workers  # noqa: F401  (autouse: workers forked, see searches.py)
 
 optuna = require("optuna")
 
@@ -71,7 +72,7 @@ def _python_sweep(tmp_path, storage, out):
             "runs = mindexp.sweep('linear', {'lr': ['0.05', '0.1', '0.2']}, config={'epochs': 1, "
             "'samples': 20, 'batch_size': 10}, storage=sys.argv[1], out=sys.argv[2])\n"
             "print('runs here:', len(runs))\n")
-    return subprocess.Popen([sys.executable, "-c", code, str(storage), str(tmp_path / out)],
+    return forkserver.popen([sys.executable, "-c", code, str(storage), str(tmp_path / out)],
                             env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 

@@ -11,6 +11,7 @@ import pytest
 import forkserver
 from conftest import cli_env, require
 from searches import lost_trial
+from searches import forked_workers  # noqa: F401  (autouse: workers forked, see searches.py)
 
 optuna = require("optuna")
 
@@ -215,7 +216,7 @@ def test_resume_continues_to_the_total_and_the_seed_repeats(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_sigint_marks_the_trial_interrupted_and_resume_runs_it_again(tmp_path):
+def test_sigint_marks_the_trial_interrupted_and_resume_runs_it_again(cli, tmp_path):
     cmd = [sys.executable, "-m", "mindexp", "tune", "linear", *LINEAR_SPACE, "--set",
            "epochs=400", "--pruner", "none", "--trials", "1", "--out", str(tmp_path / "out")]
     proc = forkserver.popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
@@ -233,9 +234,9 @@ def test_sigint_marks_the_trial_interrupted_and_resume_runs_it_again(tmp_path):
     assert trial.state.name == "FAIL" and trial.user_attrs["interrupted"]
     assert _run_json(trial.user_attrs["run_dir"])["status"] == "interrupted"
     assert "INTERRUPTED" in out
-    again = forkserver.run([*cmd[:cmd.index("epochs=400")], "epochs=2",
-                            *cmd[cmd.index("epochs=400") + 1:]], env=cli_env(), cwd=tmp_path,
-                           capture_output=True, text=True, timeout=300)
+    # the same command with fewer epochs (in this process: what is tested here is the
+    # signal to the first process, and how the study takes its interrupted trial)
+    again = cli(*cmd[3:cmd.index("epochs=400")], "epochs=2", *cmd[cmd.index("epochs=400") + 1:])
     assert again.returncode == 0, again.stderr
     assert "1 of 1 trials to run" in again.stdout  # the interrupted trial is not counted
     assert [t.state.name for t in _trials(journal, "linear")] == ["FAIL", "COMPLETE"]
@@ -473,7 +474,7 @@ def test_a_trial_of_a_killed_process_is_failed_by_its_lock_and_not_counted(cli, 
     script = ("from mindexp.search import tune\n"
               "tune('linear', {'lr': 'loguniform:1e-3:1'}, trials=1, pruner='none',\n"
               "     config={'epochs': 3000}, out='out')\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], env=cli_env(), cwd=tmp_path,
+    proc = forkserver.popen([sys.executable, "-c", script], env=cli_env(), cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(lambda: _has_rows(tmp_path / "out/studies/linear/linear"), "a trial's first rows")
     proc.kill()  # trials ran in this process: nobody is left to tell the study
