@@ -1,6 +1,7 @@
 """Helpers for the search tests: a study in the state a test needs, an experiment
 that waits while a file exists, and the (autouse) fixture that forks the workers
 of a sweep or tune run in the test's own process."""
+import os
 import warnings
 
 import pytest
@@ -80,13 +81,22 @@ class _ForkingSubprocess:
         import forkserver
         if list(args[1:4]) != ["-m", "mindexp", "_search_worker"]:
             return subprocess.Popen(args, **kwargs)
-        kwargs.pop("preexec_fn", None)  # die_with_parent: the driver is pytest, which stays
-        env = dict(kwargs["env"])
-        env["PYTHONPATH"] = forkserver._ensure_server()[2]["PYTHONPATH"]  # the same mindexp
-        kwargs["env"] = env
-        proc = forkserver.popen(args, **kwargs)
-        assert isinstance(proc, forkserver.ForkPopen), "a search worker was not forked"
-        return proc
+        server_env = forkserver._ensure_server()[2]
+        forked = dict(kwargs, preexec_fn=None)  # die_with_parent: the driver is pytest
+        forked["env"] = dict(kwargs["env"], PYTHONPATH=server_env["PYTHONPATH"])
+        # What importing MindSpore sets in os.environ (this process's, if it trained
+        # here after the server started): the server imported it too, so has them.
+        compared = dict(forked["env"])
+        for key in _SET_BY_MINDSPORE:
+            compared.pop(key, None)
+            if key in server_env:
+                compared[key] = server_env[key]
+        if not forkserver._forkable(args, dict(forked, env=compared)):
+            return subprocess.Popen(args, **kwargs)  # the test set a variable read at start
+        return forkserver.ForkPopen(args, **forked)
+
+
+_SET_BY_MINDSPORE = ("LD_LIBRARY_PATH", "KMP_DUPLICATE_LIB_OK")
 
 
 @pytest.fixture(autouse=True)
@@ -109,7 +119,7 @@ def forked_workers(monkeypatch):
     between commands keep theirs. Off where the fork server is
     (MINDEXP_TEST_FORK=0, coverage): real workers everywhere."""
     import forkserver
-    if forkserver._enabled():
+    if forkserver._enabled() and os.environ.get("MINDEXP_TEST_FORK_WORKERS", "1") != "0":
         from mindexp.search import driver
         monkeypatch.setattr(driver, "subprocess", _ForkingSubprocess())
     yield
