@@ -57,7 +57,8 @@ _WARM = ("mindspore", "mindspore.dataset", "mindspore.train", "mindspore.nn",
          "optuna", "matplotlib", "matplotlib.pyplot")
 
 _lock = threading.Lock()
-_server = None       # (Popen of the server, socket path, its environment)
+_server = None       # (Popen of the server, socket path, its startup variables
+                     #  as started and after its imports)
 _cpu = [0.0]         # CPU-seconds of the forked children that ended
 
 
@@ -100,9 +101,10 @@ def _forkable(args, kwargs) -> bool:
         return False
     if any(kwargs.get(k, v) != v for k, v in _UNSUPPORTED.items()):
         return False
-    env = kwargs.get("env")
-    server_env = _ensure_server()[2]
-    return _startup_env(os.environ if env is None else env) == _startup_env(server_env)
+    env = _startup_env(os.environ if kwargs.get("env") is None else kwargs["env"])
+    # the server's environment as started, or as its imports left it (MindSpore's sets
+    # LD_LIBRARY_PATH and KMP_DUPLICATE_LIB_OK: a test process that imported it has them)
+    return env in _ensure_server()[2]
 
 
 def _ensure_server():
@@ -116,9 +118,10 @@ def _ensure_server():
             proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), path],
                                     env=env, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE)
-            if proc.stdout.readline() != b"ready\n":
+            ready = proc.stdout.readline()
+            if not ready.startswith(b"ready "):
                 raise RuntimeError(f"the fork server did not start (exit {proc.wait()})")
-            _server = (proc, path, env)
+            _server = (proc, path, (_startup_env(env), json.loads(ready[6:])))
         return _server
 
 
@@ -259,7 +262,7 @@ def _serve(path):
     listener.listen(64)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
-    sys.stdout.buffer.write(b"ready\n")
+    sys.stdout.buffer.write(b"ready " + json.dumps(_startup_env(os.environ)).encode() + b"\n")
     sys.stdout.flush()
     while True:
         for key, _ in selector.select():

@@ -41,7 +41,8 @@ def _forkable(kwargs) -> bool:
     def startup(values):
         return {k: v for k, v in forkserver._startup_env(values).items()
                 if k not in _LAUNCHER_IGNORES}
-    return startup(os.environ if env is None else env) == startup(forkserver._ensure_server()[2])
+    return startup(os.environ if env is None else env) in map(startup,
+                                                              forkserver._ensure_server()[2])
 
 
 def popen(args, **kwargs) -> subprocess.Popen:

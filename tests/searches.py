@@ -81,7 +81,7 @@ class _ForkingSubprocess:
         import forkserver
         if list(args[1:4]) != ["-m", "mindexp", "_search_worker"]:
             return subprocess.Popen(args, **kwargs)
-        server_env = forkserver._ensure_server()[2]
+        server_env = forkserver._ensure_server()[2][1]  # (its variables after its imports)
         forked = dict(kwargs, preexec_fn=None)  # die_with_parent: the driver is pytest
         forked["env"] = dict(kwargs["env"], PYTHONPATH=server_env["PYTHONPATH"])
         # What importing MindSpore sets in os.environ (this process's, if it trained
