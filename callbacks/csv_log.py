@@ -358,12 +358,12 @@ def _column_array(column: Any) -> np.ndarray:
     if pa.types.is_string(column.type):
         return np.array(column.to_pylist(), dtype=object)
     array = column.combine_chunks()   # (one chunk, as parsed: no copy)
-    dtype = _NUMPY_TYPES.get(str(array.type))
-    if dtype is None:   # a type the CSV reader does not infer today
+    name = _NUMPY_TYPES.get(str(array.type))
+    if name is None:   # a type the CSV reader does not infer today
         return array.to_numpy()
+    dtype = np.dtype(name)
     if not len(array):
         return np.empty(0, dtype=dtype)
-    dtype = np.dtype(dtype)
     validity, values = array.buffers()[:2]
     out = np.frombuffer(values, dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
     if array.null_count:   # empty fields (floats only, _parse_numbers): NaN

@@ -225,6 +225,18 @@ def pytest_sessionstart(session):
     import time
     session.config._suite_started = time.monotonic()
     session.config._worker_cpu = 0.0
+    session.config._machine_busy = _machine_busy_seconds()
+
+
+def _machine_busy_seconds():
+    """CPU-seconds the whole machine has been busy (/proc/stat: user, nice, system, irq,
+    softirq): what the suite cost, servers and daemons included, on a quiet machine."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()[1:8]
+        return sum(int(fields[i]) for i in (0, 1, 2, 5, 6)) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def pytest_sessionfinish(session):
@@ -255,6 +267,11 @@ def pytest_terminal_summary(terminalreporter, config):
     terminalreporter.write_line(f"suite: {wall:.0f} s wall ({wall // 60:.0f} min {wall % 60:.0f} s), "
                                 f"{cpu:.0f} CPU-seconds (user+sys, every process the tests "
                                 f"started and waited for), {cpu / wall:.2f} cores busy on average")
+    busy, start = _machine_busy_seconds(), config._machine_busy
+    if busy is not None and start is not None:  # servers, daemons, orphans: all counted here
+        terminalreporter.write_line(
+            f"machine: {busy - start:.0f} CPU-seconds busy while the suite ran, "
+            f"{(busy - start) / wall:.2f} of {os.cpu_count()} cores (a neighbour's included)")
 
 
 @pytest.hookimpl(hookwrapper=True)
