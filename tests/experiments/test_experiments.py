@@ -76,6 +76,7 @@ def test_pinn_solves_the_ode(out):
     assert np.abs(u - np.sin(np.pi * x)).max() == pytest.approx(_final(run, "max_error"), rel=1e-4)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_pinn_loss_vanishes_on_the_exact_solution(ms_graph):
     """The second derivative w.r.t. the input is right: sin(pi x) has zero loss, 2 sin(pi x) not."""
     from mindspore import Tensor, nn, ops

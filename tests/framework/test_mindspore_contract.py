@@ -381,6 +381,7 @@ def test_msrun_runs_the_command_as_its_scheduler_with_the_scheduler_role():
     assert not fw.msrun_scheduler({"MS_ROLE": "MS_WORKER", "MS_WORKER_NUM": "2"})
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_amp_o1_rewrites_the_network_source_into_the_working_directory(tmp_path, ms_graph):
     """framework/_mindspore.mixed_precision runs it inside the run directory."""
     from mindexp.experiments._nets import MLP

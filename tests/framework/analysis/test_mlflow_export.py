@@ -373,6 +373,7 @@ def test_the_registered_model_predicts_what_mindexp_predict_predicts(server, tmp
     np.testing.assert_allclose(np.asarray(got), predict(str(run_dir), x))  # `mindexp predict`'s
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_the_model_of_a_run_with_an_input_transform_predicts_from_raw_inputs(server, tmp_path):
     """The model carries the run's fitted input transform (input_transform.npz): on raw
     inputs it predicts what `mindexp predict` predicts, which standardizes them."""

@@ -33,6 +33,7 @@ def _tune(tmp_path, storage, out, *extra):
                             stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_a_storage_whose_tables_another_process_is_creating_opens_on_a_second_try(monkeypatch):
     """Two machines starting on an empty database race on Optuna's CREATE TABLE
     (seen with two `mindexp tune` on a fresh PostgreSQL): the loser opens again."""

@@ -148,6 +148,7 @@ def test_a_graph_compile_error_keeps_mindspores_files_and_text_in_the_run_dir(cl
     assert "The Traceback of Net Construct Code" in text and text.count("\n") > 30
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_mindspore_reads_the_compile_dump_folder_from_ms_om_path(tmp_path, monkeypatch, ms_graph):
     """Contract test of the MindSpore behaviour compile_dumps relies on."""
     import importlib

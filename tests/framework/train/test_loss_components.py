@@ -37,6 +37,7 @@ def only_run(root, name):
     return os.path.join(root, name, run_id)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_plain_model_train_logs_components_that_add_up_and_the_total_is_optimised(tmp_path):
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_seed(0)
@@ -56,6 +57,7 @@ def test_plain_model_train_logs_components_that_add_up_and_the_total_is_optimise
     assert len(pd.read_csv(tmp_path / "grad_norm.csv")) == 240  # still (loss, grad_norm, ...)
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_components_with_accumulation_are_averaged_like_the_loss(tmp_path):
     ms.set_context(mode=ms.GRAPH_MODE)
     net = nn.Dense(1, 1, weight_init="ones", bias_init="zeros")

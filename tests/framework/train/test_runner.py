@@ -123,6 +123,7 @@ for _ in range(5):
 """
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_run_ids_stay_unique_across_8_processes_starting_together(tmp_path):
     import subprocess
     import sys

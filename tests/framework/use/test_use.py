@@ -344,6 +344,7 @@ def test_export_help_names_each_formats_file_and_batch(capsys):
     assert "ONNX: dynamic unless given" in text
 
 
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_onnx_export_fixes_the_batch_of_a_network_that_computes_with_it(tmp_path, caplog):
     """The dynamic batch is checked with onnxruntime; a graph that fails on another
     batch is exported again with the batch fixed, and a warning says so."""
