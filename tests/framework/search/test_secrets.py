@@ -59,7 +59,7 @@ def _files_holding(root, needle):
 
 @pytest.mark.slow
 def test_a_password_in_the_storage_url_reaches_no_file_output_or_worker_command_line(
-        postgres, tmp_path):
+        postgres, tmp_path, capsys, monkeypatch):
     password = "pw" + secrets.token_hex(12)
     database = postgres.create_database("secret_study")
     url = database.replace(f"//{USER}@", f"//{USER}:{password}@")  # trust auth: accepted
@@ -82,6 +82,8 @@ def test_a_password_in_the_storage_url_reaches_no_file_output_or_worker_command_
     runs = list((tmp_path / "out").rglob("run.json"))
     assert len(runs) == 2
     assert _files_holding(tmp_path / "out", password.encode()) == []
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    _served_and_exported_without(tmp_path / "out", password, tmp_path / "mlruns", capsys)
 
 
 def test_the_dashboard_and_the_mlflow_export_mask_a_run_json_recorded_before_masking(tmp_path):
@@ -127,3 +129,78 @@ def test_the_dashboard_serves_a_run_json_recorded_before_masking_masked(tmp_path
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _dashboard_answers(root):
+    """The dashboard over ``root``: its page, /api/data, and each run's /api/data?run=
+    and /files/.../run.json, as (path, status, body)."""
+    import http.client
+    import threading
+    from mindexp.analysis.dashboard import make_server
+    runs = sorted(os.path.relpath(os.path.dirname(p), root) for p in _run_jsons(root))
+    paths = ["/", "/api/data"] + [f"/api/data?run=0/{r}" for r in runs] + \
+        [f"/files/0/{r}/run.json" for r in runs]
+    server = make_server([str(root)], port=0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    answers = []
+    try:
+        for path in paths:
+            conn = http.client.HTTPConnection(*server.server_address[:2], timeout=60)
+            conn.request("GET", path)
+            answer = conn.getresponse()
+            answers.append((path, answer.status, answer.read()))
+            conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    return answers
+
+
+def _run_jsons(root):
+    return [os.path.join(d, "run.json") for d, _, names in os.walk(root) if "run.json" in names]
+
+
+@pytest.mark.slow
+def test_a_password_given_through_the_environment_reaches_no_file_page_artifact_or_command_line(
+        postgres, tmp_path, capsys, monkeypatch):
+    """The done-when of issue 40: a random password reaches a real PostgreSQL study the
+    way the docs say to give it (the driver's own PGPASSWORD, no password on a command
+    line), and is found in no run file, no catalog, neither output stream, no answer
+    of the dashboard, no MLflow artifact and no worker's /proc/<pid>/cmdline."""
+    password = "pw" + secrets.token_hex(12)
+    url = postgres.create_database("env_secret_study")  # trust auth: the password is accepted
+    cmd = [sys.executable, "-m", "mindexp", "tune", "linear", "--param", "lr=loguniform:1e-3:0.1",
+           "--set", "epochs=1", "--trials", "2", "--workers", "2", "--storage", url,
+           "--out", str(tmp_path / "out")]
+    proc = forkserver.popen(cmd, env=cli_env(PGPASSWORD=password), cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen, deadline = {}, time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        _worker_cmdlines(proc, seen)
+        time.sleep(0.05)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert seen and [pid for pid, line in seen.items() if password.encode() in line] == []
+    assert password not in out + err and "--storage holds a password" not in err
+    root = tmp_path / "out"
+    assert len(_run_jsons(root)) == 2
+    assert _files_holding(root, password.encode()) == []   # runs, the study, the catalog
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    _served_and_exported_without(root, password, tmp_path / "mlruns", capsys)
+
+
+def _served_and_exported_without(root, password, mlruns, capsys):
+    """The dashboard's answers over ``root`` and its runs exported to MLflow (a file
+    store at ``mlruns``: every record and artifact a file to search) hold no ``password``."""
+    from mindexp.cli.main import main
+    answers = _dashboard_answers(root)
+    assert [(path, status) for path, status, _ in answers if status != 200] == []
+    assert [path for path, _, body in answers if password.encode() in body] == []
+    capsys.readouterr()
+    assert main(["mlflow", str(root), "--tracking-uri", mlruns.as_uri()]) == 0
+    shown = capsys.readouterr()
+    assert password not in shown.out + shown.err
+    # each run.json uploaded (a run's artifacts, and its model's copy of the run)
+    assert len([d for d, _, names in os.walk(mlruns) if "run.json" in names]) >= 2
+    assert _files_holding(mlruns, password.encode()) == []
