@@ -355,9 +355,12 @@ class Harness:
         """Resume every unfinished run of the reference config; its rows equal the reference's."""
         compared = 0
         for run_dir in sorted(self.run_dirs()):
-            with open(os.path.join(run_dir, "config.json")) as f:
-                if json.load(f).get("seed") != 3:
-                    continue
+            try:
+                with open(os.path.join(run_dir, "config.json")) as f:
+                    if json.load(f).get("seed") != 3:
+                        continue
+            except FileNotFoundError:
+                continue  # killed between its run.json and its config.json: no checkpoint
             if not os.path.isdir(os.path.join(run_dir, "checkpoints")) or not os.listdir(
                     os.path.join(run_dir, "checkpoints")):
                 continue  # stopped before its first checkpoint: resume says so (exit 2)

@@ -57,16 +57,13 @@ def _files_holding(root, needle):
     return found
 
 
-@pytest.mark.slow
-def test_a_password_in_the_storage_url_reaches_no_file_output_or_worker_command_line(
-        postgres, tmp_path, capsys, monkeypatch):
-    password = "pw" + secrets.token_hex(12)
-    database = postgres.create_database("secret_study")
-    url = database.replace(f"//{USER}@", f"//{USER}:{password}@")  # trust auth: accepted
+def _tune_on(storage, tmp_path, **env):
+    """``mindexp tune`` with two workers on ``storage`` into tmp_path/out, as its own
+    process; (stdout, stderr, {pid: /proc cmdline of each worker seen while it ran})."""
     cmd = [sys.executable, "-m", "mindexp", "tune", "linear", "--param", "lr=loguniform:1e-3:0.1",
-           "--set", "epochs=1", "--trials", "2", "--workers", "2", "--storage", url,
+           "--set", "epochs=1", "--trials", "2", "--workers", "2", "--storage", storage,
            "--out", str(tmp_path / "out")]
-    proc = forkserver.popen(cmd, env=cli_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+    proc = forkserver.popen(cmd, env=cli_env(**env), cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     seen, deadline = {}, time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
@@ -74,6 +71,16 @@ def test_a_password_in_the_storage_url_reaches_no_file_output_or_worker_command_
         time.sleep(0.05)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
+    return out, err, seen
+
+
+@pytest.mark.slow
+def test_a_password_in_the_storage_url_reaches_no_file_output_or_worker_command_line(
+        postgres, tmp_path, capsys, monkeypatch):
+    password = "pw" + secrets.token_hex(12)
+    database = postgres.create_database("secret_study")
+    url = database.replace(f"//{USER}@", f"//{USER}:{password}@")  # trust auth: accepted
+    out, err, seen = _tune_on(url, tmp_path)
     assert seen, "no worker was seen running"
     assert [pid for pid, line in seen.items() if password.encode() in line] == []
     assert password not in out and password not in err
@@ -82,8 +89,8 @@ def test_a_password_in_the_storage_url_reaches_no_file_output_or_worker_command_
     runs = list((tmp_path / "out").rglob("run.json"))
     assert len(runs) == 2
     assert _files_holding(tmp_path / "out", password.encode()) == []
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    _served_and_exported_without(tmp_path / "out", password, tmp_path / "mlruns", capsys)
+    _served_and_exported_without(tmp_path / "out", password, tmp_path / "mlruns", capsys,
+                                 monkeypatch)
 
 
 def test_the_dashboard_and_the_mlflow_export_mask_a_run_json_recorded_before_masking(tmp_path):
@@ -170,30 +177,20 @@ def test_a_password_given_through_the_environment_reaches_no_file_page_artifact_
     of the dashboard, no MLflow artifact and no worker's /proc/<pid>/cmdline."""
     password = "pw" + secrets.token_hex(12)
     url = postgres.create_database("env_secret_study")  # trust auth: the password is accepted
-    cmd = [sys.executable, "-m", "mindexp", "tune", "linear", "--param", "lr=loguniform:1e-3:0.1",
-           "--set", "epochs=1", "--trials", "2", "--workers", "2", "--storage", url,
-           "--out", str(tmp_path / "out")]
-    proc = forkserver.popen(cmd, env=cli_env(PGPASSWORD=password), cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen, deadline = {}, time.monotonic() + 600
-    while proc.poll() is None and time.monotonic() < deadline:
-        _worker_cmdlines(proc, seen)
-        time.sleep(0.05)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+    out, err, seen = _tune_on(url, tmp_path, PGPASSWORD=password)
     assert seen and [pid for pid, line in seen.items() if password.encode() in line] == []
     assert password not in out + err and "--storage holds a password" not in err
     root = tmp_path / "out"
     assert len(_run_jsons(root)) == 2
     assert _files_holding(root, password.encode()) == []   # runs, the study, the catalog
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    _served_and_exported_without(root, password, tmp_path / "mlruns", capsys)
+    _served_and_exported_without(root, password, tmp_path / "mlruns", capsys, monkeypatch)
 
 
-def _served_and_exported_without(root, password, mlruns, capsys):
+def _served_and_exported_without(root, password, mlruns, capsys, monkeypatch):
     """The dashboard's answers over ``root`` and its runs exported to MLflow (a file
     store at ``mlruns``: every record and artifact a file to search) hold no ``password``."""
     from mindexp.cli.main import main
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # (MLflow 3 keeps it behind this)
     answers = _dashboard_answers(root)
     assert [(path, status) for path, status, _ in answers if status != 200] == []
     assert [path for path, _, body in answers if password.encode() in body] == []
