@@ -25,6 +25,7 @@ from elsewhere) and refuses framing, and a request whose Host header does
 not name the bound address is refused with 403.
 """
 import base64
+import contextlib
 import hashlib
 import html
 import ipaddress
@@ -104,6 +105,8 @@ class RunCache:
         self.max_bytes = int(max_bytes)
         self.bytes = 0
         self._entries = OrderedDict()  # run dir -> (signature, Run, bytes)
+        self._dropped = False          # since memory was last returned
+        self._answering = 0            # requests being answered (they may hold dropped runs)
         self._lock = threading.Lock()
 
     def __len__(self):
@@ -147,6 +150,51 @@ class RunCache:
 
     def _drop(self, run_dir):
         self.bytes -= self._entries.pop(run_dir)[2]
+        self._dropped = True
+
+    @contextlib.contextmanager
+    def answering(self):
+        """Around each request: the last one out gives the memory of dropped runs
+        back to the system (the C allocator otherwise keeps freed pages, and RSS
+        stayed at its peak after the runs went). Not before: a request still
+        sending a dropped run's curves holds its tables until it ends."""
+        with self._lock:
+            self._answering += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._answering -= 1
+                release = self._dropped and not self._answering
+                if release:
+                    self._dropped = False
+            if release:
+                return_freed_memory()
+
+
+_LIBC: list = []  # glibc's malloc_trim, or None where the C library has none
+
+
+def return_freed_memory() -> None:
+    """Hand the heap's free pages back to the system (glibc's ``malloc_trim``;
+    a no-op elsewhere). Freed pandas tables are otherwise kept by the allocator:
+    300 drawn runs of 6,000 steps then removed left the server at 451 MB."""
+    if not _LIBC:
+        import ctypes
+        try:
+            _LIBC.append(ctypes.CDLL(None).malloc_trim)
+        except (OSError, AttributeError):
+            _LIBC.append(None)
+    if _LIBC[0] is not None:
+        _LIBC[0](0)
+
+
+def use_system_memory_pool() -> None:
+    """Let pyarrow's CSV reader allocate with the C allocator, so that what it
+    freed can be returned (:func:`return_freed_memory`); its default pool
+    (jemalloc) kept a 129 MB loss.csv's 330 MB after the run was removed."""
+    import pyarrow
+    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
 
 
 def run_bytes(run):
@@ -342,6 +390,10 @@ class Handler(BaseHTTPRequestHandler):
         logger.debug("%s %s", self.address_string(), format % args)
 
     def do_GET(self):  # noqa: N802 - http.server's name
+        with self.index.cache.answering():  # the answer's locals are gone at its end
+            self._answer()
+
+    def _answer(self):
         try:
             if not self._host_allowed():
                 return self._send_text(HTTPStatus.FORBIDDEN, "refused: the Host header does not "
@@ -614,6 +666,7 @@ def make_server(paths, host="127.0.0.1", port=0, cache_bytes=DEFAULT_CACHE_BYTES
         interactive.plotly_js()
     except interactive.MissingExtraError as exc:
         raise MindexpError(str(exc).replace("interactive report", "dashboard")) from None
+    use_system_memory_pool()  # a long-lived process: what it frees must go back
     handler = type("BoundHandler", (Handler,), {"index": RunIndex(paths, cache_bytes)})
     server_class = DashboardServer6 if ":" in host else DashboardServer
     try:
