@@ -8,7 +8,7 @@ import logging
 import os
 
 from ..define import config as _config
-from ..callbacks import schema
+from ..rundir import layout
 from ..callbacks._mindspore import local_rank_id
 from ..define.entry import load_experiment
 from ..define.experiment import training_in
@@ -123,7 +123,7 @@ def run_worker(run_dir: str, resume: bool = False) -> str | None:
     from ..rundir.io import read_json
     rank, size = distributed.init_data_parallel()
     meta = RunRecord.read(run_dir).meta
-    exp = load_experiment(meta["entry"])(read_json(os.path.join(run_dir, schema.CONFIG_JSON)))
+    exp = load_experiment(meta["entry"])(read_json(os.path.join(run_dir, layout.CONFIG_JSON)))
     plan = prepare(exp, workers=size, check_network=False)  # the launcher checked it
     point = None
     if resume:
