@@ -34,7 +34,7 @@ HISTORY_MAX_RUNS = 1000   # history() measured up to here (69 s at 10,000 x 300 
 def write_runs(out, n, steps=STEPS):
     """N runs of ``steps`` steps, as the runner leaves them (summary in run.json)."""
     from mindexp.callbacks import schema
-    from mindexp.rundir import layout
+    from mindexp import layout
     from mindexp.rundir.summary import SUMMARY_VERSION
     rows = "".join(f"{s},{(s - 1) // 30 + 1},{0.9 ** (s / 30):.6f}\n" for s in range(1, steps + 1))
     for i in range(n):

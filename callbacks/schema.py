@@ -5,7 +5,7 @@ Everything that writes or reads those files (the callbacks, resume, reports,
 plots, use, manage) takes their names from here. It lives in ``callbacks/``
 because the callbacks must not import the framework; the framework's own
 names (run.json, config.json, the locks, ...) are in
-``mindexp.rundir.layout``, which builds on this module: each name has one
+``mindexp.layout``, which builds on this module: each name has one
 owner. It imports only the standard library (pandas lazily, through
 ``read_log``). The writers are
 ``atomic_write`` (whole files) and ``CsvLog`` (appended logs); the
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # -- the files the callbacks write (the logs' names are in the Logs below) -------
 # The framework's own names (run.json, config.json, locks, plots, provenance,
-# the catalog, ...) live in framework/rundir/layout.py: this module is copied
+# the catalog, ...) live in framework/layout.py: this module is copied
 # alone into other projects and names only what a callback writes.
 LOG_REGISTRY = "logs.json"             # every log of the run and its step column (resume cuts each)
 CHECKPOINT_DIR = "checkpoints"         # <CHECKPOINT_DIR>/epochEEEE-stepSSSSSSS.ckpt

@@ -182,7 +182,7 @@ class Harness:
 
     def held(self, run_dir):
         """True while some process holds the run's lock (the one liveness rule)."""
-        from mindexp.rundir import layout
+        from mindexp import layout
         path = os.path.join(run_dir, layout.RESUME_LOCK)
         try:
             fd = os.open(path, os.O_RDONLY)

@@ -41,7 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
 from ..secrets import masked

@@ -23,7 +23,7 @@ import os
 from typing import Any
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..errors import MindexpError
 from ..provenance.files import provenance_of
 from ..secrets import masked

@@ -32,7 +32,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from ..rundir import layout
+from .. import layout
 from ..rundir.mlflow_names import ENV_POLL_S, ENV_RUN_DIR, ENV_URI
 from ..secrets import masked
 from . import mlflow_points as P

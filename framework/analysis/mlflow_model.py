@@ -22,7 +22,7 @@ from typing import Any
 import mlflow.pyfunc
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..provenance import files as F
 from ..secrets import masked
 

@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..rundir.run_lock import GONE, shown_status
 from ..secrets import masked
 

@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..rundir.run import Run as _RunReader
 from . import reports
 from .reports import as_runs, display_table, format_value, history, loss_components

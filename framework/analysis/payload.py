@@ -9,7 +9,7 @@ import os
 import re
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from .colors import run_colors
 from .reports import (compare, config_labels, differing_config, display_table, format_value,
                       loss_components)

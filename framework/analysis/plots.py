@@ -12,7 +12,7 @@ import math
 import os
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from .colors import run_colors
 from .reports import as_runs, compare, config_labels, load_run, loss_components
 from ..rundir.run import Run

@@ -12,7 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..errors import ConfigError, RunDirError
 from ..provenance.files import provenance_of
 from ..rundir.run import Run

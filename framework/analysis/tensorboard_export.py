@@ -19,7 +19,7 @@ import shutil
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..callbacks._tensorboard import EventWriter, check_available
 from ..errors import MindexpError
 from ..rundir.run import Run

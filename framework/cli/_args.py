@@ -1,7 +1,7 @@
 """Arguments that several command groups share, and the types that check them."""
 import argparse
 
-from ..rundir import layout
+from .. import layout
 
 
 def positive_int(text: str) -> int:

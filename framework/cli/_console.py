@@ -5,7 +5,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from ..rundir import layout
+from .. import layout
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 

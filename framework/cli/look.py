@@ -5,7 +5,7 @@ import os
 import sys
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..errors import MindexpError
 from ._args import port, positive_int
 from ._console import EXIT_OK

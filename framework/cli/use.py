@@ -5,7 +5,7 @@ import os
 import sys
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ._args import positive_int
 from ._console import EXIT_OK
 from ..errors import RunDirError

@@ -11,7 +11,7 @@ import os
 import sys
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..errors import MindexpError
 from .experiment import BaseExperiment
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..errors import ConfigError, RunDirError
 
 META_KEY = "input_transform"   # run.json: {"kind", "column", "file"}

@@ -12,7 +12,7 @@ import os
 import time
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..rundir.catalog import open_catalog
 from ..rundir.meta import UNREADABLE
 from ..rundir.run_lock import shown_status

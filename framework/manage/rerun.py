@@ -1,7 +1,7 @@
 """Rerun: a new run with a finished run's config, from the code it captured."""
 import os
 
-from ..rundir import layout
+from .. import layout
 from ..errors import RunDirError
 from ..rundir.io import is_run_dir, read_json
 from ..rundir.meta import read_meta

@@ -4,7 +4,7 @@ import os
 import re
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..errors import RunDirError
 from ..analysis.reports import eval_name, find_run_dirs, format_value
 from ..rundir.summary import run_direction

@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-from ..rundir import layout
+from .. import layout
 from ..rundir.io import now_iso, read_json, write_file
 from ..secrets import masked_argv
 from . import files as F

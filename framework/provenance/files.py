@@ -3,7 +3,7 @@
 import hashlib
 import os
 
-from ..rundir import layout
+from .. import layout
 from ..define.entry import SHIPPED_FOLDER  # noqa: F401  (in source/: a shipped experiment's module)
 from ..errors import RunDirError
 

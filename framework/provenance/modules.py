@@ -19,7 +19,7 @@ import sysconfig
 from types import ModuleType
 from typing import Any, Iterable
 
-from ..rundir import layout
+from .. import layout
 from ..define.entry import USER_PREFIX, is_user_module, remember_user_modules
 from ..rundir.io import write_file
 from . import files as F

@@ -39,7 +39,7 @@ import stat
 from typing import Any, Sequence
 
 from ..callbacks import schema
-from . import layout
+from .. import layout
 from ..errors import ConfigError, RunDirError
 from ..secrets import masked
 from .meta import UnreadableRun, UNREADABLE

@@ -6,7 +6,7 @@ feed. The table of runs that listings query is the catalog
 import os
 import stat
 
-from . import layout
+from .. import layout
 
 
 def found_runs(root: str) -> list[tuple[str, list[int]]]:

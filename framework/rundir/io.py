@@ -6,7 +6,7 @@ import re
 import secrets
 
 from ..callbacks import schema
-from . import layout
+from .. import layout
 from ..errors import ConfigError, RunDirError
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}$")

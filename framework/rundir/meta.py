@@ -9,7 +9,7 @@ and unknown fields are accepted; only the type of a present field is checked.
 """
 import os
 
-from . import layout
+from .. import layout
 from ..errors import RunDirError
 from .io import read_json
 

@@ -15,7 +15,7 @@ import platform
 import time
 
 from ..callbacks import schema
-from . import layout
+from .. import layout
 from ..errors import RunDirError
 from .catalog import run_written
 from .io import now_iso, write_json

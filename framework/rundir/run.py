@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from ..callbacks import schema
-from . import layout
+from .. import layout
 from ..errors import RunDirError
 from .io import is_run_dir, read_json
 from .meta import UnreadableRun, read_meta

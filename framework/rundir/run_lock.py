@@ -21,7 +21,7 @@ import platform
 import time
 
 from ..callbacks import schema
-from . import layout
+from .. import layout
 from ..errors import MindexpError, RunDirError
 from .io import create_run_dir
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 
-from ..rundir import layout
+from .. import layout
 
 FULL_DISK = os.strerror(errno.ENOSPC)   # in a run's error: no further run can succeed
 

@@ -31,7 +31,7 @@ import sys
 import traceback
 from typing import Any, Callable
 
-from ..rundir import layout
+from .. import layout
 from ..errors import MindexpError
 from .children import output_to
 from .disk import FULL_DISK, release_space, reserve_space  # noqa: F401  (sweeps' too)

@@ -43,7 +43,7 @@ import threading
 import time
 import warnings
 
-from ..rundir import layout
+from .. import layout
 from ..rundir.run_lock import lock_held
 
 logger = logging.getLogger(__name__)

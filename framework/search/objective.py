@@ -11,7 +11,7 @@ import os
 import tempfile
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..errors import ConfigError
 
 _PROBE_LOSS = ",".join(schema.LOSS.required) + "\n1,1,0.5\n"

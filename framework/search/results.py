@@ -8,7 +8,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..errors import ConfigError
 from .liveness import DEAD_WORKER
 from .study import counted, import_optuna

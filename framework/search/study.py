@@ -36,7 +36,7 @@ import signal
 import time
 import traceback
 
-from ..rundir import layout
+from .. import layout
 from ..errors import ConfigError, MindexpError
 from ..secrets import masked
 from .disk import is_full_disk, release_space

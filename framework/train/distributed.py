@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 
-from ..rundir import layout
+from .. import layout
 from .._mindspore import (MSRUN_LOGS, MSRUN_WORKER_LOGS, all_reduce_sum,  # noqa: F401
                           env_rank, log_error_message, msrun_scheduler, under_msrun)
 from .._mindspore import MSRUN_SCHEDULER_ADDRESS

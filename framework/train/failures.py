@@ -12,7 +12,7 @@ import signal
 import sysconfig
 import traceback
 
-from ..rundir import layout
+from .. import layout
 
 # A little disk space set aside when a run starts and given back when it
 # fails, so run.json and error.txt can still say why on a full disk.

@@ -17,7 +17,7 @@ import threading
 import traceback
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..callbacks._quiet_callback import QuietCallback
 from ..callbacks._mindspore import eval_results
 from ..callbacks._common import step_info

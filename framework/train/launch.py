@@ -8,7 +8,7 @@ import logging
 import os
 
 from ..define import config as _config
-from ..rundir import layout
+from .. import layout
 from ..callbacks._mindspore import local_rank_id
 from ..define.entry import load_experiment
 from ..define.experiment import training_in

@@ -6,7 +6,7 @@ import os
 
 from ..define import config as _config
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..define.entry import load_experiment, refuse_script_run
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import read_json

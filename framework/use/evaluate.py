@@ -5,7 +5,7 @@ import logging
 import os
 
 from ..callbacks import schema
-from ..rundir import layout
+from .. import layout
 from ..define.transforms import apply_saved
 from ..errors import MindexpError, RunDirError
 from ._model import load_model, open_run

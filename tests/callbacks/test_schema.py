@@ -1,4 +1,4 @@
-"""callbacks/schema.py (the files the callbacks write) and framework/rundir/layout.py
+"""callbacks/schema.py (the files the callbacks write) and framework/layout.py
 (the framework's own) own the run directory's names, one owner each; the schema's
 atomic write leaves the old file or the new one, never a part."""
 import ast
@@ -9,7 +9,7 @@ import re
 import pytest
 
 from mindexp.callbacks import schema
-from mindexp.rundir import layout
+from mindexp import layout
 
 from conftest import ROOT  # noqa: E402  (the repository)
 SOURCE_FOLDERS = ("framework", "callbacks", "experiments")
@@ -298,7 +298,7 @@ def test_the_column_scan_sees_a_literal_where_a_column_is_meant(tmp_path, source
 
 @pytest.mark.parametrize("source, aliased", [
     ("from ..callbacks.schema import LOG_REGISTRY as REGISTRY", True),
-    ("from ..rundir.layout import RUN_JSON as RUN_FILE", True),
+    ("from ..layout import RUN_JSON as RUN_FILE", True),
     ("LOCK_FILE = layout.RESUME_LOCK", True),
     ("STEP = schema.Col.STEP", True),
     ("_TEXT = set(schema.TEXT_COLUMNS)", True),

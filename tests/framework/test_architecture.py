@@ -1,7 +1,7 @@
 """The import graph of framework/ and callbacks/, read with ``ast`` (imports
 inside functions count): no circles, callbacks/ stands alone, and arrows
 only go down the floors cli -> {manage, search} -> api -> {analysis, train, use}
--> {rundir, provenance} -> define -> {errors, _mindspore, rundir/layout} -> callbacks."""
+-> {rundir, provenance} -> define -> {errors, secrets, _mindspore, layout} -> callbacks."""
 import ast
 import os
 
@@ -13,10 +13,7 @@ FOLDERS = {"framework": "mindexp", "callbacks": "mindexp.callbacks"}
 # Every room of framework/ has a floor (a new room must be given one here).
 FLOORS = {"cli": 7, "__main__": 7, "manage": 6, "search": 6, "api": 5,
           "analysis": 4, "train": 4, "use": 4, "rundir": 3, "provenance": 3,
-          "define": 2, "errors": 1, "secrets": 1, "_mindspore": 1, "callbacks": 0}
-# Modules whose floor is not their room's: the run directory's names (rundir/layout.py)
-# import only the callbacks' schema, and define/ reads run.json and source/ by them.
-MODULE_FLOORS = {"mindexp.rundir.layout": 1}
+          "define": 2, "errors": 1, "secrets": 1, "_mindspore": 1, "layout": 1, "callbacks": 0}
 
 
 def _modules():
@@ -69,7 +66,7 @@ def _graph():
 
 
 def _floor(module):
-    return MODULE_FLOORS.get(module, FLOORS[_part(module) or "api"])
+    return FLOORS[_part(module) or "api"]
 
 
 def _part(module):

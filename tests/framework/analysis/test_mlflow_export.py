@@ -11,7 +11,7 @@ import pytest
 
 from conftest import require
 from mindexp.callbacks import schema
-from mindexp.rundir import layout
+from mindexp import layout
 from mindexp.cli.main import main
 from rundirs import make_run
 

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from mindexp import compare
-from mindexp.rundir import layout
+from mindexp import layout
 from mindexp.rundir import catalog as cat
 
 from rundirs import make_run

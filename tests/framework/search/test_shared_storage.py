@@ -172,7 +172,7 @@ def test_a_journal_trial_whose_worker_on_another_host_went_silent_is_failed(tmp_
 def test_a_trial_of_this_host_fails_once_its_worker_lock_is_free(tmp_path, holder):
     """One probe of a lock (rundir.run_lock.lock_held) serves runs and search workers."""
     import platform
-    from mindexp.rundir import layout
+    from mindexp import layout
     from mindexp.rundir.run_lock import lock_held
     from mindexp.search.liveness import fail_dead_trials
     from mindexp.search.study import open_storage

@@ -359,7 +359,7 @@ def test_a_record_counts_only_the_steps_its_loss_log_holds_when_the_disk_fills(t
     final loss are those of its last row, not of the last step trained."""
     import errno
     from mindexp.callbacks import csv_log, schema
-    from mindexp.rundir import layout
+    from mindexp import layout
     flush, flushed = csv_log.CsvLog.flush, []
 
     def full_after_one_loss_flush(log):

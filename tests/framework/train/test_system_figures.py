@@ -8,7 +8,7 @@ import pytest
 
 from conftest import require
 from mindexp.callbacks import schema
-from mindexp.rundir import layout
+from mindexp import layout
 from mindexp.cli.main import main
 from mindexp.experiments.linear import Linear
 

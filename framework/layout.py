@@ -8,11 +8,12 @@ lives in exactly one of the two modules: framework code takes
 ``schema.LOSS`` from the schema and ``layout.RUN_JSON`` from here.
 
 This module imports only the schema, so every room of the framework may
-import it (tests/framework/test_architecture.py gives it the lowest floor).
+import it (tests/framework/test_architecture.py puts it on floor 1, with
+``errors``: define/ reads run.json and source/ by these names).
 """
 from __future__ import annotations
 
-from ..callbacks import schema
+from .callbacks import schema
 
 # -- files and folders of a run directory ---------------------------------------
 CONFIG_JSON = "config.json"            # the full resolved config
