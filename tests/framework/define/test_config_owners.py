@@ -7,7 +7,8 @@ import pytest
 from mindexp.define import config
 from mindexp.define.config import Config, _fields
 
-# config.json's order of the common fields (a contract: compare, `mindexp list`).
+# config.json's order of today's common fields (a contract: compare, `mindexp list`); a new
+# field goes into its owner's group, wherever that puts it among them.
 ORDER = ("seed epochs batch_size optimizer lr momentum weight_decay loss mode device "
          "amp_level memory_optimize_level loss_scale lr_schedule warmup_steps lr_decay_rate "
          "lr_decay_epochs clip_grad_norm grad_accumulation sink graph_kernel log_every "
@@ -18,16 +19,16 @@ ORDER = ("seed epochs batch_size optimizer lr momentum weight_decay loss mode de
 
 
 def test_config_json_keeps_the_fields_in_their_order():
-    assert list(config.to_dict(Config())) == ORDER
+    assert [name for name in config.to_dict(Config()) if name in ORDER] == ORDER
 
 
 def test_every_common_field_has_one_owner_among_the_consumers_modules():
-    owners = {name: _fields.OWNERS[name] for name in ORDER}
+    owners = {f.name: _fields.OWNERS[f.name] for f in dataclasses.fields(Config)}
     assert set(owners.values()) == {f"mindexp.define.config.{m}" for m in (
         "run", "optimization", "system", "logs", "checkpoints", "evaluation", "distributed",
         "early_stop")}
     assert config.__name__ not in owners.values()  # no field left in the assembling module
-    assert set(_fields.RULES) | set(_fields.CHOICES) <= set(ORDER)
+    assert set(_fields.RULES) | set(_fields.CHOICES) <= set(owners)
     for base in Config.__mro__[1:-1]:
         assert {f.name for f in dataclasses.fields(base)} <= {
             n for n, m in owners.items() if m == base.__module__}, base
