@@ -34,6 +34,7 @@ HISTORY_MAX_RUNS = 1000   # history() measured up to here (69 s at 10,000 x 300 
 def write_runs(out, n, steps=STEPS):
     """N runs of ``steps`` steps, as the runner leaves them (summary in run.json)."""
     from mindexp.callbacks import schema
+    from mindexp import layout
     from mindexp.rundir.summary import SUMMARY_VERSION
     rows = "".join(f"{s},{(s - 1) // 30 + 1},{0.9 ** (s / 30):.6f}\n" for s in range(1, steps + 1))
     for i in range(n):
@@ -47,8 +48,8 @@ def write_runs(out, n, steps=STEPS):
                 "summary": {"version": SUMMARY_VERSION, "params": {}, "eval": {},
                             "loss": {"rows": steps, "final": loss, "min": loss, "best_step": steps,
                                      "last_step": steps, "last_epoch": -(-steps // 30), "components": {}}}}
-        for name, data in ((schema.RUN_JSON, json.dumps(meta)),
-                           (schema.CONFIG_JSON, json.dumps({"lr": 0.001 * (1 + i % 97),
+        for name, data in ((layout.RUN_JSON, json.dumps(meta)),
+                           (layout.CONFIG_JSON, json.dumps({"lr": 0.001 * (1 + i % 97),
                                                             "optimizer": "sgd", "epochs": 10})),
                            (schema.LOSS.filename, "step,epoch,loss\n" + rows)):
             with open(os.path.join(run_dir, name), "w") as f:

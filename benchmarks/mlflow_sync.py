@@ -61,11 +61,12 @@ def start_server(home):
 def make_run(root, run_id, steps):
     """A finished run directory with ``steps`` rows of loss, lr and grad_norm."""
     from mindexp.callbacks import schema
+    from mindexp import layout
     run_dir = os.path.join(root, "bench", run_id)
     os.makedirs(run_dir)
-    with open(os.path.join(run_dir, schema.CONFIG_JSON), "w", encoding="utf-8") as f:
+    with open(os.path.join(run_dir, layout.CONFIG_JSON), "w", encoding="utf-8") as f:
         json.dump({"seed": 0, "epochs": 1, "lr": 0.1}, f)
-    with open(os.path.join(run_dir, schema.RUN_JSON), "w", encoding="utf-8") as f:
+    with open(os.path.join(run_dir, layout.RUN_JSON), "w", encoding="utf-8") as f:
         json.dump({"experiment": "bench", "run_id": run_id, "status": "completed",
                    "started_at": "2026-01-01T00:00:00+00:00",
                    "ended_at": "2026-01-01T00:01:00+00:00", "steps": steps}, f)
@@ -88,6 +89,7 @@ def make_ordinary_run(root, run_id, steps):
     params.csv a step (see ``--twelve``)."""
     run_dir = make_run(root, run_id, steps)
     from mindexp.callbacks import schema
+    from mindexp import layout
     with open(schema.path_of(run_dir, "params"), "w", encoding="utf-8") as f:
         f.write("step,epoch,param,value\n")
         for i in range(1, steps + 1):

@@ -1,11 +1,13 @@
-"""The run directory's one owner: the name of every file in it, the columns
-of each log, their readers, and the one atomic write.
+"""The callbacks' side of a run directory: the name of every file a callback
+writes, the columns of each log, their readers, and the one atomic write.
 
-Everything that writes or reads a run directory (the callbacks, the run
-record, resume, reports, plots, provenance, use, manage) takes names from
-here. It lives in ``callbacks/`` because the callbacks write most of these
-files and must not import the framework; it imports only the standard
-library (pandas lazily, through ``read_log``). The writers are
+Everything that writes or reads those files (the callbacks, resume, reports,
+plots, use, manage) takes their names from here. It lives in ``callbacks/``
+because the callbacks must not import the framework; the framework's own
+names (run.json, config.json, the locks, ...) are in
+``mindexp.layout``, which builds on this module: each name has one
+owner. It imports only the standard library (pandas lazily, through
+``read_log``). The writers are
 ``atomic_write`` (whole files) and ``CsvLog`` (appended logs); the
 readers ``read_log`` (a DataFrame) and ``read_rows`` (dicts).
 """
@@ -23,31 +25,12 @@ from .csv_log import (read_arrays, read_csv, read_header, read_rows,  # noqa: F4
 if TYPE_CHECKING:
     import pandas as pd
 
-# -- files and folders of a run directory ---------------------------------------
-CONFIG_JSON = "config.json"            # the full resolved config
-RUN_JSON = "run.json"                  # the run record (status, totals, provenance)
-RUN_LOCK = ".run.lock"                 # held for each read-change-write of run.json
-RESUME_LOCK = ".lock"                  # held by a resume for its whole run (pid, host inside)
-WORKER_LOCK = "worker-{host}-{pid}.lock"  # a search worker's, in <study>/logs/, held while it lives
-SPACE_RESERVE = ".space-reserve"       # freed when the disk fills, so run.json can still say why
+# -- the files the callbacks write (the logs' names are in the Logs below) -------
+# The framework's own names (run.json, config.json, locks, plots, provenance,
+# the catalog, ...) live in framework/layout.py: this module is copied
+# alone into other projects and names only what a callback writes.
 LOG_REGISTRY = "logs.json"             # every log of the run and its step column (resume cuts each)
-ERROR_FILE = "error.txt"               # the full traceback of a failed run
-EVALUATIONS_CSV = "evaluations.csv"    # one row per `mindexp evaluate`
-INPUT_TRANSFORM_FILE = "input_transform.npz"  # a fitted input transform's state (numbers, no pickle)
 CHECKPOINT_DIR = "checkpoints"         # <CHECKPOINT_DIR>/epochEEEE-stepSSSSSSS.ckpt
-PLOTS_DIR = "plots"                    # PNGs drawn after a run
-SOURCE_DIR = "source"                  # copies of the experiment's code (provenance)
-ENVIRONMENT_FILE = "environment.txt"   # sorted `name==version`, one a line (provenance)
-TENSORBOARD_DIR = "tensorboard"        # event files of `mindexp tensorboard`
-REWRITTEN_NETWORK_DIR = "rewritten_network"  # AMP O1's rewritten module source
-MLFLOW_RECORD = "mlflow.json"          # what was sent to MLflow, per tracking URI (never a password)
-MSRUN_DIR = "msrun"                    # msrun's own log and the workers' logs (--workers N)
-# -- beside the runs ------------------------------------------------------------
-CATALOG = ".mindexp-catalog"          # per output root: a folder holding CATALOG_DB (its journals come and go there, not beside the runs)
-CATALOG_DB = "runs.sqlite"             # the table of the root's runs (derived; rebuilt when missing)
-SUMMARY_INDEX = ".mindexp-index.json"  # what the catalog replaced (0.x): left alone, never read
-FIGURES_DIR = "figures"                # <name>/epoch-<k>.png and the latest <name>.png
-FIGURES_LOG = "figures.log"            # tracebacks of an experiment's figures() hook that raised
 
 
 class Log:
@@ -82,9 +65,6 @@ class Col:
     FILE = "file"            # a checkpoint's path, relative to the run directory
     KIND = "kind"            # a checkpoint's kind: "last" or "best"
     SCORE = "score"          # a best checkpoint's monitored value
-    EVALUATED_AT = "evaluated_at"  # evaluations.csv: when
-    CHECKPOINT = "checkpoint"      # evaluations.csv: which checkpoint file
-    SPLIT = "split"                # evaluations.csv: "eval" or "train"
     PROCESS_CPU_PERCENT = "process_cpu_percent"  # system.csv: this process, % of one core
     MACHINE_CPU_PERCENT = "machine_cpu_percent"  # system.csv: the whole machine, %
     RSS_MB = "rss_mb"                            # system.csv: this process's resident memory
@@ -104,9 +84,6 @@ EVAL = Log("eval", "eval.csv", (Col.EPOCH, Col.STEP))  # then one column per met
 CHECKPOINTS = Log("checkpoints", "checkpoints.csv",
                   (Col.STEP, Col.EPOCH, Col.LOSS, Col.FILE, Col.KIND, Col.SCORE),
                   required=(Col.STEP, Col.EPOCH, Col.FILE))
-# Not in LOGS: written by `mindexp evaluate` after the run, never cut back by a resume.
-EVALUATIONS = Log("evaluations", EVALUATIONS_CSV,
-                  (Col.EVALUATED_AT, Col.CHECKPOINT, Col.STEP, Col.EPOCH, Col.SPLIT))
 # The machine's side of a run, sampled off the training thread (SystemMonitor);
 # the device column is there only where MindSpore reports device memory.
 _SYSTEM_COLUMNS = (Col.TIME_S, Col.STEP, Col.PROCESS_CPU_PERCENT, Col.MACHINE_CPU_PERCENT,

@@ -182,8 +182,8 @@ class Harness:
 
     def held(self, run_dir):
         """True while some process holds the run's lock (the one liveness rule)."""
-        from mindexp.callbacks import schema
-        path = os.path.join(run_dir, schema.RESUME_LOCK)
+        from mindexp import layout
+        path = os.path.join(run_dir, layout.RESUME_LOCK)
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:

@@ -42,6 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
 from ..secrets import masked
@@ -51,7 +52,7 @@ from .cursor import LOGS, ChangeFeed
 from .listing import Listing
 
 logger = logging.getLogger(__name__)
-RUN_FILES = (schema.RUN_JSON, schema.CONFIG_JSON) + tuple(
+RUN_FILES = (layout.RUN_JSON, layout.CONFIG_JSON) + tuple(
     log.filename for log in (schema.LOSS, schema.PARAMS, schema.GRAD_NORM, schema.EVAL))
 
 
@@ -517,7 +518,7 @@ class Handler(BaseHTTPRequestHandler):
         if os.path.isdir(path):
             return self._send_listing(key.rstrip("/"), path)
         kind, disposition = file_type(path)
-        if os.path.basename(path) == schema.RUN_JSON:
+        if os.path.basename(path) == layout.RUN_JSON:
             return self._send_run_json(path, kind, disposition)
         with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size

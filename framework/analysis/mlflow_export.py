@@ -23,6 +23,7 @@ import os
 from typing import Any
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import MindexpError
 from ..provenance.files import provenance_of
 from ..secrets import masked
@@ -265,28 +266,28 @@ def _log_artifacts(client, run_id, run, sent):
 
 def _top_files(run):
     """The logs (every rank's file), config.json: the top-level files uploaded."""
-    names = list(schema.LOGS) + [schema.EVALUATIONS_CSV]
+    names = list(schema.LOGS) + [layout.EVALUATIONS_CSV]
     paths = [p for n in names for p in schema.rank_files(run.dir, n).values()]
-    config = os.path.join(run.dir, schema.CONFIG_JSON)
+    config = os.path.join(run.dir, layout.CONFIG_JSON)
     return [p for p in paths + [config] if os.path.isfile(p) and not os.path.islink(p)]
 
 
 def _log_run_json(client, run_id, run):
     """run.json with any URL password masked: a run recorded before masking kept
     its worker's command line, storage URL included."""
-    path = os.path.join(run.dir, schema.RUN_JSON)
+    path = os.path.join(run.dir, layout.RUN_JSON)
     try:
         with schema.open_file(path, "r", encoding="utf-8", errors="replace") as f:
             text = f.read()
     except OSError:  # no run.json (or replaced meanwhile): nothing to send
         return
-    client.log_text(run_id, masked(text), schema.RUN_JSON)
+    client.log_text(run_id, masked(text), layout.RUN_JSON)
 
 
 def _folder_files(run):
     """``(local path, artifact folder)`` of each file of plots/ and figures/ (with their
     sub-folders) and of the best (else last) checkpoint."""
-    for top in (schema.PLOTS_DIR, schema.FIGURES_DIR):
+    for top in (layout.PLOTS_DIR, layout.FIGURES_DIR):
         for root, _dirs, files in os.walk(os.path.join(run.dir, top)):
             folder = os.path.relpath(root, run.dir).replace(os.sep, "/")
             yield from ((os.path.join(root, f), folder) for f in sorted(files))

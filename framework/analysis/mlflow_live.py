@@ -32,7 +32,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from ..callbacks import schema
+from .. import layout
 from ..rundir.mlflow_names import ENV_POLL_S, ENV_RUN_DIR, ENV_URI
 from ..secrets import masked
 from . import mlflow_points as P
@@ -246,7 +246,7 @@ def stream(run_dir: str, uri: str, params: str = P.DEFAULT_PARAMS,
 def main() -> int:
     """The sender process: its run folder and URI from the environment."""
     run_dir, uri = os.environ.pop(ENV_RUN_DIR, ""), os.environ.pop(ENV_URI, "")
-    if not run_dir or not uri or not os.path.isfile(os.path.join(run_dir, schema.RUN_JSON)):
+    if not run_dir or not uri or not os.path.isfile(os.path.join(run_dir, layout.RUN_JSON)):
         return 2
     try:
         os.nice(10)  # the training comes first

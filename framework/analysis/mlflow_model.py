@@ -22,6 +22,7 @@ from typing import Any
 import mlflow.pyfunc
 
 from ..callbacks import schema
+from .. import layout
 from ..provenance import files as F
 from ..secrets import masked
 
@@ -69,17 +70,17 @@ def _stage(run, checkpoint, folder):
     input transform (so the model predicts from raw inputs, as predict does), the
     checkpoint."""
     os.makedirs(os.path.join(folder, schema.CHECKPOINT_DIR))
-    with schema.open_file(os.path.join(run.dir, schema.RUN_JSON), "r", encoding="utf-8") as f:
+    with schema.open_file(os.path.join(run.dir, layout.RUN_JSON), "r", encoding="utf-8") as f:
         text = masked(f.read())
-    schema.atomic_write(os.path.join(folder, schema.RUN_JSON), text)
-    shutil.copyfile(os.path.join(run.dir, schema.CONFIG_JSON),
-                    os.path.join(folder, schema.CONFIG_JSON))
-    source = os.path.join(run.dir, schema.SOURCE_DIR)
+    schema.atomic_write(os.path.join(folder, layout.RUN_JSON), text)
+    shutil.copyfile(os.path.join(run.dir, layout.CONFIG_JSON),
+                    os.path.join(folder, layout.CONFIG_JSON))
+    source = os.path.join(run.dir, layout.SOURCE_DIR)
     if os.path.isdir(source):
-        shutil.copytree(source, os.path.join(folder, schema.SOURCE_DIR), symlinks=True)
-    transform = os.path.join(run.dir, schema.INPUT_TRANSFORM_FILE)
+        shutil.copytree(source, os.path.join(folder, layout.SOURCE_DIR), symlinks=True)
+    transform = os.path.join(run.dir, layout.INPUT_TRANSFORM_FILE)
     if os.path.isfile(transform) and not os.path.islink(transform):
-        shutil.copyfile(transform, os.path.join(folder, schema.INPUT_TRANSFORM_FILE))
+        shutil.copyfile(transform, os.path.join(folder, layout.INPUT_TRANSFORM_FILE))
     name = os.path.join(schema.CHECKPOINT_DIR, os.path.basename(checkpoint))
     shutil.copyfile(checkpoint, os.path.join(folder, name))
     schema.atomic_write(os.path.join(folder, "model.json"), json.dumps({"checkpoint": name}))
@@ -89,7 +90,7 @@ def _stage(run, checkpoint, folder):
 def _point_entry_at_captured_code(run_dir):
     """The copied run.json's entry names the captured file (a shipped experiment's
     module entry stays: mindexp ships it)."""
-    path = os.path.join(run_dir, schema.RUN_JSON)
+    path = os.path.join(run_dir, layout.RUN_JSON)
     with open(path, encoding="utf-8") as f:
         meta = json.load(f)
     block = F.provenance_of(meta)

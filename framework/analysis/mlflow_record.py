@@ -1,5 +1,5 @@
 """The local record of what a run sent to MLflow: ``mlflow.json`` in its folder
-(``schema.MLFLOW_RECORD``), written atomically by the sync and the live sender.
+(``layout.MLFLOW_RECORD``), written atomically by the sync and the live sender.
 
 One entry per tracking URI, keyed by the URI with its password masked (the
 credential itself is never written): the MLflow run id (a resume, a later
@@ -16,19 +16,20 @@ import os
 from typing import Any
 
 from ..callbacks import schema
+from .. import layout
 from ..rundir.run_lock import GONE, shown_status
 from ..secrets import masked
 
 # mindexp status (as `mindexp runs` shows it) -> MLflow's run status
 STATUS = {"completed": "FINISHED", "failed": "FAILED", "diverged": "FAILED",
           "interrupted": "KILLED", "pruned": "KILLED", GONE: "KILLED", "running": "RUNNING"}
-_FINGERPRINT_DIRS = (schema.PLOTS_DIR, schema.FIGURES_DIR, schema.CHECKPOINT_DIR)
+_FINGERPRINT_DIRS = (layout.PLOTS_DIR, layout.FIGURES_DIR, schema.CHECKPOINT_DIR)
 
 
 def read_record(run_dir: str) -> dict[str, Any]:
     """``{masked uri: entry}`` of ``run_dir`` (``{}``: nothing sent, or unreadable)."""
     try:
-        with schema.open_file(os.path.join(run_dir, schema.MLFLOW_RECORD), "rb") as f:
+        with schema.open_file(os.path.join(run_dir, layout.MLFLOW_RECORD), "rb") as f:
             data = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError):
         return {}
@@ -45,7 +46,7 @@ def save_entry(run_dir: str, uri: str, entry: dict[str, Any]) -> None:
     """Keep ``entry`` as ``uri``'s (the others unchanged), atomically."""
     record = read_record(run_dir)
     record[masked(str(uri))] = entry
-    schema.atomic_write(os.path.join(run_dir, schema.MLFLOW_RECORD),
+    schema.atomic_write(os.path.join(run_dir, layout.MLFLOW_RECORD),
                         json.dumps(record, indent=1, sort_keys=True))
 
 
@@ -67,7 +68,7 @@ def fingerprint(run_dir: str) -> dict[str, list[int]]:
             for name in files:
                 path = os.path.join(root, name)
                 rel = os.path.relpath(path, run_dir)
-                if rel == schema.MLFLOW_RECORD or name.startswith("."):  # locks come and go
+                if rel == layout.MLFLOW_RECORD or name.startswith("."):  # locks come and go
                     continue
                 try:
                     st = os.lstat(path)
@@ -91,7 +92,7 @@ def unchanged(run_dir: str, uri: str, params: str, meta: dict[str, Any]) -> bool
 def read_meta_quietly(run_dir: str) -> dict[str, Any]:
     """run.json of ``run_dir`` as it is now, ``{}`` when unreadable."""
     try:
-        with schema.open_file(os.path.join(run_dir, schema.RUN_JSON), "rb") as f:
+        with schema.open_file(os.path.join(run_dir, layout.RUN_JSON), "rb") as f:
             meta = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError):
         return {}

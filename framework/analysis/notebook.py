@@ -12,6 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..callbacks import schema
+from .. import layout
 from ..rundir.run import Run as _RunReader
 from . import reports
 from .reports import as_runs, display_table, format_value, history, loss_components
@@ -101,7 +102,7 @@ def _last_figures(run: Run) -> str:
     import base64
     import os
     from ..callbacks import schema
-    folder = os.path.join(run.dir, schema.FIGURES_DIR)
+    folder = os.path.join(run.dir, layout.FIGURES_DIR)
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".png"))[:MAX_CARD_FIGURES]
     except OSError:

@@ -9,6 +9,7 @@ import os
 import re
 
 from ..callbacks import schema
+from .. import layout
 from .colors import run_colors
 from .reports import (compare, config_labels, differing_config, display_table, format_value,
                       loss_components)
@@ -317,7 +318,7 @@ def images(runs, src=None):
     its frames ``{"epoch": k, "src": url}`` in epoch order, for the epoch slider."""
     out = []
     for index, run in enumerate(runs):
-        folder = os.path.join(run.dir, schema.FIGURES_DIR)
+        folder = os.path.join(run.dir, layout.FIGURES_DIR)
         names = sorted(n for n in _listing(folder) if os.path.isdir(os.path.join(folder, n)))
         for name in names:
             epochs = sorted(int(m.group(1)) for m in map(_EPOCH_PNG.match,
@@ -347,7 +348,7 @@ def _spread(items, most):
 
 
 def _image_src(run, name, epoch, src):
-    relative = f"{schema.FIGURES_DIR}/{name}/epoch-{epoch}.png"
+    relative = f"{layout.FIGURES_DIR}/{name}/epoch-{epoch}.png"
     if src is not None:
         return src(run, relative)
     import base64

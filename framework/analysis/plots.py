@@ -12,6 +12,7 @@ import math
 import os
 
 from ..callbacks import schema
+from .. import layout
 from .colors import run_colors
 from .reports import as_runs, compare, config_labels, load_run, loss_components
 from ..rundir.run import Run
@@ -231,7 +232,7 @@ def save_run_plots(run, out_dir=None):
         return []
     if out_dir is None:
         _refuse_linked_out(run.dir)
-    out_dir = out_dir or os.path.join(run.dir, schema.PLOTS_DIR)
+    out_dir = out_dir or os.path.join(run.dir, layout.PLOTS_DIR)
     plots = [("loss.png", loss_plot)]
     if any(True for _ in _param_series(run.params)):
         plots.append(("params.png", params_plot))
@@ -252,7 +253,7 @@ def _refuse_linked_out(run_dir):
     the run folder: plots are written only into the run's own folder."""
     from ..errors import RunDirError
     from ..rundir.io import linked_out
-    why = linked_out(run_dir, (schema.PLOTS_DIR,))
+    why = linked_out(run_dir, (layout.PLOTS_DIR,))
     if why:
         raise RunDirError(f"no plots drawn for {run_dir}: {why}; mindexp never writes "
                           "through such a link (replace it with a folder, or give --out)")

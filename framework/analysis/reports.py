@@ -12,6 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import ConfigError, RunDirError
 from ..provenance.files import provenance_of
 from ..rundir.run import Run
@@ -72,12 +73,12 @@ def find_run_dirs(path):
                           f"Received: {path!r}")
     found = []
     for root, dirs, files in os.walk(path):
-        if schema.RUN_JSON in files:
+        if layout.RUN_JSON in files:
             found.append(os.path.abspath(root))
             dirs.clear()  # a run's own subfolders (checkpoints/, plots/) hold no runs
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
     if not found:
-        raise RunDirError(f"{path} holds no runs (no {schema.RUN_JSON} in it or in any folder below it). "
+        raise RunDirError(f"{path} holds no runs (no {layout.RUN_JSON} in it or in any folder below it). "
                           f"Received: {path!r}")
     return sorted(found)
 

@@ -19,6 +19,7 @@ import shutil
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..callbacks import schema
+from .. import layout
 from ..callbacks._tensorboard import EventWriter, check_available
 from ..errors import MindexpError
 from ..rundir.run import Run
@@ -52,7 +53,7 @@ def export(runs: list[Run], out: str | None = None, hparams: Iterable[str] | Non
             root = os.path.join(out, str(run.meta.get("experiment") or "runs"), run.run_id)
             inner = ""
         else:
-            root, inner = os.path.join(run.dir, schema.TENSORBOARD_DIR), run.run_id
+            root, inner = os.path.join(run.dir, layout.TENSORBOARD_DIR), run.run_id
         _write_swapped(run, os.path.abspath(root), inner, fields, metrics)
         yield run, os.path.join(root, inner) if inner else root
 
@@ -184,7 +185,7 @@ def _write_figures(writer, run, clock):
                     png = f.read()
             except OSError:  # removed meanwhile, or not a regular file
                 continue
-            writer.image(f"{schema.FIGURES_DIR}/{entry['name']}", png, step, clock(step))
+            writer.image(f"{layout.FIGURES_DIR}/{entry['name']}", png, step, clock(step))
 
 
 def _epoch_steps(run):

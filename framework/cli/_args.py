@@ -1,7 +1,7 @@
 """Arguments that several command groups share, and the types that check them."""
 import argparse
 
-from ..callbacks import schema
+from .. import layout
 
 
 def positive_int(text: str) -> int:
@@ -35,14 +35,14 @@ def add_verbose(p: argparse.ArgumentParser) -> None:
     """``--verbose``: the full traceback of a failed training on the terminal."""
     p.add_argument("--verbose", action="store_true",
                    help="print the full traceback when it fails "
-                        f"(always kept in {schema.ERROR_FILE})")
+                        f"(always kept in {layout.ERROR_FILE})")
 
 
 def add_tag_args(p: argparse.ArgumentParser) -> None:
     """``--tag`` and ``--note`` of the runs a command starts."""
     p.add_argument("--tag", action="append", default=[], metavar="TAG",
                    help="tag the run(s) (repeatable); see mindexp tag")
-    p.add_argument("--note", metavar="TEXT", help=f"a note kept in {schema.RUN_JSON}")
+    p.add_argument("--note", metavar="TEXT", help=f"a note kept in {layout.RUN_JSON}")
 
 
 def add_config_args(p: argparse.ArgumentParser) -> None:

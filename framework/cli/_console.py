@@ -5,7 +5,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from ..callbacks import schema
+from .. import layout
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -57,7 +57,7 @@ def print_summary(run):
     if meta.get("error"):
         print(f"  {meta['error']}")
     print(f"logs: {', '.join(sorted(f for f in os.listdir(run.dir) if f.endswith('.csv')))}")
-    plots = os.path.join(run.dir, schema.PLOTS_DIR)
+    plots = os.path.join(run.dir, layout.PLOTS_DIR)
     if os.path.isdir(plots):
         print(f"plots: {plots}")
 
@@ -90,7 +90,7 @@ def train_and_report(start: Callable[[], Any], verbose: bool = False) -> int:
 def _print_failure(exc, verbose):
     """One line and the run directory; the traceback file's path (its text
     too with ``--verbose``)."""
-    error_file = os.path.join(exc.run.dir, schema.ERROR_FILE) if exc.run is not None else None
+    error_file = os.path.join(exc.run.dir, layout.ERROR_FILE) if exc.run is not None else None
     if not (error_file and os.path.isfile(error_file)):
         error_file = None
     if verbose and error_file:

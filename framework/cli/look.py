@@ -5,6 +5,7 @@ import os
 import sys
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import MindexpError
 from ._args import port, positive_int
 from ._console import EXIT_OK
@@ -171,7 +172,7 @@ def _plot_runs(args: argparse.Namespace) -> int:
                       file=sys.stderr)
             written += found
         if len(runs) > 1:
-            common = os.path.join(os.path.commonpath([r.dir for r in runs]), schema.PLOTS_DIR)
+            common = os.path.join(os.path.commonpath([r.dir for r in runs]), layout.PLOTS_DIR)
             written += save_overlay_plots(runs, args.out or common)
     except OSError as exc:
         raise MindexpError(f"cannot write the plots: {exc.strerror}: {exc.filename}") from None

@@ -5,6 +5,7 @@ import os
 import sys
 
 from ..callbacks import schema
+from .. import layout
 from ._args import positive_int
 from ._console import EXIT_OK
 from ..errors import RunDirError
@@ -43,9 +44,8 @@ def _evaluate_run(args: argparse.Namespace) -> int:
     from ..use import evaluate
     from ..use.evaluate import record_row
     row = evaluate(args.run_dir, _parse_checkpoint(args), split=args.split, record=False)
-    col = schema.Col
-    print(f"{row[col.CHECKPOINT]} (step {row[col.STEP]}, epoch {row[col.EPOCH]}) "
-          f"on {row[col.SPLIT]}:")
+    print(f"{row[layout.EvalCol.CHECKPOINT]} (step {row[schema.Col.STEP]}, "
+          f"epoch {row[schema.Col.EPOCH]}) on {row[layout.EvalCol.SPLIT]}:")
     for name, value in list(row.items())[5:]:
         print(f"  {name} = {value:.6g}")
     try:  # evaluating only reads the run: a read-only run still gets its metrics printed
@@ -53,7 +53,7 @@ def _evaluate_run(args: argparse.Namespace) -> int:
     except RunDirError as exc:
         print(f"mindexp: warning: {exc}", file=sys.stderr)
         return EXIT_OK
-    print(f"appended to {os.path.join(os.path.abspath(args.run_dir), schema.EVALUATIONS_CSV)}")
+    print(f"appended to {os.path.join(os.path.abspath(args.run_dir), layout.EVALUATIONS_CSV)}")
     return EXIT_OK
 
 

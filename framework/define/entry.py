@@ -11,6 +11,7 @@ import os
 import sys
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import MindexpError
 from .experiment import BaseExperiment
 
@@ -162,7 +163,7 @@ def captured_tree(path: str) -> dict[str, str] | None:
         for block in blocks:
             source = block.get("source") if isinstance(block, dict) else None
             if isinstance(source, dict) and os.path.normpath(os.path.join(
-                    run_dir, source.get("dir") or schema.SOURCE_DIR)) == folder:
+                    run_dir, source.get("dir") or layout.SOURCE_DIR)) == folder:
                 return _tree_of(folder, source)
     return None
 
@@ -178,7 +179,7 @@ def _tree_of(folder: str, source: Any) -> dict[str, str]:
 
 def _run_json(run_dir: str) -> dict[str, Any] | None:
     """run.json of ``run_dir`` (read without following a link), or None."""
-    path = os.path.join(run_dir, schema.RUN_JSON)
+    path = os.path.join(run_dir, layout.RUN_JSON)
     if not os.path.isfile(path):
         return None
     try:

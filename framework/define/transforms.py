@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import ConfigError, RunDirError
 
 META_KEY = "input_transform"   # run.json: {"kind", "column", "file"}
@@ -113,11 +114,11 @@ def save_state(run_dir: str, exp: Any, state: dict[str, np.ndarray]) -> dict[str
     """Write ``state`` to ``input_transform.npz`` in ``run_dir``; returns run.json's entry."""
     buf = io.BytesIO()
     np.savez(buf, **{k: np.asarray(v) for k, v in state.items()})
-    schema.atomic_write(os.path.join(run_dir, schema.INPUT_TRANSFORM_FILE), buf.getvalue())
+    schema.atomic_write(os.path.join(run_dir, layout.INPUT_TRANSFORM_FILE), buf.getvalue())
     transform = declared(exp)
     assert transform is not None  # state comes from a declared transform
     return {"kind": transform.kind, "column": exp.columns[0],
-            "file": schema.INPUT_TRANSFORM_FILE}
+            "file": layout.INPUT_TRANSFORM_FILE}
 
 
 def load_state(run_dir: str) -> tuple[InputTransform, dict[str, np.ndarray]] | None:
@@ -128,22 +129,22 @@ def load_state(run_dir: str) -> tuple[InputTransform, dict[str, np.ndarray]] | N
         return None
     kind = entry.get("kind")
     if kind not in KINDS:
-        raise RunDirError(f"{run_dir}: {schema.RUN_JSON}'s input_transform kind {kind!r} is "
+        raise RunDirError(f"{run_dir}: {layout.RUN_JSON}'s input_transform kind {kind!r} is "
                           f"unknown; known: {', '.join(KINDS)}")
-    path = os.path.join(run_dir, schema.INPUT_TRANSFORM_FILE)
+    path = os.path.join(run_dir, layout.INPUT_TRANSFORM_FILE)
     try:
         with schema.open_file(path, "rb") as f:
             with np.load(io.BytesIO(f.read()), allow_pickle=False) as saved:
                 state = {k: saved[k] for k in saved.files}
     except (OSError, ValueError) as exc:
-        raise RunDirError(f"{run_dir}: cannot read {schema.INPUT_TRANSFORM_FILE} "
+        raise RunDirError(f"{run_dir}: cannot read {layout.INPUT_TRANSFORM_FILE} "
                           f"({str(exc).splitlines()[0]})") from None
     return KINDS[kind](), state
 
 
 def _entry(run_dir: str) -> dict[str, Any] | None:
     try:
-        with schema.open_file(os.path.join(run_dir, schema.RUN_JSON), "rb") as f:
+        with schema.open_file(os.path.join(run_dir, layout.RUN_JSON), "rb") as f:
             meta = json.loads(f.read())
     except (OSError, ValueError):
         return None

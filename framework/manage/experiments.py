@@ -3,7 +3,8 @@ read from source with ``ast`` (no MindSpore import).
 
 A field's description is the string under it (an attribute docstring) or
 ``field(..., metadata={"help": ...})``; the common fields are described once,
-in :class:`mindexp.define.config.Config`, and an experiment's own description wins.
+in the groups :class:`mindexp.define.config.Config` inherits (each in its
+owner's module), and an experiment's own description wins.
 """
 import ast
 import dataclasses
@@ -44,13 +45,24 @@ def describe(name):
 
 def _describe_class(cls, entry):
     doc = (inspect.getdoc(cls) or "").strip().splitlines()
-    docs = {}
-    for klass in reversed(cls.Config.__mro__):  # a subclass's description wins
-        if dataclasses.is_dataclass(klass):
-            docs.update(_class_docs(klass))
+    docs = _dataclass_docs(cls.Config)
     fields = [FieldInfo(n, t, repr(d), _config.choices(n), docs.get(n, ""))
               for n, t, d in _config.field_defaults(cls.Config)]
     return [f"{cls.experiment_name()}: {doc[0] if doc else ''}", f"entry: {entry}"], fields
+
+
+def _dataclass_docs(config_cls):
+    """``{field: description}`` of a Config class and its bases (the common
+    fields' groups among them); a subclass's description wins."""
+    docs = {}
+    for klass in reversed(config_cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update(_class_docs(klass))
+    return docs
+
+
+def _common_docs():
+    return _dataclass_docs(_config.Config)
 
 
 def _class_docs(klass):
@@ -65,7 +77,7 @@ def _describe_shipped(info):
     with open(_module_file(info.module), encoding="utf-8") as f:
         tree = ast.parse(f.read())
     own = _config_node(tree, info.class_name)
-    docs = {**field_docs(_common_node()), **(field_docs(own) if own else {})}
+    docs = {**_common_docs(), **(field_docs(own) if own else {})}
     return info, [FieldInfo(n, t, d, _config.choices(n), docs.get(n, ""))
                   for n, t, d in info.fields]
 
@@ -97,11 +109,6 @@ def _metadata_help(value):
             except (ValueError, AttributeError):
                 return None
     return None
-
-
-def _common_node():
-    tree = ast.parse(inspect.getsource(_config))
-    return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Config")
 
 
 def _config_node(tree, class_name):

@@ -12,6 +12,7 @@ import os
 import time
 
 from ..callbacks import schema
+from .. import layout
 from ..rundir.catalog import open_catalog
 from ..rundir.meta import UNREADABLE
 from ..rundir.run_lock import shown_status
@@ -25,7 +26,7 @@ SHOWN = ("path", "status", "tags", "age", "steps", "final_loss")
 def listed(path, filters, sort=None, limit=None, wide=False, url=None, rebuild=False):
     """The text ``mindexp runs PATH`` prints, or None when the catalog cannot
     answer (the caller then builds the DataFrame)."""
-    if not os.path.isdir(path) or os.path.lexists(os.path.join(path, schema.RUN_JSON)):
+    if not os.path.isdir(path) or os.path.lexists(os.path.join(path, layout.RUN_JSON)):
         return None
     with open_catalog(path, url=url, rebuild=rebuild) as catalog:
         return _listed(catalog, os.path.abspath(path), filters, sort, limit, wide)

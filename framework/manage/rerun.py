@@ -1,7 +1,7 @@
 """Rerun: a new run with a finished run's config, from the code it captured."""
 import os
 
-from ..callbacks import schema
+from .. import layout
 from ..errors import RunDirError
 from ..rundir.io import is_run_dir, read_json
 from ..rundir.meta import read_meta
@@ -27,11 +27,11 @@ def prepare_rerun(run_dir, overrides=None, current_code=False):
     from ..define.entry import load_experiment, refuse_script_run
     run_dir = os.path.abspath(os.fspath(run_dir))
     if not is_run_dir(run_dir):
-        raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no {schema.RUN_JSON})")
+        raise RunDirError(f"cannot rerun {run_dir}: not a run directory (no {layout.RUN_JSON})")
     refuse_if_held(run_dir, "rerun")  # a live run may still change
     meta = read_meta(run_dir, require=("entry",))
     refuse_script_run(run_dir, meta["entry"], "rerun")  # its script reruns it
-    config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
+    config = read_json(os.path.join(run_dir, layout.CONFIG_JSON))
     if current_code:
         entry = meta["entry"]
     else:
@@ -85,7 +85,7 @@ def _refuse_unlisted(run_dir, meta):
     if unlisted:
         more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
         raise RunDirError(f"{run_dir}: {unlisted[0]}{more} is not in the captured source's "
-                          f"manifest ({schema.RUN_JSON}); only the files captured with the run are "
+                          f"manifest ({layout.RUN_JSON}); only the files captured with the run are "
                           "accepted, remove it")
 
 

@@ -4,6 +4,7 @@ import os
 import re
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import RunDirError
 from ..analysis.reports import eval_name, find_run_dirs, format_value
 from ..rundir.summary import run_direction
@@ -304,7 +305,7 @@ def _error(run):
 def _traceback_location(run_dir):
     """The innermost ``File "...", line N, in f`` of error.txt, when the run wrote one."""
     try:
-        with schema.open_file(os.path.join(run_dir, schema.ERROR_FILE), "r", encoding="utf-8",
+        with schema.open_file(os.path.join(run_dir, layout.ERROR_FILE), "r", encoding="utf-8",
                               errors="replace") as f:
             frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', f.read())
     except OSError:

@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-from ..callbacks import schema
+from .. import layout
 from ..rundir.io import now_iso, read_json, write_file
 from ..secrets import masked_argv
 from . import files as F
@@ -37,7 +37,7 @@ def capture(exp, run_dir, entry, rerun_of=None, config_set=None):
     if F.provenance_of(existing):
         return {F.META_KEY: existing[F.META_KEY], F.RERUN_KEY: existing.get(F.RERUN_KEY)}
     rerun_of = dict(rerun_of) if rerun_of is not None else None
-    block = _capture_into(exp, run_dir, schema.SOURCE_DIR, schema.ENVIRONMENT_FILE, rerun_of)
+    block = _capture_into(exp, run_dir, layout.SOURCE_DIR, layout.ENVIRONMENT_FILE, rerun_of)
     block[F.CONFIG_SET_KEY] = list(config_set) if config_set is not None else list(vars(exp.config))
     return {F.META_KEY: block, F.RERUN_KEY: rerun_of}
 
@@ -79,8 +79,8 @@ def _data_fingerprints(exp, config, plan):
 def capture_resume(exp, run_dir, number):
     """What the ``number``-th resume ran with, in ``source/resume-<number>/``;
     returns the block to append to that resume's run.json entry."""
-    folder = os.path.join(schema.SOURCE_DIR, F.RESUME_DIR.format(n=number))
-    return _capture_into(exp, run_dir, folder, os.path.join(folder, schema.ENVIRONMENT_FILE), None)
+    folder = os.path.join(layout.SOURCE_DIR, F.RESUME_DIR.format(n=number))
+    return _capture_into(exp, run_dir, folder, os.path.join(folder, layout.ENVIRONMENT_FILE), None)
 
 
 def capture_script(path, run_dir, config_keys, number=0):
@@ -89,10 +89,10 @@ def capture_script(path, run_dir, config_keys, number=0):
     ``number`` 0 is the run's start (returns the run.json fields to add, like
     :func:`capture`); a resume's number returns the block for its resume entry."""
     if number:
-        folder = os.path.join(schema.SOURCE_DIR, F.RESUME_DIR.format(n=number))
+        folder = os.path.join(layout.SOURCE_DIR, F.RESUME_DIR.format(n=number))
         return _capture_file(path, None, run_dir, folder,
-                             os.path.join(folder, schema.ENVIRONMENT_FILE), None)
-    block = _capture_file(path, None, run_dir, schema.SOURCE_DIR, schema.ENVIRONMENT_FILE, None)
+                             os.path.join(folder, layout.ENVIRONMENT_FILE), None)
+    block = _capture_file(path, None, run_dir, layout.SOURCE_DIR, layout.ENVIRONMENT_FILE, None)
     block[F.CONFIG_SET_KEY] = list(config_keys)
     return {F.META_KEY: block, F.RERUN_KEY: None}
 
@@ -126,7 +126,7 @@ def _capture_file(path, cls, run_dir, folder, environment_file, rerun_of):
 
 
 def _existing_meta(run_dir):
-    path = os.path.join(run_dir, schema.RUN_JSON)
+    path = os.path.join(run_dir, layout.RUN_JSON)
     if not os.path.isfile(path):
         return {}
     try:

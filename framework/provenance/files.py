@@ -3,13 +3,13 @@
 import hashlib
 import os
 
-from ..callbacks import schema
+from .. import layout
 from ..define.entry import SHIPPED_FOLDER  # noqa: F401  (in source/: a shipped experiment's module)
 from ..errors import RunDirError
 
 # -- names ---------------------------------------------------------------------
-DIFF_FILE = "uncommitted.diff"              # in schema.SOURCE_DIR: `git diff HEAD` when dirty
-RESUME_DIR = "resume-{n}"                   # in schema.SOURCE_DIR: what the n-th resume captured
+DIFF_FILE = "uncommitted.diff"              # in layout.SOURCE_DIR: `git diff HEAD` when dirty
+RESUME_DIR = "resume-{n}"                   # in layout.SOURCE_DIR: what the n-th resume captured
 META_KEY = "provenance"                     # run.json: the captured block
 RERUN_KEY = "rerun_of"                      # run.json: which run this one reran
 CONFIG_SET_KEY = "config_set"               # in META_KEY: the config fields the user set
@@ -52,7 +52,7 @@ def source_files(run_dir, block):
         why = (block or {}).get("source_missing") if isinstance(block, dict) else None
         raise RunDirError(f"{run_dir} has no captured source"
                           + (f" ({why})" if why else " (made before provenance was recorded)"))
-    folder = os.path.join(run_dir, source.get("dir") or schema.SOURCE_DIR)
+    folder = os.path.join(run_dir, source.get("dir") or layout.SOURCE_DIR)
     texts = {}
     for name, digest in source["files"].items():
         path = os.path.join(folder, name)
@@ -60,7 +60,7 @@ def source_files(run_dir, block):
         if not os.path.isfile(path):
             raise RunDirError(f"{shown} is missing")
         if sha256_of(path) != digest:
-            raise RunDirError(f"{shown} is corrupt (its SHA-256 does not match the one in {schema.RUN_JSON})")
+            raise RunDirError(f"{shown} is corrupt (its SHA-256 does not match the one in {layout.RUN_JSON})")
         with open(path, encoding="utf-8", errors="replace") as f:
             texts[name] = f.read()
     return texts
@@ -78,7 +78,7 @@ def unlisted_files(run_dir, meta):
     for block in blocks:
         listed.update(_recorded_paths(block))
     found = []
-    for top, dirs, names in os.walk(os.path.join(run_dir, schema.SOURCE_DIR)):
+    for top, dirs, names in os.walk(os.path.join(run_dir, layout.SOURCE_DIR)):
         links = [d for d in dirs if os.path.islink(os.path.join(top, d))]  # never walked into
         for name in names + links:
             rel = os.path.relpath(os.path.join(top, name), run_dir)
@@ -90,7 +90,7 @@ def unlisted_files(run_dir, meta):
 def _recorded_paths(block):
     """Normalised run-relative paths a capture's block says it wrote."""
     source = block.get("source") if isinstance(block.get("source"), dict) else {}
-    folder = source.get("dir") or schema.SOURCE_DIR
+    folder = source.get("dir") or layout.SOURCE_DIR
     paths = [os.path.join(folder, name) for name in (source.get("files") or {})
              if isinstance(name, str)]
     git = block.get("git") if isinstance(block.get("git"), dict) else {}
@@ -101,7 +101,7 @@ def _recorded_paths(block):
 def entry_path(run_dir, block):
     """Absolute path of the captured file that holds the experiment class."""
     source = block["source"]
-    return os.path.join(run_dir, source.get("dir") or schema.SOURCE_DIR, source["entry_file"])
+    return os.path.join(run_dir, source.get("dir") or layout.SOURCE_DIR, source["entry_file"])
 
 
 def read_environment(path):

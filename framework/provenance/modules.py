@@ -19,7 +19,7 @@ import sysconfig
 from types import ModuleType
 from typing import Any, Iterable
 
-from ..callbacks import schema
+from .. import layout
 from ..define.entry import USER_PREFIX, is_user_module, remember_user_modules
 from ..rundir.io import write_file
 from . import files as F
@@ -63,7 +63,7 @@ def capture_modules(exp: Any, run_dir: str, block: dict[str, Any]) -> None:
                                     "modules"}
             continue
         total += len(data)
-        target = os.path.join(run_dir, source.get("dir") or schema.SOURCE_DIR, rel)
+        target = os.path.join(run_dir, source.get("dir") or layout.SOURCE_DIR, rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         write_file(target, data)
         source["files"][rel] = F.sha256_bytes(data)

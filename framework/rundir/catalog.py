@@ -39,6 +39,7 @@ import stat
 from typing import Any, Sequence
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import ConfigError, RunDirError
 from ..secrets import masked
 from .meta import UnreadableRun, UNREADABLE
@@ -124,7 +125,7 @@ _LEVELS_UP = 2
 
 def catalog_root(path: str | os.PathLike, shared: bool = False) -> str:
     """The output root whose catalog covers the folder ``path``: the nearest of
-    ``path`` and the two folders above it holding :data:`schema.CATALOG`, else
+    ``path`` and the two folders above it holding :data:`layout.CATALOG`, else
     ``path`` itself (never a folder above it: a catalog made in a shared
     parent would be found, and scanned, by every folder below it). For a
     shared catalog (PostgreSQL, no file): ``path``, or its parent when runs
@@ -133,7 +134,7 @@ def catalog_root(path: str | os.PathLike, shared: bool = False) -> str:
     if shared:
         return os.path.dirname(start) if _holds_runs(start) else start
     for folder in _above(start, _LEVELS_UP):
-        if os.path.lexists(os.path.join(folder, schema.CATALOG)):
+        if os.path.lexists(os.path.join(folder, layout.CATALOG)):
             return folder
     return start
 
@@ -153,7 +154,7 @@ def _holds_runs(folder):
     try:
         with os.scandir(folder) as entries:
             return any(e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
-                       and os.path.lexists(os.path.join(e.path, schema.RUN_JSON))
+                       and os.path.lexists(os.path.join(e.path, layout.RUN_JSON))
                        for e in entries)
     except OSError:
         return False
@@ -164,7 +165,7 @@ def _roots_of_run(run_dir):
     levels above it holding one), and the root of its row in a shared catalog
     (``<root>/<experiment>/<run>``)."""
     local = [f for f in _above(os.path.dirname(run_dir), _LEVELS_UP)
-             if os.path.lexists(os.path.join(f, schema.CATALOG))]
+             if os.path.lexists(os.path.join(f, layout.CATALOG))]
     return local, os.path.dirname(os.path.dirname(run_dir))
 
 
@@ -736,16 +737,16 @@ def open_catalog(path: str | os.PathLike, url: str | None = None, sync: bool = T
 
 def database_path(root: str) -> str:
     """The SQLite file of ``root``'s catalog (in a hidden folder of its own)."""
-    return os.path.join(root, schema.CATALOG, schema.CATALOG_DB)
+    return os.path.join(root, layout.CATALOG, layout.CATALOG_DB)
 
 
 def _open_sqlite(root):
-    folder, path = os.path.join(root, schema.CATALOG), database_path(root)
+    folder, path = os.path.join(root, layout.CATALOG), database_path(root)
     if os.path.islink(folder) or os.path.lexists(folder) and not os.path.isdir(folder) or \
             os.path.islink(path) or os.path.lexists(path) and not os.path.isfile(path):
         logger.warning("%s is not the run catalog's folder (or holds something else than its "
                        "%s); listing by scanning. Remove it: mindexp makes it again",
-                       folder, schema.CATALOG_DB)
+                       folder, layout.CATALOG_DB)
         return _in_memory(root)
     exists = os.path.lexists(path)
     writable = os.access(root, os.W_OK) and (not exists or os.access(folder, os.W_OK) and
@@ -850,7 +851,7 @@ def _scan(folder, rel=""):
     runs, folders, stack = [], [], [(folder, rel)]
     while stack:
         path, rel = stack.pop()
-        if os.path.lexists(os.path.join(path, schema.RUN_JSON)):
+        if os.path.lexists(os.path.join(path, layout.RUN_JSON)):
             runs.append((rel, _read_run(path)))
             continue
         mtime = _mtime_ns(path)
@@ -870,7 +871,7 @@ def _children(folder):
                      if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
     except OSError:
         return []
-    return [(n, os.path.lexists(os.path.join(folder, n, schema.RUN_JSON))) for n in names]
+    return [(n, os.path.lexists(os.path.join(folder, n, layout.RUN_JSON))) for n in names]
 
 
 def _join(rel, name):
@@ -895,7 +896,7 @@ def _mtime_ns(path):
 def _run_signature(run_dir):
     """run.json's and config.json's ``size:mtime:inode``, to see a rewrite."""
     parts = []
-    for name in (schema.RUN_JSON, schema.CONFIG_JSON):
+    for name in (layout.RUN_JSON, layout.CONFIG_JSON):
         try:
             st = os.lstat(os.path.join(run_dir, name))
             parts.append(f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}:{stat.S_IFMT(st.st_mode)}")

@@ -6,7 +6,7 @@ feed. The table of runs that listings query is the catalog
 import os
 import stat
 
-from ..callbacks import schema
+from .. import layout
 
 
 def found_runs(root: str) -> list[tuple[str, list[int]]]:
@@ -36,11 +36,11 @@ def _signature(folder):
     Not followed (``lstat``): a link, FIFO or folder named run.json still
     makes a run, which its reader reports as unreadable."""
     out = []
-    for name in (schema.RUN_JSON, schema.CONFIG_JSON):
+    for name in (layout.RUN_JSON, layout.CONFIG_JSON):
         try:
             st = os.lstat(os.path.join(folder, name))
         except OSError:
-            if name == schema.RUN_JSON:
+            if name == layout.RUN_JSON:
                 return None
             continue
         out += [st.st_size, st.st_mtime_ns, st.st_ino, stat.S_IFMT(st.st_mode)]

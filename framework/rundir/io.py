@@ -6,6 +6,7 @@ import re
 import secrets
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import ConfigError, RunDirError
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}$")
@@ -99,7 +100,7 @@ def read_json(path):
 def is_run_dir(path):
     """True when ``path`` holds a run.json (a regular file, or something else
     in its place, which the readers then report as unreadable)."""
-    return os.path.lexists(os.path.join(path, schema.RUN_JSON))
+    return os.path.lexists(os.path.join(path, layout.RUN_JSON))
 
 
 def _jsonable(value):
@@ -112,7 +113,7 @@ def _jsonable(value):
 
 # The folders a run's own commands write into or delete from (resume's
 # checkpoint retention, the plots drawn after a run, the experiment's figures).
-WRITTEN_FOLDERS = (schema.CHECKPOINT_DIR, schema.PLOTS_DIR, schema.FIGURES_DIR)
+WRITTEN_FOLDERS = (schema.CHECKPOINT_DIR, layout.PLOTS_DIR, layout.FIGURES_DIR)
 
 
 def linked_out(run_dir, names=WRITTEN_FOLDERS):

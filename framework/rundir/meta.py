@@ -9,7 +9,7 @@ and unknown fields are accepted; only the type of a present field is checked.
 """
 import os
 
-from ..callbacks import schema
+from .. import layout
 from ..errors import RunDirError
 from .io import read_json
 
@@ -54,7 +54,7 @@ def read_meta(run_dir, require=()):
 
     Raises :class:`UnreadableRun` (one line naming the file and the field).
     """
-    path = os.path.join(os.fspath(run_dir), schema.RUN_JSON)
+    path = os.path.join(os.fspath(run_dir), layout.RUN_JSON)
     try:
         meta = read_json(path)
     except RunDirError as exc:

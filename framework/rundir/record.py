@@ -15,6 +15,7 @@ import platform
 import time
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import RunDirError
 from .catalog import run_written
 from .io import now_iso, write_json
@@ -92,7 +93,7 @@ class RunRecord:
     def write_config(self, config_dict):
         """Write config.json (the full resolved config) atomically."""
         if self.writer:
-            write_json(os.path.join(self.run_dir, schema.CONFIG_JSON), config_dict)
+            write_json(os.path.join(self.run_dir, layout.CONFIG_JSON), config_dict)
             run_written(self.run_dir)
 
     def resumed_from(self, previous, step, checkpoint):
@@ -138,9 +139,9 @@ def locked(run_dir, wait_s=None):
     Not the run's liveness lock (``run_lock``): this one is held only for
     each read-change-write of run.json."""
     try:  # never through a link (it would create or lock a file elsewhere)
-        fd = schema.open_fd(os.path.join(run_dir, schema.RUN_LOCK), os.O_RDWR | os.O_CREAT)
+        fd = schema.open_fd(os.path.join(run_dir, layout.RUN_LOCK), os.O_RDWR | os.O_CREAT)
     except schema.NotAFileError as exc:
-        raise RunDirError(f"cannot update {os.path.join(run_dir, schema.RUN_JSON)}: its write "
+        raise RunDirError(f"cannot update {os.path.join(run_dir, layout.RUN_JSON)}: its write "
                           f"lock {exc}; remove it (mindexp creates it itself)") from None
     try:
         _wait_for_lock(fd, run_dir, wait_s)
@@ -194,8 +195,8 @@ def _wait_for_lock(fd, run_dir, wait_s):
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                raise RunDirError(f"cannot update {os.path.join(run_dir, schema.RUN_JSON)}: "
-                                  f"another process kept its write lock ({schema.RUN_LOCK}) "
+                raise RunDirError(f"cannot update {os.path.join(run_dir, layout.RUN_JSON)}: "
+                                  f"another process kept its write lock ({layout.RUN_LOCK}) "
                                   f"for {wait_s:g} s; "
                                   "try again") from None
             time.sleep(0.02)
@@ -217,16 +218,16 @@ def _wait_until_stopped(fd, run_dir):
             import signal
             name = signal.Signals(signum).name
             logger.warning("%s: stopped while another process holds %s; %s was not updated",
-                           name, os.path.join(run_dir, schema.RUN_LOCK), schema.RUN_JSON)
+                           name, os.path.join(run_dir, layout.RUN_LOCK), layout.RUN_JSON)
             raise StoppedWaitingError(128 + int(signum))
         time.sleep(0.02)
 
 
 def update_meta(run_dir, change):
     """Apply ``change(meta)`` to run.json under the run's lock; returns the new meta."""
-    path = os.path.join(run_dir, schema.RUN_JSON)
+    path = os.path.join(run_dir, layout.RUN_JSON)
     if not os.path.lexists(path):  # something else in its place: read_meta names it
-        raise RunDirError(f"{run_dir} is not a run directory (it has no {schema.RUN_JSON}). "
+        raise RunDirError(f"{run_dir} is not a run directory (it has no {layout.RUN_JSON}). "
                           f"Received: {run_dir!r}")
     try:
         with locked(run_dir, WRITE_LOCK_WAIT_S):
@@ -241,7 +242,7 @@ def update_meta(run_dir, change):
 
 def write_keeping_user_fields(run_dir, meta):
     """The runner's write of run.json: tags and notes changed meanwhile on disk win."""
-    path = os.path.join(run_dir, schema.RUN_JSON)
+    path = os.path.join(run_dir, layout.RUN_JSON)
     with locked(run_dir):
         try:
             current = read_meta(run_dir)

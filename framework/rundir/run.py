@@ -6,6 +6,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import RunDirError
 from .io import is_run_dir, read_json
 from .meta import UnreadableRun, read_meta
@@ -34,7 +35,7 @@ class Run:
         if not os.path.exists(self.dir):
             raise RunDirError(f"{path} does not exist")
         if not is_run_dir(self.dir):
-            raise RunDirError(f"{path} is not a run directory (it has no {schema.RUN_JSON})")
+            raise RunDirError(f"{path} is not a run directory (it has no {layout.RUN_JSON})")
 
     @classmethod
     def found(cls, run_dir: str, meta: dict | None = None, config: dict | None = None) -> "Run":
@@ -57,7 +58,7 @@ class Run:
     @functools.cached_property
     def config(self) -> dict[str, Any]:
         """config.json: the full resolved config (read once)."""
-        return _read_object(os.path.join(self.dir, schema.CONFIG_JSON))
+        return _read_object(os.path.join(self.dir, layout.CONFIG_JSON))
 
     @property
     def run_id(self) -> str:

@@ -1,6 +1,6 @@
 """The one rule for "this run is live": a process holds the run's lock.
 
-``fcntl.flock`` on ``<run_dir>/.lock`` (``schema.RESUME_LOCK``) is taken by
+``fcntl.flock`` on ``<run_dir>/.lock`` (``layout.RESUME_LOCK``) is taken by
 ``run`` the moment the folder exists and by ``resume`` before it reads the
 run for writing, and released only once run.json is final. ``rm``, ``gc``,
 ``resume`` and ``rerun`` try to take it and refuse (one line naming the
@@ -9,7 +9,7 @@ drops the lock when its process exits in any way (even SIGKILL), so a lock
 left by a dead process is simply taken over: a pid in run.json never decides
 liveness. The file keeps the holder's pid, host and command only to name it.
 
-It is not ``schema.RUN_LOCK`` (``.run.lock``), the short lock held for each
+It is not ``layout.RUN_LOCK`` (``.run.lock``), the short lock held for each
 write of run.json: the holder of this one takes that one many times
 meanwhile; one flock taken twice in a process (two descriptors) would wait
 for itself.
@@ -21,6 +21,7 @@ import platform
 import time
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import MindexpError, RunDirError
 from .io import create_run_dir
 
@@ -67,7 +68,7 @@ def acquire(run_dir, action):
 
     RunLockedError naming the holder when a live process holds it;
     RunDirError when the folder no longer exists (removed meanwhile)."""
-    path = os.path.join(os.fspath(run_dir), schema.RESUME_LOCK)
+    path = os.path.join(os.fspath(run_dir), layout.RESUME_LOCK)
     while True:
         try:  # non-inheritable: msrun children do not keep it; never through a link
             fd = schema.open_fd(path, os.O_RDWR | os.O_CREAT)
@@ -108,7 +109,7 @@ def unwritable(path):
 def holder(run_dir):
     """Who holds ``run_dir``'s lock (``"pid 12 on host (resume)"``), or None when
     no live process does. Creates nothing and never keeps the lock."""
-    with _probed(os.path.join(os.fspath(run_dir), schema.RESUME_LOCK)) as fd:
+    with _probed(os.path.join(os.fspath(run_dir), layout.RESUME_LOCK)) as fd:
         return None if fd is None else _holder_name(fd)
 
 
@@ -116,7 +117,7 @@ def lock_trouble(run_dir):
     """Why ``run_dir``'s lock files cannot be taken (``"<path> is a link, not a
     regular file"``), or None when each is a regular file or absent: a command
     that would take them says so before it changes anything."""
-    for name in (schema.RESUME_LOCK, schema.RUN_LOCK):
+    for name in (layout.RESUME_LOCK, layout.RUN_LOCK):
         path = os.path.join(os.fspath(run_dir), name)
         try:
             os.close(schema.open_fd(path))
@@ -161,7 +162,7 @@ def refuse_if_held(run_dir, action):
 
 def _refusal(run_dir, action, name):
     return RunLockedError(f"cannot {action} {run_dir}: {name} holds it (lock file "
-                          f"{schema.RESUME_LOCK}); wait for it to finish or stop it first")
+                          f"{layout.RESUME_LOCK}); wait for it to finish or stop it first")
 
 
 def is_live(run_dir):

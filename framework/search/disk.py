@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 
-from ..callbacks import schema
+from .. import layout
 
 FULL_DISK = os.strerror(errno.ENOSPC)   # in a run's error: no further run can succeed
 
@@ -19,7 +19,7 @@ def reserve_space(folder: str, items: int) -> None:
     """Set space aside in ``folder``, given back when the disk fills so that
     the storage and the record can still be written (about 1 KiB per item)."""
     try:
-        with open(os.path.join(folder, schema.SPACE_RESERVE), "wb") as f:
+        with open(os.path.join(folder, layout.SPACE_RESERVE), "wb") as f:
             f.write(b"\0" * (16384 + 1024 * items))
     except OSError:
         pass  # best effort: the disk may be full already
@@ -28,7 +28,7 @@ def reserve_space(folder: str, items: int) -> None:
 def release_space(folder: str) -> bool:
     """Give the reserved space back; False when there was none."""
     try:
-        os.remove(os.path.join(folder, schema.SPACE_RESERVE))
+        os.remove(os.path.join(folder, layout.SPACE_RESERVE))
     except OSError:
         return False
     return True

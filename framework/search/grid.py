@@ -31,7 +31,7 @@ import sys
 import traceback
 from typing import Any, Callable
 
-from ..callbacks import schema
+from .. import layout
 from ..errors import MindexpError
 from .children import output_to
 from .disk import FULL_DISK, release_space, reserve_space  # noqa: F401  (sweeps' too)
@@ -357,7 +357,7 @@ def _drop_unrecorded(run_dir):
     from ..rundir.io import is_run_dir
     if run_dir and os.path.isdir(run_dir) and not is_run_dir(run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
-        _say(f"mindexp: removed {run_dir}: the run failed before its {schema.RUN_JSON} was written")
+        _say(f"mindexp: removed {run_dir}: the run failed before its {layout.RUN_JSON} was written")
 
 
 def _say(text):

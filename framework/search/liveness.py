@@ -43,7 +43,7 @@ import threading
 import time
 import warnings
 
-from ..callbacks import schema
+from .. import layout
 from ..rundir.run_lock import lock_held
 
 logger = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def quiet_heartbeat():
 @contextlib.contextmanager
 def worker_lock(study_dir):
     """Hold this process's worker lock for the block; yields the lock file's path."""
-    name = schema.WORKER_LOCK.format(host=host(), pid=os.getpid())
+    name = layout.WORKER_LOCK.format(host=host(), pid=os.getpid())
     path = os.path.join(study_dir, "logs", name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -11,6 +11,7 @@ import os
 import tempfile
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import ConfigError
 
 _PROBE_LOSS = ",".join(schema.LOSS.required) + "\n1,1,0.5\n"
@@ -115,11 +116,11 @@ def _probe_columns(exp, metrics):
     with tempfile.TemporaryDirectory(prefix="mindexp-objective-") as tmp:
         run_dir = os.path.join(tmp, "probe")
         os.mkdir(run_dir)
-        _write(run_dir, schema.RUN_JSON, json.dumps({
+        _write(run_dir, layout.RUN_JSON, json.dumps({
             "experiment": exp.experiment_name(), "run_id": "probe", "status": "completed",
             "steps": 1, "epochs": 1, "final_loss": 0.5, "train_time_s": 1.0, "steps_per_s": 1.0,
             "targets": targets, "params": {k: 0.0 for k in targets}}))
-        _write(run_dir, schema.CONFIG_JSON, json.dumps(to_dict(exp.config)))
+        _write(run_dir, layout.CONFIG_JSON, json.dumps(to_dict(exp.config)))
         _write(run_dir, schema.LOSS.filename, _PROBE_LOSS)
         if metrics:
             _write(run_dir, schema.EVAL.filename, ",".join(schema.EVAL.columns + tuple(metrics)) + "\n1,1,"

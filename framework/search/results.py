@@ -8,6 +8,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from ..callbacks import schema
+from .. import layout
 from ..errors import ConfigError
 from .liveness import DEAD_WORKER
 from .study import counted, import_optuna
@@ -51,10 +52,10 @@ def _text(value):
 
 def _steps(run_dir):
     from ..rundir.io import read_json
-    if not run_dir or not os.path.isfile(os.path.join(run_dir, schema.RUN_JSON)):
+    if not run_dir or not os.path.isfile(os.path.join(run_dir, layout.RUN_JSON)):
         return None
     try:
-        return read_json(os.path.join(run_dir, schema.RUN_JSON)).get("steps")
+        return read_json(os.path.join(run_dir, layout.RUN_JSON)).get("steps")
     except Exception:  # a run directory on another machine or half-copied: no steps shown
         return None
 

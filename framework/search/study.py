@@ -36,7 +36,7 @@ import signal
 import time
 import traceback
 
-from ..callbacks import schema
+from .. import layout
 from ..errors import ConfigError, MindexpError
 from ..secrets import masked
 from .disk import is_full_disk, release_space
@@ -575,7 +575,7 @@ def _train(request):
 
 
 def _read_error_file(run_dir):
-    path = os.path.join(run_dir, schema.ERROR_FILE)
+    path = os.path.join(run_dir, layout.ERROR_FILE)
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 
-from ..callbacks import schema
+from .. import layout
 from .._mindspore import (MSRUN_LOGS, MSRUN_WORKER_LOGS, all_reduce_sum,  # noqa: F401
                           env_rank, log_error_message, msrun_scheduler, under_msrun)
 from .._mindspore import MSRUN_SCHEDULER_ADDRESS
@@ -148,7 +148,7 @@ def launch(run_dir: str, workers: int, resume: bool = False, timeout_s: float = 
 
     msrun's own output and the workers' logs go to ``run_dir/msrun/``.
     """
-    log_dir = os.path.join(run_dir, schema.MSRUN_DIR)
+    log_dir = os.path.join(run_dir, layout.MSRUN_DIR)
     os.makedirs(log_dir, exist_ok=True)
     cmd = [_msrun(), f"--worker_num={workers}", f"--local_worker_num={workers}",
            "--master_addr=127.0.0.1", f"--master_port={free_port()}", "--join=True",
@@ -191,7 +191,7 @@ def worker_failure(run_dir: str, lines: int = 12) -> tuple[str, str]:
     """``(log name, text)``: the error lines msrun and the workers logged, the
     log of a worker with a traceback first, else msrun's and the scheduler's
     ``[ERROR]`` lines (a worker killed outright leaves no trace of its own)."""
-    log_dir = os.path.join(run_dir, schema.MSRUN_DIR)
+    log_dir = os.path.join(run_dir, layout.MSRUN_DIR)
     for path in sorted(glob.glob(os.path.join(log_dir, MSRUN_WORKER_LOGS))):
         tail = _tail(path, lines)
         if "Traceback" in tail or "Error" in tail:

@@ -12,7 +12,7 @@ import signal
 import sysconfig
 import traceback
 
-from ..callbacks import schema
+from .. import layout
 
 # A little disk space set aside when a run starts and given back when it
 # fails, so run.json and error.txt can still say why on a full disk.
@@ -92,7 +92,7 @@ def save_traceback(run_dir: str, exc: BaseException) -> str | None:
     # until the final run.json is written: another writer on a full disk (a
     # sweep's other point) takes any room freed a moment too soon
     shrink_space(run_dir, RESERVE_BYTES // 2)
-    path = os.path.join(run_dir, schema.ERROR_FILE)
+    path = os.path.join(run_dir, layout.ERROR_FILE)
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(format_traceback(exc))
@@ -105,7 +105,7 @@ def reserve_space(run_dir: str) -> OSError | None:
     """Set ``RESERVE_BYTES`` aside in the run directory; returns the
     ``OSError`` when they cannot be had (a disk all but full), with the
     partial file removed, else None."""
-    path = os.path.join(run_dir, schema.SPACE_RESERVE)
+    path = os.path.join(run_dir, layout.SPACE_RESERVE)
     try:
         with open(path, "wb") as f:
             f.write(b"\0" * RESERVE_BYTES)
@@ -120,7 +120,7 @@ def reserve_space(run_dir: str) -> OSError | None:
 def shrink_space(run_dir: str, keep: int) -> None:
     """Give back all but ``keep`` bytes of the space set aside (best effort)."""
     try:
-        os.truncate(os.path.join(run_dir, schema.SPACE_RESERVE), keep)
+        os.truncate(os.path.join(run_dir, layout.SPACE_RESERVE), keep)
     except OSError:
         pass
 
@@ -128,7 +128,7 @@ def shrink_space(run_dir: str, keep: int) -> None:
 def release_space(run_dir: str) -> None:
     """Give the reserved bytes back (before writing run.json at the end)."""
     try:
-        os.remove(os.path.join(run_dir, schema.SPACE_RESERVE))
+        os.remove(os.path.join(run_dir, layout.SPACE_RESERVE))
     except OSError:
         pass
 

@@ -13,7 +13,10 @@ one registration::
 
 The order decides where its hooks run among the others' (the step's
 position first, the signal stop last, the checkpoint after every log it
-flushes). The config fields stay flat in ``Config`` (a contract).
+flushes). A feature's config fields are declared by their group in
+``define/config/`` (``my_log: bool`` in ``logs.py``'s ``LoggingFields``):
+they stay flat in ``Config`` (a contract). A feature in a new module of
+this package also adds the module to :data:`FEATURE_MODULES`.
 """
 from __future__ import annotations
 

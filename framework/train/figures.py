@@ -17,6 +17,7 @@ import threading
 import traceback
 
 from ..callbacks import schema
+from .. import layout
 from ..callbacks._quiet_callback import QuietCallback
 from ..callbacks._mindspore import eval_results
 from ..callbacks._common import step_info
@@ -127,7 +128,7 @@ class Figures(QuietCallback):
 
     def _failed(self, what: str, exc: BaseException) -> None:
         self.failures += 1
-        path = os.path.join(self.run_dir, schema.FIGURES_LOG)
+        path = os.path.join(self.run_dir, layout.FIGURES_LOG)
         logger.warning("%s: %s: %s (traceback in %s); training goes on",
                        what, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "",
                        path)
@@ -156,7 +157,7 @@ def _save(fig: Any, run_dir: str, name: str, epoch: int | None) -> None:
     finally:
         _close(fig)
     data = buffer.getvalue()
-    folder = os.path.join(run_dir, schema.FIGURES_DIR)
+    folder = os.path.join(run_dir, layout.FIGURES_DIR)
     if os.path.islink(folder):  # planted: never written through (resume refuses such a run)
         raise OSError(f"{folder} is a link; figures are written only into the run's folder")
     os.makedirs(os.path.join(folder, name), exist_ok=True)

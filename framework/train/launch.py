@@ -8,7 +8,7 @@ import logging
 import os
 
 from ..define import config as _config
-from ..callbacks import schema
+from .. import layout
 from ..callbacks._mindspore import local_rank_id
 from ..define.entry import load_experiment
 from ..define.experiment import training_in
@@ -19,7 +19,7 @@ from . import mlflow_stream
 from .preflight import prepare
 from .request import RunRequest
 from .session import Session
-from .tracked import finish_record, hold_new_run, hold_signals, reserve_or_fail
+from .tracked import finish_record, hold_new_run, hold_signals, open_record
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def run_worker(run_dir: str, resume: bool = False) -> str | None:
     from ..rundir.io import read_json
     rank, size = distributed.init_data_parallel()
     meta = RunRecord.read(run_dir).meta
-    exp = load_experiment(meta["entry"])(read_json(os.path.join(run_dir, schema.CONFIG_JSON)))
+    exp = load_experiment(meta["entry"])(read_json(os.path.join(run_dir, layout.CONFIG_JSON)))
     plan = prepare(exp, workers=size, check_network=False)  # the launcher checked it
     point = None
     if resume:
@@ -201,15 +201,8 @@ def _train_in(request: RunRequest, plan: Any, run_dir: str, previous: dict[str, 
         record.resumed_from(previous, resume.step, resume.path)
     if writer:
         _capture_provenance(request, record, previous)
-    record.write_config(_config.to_dict(request.config))
-    stream = request.mlflow if writer else None  # (an msrun worker: its launcher streams)
-    if stream:
-        mlflow_stream.note_uri(record.meta, stream)
-    record.write()
-    if writer:  # so run.json can still say why on a full disk
-        reserve_or_fail(record)
-    if stream:  # run.json exists and says running: the sender can follow it
-        mlflow_stream.start_sender(run_dir, stream)
+    # (an msrun worker does not write: its launcher streams to MLflow)
+    open_record(record, _config.to_dict(request.config), request.mlflow)
     from ..callbacks._registry import run_declared
     # every log opened inside the run folder registers with it; the experiment's
     # hooks read the folder as ``self.run_dir``

@@ -6,6 +6,7 @@ import os
 
 from ..define import config as _config
 from ..callbacks import schema
+from .. import layout
 from ..define.entry import load_experiment, refuse_script_run
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import read_json
@@ -72,7 +73,7 @@ def prepare_resume(run_dir: str, overrides: Mapping[str, Any] | None = None) -> 
     resume_checks.check_logs_readable(run_dir, schema.STEP_LOGS)
     meta = read_meta(run_dir, require=("entry",))
     refuse_script_run(run_dir, meta["entry"], "resume")  # its script resumes it (track)
-    config = read_json(os.path.join(run_dir, schema.CONFIG_JSON))
+    config = read_json(os.path.join(run_dir, layout.CONFIG_JSON))
     cls = load_experiment(meta["entry"])
     exp = cls({**config, **(overrides or {})})
     resume_checks.check_not_diverged_again(run_dir, meta, _config.to_dict(cls(config).config),
@@ -103,8 +104,8 @@ def resume_point(run_dir: str, meta: dict[str, Any] | None = None) -> Resume:
 def check_run_dir(run_dir: str | os.PathLike[str]) -> str:
     """The absolute path of ``run_dir``; RunDirError when it holds no run.json."""
     run_dir = os.path.abspath(os.fspath(run_dir))
-    if not os.path.lexists(os.path.join(run_dir, schema.RUN_JSON)):
-        raise RunDirError(f"cannot resume {run_dir}: not a run directory (no {schema.RUN_JSON})")
+    if not os.path.lexists(os.path.join(run_dir, layout.RUN_JSON)):
+        raise RunDirError(f"cannot resume {run_dir}: not a run directory (no {layout.RUN_JSON})")
     return run_dir
 
 
@@ -213,12 +214,12 @@ def _legacy_registry(run_dir: str) -> Any:
     for name in schema.STEP_LOGS:
         for path in schema.rank_files(run_dir, name).values():
             register_log(path, schema.Col.STEP, run_dir=run_dir)
-    register_log(os.path.join(run_dir, schema.EVALUATIONS_CSV), None, run_dir=run_dir)
+    register_log(os.path.join(run_dir, layout.EVALUATIONS_CSV), None, run_dir=run_dir)
     return registered_logs(run_dir)
 
 
 # Folders of a run that hold no logs of it (copies of the user's code, msrun's own files).
-_NOT_LOGS = (schema.SOURCE_DIR, schema.MSRUN_DIR, schema.CHECKPOINT_DIR)
+_NOT_LOGS = (layout.SOURCE_DIR, layout.MSRUN_DIR, schema.CHECKPOINT_DIR)
 
 
 def _unregistered_csvs(run_dir: str, logs: Any) -> list[str]:

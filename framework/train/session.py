@@ -11,8 +11,8 @@ from .._mindspore import device_selected, mixed_precision, reset_graph_kernel
 from ..callbacks import schema
 from ..errors import ConfigError
 from ..rundir.io import now_iso
-from . import compile_dumps, failures
-from .tracked import note_signal
+from . import compile_dumps
+from .tracked import note_signal, record_failure
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +60,7 @@ class Session:
             meta.update(status="interrupted", error="interrupted (second signal)")
             note_signal(meta, self.stopper.signum)
         except Exception as exc:  # the run failed: keep why, the caller raises
-            record.failed(failures.one_line(exc))
-            if self.shard_id == 0:  # the full traceback: error.txt in the run directory
-                failures.save_traceback(self.run_dir, exc)
+            record_failure(record, exc)  # the full traceback: error.txt, by rank 0
             logger.debug("training failed", exc_info=True)
         else:
             meta["status"] = self._status(meta)

@@ -10,8 +10,9 @@ run.json from ``running`` to its final status (``rundir.record``), the
 signal handlers (``train.signals``), provenance, config.json, and the final
 record with the steps and the last loss of loss.csv. ``Experiment.run``
 shares its lifecycle helpers (:func:`hold_signals`, :func:`hold_new_run`,
-:func:`reserve_or_fail`, :func:`finish_record`), so a run's lifecycle has
-one owner.
+:func:`open_record`, :func:`record_failure`, :func:`finish_record`), so
+each step of a run's lifecycle has one owner (the object itself is not yet
+what ``Experiment.run`` enters).
 """
 from __future__ import annotations
 
@@ -240,13 +241,7 @@ class TrackedRun:
         if point is not None:
             record.resumed_from(point.meta, point.step, point.path)
         _capture(record, self.script, self.config, point)
-        record.write_config(self.config)
-        if self.mlflow:
-            mlflow_stream.note_uri(record.meta, self.mlflow)
-        record.write()
-        reserve_or_fail(record)
-        if self.mlflow:
-            mlflow_stream.start_sender(self.dir, self.mlflow)
+        open_record(record, self.config, self.mlflow)
         return record
 
     def _end(self, exc: BaseException | None) -> str:
@@ -256,8 +251,7 @@ class TrackedRun:
         status = _status_of(exc, self._stopper.signum, self._loss_cb)
         if status == "failed":
             assert exc is not None
-            self.record.failed(failures.one_line(exc))
-            failures.save_traceback(self.dir, exc)
+            record_failure(self.record, exc)
         elif status == "interrupted":
             note_signal(meta, self._stopper.signum)
         elif status == "diverged":
@@ -313,6 +307,30 @@ def hold_new_run(held: contextlib.ExitStack, out: str | os.PathLike[str], experi
     run_dir, lock = create_locked(out, experiment, label)
     held.callback(lock.release)
     return run_dir
+
+
+def open_record(record: RunRecord, config: Mapping[str, Any], mlflow: str | None) -> None:
+    """A starting run's first writes, a script's and an experiment's alike:
+    config.json, run.json ``running`` (with the MLflow URI it streams to),
+    the space set aside for its final record, then the MLflow sender (which
+    follows run.json). Only config.json's no-op on a rank that does not write."""
+    record.write_config(dict(config))
+    if not record.writer:
+        return
+    if mlflow:
+        mlflow_stream.note_uri(record.meta, mlflow)
+    record.write()
+    reserve_or_fail(record)
+    if mlflow:
+        mlflow_stream.start_sender(record.run_dir, mlflow)
+
+
+def record_failure(record: RunRecord, exc: BaseException) -> None:
+    """Status ``failed`` with ``exc`` in one line, and its full traceback in
+    error.txt (by the rank that writes); the caller finishes the record."""
+    record.failed(failures.one_line(exc))
+    if record.writer:
+        failures.save_traceback(record.run_dir, exc)
 
 
 def reserve_or_fail(record: RunRecord) -> None:

@@ -5,6 +5,7 @@ import logging
 import os
 
 from ..callbacks import schema
+from .. import layout
 from ..define.transforms import apply_saved
 from ..errors import MindexpError, RunDirError
 from ._model import load_model, open_run
@@ -38,7 +39,7 @@ def evaluate(run_dir, checkpoint="last", split="eval", record=True):
     results = _run_eval(model, arrays, spec)
     from ..rundir.io import now_iso
     fixed = (now_iso(), model.checkpoint_file, model.step, model.epoch, split)
-    row = {**dict(zip(schema.EVALUATIONS.columns, fixed)), **results}
+    row = {**dict(zip(layout.EVALUATIONS.columns, fixed)), **results}
     if record:
         record_row(run.dir, row)
     return row
@@ -49,7 +50,7 @@ def record_row(run_dir, row):
     (one line naming the file) when the run's folder cannot be written (a
     read-only copy of a run: evaluating only reads it, the CLI still prints
     the metrics)."""
-    path = os.path.join(run_dir, schema.EVALUATIONS_CSV)
+    path = os.path.join(run_dir, layout.EVALUATIONS_CSV)
     try:
         append_row(path, row)
         _register_evaluations(run_dir)
@@ -71,7 +72,7 @@ def _register_evaluations(run_dir):
     cut by); a run made before the registry gets none here (its resume writes one)."""
     from ..callbacks._registry import register_log, registered_logs
     if registered_logs(run_dir) is not None:
-        register_log(os.path.join(run_dir, schema.EVALUATIONS_CSV), None, run_dir=run_dir)
+        register_log(os.path.join(run_dir, layout.EVALUATIONS_CSV), None, run_dir=run_dir)
 
 
 def _split_arrays(exp, split):
@@ -132,7 +133,7 @@ def _under_header(path, header, row):
     """The row's values in the order of the file's ``header`` (None: a new file)."""
     if header is None or header == list(row):
         return list(row.values())
-    fixed = list(schema.EVALUATIONS.columns)
+    fixed = list(layout.EVALUATIONS.columns)
     if header[:len(fixed)] != fixed or not set(header) <= set(row):
         raise RunDirError(f"{path} has columns {','.join(header)}; this evaluation has "
                           f"{','.join(row)}; move the file away to start a new one")

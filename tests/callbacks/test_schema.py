@@ -1,4 +1,5 @@
-"""callbacks/schema.py is the one owner of the run directory's names, and its
+"""callbacks/schema.py (the files the callbacks write) and framework/layout.py
+(the framework's own) own the run directory's names, one owner each; the schema's
 atomic write leaves the old file or the new one, never a part."""
 import ast
 import functools
@@ -8,13 +9,23 @@ import re
 import pytest
 
 from mindexp.callbacks import schema
+from mindexp import layout
 
 from conftest import ROOT  # noqa: E402  (the repository)
 SOURCE_FOLDERS = ("framework", "callbacks", "experiments")
-# Every name the schema gives a file or folder of a run directory, and every column of its logs.
-FILE_NAMES = {value for name, value in vars(schema).items()
-              if name.isupper() and isinstance(value, str)} | {
-    log.filename for log in schema.LOGS.values()}
+OWNERS = (schema, layout)  # the two modules that may spell a run directory's names
+OWNER_FILES = {owner.__file__ for owner in OWNERS}
+
+
+def _named_files(owner):
+    """The file and folder names ``owner`` gives (its upper-case strings)."""
+    return {name: value for name, value in vars(owner).items()
+            if name.isupper() and isinstance(value, str)}
+
+
+# Every name the owners give a file or folder of a run directory, and every column of its logs.
+FILE_NAMES = {value for owner in OWNERS for value in _named_files(owner).values()} | {
+    log.filename for log in schema.LOGS.values()} | {layout.EVALUATIONS.filename}
 COLUMNS = {column for log in schema.LOGS.values() for column in log.columns}
 # The column groups the schema defines (a log's columns, its required ones, the text
 # columns): spelled again as a list or a CSV header, they are a second definition.
@@ -117,7 +128,7 @@ def _modules():
 def test_no_module_but_the_schema_spells_a_run_directory_name():
     found, scanned = [], 0
     for path in _modules():
-        if path != schema.__file__:
+        if path not in OWNER_FILES:
             scanned += 1
             found += [(os.path.relpath(path, ROOT), line, text) for line, text in _spellings(path)]
     assert scanned >= 100, f"only {scanned} modules scanned below {ROOT}"
@@ -149,7 +160,8 @@ def test_the_scan_leaves_ordinary_words_alone(tmp_path):
 
 
 # -- column names: schema.Col, never a literal where a column is meant -----------------------
-COLUMN_NAMES = {value for name, value in vars(schema.Col).items() if name.isupper()}
+COLUMN_NAMES = {value for cls in (schema.Col, layout.EvalCol)
+                for name, value in vars(cls).items() if name.isupper()}
 # Calls whose first argument (or by=/subset=) names a column: a row's or a table's.
 _COLUMN_CALLS = {"get", "groupby", "drop_duplicates", "sort_values", "set_index", "pop",
                  "truncate_after", "dropna", "unique"}
@@ -220,12 +232,13 @@ def _column_spots(tree):
 
 
 def _schema_aliases(path):
-    """(line, text) of each schema name a module gives another name: ``import X as Y``
-    from the schema, or a module/class-level ``Y = schema.X`` (also wrapped in
-    ``set``/``tuple``/``frozenset``/``list``)."""
+    """(line, text) of each schema or layout name a module gives another name:
+    ``import X as Y`` from either, or a module/class-level ``Y = schema.X``
+    (``layout.X``; also wrapped in ``set``/``tuple``/``frozenset``/``list``)."""
     tree = _parsed(path)[1]
     found = [(node.lineno, f"{a.name} as {a.asname}") for node in ast.walk(tree)
-             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("schema")
+             if isinstance(node, ast.ImportFrom)
+             and (node.module or "").endswith(("schema", "layout"))
              for a in node.names if a.asname and a.asname != a.name]
     scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
     for stmt in (s for scope in scopes for s in scope.body):
@@ -242,7 +255,7 @@ def _schema_aliases(path):
 def _is_schema_name(node):
     while isinstance(node, ast.Attribute):
         node = node.value
-        if isinstance(node, ast.Name) and node.id == "schema":
+        if isinstance(node, ast.Name) and node.id in ("schema", "layout"):
             return True
     return False
 
@@ -261,7 +274,7 @@ def test_no_framework_module_spells_a_column_name_where_a_column_is_meant():
 def test_no_module_gives_a_schema_name_another_name():
     found = []
     for path in _modules():
-        if path != schema.__file__:
+        if path not in OWNER_FILES:
             found += [(os.path.relpath(path, ROOT), line, text)
                       for line, text in _schema_aliases(path)]
     assert found == []
@@ -284,8 +297,9 @@ def test_the_column_scan_sees_a_literal_where_a_column_is_meant(tmp_path, source
 
 
 @pytest.mark.parametrize("source, aliased", [
-    ("from ..callbacks.schema import RUN_JSON as RUN_FILE", True),
-    ("LOCK_FILE = schema.RESUME_LOCK", True),
+    ("from ..callbacks.schema import LOG_REGISTRY as REGISTRY", True),
+    ("from ..layout import RUN_JSON as RUN_FILE", True),
+    ("LOCK_FILE = layout.RESUME_LOCK", True),
     ("STEP = schema.Col.STEP", True),
     ("_TEXT = set(schema.TEXT_COLUMNS)", True),
     ("class C:\n    COLUMNS = schema.LOSS.columns", True),
@@ -299,10 +313,40 @@ def test_the_alias_scan_sees_a_schema_name_renamed(tmp_path, source, aliased):
     assert bool(_schema_aliases(module)) is aliased
 
 
+def _names_used_in(path):
+    """Every name a module reads: ``x.NAME``, a bare ``NAME`` or ``from m import NAME``."""
+    tree = _parsed(path)[1]
+    return ({n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+            | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+            | {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names})
+
+
+def test_the_schema_names_only_files_the_callbacks_use():
+    """A file the framework alone writes is named in layout.py, never in the schema: each
+    file name and log of the schema is read by a callbacks module, and each column of
+    schema.Col is a column of one of its logs."""
+    callbacks = os.path.join(ROOT, "callbacks")
+    used = set().union(*(_names_used_in(os.path.join(callbacks, name))
+                         for name in os.listdir(callbacks)
+                         if name.endswith(".py") and name != "schema.py"))
+    logs = {name for name, value in vars(schema).items() if isinstance(value, schema.Log)}
+    assert sorted((set(_named_files(schema)) | logs) - used) == []
+    columns = {column for log in schema.LOGS.values() for column in log.columns}
+    assert {value for name, value in vars(schema.Col).items() if name.isupper()} <= columns
+
+
+def test_no_name_of_the_run_directory_has_two_owners():
+    assert set(_named_files(schema)) & set(_named_files(layout)) == set()
+    assert set(_named_files(schema).values()) & set(_named_files(layout).values()) == set()
+    assert {log.filename for log in schema.LOGS.values()} & set(
+        _named_files(layout).values()) == set()
+    assert layout.EVALUATIONS.name not in schema.LOGS
+
+
 def test_every_log_names_its_file_and_columns():
     assert schema.LOSS.columns == ("step", "epoch", "loss", "lr", "time_s")
     assert schema.path_of("/r", "loss") == os.path.join("/r", "loss.csv")
-    assert schema.path_of("/r", schema.RUN_JSON) == os.path.join("/r", "run.json")
+    assert schema.path_of("/r", layout.RUN_JSON) == os.path.join("/r", "run.json")
     for log in schema.LOGS.values():
         assert set(log.required) <= set(log.columns), log
 

@@ -353,9 +353,10 @@ def figures_run(tmp_path_factory):
     import matplotlib.image
     import numpy as np
     from mindexp.callbacks import schema
+    from mindexp import layout
     root = tmp_path_factory.mktemp("figures")
     run_dir = make_run(root, "20260101-000000-fig-aaaaaa", losses=[1.0, 0.5, 0.25, 0.2, 0.1, 0.05])
-    folder = os.path.join(run_dir, schema.FIGURES_DIR, "fit")
+    folder = os.path.join(run_dir, layout.FIGURES_DIR, "fit")
     os.makedirs(folder)
     for epoch in (1, 2, 3):
         matplotlib.image.imsave(os.path.join(folder, f"epoch-{epoch}.png"),

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import require
 from mindexp.callbacks import schema
+from mindexp import layout
 from mindexp.cli.main import main
 from rundirs import make_run
 
@@ -78,10 +79,10 @@ def _one_run(tmp_path):
                                             "git": {"commit": "abc123", "branch": "main"}}})
     with open(schema.path_of(run_dir, "system"), "w", encoding="utf-8") as f:
         f.write(",".join(schema.SYSTEM.required) + "\n0.0,0,,,100.0,4,0,0\n1.0,2,90.0,50.0,120.0,5,1,2\n")
-    figures = os.path.join(run_dir, schema.FIGURES_DIR, "fit")
+    figures = os.path.join(run_dir, layout.FIGURES_DIR, "fit")
     os.makedirs(figures)
     for name in ("fit/epoch-1.png", "fit.png"):
-        with open(os.path.join(run_dir, schema.FIGURES_DIR, name), "wb") as f:
+        with open(os.path.join(run_dir, layout.FIGURES_DIR, name), "wb") as f:
             f.write(b"\x89PNG\r\n\x1a\n")
     return run_dir
 
@@ -125,7 +126,7 @@ def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path,
 
     with open(schema.path_of(run_dir, "loss"), "a", encoding="utf-8") as f:  # the run went on
         f.write(f"{STEPS + 1},3,0.0001,0.1,9.9\n")
-    with open(os.path.join(run_dir, schema.FIGURES_DIR, "fit", "epoch-2.png"), "wb") as f:
+    with open(os.path.join(run_dir, layout.FIGURES_DIR, "fit", "epoch-2.png"), "wb") as f:
         f.write(b"\x89PNG\r\n\x1a\n")
     uploaded = []
     log_artifact = MlflowClient.log_artifact
@@ -133,8 +134,8 @@ def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path,
         uploaded.append(os.path.relpath(path, run_dir)), log_artifact(self, rid, path, artifact_path)))
     capsys.readouterr()
     assert main(["mlflow", run_dir, "--tracking-uri", server]) == 0
-    figures = sorted(p for p in uploaded if p.startswith(schema.FIGURES_DIR))
-    assert figures == [os.path.join(schema.FIGURES_DIR, "fit", "epoch-2.png")]  # only the new one
+    figures = sorted(p for p in uploaded if p.startswith(layout.FIGURES_DIR))
+    assert figures == [os.path.join(layout.FIGURES_DIR, "fit", "epoch-2.png")]  # only the new one
     assert schema.LOSS.filename in uploaded
     assert {a.path for a in client.list_artifacts(rid, "figures/fit")} == {
         "figures/fit/epoch-1.png", "figures/fit/epoch-2.png"}

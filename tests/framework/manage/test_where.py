@@ -132,4 +132,4 @@ def test_a_running_run_is_matched_on_its_live_loss(cli, root, tmp_path, monkeypa
     assert "r3" in sql.stdout and "running (process gone)" in sql.stdout
     assert sql.stdout == _pandas_answer(cli, copy, monkeypatch, "--where",
                                         "final_loss < 0.01").stdout
-    assert os.path.isdir(copy / cat.schema.CATALOG)
+    assert os.path.isdir(copy / cat.layout.CATALOG)

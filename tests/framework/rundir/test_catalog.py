@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from mindexp import compare
-from mindexp.callbacks import schema
+from mindexp import layout
 from mindexp.rundir import catalog as cat
 
 from rundirs import make_run
@@ -36,7 +36,7 @@ def test_deleting_the_catalog_lists_the_same_table(cli, root):
     first = cli("runs", root, "--where", "lr > 0.001")
     assert first.returncode == 0, first.stderr
     assert os.path.isfile(cat.database_path(str(root)))
-    shutil.rmtree(root / schema.CATALOG)
+    shutil.rmtree(root / layout.CATALOG)
     again = cli("runs", root, "--where", "lr > 0.001")
     assert again.stdout == first.stdout and os.path.isfile(cat.database_path(str(root)))
     rebuilt = cli("runs", root, "--where", "lr > 0.001", "--rebuild")
@@ -93,13 +93,13 @@ def test_a_catalog_copied_with_its_root_is_built_again(cli, root, tmp_path):
 
 def test_a_read_only_root_lists_by_scanning_or_from_its_catalog(cli, root, monkeypatch):
     expected = cli("runs", root).stdout
-    shutil.rmtree(root / schema.CATALOG)
+    shutil.rmtree(root / layout.CATALOG)
     # the tests run as root, for whom chmod changes nothing: the check is what says so
     real_access = os.access
     monkeypatch.setattr(cat.os, "access",
                         lambda p, mode: False if mode & os.W_OK else real_access(p, mode))
     assert cli("runs", root).stdout == expected
-    assert not (root / schema.CATALOG).exists()      # nothing written
+    assert not (root / layout.CATALOG).exists()      # nothing written
     monkeypatch.undo()
     cli("runs", root)
     monkeypatch.setattr(cat.os, "access",
@@ -116,7 +116,7 @@ def test_a_listed_subfolder_uses_its_roots_catalog(cli, root):
     cli("runs", root)
     listed = cli("runs", root / "toy")
     assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 5
-    assert not (root / "toy" / schema.CATALOG).exists()
+    assert not (root / "toy" / layout.CATALOG).exists()
 
 
 def test_a_catalog_is_never_made_above_the_listed_folder(cli, root):
@@ -124,7 +124,7 @@ def test_a_catalog_is_never_made_above_the_listed_folder(cli, root):
     (a shared folder would be scanned by every listing below it); both are
     kept current by the writers."""
     cli("runs", root / "toy")
-    assert (root / "toy" / schema.CATALOG).is_dir() and not (root / schema.CATALOG).exists()
+    assert (root / "toy" / layout.CATALOG).is_dir() and not (root / layout.CATALOG).exists()
     cli("runs", root)
     assert cli("note", root / "toy" / "r1", "both").returncode == 0
     for folder in (root, root / "toy"):
@@ -216,13 +216,13 @@ def test_gc_keep_best_ranks_by_the_catalogs_column(cli, tmp_path, monkeypatch):
 @pytest.mark.parametrize("plant", ["link", "file"])
 def test_a_planted_catalog_folder_is_listed_around_and_never_followed(cli, root, tmp_path, plant):
     expected = cli("runs", root).stdout
-    shutil.rmtree(root / schema.CATALOG)
+    shutil.rmtree(root / layout.CATALOG)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     if plant == "link":
-        os.symlink(elsewhere, root / schema.CATALOG)
+        os.symlink(elsewhere, root / layout.CATALOG)
     else:
-        (root / schema.CATALOG).write_text("not a folder")
+        (root / layout.CATALOG).write_text("not a folder")
     listed = cli("runs", root)
     assert listed.returncode == 0 and listed.stdout == expected
     assert "listing by scanning" in listed.stderr and os.listdir(elsewhere) == []

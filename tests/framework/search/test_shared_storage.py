@@ -172,11 +172,11 @@ def test_a_journal_trial_whose_worker_on_another_host_went_silent_is_failed(tmp_
 def test_a_trial_of_this_host_fails_once_its_worker_lock_is_free(tmp_path, holder):
     """One probe of a lock (rundir.run_lock.lock_held) serves runs and search workers."""
     import platform
-    from mindexp.callbacks import schema
+    from mindexp import layout
     from mindexp.rundir.run_lock import lock_held
     from mindexp.search.liveness import fail_dead_trials
     from mindexp.search.study import open_storage
-    lock = str(tmp_path / schema.RESUME_LOCK)
+    lock = str(tmp_path / layout.RESUME_LOCK)
     worker = holder(tmp_path)  # another process holding the lock, as a live worker does
     study = optuna.create_study(study_name="s", storage=open_storage(str(tmp_path / "j.log")))
     trial = study.ask()

@@ -359,6 +359,7 @@ def test_a_record_counts_only_the_steps_its_loss_log_holds_when_the_disk_fills(t
     final loss are those of its last row, not of the last step trained."""
     import errno
     from mindexp.callbacks import csv_log, schema
+    from mindexp import layout
     flush, flushed = csv_log.CsvLog.flush, []
 
     def full_after_one_loss_flush(log):
@@ -372,8 +373,8 @@ def test_a_record_counts_only_the_steps_its_loss_log_holds_when_the_disk_fills(t
     with pytest.raises(Exception, match="No space left"):
         Linear(epochs=3).run(out=str(tmp_path))
     (run_dir,) = [os.path.join(r, d) for r, ds, _ in os.walk(tmp_path) for d in ds
-                  if os.path.exists(os.path.join(r, d, schema.RUN_JSON))]
-    with open(os.path.join(run_dir, schema.RUN_JSON)) as f:
+                  if os.path.exists(os.path.join(r, d, layout.RUN_JSON))]
+    with open(os.path.join(run_dir, layout.RUN_JSON)) as f:
         meta = json.load(f)
     loss = schema.read_log(run_dir, "loss")
     assert meta["status"] == "failed" and flushed and len(loss) == flushed[0]

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import require
 from mindexp.callbacks import schema
+from mindexp import layout
 from mindexp.cli.main import main
 from mindexp.experiments.linear import Linear
 
@@ -66,7 +67,7 @@ def test_show_and_compare_report_peak_rss_and_mean_cpu(run, capsys, tmp_path):
 
 @pytest.mark.slow
 def test_figures_are_saved_after_each_evaluation_with_the_latest_beside(run):
-    folder = os.path.join(run.dir, schema.FIGURES_DIR)
+    folder = os.path.join(run.dir, layout.FIGURES_DIR)
     assert sorted(os.listdir(os.path.join(folder, "fit"))) == ["epoch-1.png", "epoch-2.png"]
     with open(os.path.join(folder, "fit.png"), "rb") as f:
         latest = f.read()
@@ -83,10 +84,10 @@ def test_a_figures_hook_that_raises_fails_nothing(tmp_path, caplog, plots_drawn)
     assert run.status == "completed"
     warned = [r.getMessage() for r in caplog.records if "figures()" in r.getMessage()]
     assert len(warned) == 1 and "no picture today" in warned[0]
-    with open(os.path.join(run.dir, schema.FIGURES_LOG), encoding="utf-8") as f:
+    with open(os.path.join(run.dir, layout.FIGURES_LOG), encoding="utf-8") as f:
         log = f.read()
     assert "Traceback" in log and "RuntimeError: no picture today" in log
-    assert not os.path.exists(os.path.join(run.dir, schema.FIGURES_DIR))
+    assert not os.path.exists(os.path.join(run.dir, layout.FIGURES_DIR))
     assert not os.path.exists(schema.path_of(run.dir, "system"))  # system_every_s=0: off
 
 
@@ -139,7 +140,7 @@ def test_the_notebook_run_card_shows_the_latest_figures(run):
     import base64
     from mindexp import load_run
     card = load_run(run.dir)._repr_html_()
-    with open(os.path.join(run.dir, schema.FIGURES_DIR, "fit.png"), "rb") as f:
+    with open(os.path.join(run.dir, layout.FIGURES_DIR, "fit.png"), "rb") as f:
         latest = base64.b64encode(f.read()).decode("ascii")
     assert f"data:image/png;base64,{latest}" in card and "title='fit'" in card
 

@@ -1,26 +1,36 @@
-"""The common experiment config, and turning user values into it."""
+"""The common experiment config, and turning user values into it.
+
+Each group of fields is declared by the module of its consumer, beside this
+one (``run``, ``optimization``, ``system``, ``logs``, ``checkpoints``,
+``evaluation``, ``distributed``, ``early_stop``), with its checks, through
+the registry in ``_fields``; :class:`Config` inherits every group, so the
+names stay flat and unique in ``Config``, ``--set``, config.json and
+``compare`` (a contract). A new field goes into its owner's group; a new
+group is one more base of :class:`Config`.
+"""
 import dataclasses
 import difflib
 import os
 import types
 import typing
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, TypeVar
 
-from ..callbacks.direction import MODES as DIRECTIONS, direction_of_name
-from ..errors import ConfigError
-from .metrics import METRIC_NAMES
+from ...callbacks.direction import MODES as DIRECTIONS, direction_of_name
+from ...errors import ConfigError
+from ._fields import CHECKS, CHOICES, RULES
+from .checkpoints import BestCheckpointFields, CheckpointFields
+from .distributed import DistributedFields
+from .early_stop import EarlyStopFields
+from .evaluation import EvalFields
+from .logs import LoggingFields
+from .optimization import OptimizerFields, ScheduleFields
+from .run import RunFields
+from .system import ContextFields, ExecutionFields, SystemMetricsFields
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "rmsprop", "adagrad")
-LOSSES = ("mse", "mae", "l1", "huber", "cross_entropy", "bce")
-MODES = ("graph", "pynative")
-DEVICES = ("CPU", "GPU", "Ascend")
-AMP_LEVELS = ("O0", "O1", "O2", "O3")
-MEMORY_LEVELS = ("O0", "O1")
-LR_SCHEDULES = ("constant", "step", "cosine", "exponential")
 # a Config dataclass (the common one or an experiment's subclass)
 C = TypeVar("C", bound="DataclassInstance")
 # Optional[X], Union[X, Y] and the PEP 604 spelling X | None, X | Y
@@ -28,151 +38,27 @@ _UNIONS = (typing.Union, types.UnionType)
 _NONE_WORDS = ("none", "null", "")
 
 
-MONITOR_MODES = ("auto", "min", "max")
-PARAM_STATS = ("auto", "host", "graph")
-DATA_FINGERPRINTS = ("stat", "content", "off")
-
-
+# A dataclass takes its bases' fields last base first: read the bases bottom-up
+# for the order of the fields (config.json, `mindexp list`, compare).
 @dataclass
-class Config:
+class Config(SystemMetricsFields,
+             BestCheckpointFields,
+             EarlyStopFields,
+             DistributedFields,
+             EvalFields,
+             CheckpointFields,
+             LoggingFields,
+             ExecutionFields,
+             ScheduleFields,
+             ContextFields,
+             OptimizerFields,
+             RunFields):
     """Fields every experiment has; subclass it to add your own.
 
     The string under each field is its one-line description (``mindexp list
     NAME`` shows it); describe your own fields the same way, or with
     ``field(default=..., metadata={"help": "..."})``.
     """
-
-    seed: int = 0
-    """seed of MindSpore, NumPy and the data shuffle"""
-    epochs: int = 10
-    """passes over the training set"""
-    batch_size: int = 32
-    """samples per step (per worker)"""
-    optimizer: str = "sgd"
-    """mindspore.nn optimizer"""
-    lr: float = 0.01
-    """learning rate (the peak of a schedule)"""
-    momentum: float = 0.9
-    """momentum of the momentum optimizer"""
-    weight_decay: float = 0.0
-    """L2 penalty passed to the optimizer"""
-    loss: str = "mse"
-    """loss function (cross_entropy: sparse labels)"""
-    mode: str = "graph"
-    """MindSpore graph (compiled) or PyNative (eager) mode"""
-    device: str = "CPU"
-    """MindSpore device target"""
-    amp_level: str = "O0"
-    """mixed precision level of mindspore.amp (O0: float32)"""
-    memory_optimize_level: str = "O0"
-    """MindSpore memory optimisation: O0 speed first, O1 memory first (SOMAS reuse, less peak)"""
-    loss_scale: float = 1.0
-    """fixed loss scale; gradients are unscaled before the update"""
-    lr_schedule: str = "constant"
-    """learning-rate schedule over the run's steps"""
-    warmup_steps: int = 0
-    """steps of linear warmup at the start"""
-    lr_decay_rate: float = 0.1
-    """factor of the step/exponential schedules"""
-    lr_decay_epochs: int = 1
-    """epochs per decay of the step/exponential schedules"""
-    clip_grad_norm: Optional[float] = None
-    """clip the global gradient norm to this value (none: off)"""
-    grad_accumulation: int = 1
-    """batches whose gradients add up to one update"""
-    sink: bool = False
-    """MindSpore dataset sink mode (on CPU it trains per step anyway)"""
-    graph_kernel: bool = False
-    """MindSpore graph-kernel fusion (GPU/Ascend, graph mode)"""
-    log_every: int = 1
-    """log loss, parameters and gradient norm every N steps"""
-    track_params: bool = True
-    """write params.csv"""
-    track_names: Tuple[str, ...] = ()
-    """parameters to track, names or globs (empty: all)"""
-    max_param_values: int = 16
-    """largest parameter tracked element by element (else its stats)"""
-    param_log_budget: Optional[float] = 0.05
-    """fraction of a step's cost the statistics of large parameters may take, both estimated from sizes (never timed); above it they are logged every k steps (none: every step)"""
-    param_stats: str = "auto"
-    """where large parameters' statistics are computed: host (numpy), graph (in the train step), auto (graph off the CPU)"""
-    data_fingerprint: str = "stat"
-    """what run.json records of the data: stat (arrays hashed, files on disk by path, size, time), content (files hashed too), off"""
-    checkpoint_every: int = 1
-    """save a checkpoint every N epochs (0: only at the end)"""
-    checkpoint_interval_s: float = 10.0
-    """skip a periodic checkpoint younger than this"""
-    keep_checkpoints: int = 3
-    """newest regular checkpoints kept"""
-    eval_every: int = 1
-    """evaluate every N epochs (and after the last)"""
-    metrics: Tuple[str, ...] = ()
-    """eval metrics (empty: the experiment's choice, or loss)"""
-    workers: int = 1
-    """data-parallel workers launched with msrun"""
-    log_all_ranks: bool = False
-    """every rank writes its own logs, not rank 0 alone"""
-    early_stop: str = ""
-    """value watched to stop early: loss or eval_<metric>; empty = never"""
-    patience: int = 5
-    """epochs without improvement before an early stop"""
-    min_delta: float = 0.0
-    """smallest change that counts as an improvement"""
-    early_stop_mode: str = "auto"
-    """min, max, or auto (from the watched name)"""
-    checkpoint_monitor: str = ""
-    """value that ranks the best checkpoints (loss or eval_<metric>); empty = none"""
-    keep_best: Optional[int] = None
-    """how many best checkpoints to keep (1 when checkpoint_monitor is set)"""
-    system_every_s: float = 5.0
-    """seconds between samples of system.csv (CPU, memory, I/O; needs psutil); 0 = off"""
-
-
-# field -> (check, what is accepted); checked after type coercion
-_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    # MindSpore counts epochs and steps in 32/64-bit integers: more is no run, but a crash
-    "epochs": (lambda v: 1 <= v < 2 ** 31, "an integer >= 1 and < 2**31"),
-    "batch_size": (lambda v: v >= 1, "an integer >= 1"),
-    "lr": (lambda v: v > 0, "a number > 0"),
-    "momentum": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
-    "weight_decay": (lambda v: v >= 0, "a number >= 0"),
-    "loss_scale": (lambda v: v > 0, "a number > 0"),
-    "warmup_steps": (lambda v: v >= 0, "an integer >= 0"),
-    "lr_decay_rate": (lambda v: 0 < v <= 1, "a number in (0, 1]"),
-    "lr_decay_epochs": (lambda v: v >= 1, "an integer >= 1"),
-    "clip_grad_norm": (lambda v: v is None or v > 0, "a number > 0, or none"),
-    "grad_accumulation": (lambda v: v >= 1, "an integer >= 1"),
-    "log_every": (lambda v: v >= 1, "an integer >= 1"),
-    "max_param_values": (lambda v: v >= 1, "an integer >= 1"),
-    "param_log_budget": (lambda v: v is None or 0 < v <= 1, "a fraction in (0, 1], or none"),
-    "checkpoint_every": (lambda v: v >= 0, "an integer >= 0 (0: only at the end)"),
-    "checkpoint_interval_s": (lambda v: v >= 0, "a number >= 0"),
-    "system_every_s": (lambda v: v >= 0, "a number >= 0 (0: off)"),
-    "keep_checkpoints": (lambda v: v >= 1, "an integer >= 1"),
-    "eval_every": (lambda v: v >= 1, "an integer >= 1"),
-    "metrics": (lambda v: set(v) <= set(METRIC_NAMES),
-                f"a comma-separated list of {', '.join(METRIC_NAMES)} (empty: the experiment's "
-                "choice, or loss)"),
-    "workers": (lambda v: v >= 1, "an integer >= 1"),
-    "seed": (lambda v: 0 <= v < 2 ** 32, "an integer in [0, 2**32)"),
-    "early_stop": (lambda v: _is_monitor(v, empty_ok=True),
-                   "empty (off), loss or eval_<metric> (e.g. eval_accuracy)"),
-    "patience": (lambda v: v >= 1, "an integer >= 1"),
-    "min_delta": (lambda v: v >= 0, "a number >= 0"),
-    "checkpoint_monitor": (lambda v: _is_monitor(v, empty_ok=True),
-                           "empty (off), loss or eval_<metric> (e.g. eval_accuracy)"),
-    "keep_best": (lambda v: v is None or v >= 1, "an integer >= 1, or none"),
-}
-_CHOICES = {"optimizer": OPTIMIZERS, "loss": LOSSES, "mode": MODES, "device": DEVICES,
-            "amp_level": AMP_LEVELS, "memory_optimize_level": MEMORY_LEVELS,
-            "lr_schedule": LR_SCHEDULES,
-            "early_stop_mode": MONITOR_MODES, "param_stats": PARAM_STATS,
-            "data_fingerprint": DATA_FINGERPRINTS}
-
-
-def _is_monitor(value: str, empty_ok: bool = False) -> bool:
-    return (empty_ok and value == "") or value == "loss" or (
-        value.startswith("eval_") and len(value) > len("eval_"))
 
 
 def monitor_mode(name: str, mode: str = "auto", metrics: Any = None) -> str | None:
@@ -217,24 +103,17 @@ def check(config: Any) -> None:
     for f in fields(config):
         value = getattr(config, f.name)
         _check_type(f.name, value, hints[f.name])
-        if f.name in _RULES:
-            ok, accepted = _RULES[f.name]
+        if f.name in RULES:
+            ok, accepted = RULES[f.name]
             if not ok(value):
                 raise ConfigError(f"config field {f.name!r} must be {accepted}. "
                                   f"Received: {f.name}={value!r}", field=f.name)
-        if f.name in _CHOICES and value not in _CHOICES[f.name]:
+        if f.name in CHOICES and value not in CHOICES[f.name]:
             raise ConfigError(f"config field {f.name!r} must be one of "
-                              f"{', '.join(_CHOICES[f.name])}. Received: {f.name}={value!r}",
+                              f"{', '.join(CHOICES[f.name])}. Received: {f.name}={value!r}",
                               field=f.name)
-    _check_keep_best(config)
-
-
-def _check_keep_best(config: Any) -> None:
-    if getattr(config, "keep_best", None) is not None and not getattr(config, "checkpoint_monitor", ""):
-        raise ConfigError("config field 'keep_best' needs checkpoint_monitor (the value the best "
-                          "checkpoints are ranked by, e.g. eval_accuracy or loss). "
-                          f"Received: keep_best={config.keep_best!r}, checkpoint_monitor=''",
-                          field="keep_best")
+    for check_across in CHECKS:
+        check_across(config)
 
 
 def coerce(name: str, raw: Any, hint: Any) -> Any:
@@ -509,4 +388,4 @@ def short_type(hint: Any) -> str:
 
 def choices(name: str) -> tuple[str, ...]:
     """The accepted values of a common field with a fixed set, else ()."""
-    return _CHOICES.get(name, ())
+    return CHOICES.get(name, ())
