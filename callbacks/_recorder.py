@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from ._common import (first_output, float_reader, item_readable, net_outputs, optimizer_of,
-                      step_info, tensor_values, to_float)
+                      step_info, steps_before, tensor_values, to_float)
 from ._mindspore import learning_rate_of, schedule_at, train_network_of
 from ._stats import from_graph_sums
 from . import schema
@@ -39,6 +39,7 @@ class Recorder:
         self._lr: LearningRate = LearningRate(None, self.lr)
         self._loss_reader: Callable[[Any], float | None] | None = None
         self._grad_reader: Callable[[Any], float | None] | None = None
+        self._before: int | None = None   # the steps before this train call, when absolute
 
     def begin(self, cb_params: Any) -> None:
         """Read what the train network returns, at train begin."""
@@ -48,11 +49,21 @@ class Recorder:
         self._stats = _graph_stats_of(network)
         self._lr = LearningRate(None if self.lr is not None else optimizer_of(cb_params), self.lr)
         self._loss_reader = self._grad_reader = None
+        # a runner's absolute count (count_steps_from, set before this at train
+        # begin) holds for the whole train call: read as step_info does, in place
+        self._before = steps_before(cb_params) if isinstance(cb_params, dict) else None
 
     def record(self, cb_params: Any) -> StepRecord:
         """The record of the step that just ended."""
-        step, epoch, end = step_info(cb_params, self.steps_per_epoch)
-        outputs = net_outputs(cb_params)
+        before = self._before
+        if before is not None:   # step_info's absolute case, without its calls
+            step = int(cb_params["cur_step_num"])
+            epoch = int(cb_params["cur_epoch_num"])
+            end = (step - before) % int(cb_params["batch_num"]) == 0
+            outputs = cb_params["net_outputs"]
+        else:
+            step, epoch, end = step_info(cb_params, self.steps_per_epoch)
+            outputs = net_outputs(cb_params)
         first = first_output(outputs)
         loss = None
         if first is not None:

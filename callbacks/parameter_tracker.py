@@ -157,14 +157,15 @@ class ParameterTracker(LogCallback):
         assert block is not None and self._host is not None  # made with the log
         # the grid of the run's steps, not of this process's hooks: a resume keeps it
         with_large = ((record.step - 1) // self.every) % self.large_every == 0
-        outputs = record.outputs
-        arrays = self._host.arrays(outputs)
+        # the record's loss was read from the step's outputs: the step (its update
+        # included) has run, nothing more to wait for
+        arrays = self._host.arrays(record.outputs if record.loss is None else None)
         if self._graph is not None:
             arrays = self._graph.merge(arrays, record.param_stats)
         block.add(record.step, record.epoch, arrays, with_large,
                   self._threads if with_large else 1)
-        if block.full() or block.waited() >= self._log.flush_seconds:
-            self._write_block()
+        if block.n >= block.capacity or time.monotonic() - block.since >= self._log.flush_seconds:
+            self._write_block()   # (full() or waited(), inline: every logged step)
 
     def on_train_epoch_end(self, run_context: RunContext) -> None:
         block = self._block
@@ -345,6 +346,7 @@ class _Block:
         self.cells = [_csv_cell(label) + "," for _, labels, _ in specs for label in labels]
         self.at_step = [c for c, raw in zip(self.columns, self.raw_columns) if raw is None]
         self.any_at_step = bool(self.at_step)
+        self.all_raw = all(keep) and bounds[-1] > 0   # add() copies them in one call
         skipped = set().union(*[range(c.start, c.stop) for c in self.at_step])
         self.every_step_cells = [i for i in range(width) if i not in skipped]
         self.with_large = [True] * self.capacity
@@ -370,6 +372,19 @@ class _Block:
         computed at the step (a budget's skipped step); ``workers``: the
         threads each of those statistics uses."""
         k = self.n
+        if self.all_raw:   # every parameter kept raw (small models): one copy, in order
+            np.concatenate(arrays, out=self.raw[k])
+        else:
+            self._add_values(k, arrays, with_large, workers)
+        self.with_large[k] = with_large
+        self.steps[k] = f"{step},{epoch},"
+        self.n = k + 1
+        if k == 0:
+            self.since = time.monotonic()
+
+    def _add_values(self, k: int, arrays: Sequence[np.ndarray], with_large: bool,
+                    workers: int) -> None:
+        """Step ``k``'s raw values and at-step statistics, parameter by parameter."""
         row, values = self.raw[k], self.values[k]
         for i, (array, raw_cols, cols) in enumerate(zip(arrays, self.raw_columns, self.columns)):
             if raw_cols is not None:
@@ -377,11 +392,6 @@ class _Block:
             elif with_large:   # statistics now, from the parameter's memory
                 values[cols] = (array if i in self.given or not self.large[i]
                                else statistics(array, workers))
-        self.with_large[k] = with_large
-        self.steps[k] = f"{step},{epoch},"
-        self.n = k + 1
-        if k == 0:
-            self.since = time.monotonic()
 
     def full(self) -> bool:
         return self.n >= self.capacity
