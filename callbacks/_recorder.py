@@ -7,6 +7,7 @@ network's outputs keep their type and dtype from step to step.
 """
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any, Callable, Mapping, Sequence
 
 from ._common import (first_output, float_reader, item_readable, net_outputs, optimizer_of,
@@ -82,8 +83,8 @@ class Recorder:
             components = dict(zip(self.component_names, values))
         stats: Mapping[str, Any] = _EMPTY if self._stats is None else \
             _read_stats(outputs, *self._stats)
-        return StepRecord(step, epoch, end, loss, grad_norm, components, self._lr(step),
-                          stats, outputs)
+        return _new_record(step, epoch, end, loss, grad_norm, components, self._lr(step),
+                           stats, outputs)
 
     def lr_at(self, step: int) -> float | None:
         """The learning rate at ``step``, as a record of it holds."""
@@ -93,6 +94,22 @@ class Recorder:
     def publish(cb_params: Any, record: StepRecord) -> None:
         """Leave ``record`` where :meth:`StepRecord.of` finds it."""
         cb_params[RECORD_KEY] = record
+
+
+# The record's slots set directly: a frozen dataclass's __init__ goes through
+# object.__setattr__ for each field (3.2 us a record here, against 2.4).
+_SETTERS = tuple(StepRecord.__dict__[f.name].__set__ for f in fields(StepRecord))
+
+
+def _new_record(step: int, epoch: int, end: bool, loss: float | None, grad_norm: float | None,
+                components: Mapping[str, float], lr: float | None, stats: Mapping[str, Any],
+                outputs: Any, _new: Any = object.__new__, _set: Any = _SETTERS) -> StepRecord:
+    """``StepRecord(...)`` of these fields (in the dataclass's order), made faster."""
+    record = _new(StepRecord)
+    for setter, value in zip(_set, (step, epoch, end, loss, grad_norm, components, lr, stats,
+                                    outputs)):
+        setter(record, value)
+    return record
 
 
 def components_of(network: Any) -> tuple[tuple[str, ...], int | None]:
