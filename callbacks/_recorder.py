@@ -83,7 +83,7 @@ class Recorder:
             components = dict(zip(self.component_names, values))
         stats: Mapping[str, Any] = _EMPTY if self._stats is None else \
             _read_stats(outputs, *self._stats)
-        return _new_record(step, epoch, end, loss, grad_norm, components, self._lr(step),
+        return _new_record(step, epoch, end, loss, grad_norm, components, self._lr.at(step),
                            stats, outputs)
 
     def lr_at(self, step: int) -> float | None:
@@ -152,31 +152,39 @@ class LearningRate:
 
     def __init__(self, optimizer: Any, given: float | Sequence[float] | None = None) -> None:
         self._table: Any = None
-        self._read: Callable[[], float | None] | None = None
         self._schedule: Any = None
+        self.at: Callable[[int], float | None] = _no_lr
+        """The learning rate at a step: the reader chosen once (one call a step)."""
         if given is not None:   # the caller's own value: nothing to read back
             if isinstance(given, float):
                 value = given
-                self._read = lambda: value
+                self.at = lambda step: value
             else:
                 self._table = given
+                self.at = self._from_table
             return
         kind, lr = learning_rate_of(optimizer)
         if kind == "table":
             self._table = lr
+            self.at = self._from_table
         elif kind == "scalar":
-            self._read = _scalar_reader(lr)
+            self.at = _scalar_reader(lr)
         elif kind == "schedule":
             self._schedule = lr
+            self.at = self._from_schedule
 
     def __call__(self, step: int) -> float | None:
-        if self._table is not None:
-            return float(self._table[min(step - 1, len(self._table) - 1)])
-        if self._read is not None:
-            return self._read()
-        if self._schedule is not None:
-            return to_float(schedule_at(self._schedule, step))
-        return None
+        return self.at(step)
+
+    def _from_table(self, step: int) -> float | None:
+        return float(self._table[min(step - 1, len(self._table) - 1)])
+
+    def _from_schedule(self, step: int) -> float | None:
+        return to_float(schedule_at(self._schedule, step))
+
+
+def _no_lr(step: int) -> None:
+    return None
 
 
 def check_lr(lr: Any) -> float | list[float] | None:
@@ -195,9 +203,9 @@ def check_lr(lr: Any) -> float | list[float] | None:
     return values
 
 
-def _scalar_reader(param: Any) -> Callable[[], float | None]:
-    """A function returning the value of a one-element Parameter as a float."""
+def _scalar_reader(param: Any) -> Callable[[int], float | None]:
+    """A function of the step returning the value of a one-element Parameter as a float."""
     if item_readable(param):
         item = param.item
-        return lambda: float(item())
-    return lambda: to_float(param)
+        return lambda step: float(item())
+    return lambda step: to_float(param)

@@ -346,7 +346,9 @@ class _Block:
         self.cells = [_csv_cell(label) + "," for _, labels, _ in specs for label in labels]
         self.at_step = [c for c, raw in zip(self.columns, self.raw_columns) if raw is None]
         self.any_at_step = bool(self.at_step)
-        self.all_raw = all(keep) and bounds[-1] > 0   # add() copies them in one call
+        self.kept = [i for i, k in enumerate(keep) if k and specs[i][0] > 0]
+        self.all_raw = len(self.kept) == len(specs)
+        self.at_step_index = [i for i, raw in enumerate(self.raw_columns) if raw is None]
         skipped = set().union(*[range(c.start, c.stop) for c in self.at_step])
         self.every_step_cells = [i for i in range(width) if i not in skipped]
         self.with_large = [True] * self.capacity
@@ -372,26 +374,25 @@ class _Block:
         computed at the step (a budget's skipped step); ``workers``: the
         threads each of those statistics uses."""
         k = self.n
-        if self.all_raw:   # every parameter kept raw (small models): one copy, in order
-            np.concatenate(arrays, out=self.raw[k])
-        else:
-            self._add_values(k, arrays, with_large, workers)
+        kept = self.kept
+        if kept:   # the kept parameters' values side by side: one copy, in their order
+            np.concatenate(arrays if self.all_raw else [arrays[i] for i in kept], out=self.raw[k])
+        if with_large and self.at_step_index:
+            self._add_statistics(k, arrays, workers)
         self.with_large[k] = with_large
         self.steps[k] = f"{step},{epoch},"
         self.n = k + 1
         if k == 0:
             self.since = time.monotonic()
 
-    def _add_values(self, k: int, arrays: Sequence[np.ndarray], with_large: bool,
-                    workers: int) -> None:
-        """Step ``k``'s raw values and at-step statistics, parameter by parameter."""
-        row, values = self.raw[k], self.values[k]
-        for i, (array, raw_cols, cols) in enumerate(zip(arrays, self.raw_columns, self.columns)):
-            if raw_cols is not None:
-                row[raw_cols] = array
-            elif with_large:   # statistics now, from the parameter's memory
-                values[cols] = (array if i in self.given or not self.large[i]
-                               else statistics(array, workers))
+    def _add_statistics(self, k: int, arrays: Sequence[np.ndarray], workers: int) -> None:
+        """Step ``k``'s values of the parameters not kept raw: their statistics
+        now, from the parameter's memory (or as given, or element by element)."""
+        values, columns, large, given = self.values[k], self.columns, self.large, self.given
+        for i in self.at_step_index:
+            array = arrays[i]
+            values[columns[i]] = (array if i in given or not large[i]
+                                  else statistics(array, workers))
 
     def full(self) -> bool:
         return self.n >= self.capacity
