@@ -1,6 +1,6 @@
 """Microseconds per step of each callback of a real run, and of the rest.
 
-    python benchmarks/profile_parts.py W1b [--runs 3] [--quick] [--json FILE]
+    python benchmarks/profile_parts.py W1b [--runs 3] [--quick] [--clock cpu] [--json FILE]
 
 Trains the workload with ``Experiment.run()`` (the runner with every
 callback it installs, logging every step) and times each callback's
@@ -17,7 +17,13 @@ per step (the first step, the graph compile, left out), and:
   callback manager, measured as the cost of N no-op callbacks is not: see
   benchmarks/run.py's ``mindexp cb noop`` column for that floor.
 
-The timers cost ~0.2 us a call themselves. A first run warms up (compile,
+``--clock cpu`` times each hook with the training thread's CPU clock
+(``time.thread_time_ns``, a system call: ~0.5 us a call) instead of the
+wall clock: on a busy machine a neighbour preempting the thread inside a
+hook adds to its wall time, not to its CPU time, so before/after tables
+taken while others work compare in CPU time. The step stays wall time.
+
+The wall timers cost ~0.2 us a call themselves. A first run warms up (compile,
 imports); the figures are medians over ``--runs`` runs.
 """
 import argparse
@@ -38,8 +44,9 @@ STEP_HOOKS = ("on_train_step_begin", "on_train_step_end", "on_train_step_record"
 class Meter:
     """Nanoseconds and calls per (part, hook), from the second step on."""
 
-    def __init__(self):
+    def __init__(self, clock=time.perf_counter_ns):
         self.ns, self.steps, self.ends = {}, 0, []
+        self.clock = clock
 
     def wrap(self, cb, label):
         """Time ``cb``'s own per-step hooks (instance attributes shadow the class's)."""
@@ -55,7 +62,7 @@ class Meter:
     def _timed(self, bound, key):
         ns = self.ns
         ns.setdefault(key, 0)
-        clock = time.perf_counter_ns
+        clock = self.clock
         meter = self
 
         def timed(*args):
@@ -86,13 +93,16 @@ def _inherited_noop(cls, hook, base):
     return False
 
 
-def profile_once(w, out):
+CLOCKS = {"wall": time.perf_counter_ns, "cpu": time.thread_time_ns}
+
+
+def profile_once(w, out, clock="wall"):
     """One run of the workload; ``(per-part us per step, median step us, timed steps)``."""
     from mindspore.train import Callback
 
     from benchmarks import ms_side
     from mindexp.train import session
-    meter = Meter()
+    meter = Meter(CLOCKS[clock])
 
     class Ticks(Callback):
         def on_train_step_end(self, run_context):
@@ -124,6 +134,8 @@ def main(argv=None):
     p.add_argument("workload", choices=("W1b", "W2", "FB", "W3"))
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--clock", choices=tuple(CLOCKS), default="wall",
+                   help="time the hooks by the wall clock or the thread's CPU clock")
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_args(argv)
 
@@ -133,21 +145,21 @@ def main(argv=None):
     w = (QUICK if args.quick else FULL)[args.workload]
     ms_side.setup_context()
     tmp = tempfile.mkdtemp(prefix="mindexp-parts-")
-    profile_once(w, os.path.join(tmp, "warm-up"))
-    runs = [profile_once(w, os.path.join(tmp, f"run{i}")) for i in range(args.runs)]
+    profile_once(w, os.path.join(tmp, "warm-up"), args.clock)
+    runs = [profile_once(w, os.path.join(tmp, f"run{i}"), args.clock) for i in range(args.runs)]
     keys = list(runs[0][0])
     parts = {k: median([r[0].get(k, 0.0) for r in runs]) for k in keys}
     step = median([r[1] for r in runs])
     top = sum(v for k, v in parts.items() if not k.startswith(" "))
-    print(f"{w.key}: {runs[0][2]} timed steps x {args.runs} runs; us per step (median of runs), "
-          f"load {os.getloadavg()[0]:.1f}")
+    print(f"{w.key}: {runs[0][2]} timed steps x {args.runs} runs; us per step (median of runs, "
+          f"{args.clock} clock), load {os.getloadavg()[0]:.1f}")
     for k in keys:
         print(f"  {k:<52} {parts[k]:8.2f}")
     print(f"  {'all callbacks (the hooks MindSpore calls)':<52} {top:8.2f}")
     print(f"  {'step (median, end to end)':<52} {step:8.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"workload": w.key, "parts_us": parts, "callbacks_us": top,
+            json.dump({"workload": w.key, "clock": args.clock, "parts_us": parts, "callbacks_us": top,
                        "step_us": step, "load": os.getloadavg()[0]}, f, indent=1)
     return 0
 

@@ -260,7 +260,7 @@ class HostViews:
         params = self.params
         if self.copies:
             return [_host_array(p) for p in params]
-        if self.views is not None and all(p.data_ptr() == q for p, q in zip(params, self.ptrs)):
+        if self.views is not None and [p.data_ptr() for p in params] == self.ptrs:
             if outputs is not None:
                 if self._wait is None:   # chosen once: a train network's outputs keep their kind
                     self._wait = _waiter(outputs)

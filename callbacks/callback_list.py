@@ -10,6 +10,7 @@ from ._common import check_steps_per_epoch
 from ._mindspore import runs_in_evaluation
 from ._quiet_callback import QuietCallback
 from ._recorder import Recorder
+from .step_record import RECORD_KEY
 
 if TYPE_CHECKING:
     from mindspore.train import RunContext
@@ -93,7 +94,7 @@ class CallbackList(QuietCallback):
                 continue
             if record is None:   # made at the first callback that reads it
                 record = self._recorder.record(cb_params)
-                self._recorder.publish(cb_params, record)
+                cb_params[RECORD_KEY] = record   # Recorder.publish, inline: every step
             end(record, run_context)
 
     def on_train_begin(self, run_context: RunContext) -> None:

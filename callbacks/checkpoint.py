@@ -104,7 +104,6 @@ class Checkpoint(QuietCallback):
         self.best: list[tuple[float, int, str]] = []   # [(score, step, path)] best first
         self._last: list[str] = []  # regular checkpoints, oldest first
         self._index: CsvLog | None = None
-        self._cb_params: Any = None
         self._last_save_time = time.monotonic()
         self.skipped_reason: str | None = None  # why saving stopped (divergence), or None
 
@@ -127,14 +126,14 @@ class Checkpoint(QuietCallback):
         self.skipped_reason = None
 
     def on_train_step_end(self, run_context: RunContext) -> None:
+        if not self.every_steps:   # the run's default: saves at epoch ends only
+            return
         cb_params = run_context.original_args()
-        self._cb_params = cb_params
-        if self.every_steps and self._step(cb_params) % self.every_steps == 0:
+        if self._step(cb_params) % self.every_steps == 0:
             self._save_if_due(cb_params, run_context)
 
     def on_train_epoch_end(self, run_context: RunContext) -> None:
         cb_params = run_context.original_args()
-        self._cb_params = cb_params
         if self.every_epochs and int(cb_params.cur_epoch_num) % self.every_epochs == 0:
             self._save_if_due(cb_params, run_context)
         if self.monitor is not None:

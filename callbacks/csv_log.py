@@ -125,8 +125,12 @@ class CsvLog:
         """Buffer one row (a sequence in column order or a dict)."""
         if isinstance(row, dict):  # not Mapping: an ABC check costs more, every step
             row = [row.get(name, "") for name in self.fieldnames]
-        self._rows.append(row)
-        self._flush_when_full_or_due()
+        rows = self._rows
+        rows.append(row)
+        # _flush_when_full_or_due inline: every logged step of every log calls this
+        if len(rows) + self._text_rows >= self.flush_rows or \
+                time.monotonic() - self._last_flush >= self.flush_seconds:
+            self.flush()
 
     def write_rows(self, rows: Iterable[Sequence[Any]]) -> None:
         """Buffer several rows (sequences in column order) with one check."""

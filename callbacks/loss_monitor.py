@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import os
 import time
+from math import isfinite
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ._common import check_directory, check_every, check_steps_per_epoch, is_finite, log_path
+from ._common import check_directory, check_every, check_steps_per_epoch, log_path
 from ._log_callback import LogCallback
 from ._recorder import Recorder, check_lr
 from . import schema
@@ -112,9 +113,9 @@ class LossMonitor(LogCallback):
             elapsed = time.monotonic() - self._t0 + self.time_offset
             # its own lr when given one (a list's lr may have been given another)
             lr = self._recorder.lr_at(step) if self.lr is not None else record.lr
-            self._log.write((step, record.epoch, loss, "" if lr is None else lr, round(elapsed, 6))
-                            + tuple(components.values()))
-        if not is_finite(loss):
+            row = (step, record.epoch, loss, "" if lr is None else lr, round(elapsed, 6))
+            self._log.write(row + tuple(components.values()) if components else row)
+        if loss is None or not isfinite(loss):   # is_finite, inline: every logged step
             self.stop_reason = f"loss is {loss} at step {step}"
             self._non_finite = (step, loss)
             run_context.request_stop()

@@ -157,14 +157,15 @@ class ParameterTracker(LogCallback):
         assert block is not None and self._host is not None  # made with the log
         # the grid of the run's steps, not of this process's hooks: a resume keeps it
         with_large = ((record.step - 1) // self.every) % self.large_every == 0
-        outputs = record.outputs
-        arrays = self._host.arrays(outputs)
+        # the record's loss was read from the step's outputs: the step (its update
+        # included) has run, nothing more to wait for
+        arrays = self._host.arrays(record.outputs if record.loss is None else None)
         if self._graph is not None:
             arrays = self._graph.merge(arrays, record.param_stats)
         block.add(record.step, record.epoch, arrays, with_large,
                   self._threads if with_large else 1)
-        if block.full() or block.waited() >= self._log.flush_seconds:
-            self._write_block()
+        if block.n >= block.capacity or time.monotonic() - block.since >= self._log.flush_seconds:
+            self._write_block()   # (full() or waited(), inline: every logged step)
 
     def on_train_epoch_end(self, run_context: RunContext) -> None:
         block = self._block
@@ -345,6 +346,9 @@ class _Block:
         self.cells = [_csv_cell(label) + "," for _, labels, _ in specs for label in labels]
         self.at_step = [c for c, raw in zip(self.columns, self.raw_columns) if raw is None]
         self.any_at_step = bool(self.at_step)
+        self.kept = [i for i, k in enumerate(keep) if k and specs[i][0] > 0]
+        self.all_raw = len(self.kept) == len(specs)
+        self.at_step_index = [i for i, raw in enumerate(self.raw_columns) if raw is None]
         skipped = set().union(*[range(c.start, c.stop) for c in self.at_step])
         self.every_step_cells = [i for i in range(width) if i not in skipped]
         self.with_large = [True] * self.capacity
@@ -370,18 +374,25 @@ class _Block:
         computed at the step (a budget's skipped step); ``workers``: the
         threads each of those statistics uses."""
         k = self.n
-        row, values = self.raw[k], self.values[k]
-        for i, (array, raw_cols, cols) in enumerate(zip(arrays, self.raw_columns, self.columns)):
-            if raw_cols is not None:
-                row[raw_cols] = array
-            elif with_large:   # statistics now, from the parameter's memory
-                values[cols] = (array if i in self.given or not self.large[i]
-                               else statistics(array, workers))
+        kept = self.kept
+        if kept:   # the kept parameters' values side by side: one copy, in their order
+            np.concatenate(arrays if self.all_raw else [arrays[i] for i in kept], out=self.raw[k])
+        if with_large and self.at_step_index:
+            self._add_statistics(k, arrays, workers)
         self.with_large[k] = with_large
         self.steps[k] = f"{step},{epoch},"
         self.n = k + 1
         if k == 0:
             self.since = time.monotonic()
+
+    def _add_statistics(self, k: int, arrays: Sequence[np.ndarray], workers: int) -> None:
+        """Step ``k``'s values of the parameters not kept raw: their statistics
+        now, from the parameter's memory (or as given, or element by element)."""
+        values, columns, large, given = self.values[k], self.columns, self.large, self.given
+        for i in self.at_step_index:
+            array = arrays[i]
+            values[columns[i]] = (array if i in given or not large[i]
+                                  else statistics(array, workers))
 
     def full(self) -> bool:
         return self.n >= self.capacity

@@ -150,3 +150,14 @@ def test_a_checkpoint_inside_the_list_flushes_the_logs_first(tmp_path):
 def test_a_list_refuses_what_is_not_a_callback():
     with pytest.raises(TypeError, match="CallbackList takes mindspore.train.Callback instances"):
         CallbackList([LossMonitor("x"), print])
+
+
+def test_the_recorders_fast_record_equals_the_dataclasses():
+    # the Recorder sets the record's slots itself (issue 44): one value per
+    # field, in the dataclass's order, or this fails
+    values = (7, 2, True, 0.5, 1.5, {"mse": 0.25}, 0.01, {"w": (1.0, 0.0, 1.0, -1.0, 1.0)}, ("out",))
+    made = _recorder._new_record(*values)
+    assert made == StepRecord(*values)
+    assert type(made) is StepRecord
+    with pytest.raises(AttributeError):   # frozen as the dataclass is
+        made.step = 8
