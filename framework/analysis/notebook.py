@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from ..callbacks import schema
 from ..rundir.run import Run as _RunReader
 from . import reports
-from .reports import as_runs, display_table, format_value, history, loss_components
+from .cells import format_value
+from .reports import as_runs, display_table, history, loss_components
 
 if TYPE_CHECKING:
     import os

@@ -17,6 +17,7 @@ from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
 from ..rundir.meta import UNREADABLE, UnreadableRun
+from .cells import format_value
 from ..rundir.summary import eval_name, log_summary, stored_summary  # noqa: F401
 
 if TYPE_CHECKING:
@@ -596,19 +597,6 @@ def _numbered(labels):
     return out
 
 
-def format_value(value):
-    """A config value as a user would type it (``0.1``, ``true``, ``none``, ``a,b``)."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if value is None:
-        return "none"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (list, tuple)):
-        return ",".join(map(format_value, value))
-    return str(value)
-
-
 def display_table(table):
     """The columns worth reading: who, status, the config fields that differ, the outcomes."""
     config_columns = table.attrs.get("config_columns", [])
@@ -631,16 +619,6 @@ def export_table(table):
 def format_table(table):
     """Aligned plain text of a (display) table, numbers to 6 significant digits."""
     return table.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.6g}")
-
-
-def format_age(seconds):
-    """``45s``, ``12m``, ``5h``, ``3d`` (``-`` when unknown)."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "-"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
 
 
 # -- helpers -------------------------------------------------------------------
