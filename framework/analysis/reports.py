@@ -223,6 +223,9 @@ def compare(runs_or_paths, sort="final_loss", columns=None):
     ``sort`` names a column (prefix ``-`` for descending); missing values go
     last. An unknown column raises ConfigError listing the valid ones.
 
+    compare() of one folder is kept as a columnar snapshot beside the run
+    catalog and used while the runs are as they were (:mod:`.snapshot`).
+
     ``columns``: only these columns, in this order (``sort`` may name
     another). For one folder whose runs all ended with their summary in
     run.json, identity, labels, config fields, ``final_loss``, ``min_loss``,
@@ -236,6 +239,10 @@ def compare(runs_or_paths, sort="final_loss", columns=None):
         if table is not None:
             return table
         return _selected(compare(runs_or_paths, sort), columns)
+    from . import snapshot
+    file, fingerprint, kept = snapshot.lookup(runs_or_paths)
+    if kept is not None:
+        return sort_table(kept, sort)
     runs = as_runs(runs_or_paths, _load_for_compare)
     summaries = [_summary_of(run) for run in runs]
     evals = list(dict.fromkeys(k for summary in summaries for k in summary["eval"]))
@@ -247,6 +254,8 @@ def compare(runs_or_paths, sort="final_loss", columns=None):
     # what each column is, for readers that must not guess from names
     table.attrs["config_columns"] = list(config.values())
     table.attrs["eval_columns"] = evals
+    if file is not None:
+        snapshot.store(file, fingerprint, table)
     return sort_table(table, sort)
 
 
