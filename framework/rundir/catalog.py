@@ -1039,6 +1039,29 @@ def current_runs(folder: str) -> Iterator[Run]:
         return
 
 
+def current_signatures(folder: str) -> dict[str, tuple[str, bool]]:
+    """``{run dir: (signature, live)}`` of the runs at or below ``folder`` from
+    its root's current SQLite catalog, opened read-only ({} when there is none):
+    ``live`` when the run was running or could not be read. A reader that sees
+    the same signature on disk (:func:`mindexp.rundir.index.found_runs`' four
+    numbers per file, joined as :func:`_run_signature` does) needs not read
+    run.json to know it."""
+    root = catalog_root(folder)
+    path = database_path(root)
+    if not os.path.isfile(path) or os.path.islink(path):
+        return {}
+    try:
+        with Catalog(_connect_sqlite(path, read_only=True), root, "", False) as catalog:
+            if not _is_current(catalog):
+                return {}
+            scope, params = catalog.scope(os.path.abspath(folder), other_hosts=False)
+            rows = catalog.select(["rel", "run_sig", "status = 'running' OR problem IS NOT NULL"],
+                                  scope, params)
+            return {catalog._abs(rel): (sig, bool(live)) for rel, sig, live in rows}
+    except sqlite3.Error:
+        return {}
+
+
 def elsewhere(spec: str, url: str | None = None) -> list[tuple[str, str]]:
     """``(host, path)`` of the runs named ``spec`` (a run id, or a path's last
     part) that a shared catalog knows on other hosts; [] without one."""
