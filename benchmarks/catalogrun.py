@@ -13,7 +13,9 @@ interpreter that has another mindexp installed (main's, say):
 - ``runs_first_s``: ``mindexp runs ROOT``, no catalog (or index) yet;
 - ``runs_s``: the same again; ``first_line_s``: until its first line;
 - ``where_s``: ``runs ROOT --where "lr < 0.001 and final_loss < 0.01"``;
-- ``compare_s``: ``compare(ROOT)`` inside Python (import excluded);
+- ``compare_s``: ``compare(ROOT)`` inside Python (import excluded), the first
+  after the catalog was made; ``compare_again_s``: the next one, in a new
+  process (read from compare()'s snapshot when the runs are unchanged);
   ``compare_columns_s``: ``compare(ROOT, columns=[...])`` of six columns;
 - ``*_rss_mb``: each process's peak resident memory;
 - ``pandas_imported``: whether ``mindexp runs`` imported pandas.
@@ -30,6 +32,8 @@ WHERE = "lr < 0.001 and final_loss < 0.01"
 COMPARE = ("import sys, time\nfrom mindexp import compare\nimport pandas\n"
            "t, c = time.perf_counter(), time.process_time()\ntable = compare(sys.argv[1])\n"
            "print(time.perf_counter() - t, time.process_time() - c, len(table))")
+# compare() again, in a process of its own: what a user's next session pays
+COMPARE_AGAIN = COMPARE
 COMPARE_COLUMNS = COMPARE.replace(
     "compare(sys.argv[1])", "compare(sys.argv[1], columns=['run_id', 'optimizer', 'lr', "
     "'final_loss', 'min_loss', 'steps'])")
@@ -124,6 +128,9 @@ def measure(python, root, label):
     out = subprocess.run([python, "-c", COMPARE, root], capture_output=True, text=True,
                          check=True, timeout=3600)
     res["compare_s"], res["compare_cpu_s"] = map(float, out.stdout.split()[:2])
+    out = subprocess.run([python, "-c", COMPARE_AGAIN, root], capture_output=True, text=True,
+                         check=True, timeout=3600)
+    res["compare_again_s"], res["compare_again_cpu_s"] = map(float, out.stdout.split()[:2])
     probe = subprocess.run([python, "-X", "importtime", "-m", "mindexp", "runs", root,
                             "--limit", "1"], capture_output=True, text=True, timeout=3600)
     res["pandas_imported"] = " pandas" in probe.stderr

@@ -62,12 +62,16 @@ class ChangeFeed:
             if os.path.isdir(root):
                 found.update(found_runs(root))
         changed = False
+        # the first scan: whether a run still runs, from the catalog when it read the
+        # same run.json (100,000 run.json parsed otherwise)
+        known = _catalog_states(self.roots) if not self._runs else {}
         for run_dir, signature in found.items():
             tracked = self._runs.get(run_dir)
             if tracked is None:
                 raw = _raw_sizes(run_dir)
                 self._runs[run_dir] = _Tracked(signature, raw, _log_sizes(run_dir, raw),
-                                               self.generation + 1, _is_live(run_dir))
+                                               self.generation + 1,
+                                               _is_live(run_dir, signature, known))
                 self._gone.pop(run_dir, None)
                 changed = True
                 continue
@@ -145,14 +149,35 @@ class _Tracked:
         return out
 
 
-def _is_live(run_dir):
+def _catalog_states(roots):
+    """``{run dir: (signature, live)}`` from the roots' current catalogs (read only)."""
+    from ..rundir.catalog import current_signatures
+    out = {}
+    for root in roots:
+        if os.path.isdir(root):
+            out.update(current_signatures(root))
+    return out
+
+
+def _is_live(run_dir, signature=None, known=None):
     """Whether a run's logs may still grow: run.json says ``running``, or is unreadable
-    (mid-write, damaged: looked at again on every scan)."""
+    (mid-write, damaged: looked at again on every scan). ``known``: run dir ->
+    (signature, live) the catalog read, used when ``signature`` (found_runs') is that one."""
     from ..rundir.meta import read_meta
+    if known and signature is not None and run_dir in known:
+        catalog_signature, live = known[run_dir]
+        if catalog_signature == _joined(signature):
+            return live
     try:
         return read_meta(run_dir).get("status") == "running"
     except Exception:   # noqa: BLE001 - any damage means "look again"
         return True
+
+
+def _joined(signature):
+    """found_runs' ``[size, mtime, inode, kind]`` per file as the catalog writes it."""
+    parts = [":".join(map(str, signature[i:i + 4])) for i in range(0, len(signature), 4)]
+    return "|".join(parts + ["-"] * (2 - len(parts)))
 
 
 def _raw_sizes(run_dir):

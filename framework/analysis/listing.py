@@ -60,29 +60,33 @@ class Listing:
                          for r in rows[offset:offset + limit]]}
 
     def _refresh(self, found):
-        seeded = self._seed() if not self._seeded else {}
         for run_dir in [d for d in self._rows if d not in found]:
             del self._rows[run_dir]
-        for run_dir, state in found.items():
-            cached = self._rows.get(run_dir)
-            if cached is None or cached[0] != state:
-                self._rows[run_dir] = (state, self._row(run_dir, seeded.get(run_dir)))
+        todo = {d: state for d, state in found.items()
+                if d not in self._rows or self._rows[d][0] != state}
+        if not self._seeded:   # a row per catalog record as it comes: never all records at once
+            for run_dir, run in self._seed():
+                if run_dir in todo:
+                    self._rows[run_dir] = (todo.pop(run_dir), self._row(run_dir, run))
+        for run_dir, state in todo.items():
+            self._rows[run_dir] = (state, self._row(run_dir))
+        # the feed's order (by folder), which sorting keeps among equals
+        self._rows = {d: self._rows[d] for d in found}
         configs = [r["config"] for _, r in self._rows.values()]
         self._columns = differing_fields(configs)[:MAX_CONFIG_COLUMNS]
         for _, row in self._rows.values():
             row["text"] = _text(row, self._columns)
 
     def _seed(self):
-        """run dir -> Run with run.json and config.json from the run catalog
-        when it is current (read only: the dashboard never writes)."""
+        """``(run dir, Run)`` with run.json and config.json from the run catalog
+        when it is current (read only: the dashboard never writes), one at a time."""
         from ..rundir.catalog import current_runs
         self._seeded = True
-        out = {}
         for root in self.roots:
             if os.path.isdir(root):
-                out.update((os.path.realpath(r.dir), r) for r in current_runs(root)
-                           if "meta" in r.__dict__)
-        return out
+                for run in current_runs(root):
+                    if "meta" in run.__dict__:
+                        yield os.path.realpath(run.dir), run
 
     def _row(self, run_dir, run=None):
         run = run or Run.found(run_dir)

@@ -15,7 +15,8 @@ from ..callbacks import schema
 from .. import layout
 from ..rundir.run import Run as _RunReader
 from . import reports
-from .reports import as_runs, display_table, format_value, history, loss_components
+from .cells import format_value
+from .reports import as_runs, display_table, history, loss_components
 
 if TYPE_CHECKING:
     import os

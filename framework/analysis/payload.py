@@ -11,8 +11,8 @@ import re
 from ..callbacks import schema
 from .. import layout
 from .colors import run_colors
-from .reports import (compare, config_labels, differing_config, display_table, format_value,
-                      loss_components)
+from .cells import format_value
+from .reports import (compare, config_labels, differing_config, display_table, loss_components)
 
 MAX_POINTS = 1000      # drawn points per curve at most (min and max of 500 buckets)
 MAX_ELEMENTS = 16      # elements of a small tensor drawn one by one

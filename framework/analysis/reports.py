@@ -18,6 +18,7 @@ from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
 from ..rundir.meta import UNREADABLE, UnreadableRun
+from .cells import format_value
 from ..rundir.summary import eval_name, log_summary, stored_summary  # noqa: F401
 
 if TYPE_CHECKING:
@@ -223,6 +224,9 @@ def compare(runs_or_paths, sort="final_loss", columns=None):
     ``sort`` names a column (prefix ``-`` for descending); missing values go
     last. An unknown column raises ConfigError listing the valid ones.
 
+    compare() of one folder is kept as a columnar snapshot beside the run
+    catalog and used while the runs are as they were (:mod:`.snapshot`).
+
     ``columns``: only these columns, in this order (``sort`` may name
     another). For one folder whose runs all ended with their summary in
     run.json, identity, labels, config fields, ``final_loss``, ``min_loss``,
@@ -236,6 +240,10 @@ def compare(runs_or_paths, sort="final_loss", columns=None):
         if table is not None:
             return table
         return _selected(compare(runs_or_paths, sort), columns)
+    from . import snapshot
+    file, fingerprint, kept = snapshot.lookup(runs_or_paths)
+    if kept is not None:
+        return sort_table(kept, sort)
     runs = as_runs(runs_or_paths, _load_for_compare)
     summaries = [_summary_of(run) for run in runs]
     evals = list(dict.fromkeys(k for summary in summaries for k in summary["eval"]))
@@ -247,6 +255,8 @@ def compare(runs_or_paths, sort="final_loss", columns=None):
     # what each column is, for readers that must not guess from names
     table.attrs["config_columns"] = list(config.values())
     table.attrs["eval_columns"] = evals
+    if file is not None:
+        snapshot.store(file, fingerprint, table)
     return sort_table(table, sort)
 
 
@@ -597,19 +607,6 @@ def _numbered(labels):
     return out
 
 
-def format_value(value):
-    """A config value as a user would type it (``0.1``, ``true``, ``none``, ``a,b``)."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if value is None:
-        return "none"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (list, tuple)):
-        return ",".join(map(format_value, value))
-    return str(value)
-
-
 def display_table(table):
     """The columns worth reading: who, status, the config fields that differ, the outcomes."""
     config_columns = table.attrs.get("config_columns", [])
@@ -632,16 +629,6 @@ def export_table(table):
 def format_table(table):
     """Aligned plain text of a (display) table, numbers to 6 significant digits."""
     return table.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.6g}")
-
-
-def format_age(seconds):
-    """``45s``, ``12m``, ``5h``, ``3d`` (``-`` when unknown)."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "-"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
 
 
 # -- helpers -------------------------------------------------------------------

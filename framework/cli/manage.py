@@ -112,8 +112,8 @@ def _add_removal_args(p):
 
 
 def _list_runs(args: argparse.Namespace) -> int:
-    from ..manage import runs as r
-    filters = r.Filters(args.experiment, args.status, args.tag, args.since, where=args.where)
+    from ..manage.filters import Filters
+    filters = Filters(args.experiment, args.status, args.tag, args.since, where=args.where)
     paths = args.paths or ["outputs"]
     if not (args.csv or args.json) and len(paths) == 1:
         from ..manage.queried import listed
@@ -127,6 +127,7 @@ def _list_runs(args: argparse.Namespace) -> int:
         for path in paths:
             if os.path.isdir(path):
                 open_catalog(path, url=args.catalog, rebuild=True).close()
+    from ..manage import runs as r
     table = r.order(r.select(r.runs_table(args.paths or ["outputs"]), filters), args.sort,
                     args.limit)
     if args.csv or args.json:
@@ -212,8 +213,9 @@ def _refuse_remote(specs, url):
 def _collect_garbage(args: argparse.Namespace) -> int:
     from ..manage import runs as r
     from ..manage.cleanup import plan_gc, remove_leftovers
-    filters = r.Filters(args.experiment, args.status, args.tag, args.since, args.older,
-                        args.where)
+    from ..manage.filters import Filters
+    filters = Filters(args.experiment, args.status, args.tag, args.since, args.older,
+                      args.where)
     table = r.select(r.runs_table(args.paths or ["outputs"]), filters)
     if args.keep_best and args.by not in table.columns:
         table = r.with_column(table, args.by, args.paths or ["outputs"])

@@ -11,12 +11,14 @@ import json
 import os
 import time
 
+from ..analysis.cells import format_age
 from ..callbacks import schema
 from .. import layout
 from ..rundir.catalog import open_catalog
 from ..rundir.meta import UNREADABLE
 from ..rundir.run_lock import shown_status
 from . import where as w
+from .table_text import fitted_columns, short_paths
 
 _BASE = ("host", "root", "rel", "status", "problem", "tags", "started_ts", "steps",
          "final_loss", "note")
@@ -134,16 +136,21 @@ def _rows(catalog, scope, params, condition, values, order, order_values, tree, 
     db = catalog.db
     extra = [n for n in kinds if kinds[n][0] == "config"]
     flat = [n for n in kinds if kinds[n][0] == "flat" and n not in _BASE]
-    # this host's rows (all of them, on SQLite) carry no host and root: two strings
-    # fewer to make per row at 100,000 rows
-    columns = ["CASE WHEN host = ? AND root = ? THEN NULL ELSE host END",
-               "CASE WHEN host = ? AND root = ? THEN NULL ELSE root END"] + list(_BASE[2:])
-    select_values = [catalog.host, catalog.key_root] * 2
+    # this host's rows (all of them, on SQLite: its scope is this host's) carry no
+    # host and root: two strings fewer to make per row at 100,000 rows
+    if catalog.shared:
+        columns = ["CASE WHEN host = ? AND root = ? THEN NULL ELSE host END",
+                   "CASE WHEN host = ? AND root = ? THEN NULL ELSE root END"]
+        select_values = [catalog.host, catalog.key_root] * 2
+    else:
+        columns, select_values = ["NULL", "NULL"], []
+    columns += list(_BASE[2:])
     for name in extra:
         columns += [db.json_value(), db.json_kind()]
         select_values += [db.key(name), db.key(name)]
     columns += flat
-    columns.append("CASE WHEN status = 'running' THEN config END")
+    # a running run's config, for the config fields named (a third less SQL time without)
+    columns.append("CASE WHEN status = 'running' THEN config END" if extra else "NULL")
     text = (f"SELECT {', '.join(columns)} FROM runs WHERE {scope} AND {condition} "
             f"ORDER BY {order}")
     all_values = select_values + list(params) + list(values) + list(order_values)
@@ -240,9 +247,9 @@ def _live_progress(run_dir):
 
 def _warn_problems(catalog, scope, params):
     """The warnings the DataFrame path logs for runs that could not be read."""
-    from ..analysis.reports import logger
     for status, problem in catalog.select(["status", "problem"], f"{scope} AND problem IS NOT "
                                           "NULL", params, order="rel"):
+        from ..analysis.reports import logger   # only then: it imports numpy
         logger.warning("%s: %s", "unreadable run" if status == UNREADABLE
                        else "skipped a broken run", problem)
 
@@ -273,21 +280,31 @@ def _mentioned(catalog, scope, params, kinds, where_text, sort):
 def _format(catalog, records, extra, wide):
     """The table of ``records``: a dict per row that needed one (running,
     unreadable, another host's, extra columns), else the query's own tuple."""
-    from ..analysis.reports import format_age
-    from .runs import fitted_columns, short_paths
     now, head = time.time(), catalog.root.rstrip("/") + "/"
+    # most listings are tuples only: their columns by one transposition
+    by_index = None if any(type(r) is dict for r in records) else list(zip(*records))  # noqa: E721
 
     def column(name, index, tuple_value=None):
+        if by_index is not None:
+            values = by_index[index]
+            return list(values) if tuple_value is None else list(map(tuple_value, values))
         return [r[name] if type(r) is dict else  # noqa: E721 - the two shapes of a row
                 (r[index] if tuple_value is None else tuple_value(r[index])) for r in records]
     ages = column("age_s", 6, lambda ts: None if ts is None else max(0.0, now - ts))
     columns = {"path": short_paths(column("run_dir", 2, lambda rel: head + rel)),
                "status": column("status", 3), "tags": column("tags", 5, lambda t: t or ""),
-               "age": [format_age(a) for a in ages], "steps": column("steps", 7),
+               "age": _ages(ages), "steps": column("steps", 7),
                "final_loss": column("final_loss", 8)}
-    numeric = {"final_loss": True}
+    numeric = {"path": False, "status": False, "tags": False, "age": False,
+               "final_loss": True}
     for name in extra:
         columns[name] = [r.get(name) for r in records]
     if wide:
         columns["note"] = column("note", 9, lambda n: n or "")
     return fitted_columns(columns, numeric, width=None if wide else 100)
+
+
+def _ages(seconds):
+    """:func:`format_age` of each, the days (most of a long listing) without a call each."""
+    return [f"{int(s // 86400)}d" if s is not None and s >= 86400 else format_age(s)
+            for s in seconds]

@@ -8,61 +8,19 @@ A ``--where`` or ``--sort`` that names a column only the logs give
 """
 import datetime as _dt
 import difflib
-import numbers
 import os
 import re
 
 from ..callbacks import schema
 from ..errors import ConfigError
-from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, format_age,
-                       format_value, sort_table, unreadable_rows)
+from ..analysis.cells import format_age
+from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, sort_table,
+                                unreadable_rows)
 from ..rundir.run_lock import GONE, shown_status
-from .terminal import has_control, visible
+from .table_text import fitted_columns
 
-STATUSES = ("running", "completed", "failed", "interrupted", "diverged", "pruned")
 OUTCOMES = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
 SHOWN = ("path", "status", "tags", "age", "steps", "final_loss")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-ELLIPSIS = "…"
-
-
-class Filters:
-    """What ``mindexp runs`` / ``gc`` select: each argument checked up front."""
-
-    def __init__(self, experiments=None, statuses=None, tags=(), since=None, older=None,
-                 where=None):
-        self.experiments = _split(experiments)
-        self.statuses = check_statuses(statuses)
-        self.tags = list(tags or ())
-        self.since = parse_time(since, "--since") if since else None
-        self.older = parse_time(older, "--older") if older else None
-        self.where = where
-
-
-def check_statuses(text):
-    """``"failed,interrupted"`` -> list, ConfigError naming an unknown status."""
-    statuses = _split(text)
-    for status in statuses:
-        if status not in STATUSES:
-            raise ConfigError(f"unknown status {status!r}; accepted: {', '.join(STATUSES)}. "
-                              f"Received: --status {text}", field="status")
-    return statuses
-
-
-def parse_time(text, option):
-    """``2h``, ``3d``, ``30m``, ``1w`` (that long ago) or a date/time
-    (``2026-11-30``, ``2026-11-30T14:00``) -> a POSIX timestamp."""
-    match = _DURATION.match(str(text).strip())
-    if match:
-        seconds = float(match[1]) * _SECONDS[match[2]]
-        return _dt.datetime.now().timestamp() - seconds
-    try:
-        return _dt.datetime.fromisoformat(str(text).strip()).timestamp()
-    except ValueError:
-        raise ConfigError(f"{option} takes a duration (30m, 2h, 3d, 1w; units s, m, h, d, w) "
-                          f"or a date (2026-11-30, 2026-11-30T14:00). Received: {option} {text}",
-                          field=option.lstrip("-")) from None
 
 
 def runs_table(paths):
@@ -108,7 +66,7 @@ def _row(run):
 
 
 def select(table, filters):
-    """The rows of ``table`` that pass ``filters`` (a :class:`Filters`)."""
+    """The rows of ``table`` that pass ``filters`` (a :class:`.filters.Filters`)."""
     keep = _plain_mask(table, filters)
     table = table[keep].reset_index(drop=True)
     if filters.where:
@@ -243,14 +201,6 @@ def short_path(path):
     return path if rel.startswith("..") else rel
 
 
-def short_paths(paths):
-    """:func:`short_path` of each absolute path, without a ``relpath`` each
-    (100,000 of them cost a second); ``HOST:PATH`` of another host as it is."""
-    cwd = os.getcwd()
-    head = cwd.rstrip(os.sep) + os.sep
-    return [p[len(head):] if p.startswith(head) else "." if p == cwd else p for p in paths]
-
-
 def format_fitted(table, width=100):
     """Aligned text no wider than ``width`` (None: no limit): the widest text
     cells are cut with an ellipsis (paths keep their end, the run id)."""
@@ -259,88 +209,12 @@ def format_fitted(table, width=100):
     return fitted_columns(columns, numeric, width, floats=False)
 
 
-def fitted_columns(columns, numeric=None, width=100, floats=True):
-    """:func:`format_fitted` of ``{column: [values]}``; ``numeric`` says which
-    columns are numbers (right-aligned), the others are told from their
-    values as pandas would (``floats``: a number column with a missing or
-    float value shows every value as a float, as a float64 column does)."""
-    numeric = dict(numeric or {})
-    for c, values in columns.items():
-        if c not in numeric:
-            numeric[c] = _numbers_only(values)
-        if floats and numeric[c] and any(v is None or isinstance(v, float) for v in values):
-            columns[c] = [None if v is None else float(v) for v in values]
-    cells = {c: _texts(values) for c, values in columns.items()}
-    widths = {c: max([len(str(c))] + [len(v) for v in cells[c]]) for c in columns}
-    while width and sum(widths.values()) + 2 * (len(widths) - 1) > width:
-        column = max((c for c in widths if not numeric[c]), key=lambda c: widths[c],
-                     default=None)
-        if column is None or widths[column] <= max(8, len(str(column))):
-            break
-        widths[column] -= 1
-    for c in columns:   # cut the cells too wide (a path keeps its end, the run id)
-        size = widths[c]
-        if any(len(v) > size for v in cells[c]):
-            cells[c] = [v if len(v) <= size else _cut(v, size, c == "path") for v in cells[c]]
-    # one format per line: 100,000 lines in a fraction of a second
-    line = "  ".join(f"{{:{'>' if numeric[c] else '<'}{widths[c]}}}" for c in columns)
-    rows = zip(*[[str(c)] + cells[c] for c in columns])
-    return "\n".join(line.format(*row).rstrip() for row in rows)
-
-
-def _numbers_only(values):
-    """Whether pandas would make ``values`` a numeric column (numbers and missing
-    values, at least one number, no booleans)."""
-    seen = False
-    for v in values:
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, numbers.Number):
-            return False
-        seen = True
-    return seen
-
-
-def _cut(text, width, keep_end=False):
-    if len(text) <= width:
-        return text
-    return ELLIPSIS + text[-(width - 1):] if keep_end else text[:width - 1] + ELLIPSIS
-
-
-def _texts(values):
-    """:func:`_text` of each value; a column of plain text or of floats in one pass."""
-    kinds = {type(v) for v in values}
-    if kinds == {str}:
-        # one search over the column: a control character is rare
-        return [visible(v) for v in values] if has_control("".join(values)) else values
-    if kinds == {int}:
-        return [str(v) for v in values]
-    if kinds <= {float, type(None)}:
-        return ["-" if v is None or v != v else f"{v:.6g}" for v in values]
-    return [_text(v) for v in values]
-
-
-def _text(value):
-    if value is None or (isinstance(value, numbers.Number) and value != value):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return visible(format_value(value))  # a cell is one line, never a terminal command
-
-
 def _is_numeric(series):
     import pandas as pd
     return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
 
 
 # -- helpers -----------------------------------------------------------------------
-
-def _split(text):
-    if not text:
-        return []
-    items = text if isinstance(text, (list, tuple)) else [text]
-    return [s.strip() for item in items for s in str(item).split(",") if s.strip()]
-
 
 def _cell(value):
     if isinstance(value, list):

@@ -6,7 +6,8 @@ import re
 from ..callbacks import schema
 from .. import layout
 from ..errors import RunDirError
-from ..analysis.reports import eval_name, find_run_dirs, format_value
+from ..analysis.cells import format_value
+from ..analysis.reports import eval_name, find_run_dirs
 from ..rundir.summary import run_direction
 from ..rundir.run import Run
 from ..rundir.run_lock import holder

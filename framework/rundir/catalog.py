@@ -36,7 +36,7 @@ import os
 import platform
 import sqlite3
 import stat
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..callbacks import schema
 from .. import layout
@@ -593,14 +593,30 @@ class Catalog:
             "SELECT r.rel, r.problem, r.config, c.meta FROM runs r LEFT JOIN records c ON "
             f"c.host = r.host AND c.root = r.root AND c.rel = r.rel WHERE {where}",
             params).fetchall()
-        out = []
-        for rel, problem, config, meta in sorted(rows, key=lambda r: self._abs(r[0])):
-            run_dir = self._abs(rel)
-            if problem is not None or meta is None:
-                out.append(Run.found(run_dir))
-            else:
-                out.append(Run.found(run_dir, _loads(meta), _loads(config)))
-        return out
+        return [self._run_of(*row) for row in sorted(rows, key=lambda r: self._abs(r[0]))]
+
+    def iter_runs(self, folder: str, batch: int = 1000) -> Iterator[Run]:
+        """:meth:`runs` a batch of rows at a time, in folder order: a reader
+        that keeps less than the whole records (the dashboard's table) never
+        holds 100,000 of them at once."""
+        where, params = self.scope(folder, other_hosts=False, alias="r.")
+        cursor = self.db.execute(
+            "SELECT r.rel, r.problem, r.config, c.meta FROM runs r LEFT JOIN records c ON "
+            f"c.host = r.host AND c.root = r.root AND c.rel = r.rel WHERE {where} "
+            f"ORDER BY {self.db.text_order('r.rel')}", params)
+        while True:
+            rows = cursor.fetchmany(batch)
+            if not rows:
+                return
+            for row in rows:
+                yield self._run_of(*row)
+
+    def _run_of(self, rel, problem, config, meta):
+        """A row's :class:`Run` (one that could not be read is left to be read again)."""
+        run_dir = self._abs(rel)
+        if problem is not None or meta is None:
+            return Run.found(run_dir)
+        return Run.found(run_dir, _loads(meta), _loads(config))
 
     def compare_columns(self, folder: str, names: Sequence[str]) -> dict[str, list] | None:
         """``{name: [value per run]}`` of compare()'s columns ``names`` for this
@@ -640,6 +656,26 @@ class Catalog:
                     [r[i] for r in rows]
                 i += 1
         return out
+
+    def fingerprint(self, folder: str) -> str | None:
+        """A digest of this host's runs at or below ``folder`` as the catalog read
+        them (each run's folder and run.json's and config.json's size, time and
+        inode); None when compare() must read a run's logs or its files again (a
+        run without its final summary, running, or unreadable), or on a shared
+        catalog (no local snapshot of it)."""
+        import hashlib
+        if self.shared:
+            return None
+        scope, params = self.scope(folder, other_hosts=False)
+        # one pass in the table's order (an ORDER BY walks the key and reads each
+        # row apart: three times the time at 100,000 runs); sorted here
+        rows = self.db.execute(
+            "SELECT rel || char(0) || COALESCE(run_sig, ''), problem IS NOT NULL OR "
+            f"summarized = 0 OR status = 'running' FROM runs WHERE {scope}", params).fetchall()
+        if any(must_read for _, must_read in rows):
+            return None
+        text = "\0".join([self.root, folder] + sorted(row for row, _ in rows))
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def _config_kinds(self, scope, params, name):
         return self.field_kinds(scope, params, name)
@@ -987,19 +1023,44 @@ def timestamp(text: Any) -> float | None:
         return None
 
 
-def current_runs(folder: str) -> list[Run]:
+def current_runs(folder: str) -> Iterator[Run]:
     """The runs at or below ``folder`` from its root's SQLite catalog, opened
-    read-only, when that catalog is current; else [] (for readers that never
-    write, like the dashboard: they read the runs' files instead)."""
+    read-only, when that catalog is current, a batch at a time (folder
+    order); else none (for readers that never write, like the dashboard:
+    they read the runs' files instead)."""
     root = catalog_root(folder)
     path = database_path(root)
     if not os.path.isfile(path) or os.path.islink(path):
-        return []
+        return
     try:
         with Catalog(_connect_sqlite(path, read_only=True), root, "", False) as catalog:
-            return catalog.runs(os.path.abspath(folder)) if _is_current(catalog) else []
+            if _is_current(catalog):
+                yield from catalog.iter_runs(os.path.abspath(folder))
     except sqlite3.Error:
-        return []
+        return
+
+
+def current_signatures(folder: str) -> dict[str, tuple[str, bool]]:
+    """``{run dir: (signature, live)}`` of the runs at or below ``folder`` from
+    its root's current SQLite catalog, opened read-only ({} when there is none):
+    ``live`` when the run was running or could not be read. A reader that sees
+    the same signature on disk (:func:`mindexp.rundir.index.found_runs`' four
+    numbers per file, joined as :func:`_run_signature` does) needs not read
+    run.json to know it."""
+    root = catalog_root(folder)
+    path = database_path(root)
+    if not os.path.isfile(path) or os.path.islink(path):
+        return {}
+    try:
+        with Catalog(_connect_sqlite(path, read_only=True), root, "", False) as catalog:
+            if not _is_current(catalog):
+                return {}
+            scope, params = catalog.scope(os.path.abspath(folder), other_hosts=False)
+            rows = catalog.select(["rel", "run_sig", "status = 'running' OR problem IS NOT NULL"],
+                                  scope, params)
+            return {catalog._abs(rel): (sig, bool(live)) for rel, sig, live in rows}
+    except sqlite3.Error:
+        return {}
 
 
 def elsewhere(spec: str, url: str | None = None) -> list[tuple[str, str]]:

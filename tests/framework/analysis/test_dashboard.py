@@ -614,6 +614,26 @@ def test_a_finished_run_resumed_sends_its_new_rows(served):
         "0/toy/done": {"loss": [["3", "2", "0.25", "0.1", "0.2"]]}}
 
 
+def test_the_first_scan_knows_which_runs_run_from_a_current_catalog(served, monkeypatch):
+    from mindexp.rundir import catalog, meta
+    root, get = served
+    for name, status in (("live", "running"), ("done", "completed"), ("resumed", "completed")):
+        make_run(root, name, status=status, losses=(1.0, 0.5))
+    catalog.open_catalog(root).close()   # what `mindexp runs` leaves
+    run_json = root / "toy" / "resumed" / "run.json"   # rewritten after the catalog read it
+    run_json.write_text(json.dumps(json.loads(run_json.read_text()) | {"status": "running"}))
+    read, real = [], meta.read_meta
+    monkeypatch.setattr(meta, "read_meta",
+                        lambda run_dir, *a, **k: read.append(os.path.basename(run_dir)) or
+                        real(run_dir, *a, **k))
+    cursor = _changes(get)[0]["cursor"]
+    assert read == ["resumed"]   # the others' run.json is the one the catalog read
+    for name in ("live", "resumed", "done"):
+        with open(root / "toy" / name / "loss.csv", "a") as f:
+            f.write("3,2,0.25,0.1,0.2\n")
+    assert sorted(_changes(get, cursor)[0]["rows"]) == ["0/toy/live", "0/toy/resumed"]
+
+
 # -- many runs: the table paged, filtered and sorted by the server ---------------------
 
 SIXTY = 60

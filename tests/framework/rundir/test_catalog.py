@@ -226,3 +226,53 @@ def test_a_planted_catalog_folder_is_listed_around_and_never_followed(cli, root,
     listed = cli("runs", root)
     assert listed.returncode == 0 and listed.stdout == expected
     assert "listing by scanning" in listed.stderr and os.listdir(elsewhere) == []
+
+
+def _snapshots(root):
+    return sorted(n for n in os.listdir(os.path.join(root, layout.CATALOG))
+                  if n.startswith("compare-"))
+
+
+def test_compare_of_a_folder_is_read_from_its_snapshot_while_the_runs_are_unchanged(
+        tmp_path, monkeypatch):
+    import pandas as pd
+    import mindexp.analysis.reports as reports
+    folder = _summarized(tmp_path / "out")
+    first = compare(str(folder), sort="-lr")
+    assert _snapshots(folder) != []
+    with monkeypatch.context() as patch:   # no run read: the snapshot answers, every sort
+        patch.setattr(reports, "as_runs", lambda *a, **k: pytest.fail("runs were read"))
+        again = compare(str(folder), sort="-lr")
+        by_id = compare(str(folder), sort="run_id")
+    pd.testing.assert_frame_equal(again, first, check_exact=True)
+    assert again.attrs == first.attrs and again["dims"][0] == (3, 2)   # lists stay tuples
+    assert list(by_id["run_id"]) == ["s0", "s1", "s2", "s3"]
+
+
+def test_a_changed_added_or_removed_run_makes_compare_read_the_runs_again(cli, tmp_path):
+    folder = _summarized(tmp_path / "out")
+    compare(str(folder))
+    assert cli("note", folder / "s1", "checked").returncode == 0
+    assert compare(str(folder)).set_index("run_id")["note"]["s1"] == "checked"
+    shutil.copytree(folder / "s0", folder / "copy")
+    shutil.rmtree(folder / "s2")
+    assert sorted(compare(str(folder))["run_dir"].map(os.path.basename)) == \
+        ["copy", "s0", "s1", "s3"]
+
+
+@pytest.mark.parametrize("plant", ["link", "forged"])
+def test_a_planted_compare_snapshot_is_never_followed_nor_trusted(tmp_path, plant):
+    folder = _summarized(tmp_path / "out")
+    expected = compare(str(folder))
+    (name,) = _snapshots(folder)
+    path = folder / layout.CATALOG / name
+    other = _summarized(tmp_path / "other")   # a real snapshot of other runs
+    compare(str(other))
+    (forged,) = _snapshots(other)
+    os.remove(path)
+    if plant == "link":
+        os.symlink(other / layout.CATALOG / forged, path)
+    else:
+        shutil.copy(other / layout.CATALOG / forged, path)
+    table = compare(str(folder))
+    assert table.equals(expected) and table["run_dir"][0].startswith(str(folder))
