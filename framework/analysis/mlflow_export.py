@@ -56,19 +56,53 @@ def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
     """
     check_uri(tracking_uri)
     check_params(params)
+    parents = _parents(runs, tracking_uri, experiment)
     client: Any = None
     experiment_ids: dict[str, str] = {}  # one lookup per MLflow experiment
     done: list[Any] = []
     for run in as_runs(runs):
+        parent = parents.get(run.dir)
         if R.unchanged(run.dir, tracking_uri, params, run.meta) and \
-                register in (None, R.entry_of(run.dir, tracking_uri).get("registered")):
+                register in (None, R.entry_of(run.dir, tracking_uri).get("registered")) and \
+                parent in (None, R.entry_of(run.dir, tracking_uri).get("parent")):
             entry = R.entry_of(run.dir, tracking_uri)
             done.append({"run_dir": run.dir, "mlflow_run_id": entry["run_id"], "points": 0})
             continue
         client = client or connect(tracking_uri)
         done.append(_sync_run(client, tracking_uri, run, experiment, experiment_ids, params,
-                              register))
+                              register, parent))
     return done
+
+
+def _parents(runs: Any, uri: str, experiment: str | None) -> dict[str, str]:
+    """``{run folder: MLflow run id of its parent}`` for the runs of each sweep or
+    study folder among ``runs`` (:mod:`.mlflow_groups`: the parents brought up to date)."""
+    from ..rundir.groups import group_kind
+    items = [runs] if isinstance(runs, (str, os.PathLike)) else \
+        [] if not isinstance(runs, (list, tuple)) else runs
+    found: dict[str, str] = {}
+    for folder in [os.fspath(i) for i in items if isinstance(i, (str, os.PathLike))]:
+        if group_kind(folder):
+            if os.path.isfile(os.path.join(folder, schema.RUN_JSON)):
+                continue  # a run folder, never a group
+            from .mlflow_groups import known_parent
+            parent = known_parent(folder, uri) or _sync_parent(folder, uri, experiment)
+            found.update({run.dir: parent for run in as_runs(folder)})
+    return found
+
+
+def _sync_parent(folder, uri, experiment):
+    from .mlflow_groups import sync_parent
+    if check_uri(uri).lower().startswith(("http:", "https:")):
+        _check_reachable(uri)
+    try:
+        return sync_parent(folder, uri, experiment)
+    except MindexpError:
+        raise
+    except Exception as exc:  # the server refused: one line
+        why = masked(" ".join(str(exc).split())[:300])
+        raise MindexpError(f"MLflow at {masked(uri)} refused the parent run of {folder} "
+                           f"({type(exc).__name__}: {why})") from None
 
 
 def check_params(params: str) -> str:
@@ -120,7 +154,7 @@ def _check_reachable(uri):
                            f"{status}). Received: --tracking-uri {masked(uri)}")
 
 
-def _sync_run(client, uri, run, experiment, experiment_ids, params, register=None):
+def _sync_run(client, uri, run, experiment, experiment_ids, params, register=None, parent=None):
     entry = R.entry_of(run.dir, uri)
     mlflow_run = _known_run(client, entry.get("run_id")) or \
         _find_or_create(client, run, _experiment_id(client, run, experiment, experiment_ids))
@@ -133,7 +167,9 @@ def _sync_run(client, uri, run, experiment, experiment_ids, params, register=Non
         _log_params(client, run_id, run.config)
     points = sum(_send_log(client, uri, run, log, entry, params)
                  for log in P.log_files(run.dir, params))
-    client.log_batch(run_id, tags=_tags(run))
+    client.log_batch(run_id, tags=_tags(run, parent))
+    if parent:
+        entry["parent"] = parent
     _drop_legacy_tags(client, run_id, mlflow_run)
     entry["artifacts"] = _log_artifacts(client, run_id, run, entry.get("artifacts") or {})
     _log_model(uri, run_id, run, entry, register)
@@ -211,7 +247,7 @@ def _send_log(client, uri, run, log, entry, params):
     return len(metrics)
 
 
-def _tags(run):
+def _tags(run, parent=None):
     from mlflow.entities import RunTag
     meta = run.meta
     tags = {RUN_ID_TAG: run.run_id, "mindexp.experiment": str(meta.get("experiment")),
@@ -219,6 +255,8 @@ def _tags(run):
             "mindexp.tags": ",".join(meta.get("tags") or []),
             "mlflow.note.content": meta.get("note") or "", **source_tags(meta)}
     tags.update({f"tag.{t}": "true" for t in meta.get("tags") or []})
+    if parent:  # MLflow's own nesting under the sweep's or study's run
+        tags["mlflow.parentRunId"] = parent
     return [RunTag(k, v) for k, v in tags.items()]
 
 

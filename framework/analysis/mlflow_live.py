@@ -33,7 +33,7 @@ import urllib.request
 from typing import Any
 
 from ..callbacks import schema
-from ..rundir.mlflow_names import ENV_POLL_S, ENV_RUN_DIR, ENV_URI
+from ..rundir.mlflow_names import ENV_PARENT, ENV_POLL_S, ENV_RUN_DIR, ENV_URI
 from ..secrets import masked
 from . import mlflow_points as P
 from . import mlflow_record as R
@@ -44,6 +44,7 @@ TIMEOUT_S = 10.0         # of one request
 MAX_BYTES = 4 << 20      # of one log read in one pass
 BATCH = 1000             # MLflow's limit of metrics per log-batch
 RUN_ID_TAG = "mindexp.run_id"
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting: a sweep's or study's runs
 
 logger = logging.getLogger(__name__)
 
@@ -70,19 +71,50 @@ class Rest:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
             return json.loads(answer.read() or b"{}")
 
-    def run_for(self, run_dir: str, meta: dict[str, Any], experiment: str) -> str:
-        """The MLflow run of ``run_dir``: found by its mindexp run id, else created."""
-        experiment_id = self._experiment_id(experiment)
+    def run_for(self, run_dir: str, meta: dict[str, Any], experiment: str,
+                parent: str | None = None) -> str:
+        """The MLflow run of ``run_dir``: found by its mindexp run id, else created
+        (a child of the MLflow run ``parent`` when given: a sweep's or study's)."""
         run_id = meta.get("run_id") or os.path.basename(run_dir)
+        tags = {RUN_ID_TAG: run_id, **({PARENT_TAG: parent} if parent else {})}
+        found, created = self.run_tagged(experiment, RUN_ID_TAG, run_id, run_id,
+                                         P.start_ms(meta), tags)
+        if parent and not created:
+            self.log_batch(found, tags={PARENT_TAG: parent})
+        return found
+
+    def run_tagged(self, experiment: str, key: str, value: str, name: str, start_ms: int,
+                   tags: dict[str, str]) -> tuple[str, bool]:
+        """``(MLflow run id, created)``: the run of ``experiment`` whose tag ``key``
+        is ``value``, else a new one named ``name`` with ``tags``."""
+        experiment_id = self._experiment_id(experiment)
         found = self.call("POST", "runs/search", {
             "experiment_ids": [experiment_id], "max_results": 1,
-            "filter": f"tags.`{RUN_ID_TAG}` = '{run_id}'"}).get("runs") or []
+            "filter": f"tags.`{key}` = '{value}'"}).get("runs") or []
         if found:
-            return found[0]["info"]["run_id"]
+            return found[0]["info"]["run_id"], False
         made = self.call("POST", "runs/create", {
-            "experiment_id": experiment_id, "start_time": P.start_ms(meta), "run_name": run_id,
-            "tags": [{"key": RUN_ID_TAG, "value": run_id}]})
-        return made["run"]["info"]["run_id"]
+            "experiment_id": experiment_id, "start_time": start_ms, "run_name": name,
+            "tags": [{"key": k, "value": v} for k, v in tags.items()]})
+        return made["run"]["info"]["run_id"], True
+
+    def log_batch(self, run_id: str, params: dict[str, str] | None = None,
+                  tags: dict[str, str] | None = None,
+                  metrics: dict[str, float] | None = None, timestamp: int = 0) -> None:
+        """Params, tags and metrics (at step 0) in one call."""
+        self.call("POST", "runs/log-batch", {
+            "run_id": run_id,
+            "params": [{"key": k, "value": v} for k, v in (params or {}).items()],
+            "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()],
+            "metrics": [{"key": k, "value": v, "timestamp": timestamp, "step": 0}
+                        for k, v in (metrics or {}).items()]})
+
+    def set_status(self, run_id: str, status: str, end_ms: int | None = None) -> None:
+        """The run's MLflow status (RUNNING, or FINISHED/FAILED/KILLED at ``end_ms``)."""
+        body: dict[str, Any] = {"run_id": run_id, "run_uuid": run_id, "status": status}
+        if status != "RUNNING" and end_ms:
+            body["end_time"] = end_ms
+        self.call("POST", "runs/update", body)
 
     def _experiment_id(self, name: str) -> str:
         try:
@@ -95,8 +127,7 @@ class Rest:
 
     def running(self, run_id: str) -> None:
         """The MLflow run is RUNNING again (a resumed run)."""
-        self.call("POST", "runs/update", {"run_id": run_id, "run_uuid": run_id,
-                                          "status": "RUNNING"})
+        self.set_status(run_id, "RUNNING")
 
     def log_points(self, run_id: str, points: list[P.Point]) -> None:
         """Send ``points`` in batches."""
@@ -113,21 +144,57 @@ class Client:
         from .mlflow_export import connect
         self.client = connect(uri)
 
-    def run_for(self, run_dir: str, meta: dict[str, Any], experiment: str) -> str:
+    def run_for(self, run_dir: str, meta: dict[str, Any], experiment: str,
+                parent: str | None = None) -> str:
         from .mlflow_export import _experiment_id, _find_or_create
         from ..rundir.run import Run
         run = Run(run_dir)
-        return _find_or_create(self.client, run, _experiment_id(self.client, run, experiment,
-                                                                {})).info.run_id
+        found = _find_or_create(self.client, run, _experiment_id(self.client, run, experiment,
+                                                                 {})).info.run_id
+        if parent:
+            self.log_batch(found, tags={PARENT_TAG: parent})
+        return found
+
+    def run_tagged(self, experiment: str, key: str, value: str, name: str, start_ms: int,
+                   tags: dict[str, str]) -> tuple[str, bool]:
+        found = self.client.get_experiment_by_name(experiment)
+        experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+        runs = self.client.search_runs([experiment_id], filter_string=f"tags.`{key}` = '{value}'",
+                                       max_results=1)
+        if runs:
+            return runs[0].info.run_id, False
+        made = self.client.create_run(experiment_id, start_time=start_ms, run_name=name,
+                                      tags=tags)
+        return made.info.run_id, True
+
+    def log_batch(self, run_id: str, params: dict[str, str] | None = None,
+                  tags: dict[str, str] | None = None,
+                  metrics: dict[str, float] | None = None, timestamp: int = 0) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+        self.client.log_batch(
+            run_id, params=[Param(k, v) for k, v in (params or {}).items()],
+            tags=[RunTag(k, v) for k, v in (tags or {}).items()],
+            metrics=[Metric(k, v, timestamp, 0) for k, v in (metrics or {}).items()])
+
+    def set_status(self, run_id: str, status: str, end_ms: int | None = None) -> None:
+        if status == "RUNNING":
+            self.client.update_run(run_id, status="RUNNING")
+        else:
+            self.client.set_terminated(run_id, status=status, end_time=end_ms)
 
     def running(self, run_id: str) -> None:
-        self.client.update_run(run_id, status="RUNNING")
+        self.set_status(run_id, "RUNNING")
 
     def log_points(self, run_id: str, points: list[P.Point]) -> None:
         from mlflow.entities import Metric
         metrics = [Metric(*p) for p in points]
         for i in range(0, len(metrics), BATCH):
             self.client.log_batch(run_id, metrics=metrics[i:i + BATCH])
+
+
+def api_for(uri: str) -> Rest | Client:
+    """MLflow's REST API for an http(s) server (no mlflow import), else ``MlflowClient``."""
+    return Rest(uri) if uri.lower().startswith(("http:", "https:")) else Client(uri)
 
 
 def _auth(parts: urllib.parse.SplitResult) -> dict[str, str]:
@@ -147,8 +214,9 @@ def _auth(parts: urllib.parse.SplitResult) -> dict[str, str]:
 class LiveSender:
     """Streams one run's logs to one tracking URI (see the module's docstring)."""
 
-    def __init__(self, run_dir: str, uri: str, params: str = P.DEFAULT_PARAMS) -> None:
-        self.run_dir, self.uri, self.params = run_dir, uri, params
+    def __init__(self, run_dir: str, uri: str, params: str = P.DEFAULT_PARAMS,
+                 parent: str | None = None) -> None:
+        self.run_dir, self.uri, self.params, self.parent = run_dir, uri, params, parent
         self.api: Any = None
         self.entry: dict[str, Any] | None = None
         self.warned = False
@@ -190,14 +258,16 @@ class LiveSender:
         """The record's entry with the MLflow run id: the one it names (a resumed
         run continues its MLflow run), else the run found by its id or created."""
         if self.api is None:
-            self.api = Rest(self.uri) if self.uri.lower().startswith(("http:", "https:")) \
-                else Client(self.uri)
+            self.api = api_for(self.uri)
         entry = R.entry_of(self.run_dir, self.uri)
         if entry.get("run_id"):
             self.api.running(entry["run_id"])
         else:
             experiment = meta.get("experiment") or "mindexp"
-            entry = {"run_id": self.api.run_for(self.run_dir, meta, experiment), "offsets": {}}
+            entry = {"run_id": self.api.run_for(self.run_dir, meta, experiment, self.parent),
+                     "offsets": {}}
+            if self.parent:
+                entry["parent"] = self.parent
         entry["params"] = self.params
         R.save_entry(self.run_dir, self.uri, entry)
         from .mlflow_export import _remember
@@ -223,9 +293,10 @@ def run_over(run_dir: str) -> bool:
 
 
 def stream(run_dir: str, uri: str, params: str = P.DEFAULT_PARAMS,
-           poll_s: float = POLL_S) -> None:
-    """Stream ``run_dir`` to ``uri`` until the run ends, then sync the rest."""
-    sender, next_pass = LiveSender(run_dir, uri, params), 0.0
+           poll_s: float = POLL_S, parent: str | None = None) -> None:
+    """Stream ``run_dir`` to ``uri`` until the run ends, then sync the rest;
+    ``parent``: the MLflow run of the sweep or study the run belongs to."""
+    sender, next_pass = LiveSender(run_dir, uri, params, parent), 0.0
     while True:
         over = run_over(run_dir)
         if over or time.monotonic() >= next_pass:  # a server that does not answer: less often
@@ -255,7 +326,8 @@ def main() -> int:
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     logging.getLogger("mlflow").setLevel(logging.ERROR)  # the run's terminal: one warning at most
-    stream(run_dir, uri, poll_s=float(os.environ.get(ENV_POLL_S) or POLL_S))
+    stream(run_dir, uri, poll_s=float(os.environ.get(ENV_POLL_S) or POLL_S),
+           parent=os.environ.pop(ENV_PARENT, "") or None)
     return 0
 
 

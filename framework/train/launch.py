@@ -103,7 +103,7 @@ def launch_workers(request: RunRequest, run_dir: str, previous: dict[str, Any] |
         mlflow_stream.note_uri(record.meta, request.mlflow)
     record.running(workers=workers)
     if request.mlflow:
-        mlflow_stream.start_sender(run_dir, request.mlflow)
+        mlflow_stream.start_sender(run_dir, request.mlflow, request.mlflow_parent)
     code = distributed.launch(run_dir, workers, resume=request.resume is not None)
     record = RunRecord.read(run_dir)
     if code != 0 and record.status in ("running", "completed"):
@@ -209,7 +209,7 @@ def _train_in(request: RunRequest, plan: Any, run_dir: str, previous: dict[str, 
     if writer:  # so run.json can still say why on a full disk
         reserve_or_fail(record)
     if stream:  # run.json exists and says running: the sender can follow it
-        mlflow_stream.start_sender(run_dir, stream)
+        mlflow_stream.start_sender(run_dir, stream, request.mlflow_parent)
     from ..callbacks._registry import run_declared
     # every log opened inside the run folder registers with it; the experiment's
     # hooks read the folder as ``self.run_dir``

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError
-from ..rundir.mlflow_names import ENV_RUN_DIR, ENV_URI, META_KEY, SENDER_MODULE
+from ..rundir.mlflow_names import ENV_PARENT, ENV_RUN_DIR, ENV_URI, META_KEY, SENDER_MODULE
 from ..secrets import masked
 
 _SENDERS: list[subprocess.Popen] = []    # kept, so Python does not warn about them
@@ -41,10 +41,14 @@ def note_uri(meta: dict[str, Any], uri: str) -> None:
     meta[META_KEY].setdefault(masked(uri), None)
 
 
-def start_sender(run_dir: str, uri: str) -> None:
+def start_sender(run_dir: str, uri: str, parent: str | None = None) -> None:
     """Start the live sender for ``run_dir`` (its stderr is the run's: one warning
-    when the server does not answer); a failure to start it only warns."""
+    when the server does not answer); a failure to start it only warns.
+    ``parent``: the MLflow run id of the sweep or study the run is part of."""
     env = {**os.environ, ENV_RUN_DIR: os.path.abspath(run_dir), ENV_URI: uri}
+    env.pop(ENV_PARENT, None)
+    if parent:
+        env[ENV_PARENT] = parent
     try:
         _SENDERS.append(subprocess.Popen(
             [sys.executable, "-m", SENDER_MODULE], env=env,
