@@ -245,7 +245,8 @@ class LiveSender:
         offsets = self.entry.setdefault("offsets", {})
         for log in P.log_files(self.run_dir, self.params):
             points, end = P.new_points(log, offsets.get(log.filename, 0), start, self.params,
-                                       final=final, limit=MAX_BYTES)
+                                       final=final, limit=MAX_BYTES,
+                                       every=P.summary_every(meta))
             if points:
                 self.api.log_points(self.entry["run_id"], points)
                 sent += len(points)

@@ -111,7 +111,8 @@ def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path,
     assert found.info.status == "FINISHED"
     assert _steps(client, rid, "loss") == list(range(1, STEPS + 1))
     assert len(client.get_metric_history(rid, "lr")) == STEPS
-    assert _steps(client, rid, "param/w") == list(range(1, STEPS + 1))
+    # the summary (default) sends a parameter at the first step and every 3rd: 300 / 100
+    assert _steps(client, rid, "param/w") == [1] + list(range(3, STEPS + 1, 3))
     assert [m.value for m in client.get_metric_history(rid, "eval_accuracy")] == [0.5, 0.75]
     assert [m.value for m in client.get_metric_history(rid, "system/rss_mb")] == [100.0, 120.0]
     artifacts = {a.path for a in client.list_artifacts(rid)}
@@ -203,6 +204,28 @@ def test_params_summary_none_and_all_send_what_they_say(server, tmp_path):
     assert keys["none"] == set()
     assert keys["all"] == {"param/w/0", "param/w/1", "param/w/2", "param/b", "param/big/norm",
                            "param/big/min", "param/big/std"}
+
+
+@pytest.mark.slow
+def test_a_summary_sends_a_parameter_at_a_hundred_steps_and_the_loss_at_every_step(
+        server, tmp_path):
+    """A 1,000-step run (run.json: total_steps): the default summary sends each statistic
+    at the first step, every 10th and the last; the loss goes at every step; --params all
+    sends every row (the 12-run sync's points: issue 42)."""
+    from mlflow.tracking import MlflowClient
+    from mindexp import to_mlflow
+    n = 1000
+    rows = {f"w[{i}]": [0.001 * (k + i) for k in range(n)] for i in range(2)}
+    client = MlflowClient(server)
+    for params, steps in (("summary", [1] + list(range(10, n + 1, 10))),
+                          ("all", list(range(1, n + 1)))):
+        run_dir = make_run(tmp_path / params, "r-thin", losses=[1.0 / (k + 1) for k in range(n)],
+                           params=rows, meta={"total_steps": n})
+        [done] = to_mlflow(run_dir, server, params=params)
+        rid = done["mlflow_run_id"]
+        assert _steps(client, rid, "loss") == list(range(1, n + 1))
+        key = "param/w/norm" if params == "summary" else "param/w/1"
+        assert _steps(client, rid, key) == steps
 
 
 @pytest.mark.slow
@@ -447,7 +470,8 @@ def test_a_sweep_with_mlflow_is_a_parent_run_whose_children_are_its_runs(server,
     assert main(["mlflow", str(folder), "--tracking-uri", server]) == 0
     assert len(_parents(client, exp, f"sweep:{folder.name}")) == 1  # idempotent
     assert len(_children(client, exp, parent.info.run_id)) == 2
-    assert len(client.search_runs([exp])) == 3
+    for run_id in losses:  # no second copy of a child either
+        assert len(client.search_runs([exp], f"tags.`mindexp.run_id` = '{run_id}'")) == 1
 
 
 @pytest.mark.slow
