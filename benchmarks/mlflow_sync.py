@@ -138,7 +138,7 @@ def _noop_command(dirs, uri, params):
                            "--params", params], capture_output=True, text=True, check=False)
     wall = time.perf_counter() - wall
     code, imported = json.loads(done.stderr.strip().splitlines()[-1])
-    assert code in (0, None) and " 0 new metric points" in done.stdout, done.stderr
+    assert code in (0, None) and "(0 new metric points)" in done.stdout, done.stderr
     return wall, imported
 
 

@@ -9,6 +9,9 @@ provenance), the status (a run whose process is gone: KILLED) and times,
 and as artifacts the CSVs (each rank's too), plots/, figures/ and the best
 (else last) checkpoint.
 
+A sweep's or a tune study's folder becomes a parent run whose children are
+its runs (:mod:`.mlflow_groups`).
+
 Syncing again updates the same MLflow run and sends only what is new: the
 run folder's local record (:mod:`mindexp.analysis.mlflow_record`, never a
 password) keeps the MLflow run id and how far each log was sent, so the
@@ -51,7 +54,9 @@ def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
     parameter's norm, mean and std, or ``all``: every row). A finished run's
     best (else last) checkpoint is logged as the MLflow model ``model``
     (:mod:`mindexp.analysis.mlflow_model`), registered in the Model Registry
-    as ``register`` when given.
+    as ``register`` when given. A sweep's or a tune study's folder among
+    ``runs`` is one parent run whose children are its runs
+    (:mod:`mindexp.analysis.mlflow_groups`).
     Raises MindexpError (one line) for a bad or unreachable tracking URI.
     """
     check_uri(tracking_uri)
