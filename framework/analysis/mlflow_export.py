@@ -33,14 +33,13 @@ from ..rundir.mlflow_names import META_KEY  # run.json: {tracking_uri: mlflow ru
 from ..rundir.record import update_meta
 from . import mlflow_points as P
 from . import mlflow_record as R
+from .mlflow_api import RUN_ID_TAG, Rest, _check_reachable, check_uri, connect  # noqa: F401
 from .reports import as_runs
 
-RUN_ID_TAG = "mindexp.run_id"
 LEGACY_ROWS_TAG = "mindexp.rows."  # bookkeeping tags of syncs before the local record
 BATCH = 1000          # MLflow's limit of metrics per log_batch call
 STATUS = R.STATUS
 PARAMS_CHOICES, DEFAULT_PARAMS = P.PARAMS_CHOICES, P.DEFAULT_PARAMS
-_SCHEMES = ("http", "https", "file", "sqlite", "postgresql", "mysql", "mssql", "databricks")
 
 
 def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
@@ -116,47 +115,6 @@ def check_params(params: str) -> str:
         raise MindexpError(f"--params must be one of {', '.join(PARAMS_CHOICES)}. "
                            f"Received: {params!r}")
     return params
-
-
-def check_uri(tracking_uri: str) -> str:
-    """``tracking_uri`` when it looks like an MLflow tracking URI, else MindexpError."""
-    scheme = str(tracking_uri).partition(":")[0].partition("+")[0].lower()
-    if ":" not in str(tracking_uri) or scheme not in _SCHEMES:
-        raise MindexpError(f"--tracking-uri must be an MLflow tracking URI such as "
-                           f"http://127.0.0.1:5000 or sqlite:///mlflow.db. "
-                           f"Received: {masked(str(tracking_uri))!r}")
-    return str(tracking_uri)
-
-
-def connect(tracking_uri):
-    """An ``MlflowClient`` on a reachable ``tracking_uri``, else MindexpError."""
-    scheme = check_uri(tracking_uri).partition(":")[0].partition("+")[0].lower()
-    if scheme in ("http", "https"):  # before importing mlflow (seconds): fail fast
-        _check_reachable(tracking_uri)
-    try:
-        from mlflow.tracking import MlflowClient
-    except ImportError:
-        raise MindexpError("mindexp mlflow needs mlflow: pip install 'mindexp[mlflow]'") from None
-    # MLflow prints a "View run" link when a run ends; the caller prints its own line
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-    return MlflowClient(tracking_uri=tracking_uri)
-
-
-def _check_reachable(uri):
-    import urllib.error
-    import urllib.request
-    try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=30) as answer:
-            status = answer.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    except (OSError, ValueError) as exc:
-        raise MindexpError(f"no MLflow tracking server answers at {masked(uri)} "
-                           f"({type(exc).__name__}). Received: --tracking-uri {masked(uri)}"
-                           ) from None
-    if status != 200:
-        raise MindexpError(f"{masked(uri)} is not an MLflow tracking server (/health answered "
-                           f"{status}). Received: --tracking-uri {masked(uri)}")
 
 
 def _sync_run(client, uri, run, experiment, experiment_ids, params, register=None, parent=None):
@@ -256,7 +214,6 @@ def _log_points(client, uri, run_id, points):
     protobuf objects cost ~0.06 CPU-ms a point, as much as a third of the server's
     own work), through ``client`` for other stores."""
     if uri.lower().startswith(("http:", "https:")):
-        from .mlflow_live import Rest
         Rest(uri).log_points(run_id, points)
         return
     from mlflow.entities import Metric

@@ -34,6 +34,7 @@ from ..rundir.io import read_json
 from ..secrets import masked
 from . import mlflow_points as P
 from . import mlflow_record as R
+from .mlflow_api import api_for
 
 GROUP_TAG = "mindexp.group"       # "sweep:<id>" / "study:<name>": the parent found again
 BEST_RUN_TAG = "mindexp.best_run"
@@ -185,7 +186,6 @@ def sync_parent(folder: str, uri: str, experiment: str | None = None) -> str:
     known = known_parent(folder, uri)
     if known:
         return known
-    from .mlflow_live import api_for
     group, api = read_group(folder), api_for(uri)
     parent = open_parent(api, uri, group, experiment)
     close_parent(api, uri, group, parent)
@@ -195,7 +195,6 @@ def sync_parent(folder: str, uri: str, experiment: str | None = None) -> str:
 def start_parent(uri: str, group: Group) -> str | None:
     """Live (``sweep/tune --mlflow``): the parent run, RUNNING, before the first
     run starts; None (one warning) when the server does not answer."""
-    from .mlflow_live import api_for
     try:
         api = api_for(uri)
         parent = open_parent(api, uri, group)
@@ -210,7 +209,6 @@ def end_parent(uri: str, group: Group, parent: str | None) -> None:
     """Live: the parent's best value and final status once the search ends."""
     if not parent:
         return
-    from .mlflow_live import api_for
     try:
         close_parent(api_for(uri), uri, group, parent)
     except Exception as exc:  # noqa: BLE001  `mindexp mlflow FOLDER` brings it up to date

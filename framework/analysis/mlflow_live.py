@@ -21,15 +21,10 @@ the same MLflow run, and exits.
 """
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import os
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any
 
 from ..callbacks import schema
@@ -37,178 +32,13 @@ from ..rundir.mlflow_names import ENV_PARENT, ENV_POLL_S, ENV_RUN_DIR, ENV_URI
 from ..secrets import masked
 from . import mlflow_points as P
 from . import mlflow_record as R
+from .mlflow_api import api_for
 
 POLL_S = 2.0             # between passes over the logs
 MAX_WAIT_S = 30.0        # the longest pause between tries when the server does not answer
-TIMEOUT_S = 10.0         # of one request
 MAX_BYTES = 4 << 20      # of one log read in one pass
-BATCH = 1000             # MLflow's limit of metrics per log-batch
-RUN_ID_TAG = "mindexp.run_id"
-PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting: a sweep's or study's runs
 
 logger = logging.getLogger(__name__)
-
-
-class Rest:
-    """The few calls of MLflow's REST API the sender needs (an http(s) server)."""
-
-    def __init__(self, uri: str) -> None:
-        parts = urllib.parse.urlsplit(uri)
-        self.base = urllib.parse.urlunsplit(
-            (parts.scheme, (parts.hostname or "") + (f":{parts.port}" if parts.port else ""),
-             parts.path.rstrip("/"), "", ""))
-        self.headers = {"Content-Type": "application/json", **_auth(parts)}
-
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict:
-        """The JSON answer of ``method /api/2.0/mlflow/<path>``; raises on an error."""
-        url = f"{self.base}/api/2.0/mlflow/{path}"
-        data = None
-        if method == "GET" and body:
-            url += "?" + urllib.parse.urlencode(body)
-        elif body is not None:
-            data = json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method, headers=self.headers)
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
-            return json.loads(answer.read() or b"{}")
-
-    def run_for(self, run_dir: str, meta: dict[str, Any], experiment: str,
-                parent: str | None = None) -> str:
-        """The MLflow run of ``run_dir``: found by its mindexp run id, else created
-        (a child of the MLflow run ``parent`` when given: a sweep's or study's)."""
-        run_id = meta.get("run_id") or os.path.basename(run_dir)
-        tags = {RUN_ID_TAG: run_id, **({PARENT_TAG: parent} if parent else {})}
-        found, created = self.run_tagged(experiment, RUN_ID_TAG, run_id, run_id,
-                                         P.start_ms(meta), tags)
-        if parent and not created:
-            self.log_batch(found, tags={PARENT_TAG: parent})
-        return found
-
-    def run_tagged(self, experiment: str, key: str, value: str, name: str, start_ms: int,
-                   tags: dict[str, str]) -> tuple[str, bool]:
-        """``(MLflow run id, created)``: the run of ``experiment`` whose tag ``key``
-        is ``value``, else a new one named ``name`` with ``tags``."""
-        experiment_id = self._experiment_id(experiment)
-        found = self.call("POST", "runs/search", {
-            "experiment_ids": [experiment_id], "max_results": 1,
-            "filter": f"tags.`{key}` = '{value}'"}).get("runs") or []
-        if found:
-            return found[0]["info"]["run_id"], False
-        made = self.call("POST", "runs/create", {
-            "experiment_id": experiment_id, "start_time": start_ms, "run_name": name,
-            "tags": [{"key": k, "value": v} for k, v in tags.items()]})
-        return made["run"]["info"]["run_id"], True
-
-    def log_batch(self, run_id: str, params: dict[str, str] | None = None,
-                  tags: dict[str, str] | None = None,
-                  metrics: dict[str, float] | None = None, timestamp: int = 0) -> None:
-        """Params, tags and metrics (at step 0) in one call."""
-        self.call("POST", "runs/log-batch", {
-            "run_id": run_id,
-            "params": [{"key": k, "value": v} for k, v in (params or {}).items()],
-            "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()],
-            "metrics": [{"key": k, "value": v, "timestamp": timestamp, "step": 0}
-                        for k, v in (metrics or {}).items()]})
-
-    def set_status(self, run_id: str, status: str, end_ms: int | None = None) -> None:
-        """The run's MLflow status (RUNNING, or FINISHED/FAILED/KILLED at ``end_ms``)."""
-        body: dict[str, Any] = {"run_id": run_id, "run_uuid": run_id, "status": status}
-        if status != "RUNNING" and end_ms:
-            body["end_time"] = end_ms
-        self.call("POST", "runs/update", body)
-
-    def _experiment_id(self, name: str) -> str:
-        try:
-            return self.call("GET", "experiments/get-by-name",
-                             {"experiment_name": name})["experiment"]["experiment_id"]
-        except urllib.error.HTTPError as exc:
-            if exc.code != 404:
-                raise
-        return self.call("POST", "experiments/create", {"name": name})["experiment_id"]
-
-    def running(self, run_id: str) -> None:
-        """The MLflow run is RUNNING again (a resumed run)."""
-        self.set_status(run_id, "RUNNING")
-
-    def log_points(self, run_id: str, points: list[P.Point]) -> None:
-        """Send ``points`` in batches."""
-        for i in range(0, len(points), BATCH):
-            self.call("POST", "runs/log-batch", {"run_id": run_id, "metrics": [
-                {"key": p.key, "value": p.value, "timestamp": p.timestamp, "step": p.step}
-                for p in points[i:i + BATCH]]})
-
-
-class Client:
-    """The same calls through ``MlflowClient`` (a URI that is not http(s))."""
-
-    def __init__(self, uri: str) -> None:
-        from .mlflow_export import connect
-        self.client = connect(uri)
-
-    def run_for(self, run_dir: str, meta: dict[str, Any], experiment: str,
-                parent: str | None = None) -> str:
-        from .mlflow_export import _experiment_id, _find_or_create
-        from ..rundir.run import Run
-        run = Run(run_dir)
-        found = _find_or_create(self.client, run, _experiment_id(self.client, run, experiment,
-                                                                 {})).info.run_id
-        if parent:
-            self.log_batch(found, tags={PARENT_TAG: parent})
-        return found
-
-    def run_tagged(self, experiment: str, key: str, value: str, name: str, start_ms: int,
-                   tags: dict[str, str]) -> tuple[str, bool]:
-        found = self.client.get_experiment_by_name(experiment)
-        experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
-        runs = self.client.search_runs([experiment_id], filter_string=f"tags.`{key}` = '{value}'",
-                                       max_results=1)
-        if runs:
-            return runs[0].info.run_id, False
-        made = self.client.create_run(experiment_id, start_time=start_ms, run_name=name,
-                                      tags=tags)
-        return made.info.run_id, True
-
-    def log_batch(self, run_id: str, params: dict[str, str] | None = None,
-                  tags: dict[str, str] | None = None,
-                  metrics: dict[str, float] | None = None, timestamp: int = 0) -> None:
-        from mlflow.entities import Metric, Param, RunTag
-        self.client.log_batch(
-            run_id, params=[Param(k, v) for k, v in (params or {}).items()],
-            tags=[RunTag(k, v) for k, v in (tags or {}).items()],
-            metrics=[Metric(k, v, timestamp, 0) for k, v in (metrics or {}).items()])
-
-    def set_status(self, run_id: str, status: str, end_ms: int | None = None) -> None:
-        if status == "RUNNING":
-            self.client.update_run(run_id, status="RUNNING")
-        else:
-            self.client.set_terminated(run_id, status=status, end_time=end_ms)
-
-    def running(self, run_id: str) -> None:
-        self.set_status(run_id, "RUNNING")
-
-    def log_points(self, run_id: str, points: list[P.Point]) -> None:
-        from mlflow.entities import Metric
-        metrics = [Metric(*p) for p in points]
-        for i in range(0, len(metrics), BATCH):
-            self.client.log_batch(run_id, metrics=metrics[i:i + BATCH])
-
-
-def api_for(uri: str) -> Rest | Client:
-    """MLflow's REST API for an http(s) server (no mlflow import), else ``MlflowClient``."""
-    return Rest(uri) if uri.lower().startswith(("http:", "https:")) else Client(uri)
-
-
-def _auth(parts: urllib.parse.SplitResult) -> dict[str, str]:
-    """The Authorization header from MLflow's own variables (a token first), else
-    from the URI's ``user:password@``."""
-    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
-    if token:
-        return {"Authorization": f"Bearer {token}"}
-    user = os.environ.get("MLFLOW_TRACKING_USERNAME") or parts.username
-    password = os.environ.get("MLFLOW_TRACKING_PASSWORD") or parts.password or ""
-    if not user:
-        return {}
-    pair = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {pair}"}
 
 
 class LiveSender:
