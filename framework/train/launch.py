@@ -110,6 +110,7 @@ def launch_workers(request: RunRequest, run_dir: str, previous: dict[str, Any] |
         log, tail = distributed.worker_failure(run_dir)
         record.failed(f"msrun exited with status {code}; last lines of msrun/{log}:\n{tail}")
         record.write()
+    mlflow_stream.run_ended(run_dir)  # a sender still waiting: the end-of-run sync
     if finish is not None:
         finish(run_dir, record.status)
     if record.status == "failed":

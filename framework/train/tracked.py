@@ -339,6 +339,7 @@ def finish_record(record: RunRecord,
     record_log_summary(record)
     failures.release_space(record.run_dir)
     record.write()
+    mlflow_stream.run_ended(record.run_dir)  # a sender still waiting: the end-of-run sync
 
 
 def record_log_summary(record: RunRecord) -> None:
