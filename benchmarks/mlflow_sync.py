@@ -10,8 +10,11 @@ the larger run (nothing new: what an idempotent re-sync costs).
 (11 runs of 1,700 steps and one of 2,800; 32 points a step with every row
 of params.csv: loss, lr, grad_norm and 29 parameter rows, a 10-element
 weight, a 3-element head, a scalar bias and three large parameters' five
-statistics), at two scales of their steps, for each ``--params`` choice;
-then the same sync again (nothing new: the local record answers).
+statistics: 688,000 points with ``--params all``), at two scales of their
+steps, for each ``--params`` choice (``summary`` is the default); then the
+same sync again (nothing new: the local record answers), in this process
+and as the command a user types (``python -m mindexp mlflow ...``, a new
+interpreter, timed whole, checked not to import mlflow).
     .venv/bin/python benchmarks/run.py --only mlflow      (the same, in the suite's table)
 """
 import argparse
@@ -118,6 +121,7 @@ def measure_twelve(scales=(0.25, 1.0), choices=("summary", "none")):
                     wall = time.perf_counter()
                     to_mlflow(dirs, uri, params=params)
                     result[f"twelve_noop_{params}_{scale}"] = time.perf_counter() - wall
+                    result[f"command_noop_{params}_{scale}"] = _noop_command(dirs, uri, params)
         finally:
             server.terminate()
             server.wait(timeout=60)
@@ -125,12 +129,30 @@ def measure_twelve(scales=(0.25, 1.0), choices=("summary", "none")):
     return result
 
 
+def _noop_command(dirs, uri, params):
+    """``(wall s, mlflow imported)`` of ``python -m mindexp mlflow DIRS`` with nothing new."""
+    probe = ("import json, runpy, sys\n"
+             "try:\n    runpy.run_module('mindexp', run_name='__main__')\n"
+             "except SystemExit as exc:\n    code = exc.code\n"
+             "print(json.dumps([code, 'mlflow' in sys.modules]), file=sys.stderr)\n")
+    wall = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", probe, "mlflow", *dirs, "--tracking-uri", uri,
+                           "--params", params], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - wall
+    code, imported = json.loads(done.stderr.strip().splitlines()[-1])
+    assert code in (0, None) and "(0 new metric points)" in done.stdout, done.stderr
+    return wall, imported
+
+
 def render_twelve(result):
     """The ``--twelve`` result as lines of text."""
     lines = [f"load average before: {' '.join(f'{v:.2f}' for v in result['load_before'])}, "
              f"after: {' '.join(f'{v:.2f}' for v in result['load_after'])} ({os.cpu_count()} cores)"]
     for key, value in result.items():
-        if key.startswith("twelve_noop_"):
+        if key.startswith("command_noop_"):
+            lines.append(f"12 runs again, nothing new, as a command ({key[13:]}): {value[0]:.2f} s "
+                         f"wall, interpreter start included; mlflow imported: {value[1]}")
+        elif key.startswith("twelve_noop_"):
             lines.append(f"12 runs again, nothing new ({key[12:]}): {value:.2f} s")
         elif key.startswith("twelve_"):
             lines.append(f"first sync of 12 runs, --params {key[7:]}: {value[0]:.1f} s "

@@ -9,6 +9,9 @@ provenance), the status (a run whose process is gone: KILLED) and times,
 and as artifacts the CSVs (each rank's too), plots/, figures/ and the best
 (else last) checkpoint.
 
+A sweep's or a tune study's folder becomes a parent run whose children are
+its runs (:mod:`.mlflow_groups`).
+
 Syncing again updates the same MLflow run and sends only what is new: the
 run folder's local record (:mod:`mindexp.analysis.mlflow_record`, never a
 password) keeps the MLflow run id and how far each log was sent, so the
@@ -31,14 +34,13 @@ from ..rundir.mlflow_names import META_KEY  # run.json: {tracking_uri: mlflow ru
 from ..rundir.record import update_meta
 from . import mlflow_points as P
 from . import mlflow_record as R
+from .mlflow_api import RUN_ID_TAG, Rest, _check_reachable, check_uri, connect  # noqa: F401
 from .reports import as_runs
 
-RUN_ID_TAG = "mindexp.run_id"
 LEGACY_ROWS_TAG = "mindexp.rows."  # bookkeeping tags of syncs before the local record
 BATCH = 1000          # MLflow's limit of metrics per log_batch call
 STATUS = R.STATUS
 PARAMS_CHOICES, DEFAULT_PARAMS = P.PARAMS_CHOICES, P.DEFAULT_PARAMS
-_SCHEMES = ("http", "https", "file", "sqlite", "postgresql", "mysql", "mssql", "databricks")
 
 
 def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
@@ -52,24 +54,60 @@ def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
     parameter's norm, mean and std, or ``all``: every row). A finished run's
     best (else last) checkpoint is logged as the MLflow model ``model``
     (:mod:`mindexp.analysis.mlflow_model`), registered in the Model Registry
-    as ``register`` when given.
+    as ``register`` when given. A sweep's or a tune study's folder among
+    ``runs`` is one parent run whose children are its runs
+    (:mod:`mindexp.analysis.mlflow_groups`).
     Raises MindexpError (one line) for a bad or unreachable tracking URI.
     """
     check_uri(tracking_uri)
     check_params(params)
+    parents = _parents(runs, tracking_uri, experiment)
     client: Any = None
     experiment_ids: dict[str, str] = {}  # one lookup per MLflow experiment
     done: list[Any] = []
     for run in as_runs(runs):
+        parent = parents.get(run.dir)
         if R.unchanged(run.dir, tracking_uri, params, run.meta) and \
-                register in (None, R.entry_of(run.dir, tracking_uri).get("registered")):
+                register in (None, R.entry_of(run.dir, tracking_uri).get("registered")) and \
+                parent in (None, R.entry_of(run.dir, tracking_uri).get("parent")):
             entry = R.entry_of(run.dir, tracking_uri)
             done.append({"run_dir": run.dir, "mlflow_run_id": entry["run_id"], "points": 0})
             continue
         client = client or connect(tracking_uri)
         done.append(_sync_run(client, tracking_uri, run, experiment, experiment_ids, params,
-                              register))
+                              register, parent))
     return done
+
+
+def _parents(runs: Any, uri: str, experiment: str | None) -> dict[str, str]:
+    """``{run folder: MLflow run id of its parent}`` for the runs of each sweep or
+    study folder among ``runs`` (:mod:`.mlflow_groups`: the parents brought up to date)."""
+    from ..rundir.groups import group_kind
+    items = [runs] if isinstance(runs, (str, os.PathLike)) else \
+        [] if not isinstance(runs, (list, tuple)) else runs
+    found: dict[str, str] = {}
+    for folder in [os.fspath(i) for i in items if isinstance(i, (str, os.PathLike))]:
+        if group_kind(folder):
+            if os.path.isfile(os.path.join(folder, layout.RUN_JSON)):
+                continue  # a run folder, never a group
+            from .mlflow_groups import known_parent
+            parent = known_parent(folder, uri) or _sync_parent(folder, uri, experiment)
+            found.update({run.dir: parent for run in as_runs(folder)})
+    return found
+
+
+def _sync_parent(folder, uri, experiment):
+    from .mlflow_groups import sync_parent
+    if check_uri(uri).lower().startswith(("http:", "https:")):
+        _check_reachable(uri)
+    try:
+        return sync_parent(folder, uri, experiment)
+    except MindexpError:
+        raise
+    except Exception as exc:  # the server refused: one line
+        why = masked(" ".join(str(exc).split())[:300])
+        raise MindexpError(f"MLflow at {masked(uri)} refused the parent run of {folder} "
+                           f"({type(exc).__name__}: {why})") from None
 
 
 def check_params(params: str) -> str:
@@ -80,48 +118,7 @@ def check_params(params: str) -> str:
     return params
 
 
-def check_uri(tracking_uri: str) -> str:
-    """``tracking_uri`` when it looks like an MLflow tracking URI, else MindexpError."""
-    scheme = str(tracking_uri).partition(":")[0].partition("+")[0].lower()
-    if ":" not in str(tracking_uri) or scheme not in _SCHEMES:
-        raise MindexpError(f"--tracking-uri must be an MLflow tracking URI such as "
-                           f"http://127.0.0.1:5000 or sqlite:///mlflow.db. "
-                           f"Received: {masked(str(tracking_uri))!r}")
-    return str(tracking_uri)
-
-
-def connect(tracking_uri):
-    """An ``MlflowClient`` on a reachable ``tracking_uri``, else MindexpError."""
-    scheme = check_uri(tracking_uri).partition(":")[0].partition("+")[0].lower()
-    if scheme in ("http", "https"):  # before importing mlflow (seconds): fail fast
-        _check_reachable(tracking_uri)
-    try:
-        from mlflow.tracking import MlflowClient
-    except ImportError:
-        raise MindexpError("mindexp mlflow needs mlflow: pip install 'mindexp[mlflow]'") from None
-    # MLflow prints a "View run" link when a run ends; the caller prints its own line
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-    return MlflowClient(tracking_uri=tracking_uri)
-
-
-def _check_reachable(uri):
-    import urllib.error
-    import urllib.request
-    try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=30) as answer:
-            status = answer.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    except (OSError, ValueError) as exc:
-        raise MindexpError(f"no MLflow tracking server answers at {masked(uri)} "
-                           f"({type(exc).__name__}). Received: --tracking-uri {masked(uri)}"
-                           ) from None
-    if status != 200:
-        raise MindexpError(f"{masked(uri)} is not an MLflow tracking server (/health answered "
-                           f"{status}). Received: --tracking-uri {masked(uri)}")
-
-
-def _sync_run(client, uri, run, experiment, experiment_ids, params, register=None):
+def _sync_run(client, uri, run, experiment, experiment_ids, params, register=None, parent=None):
     entry = R.entry_of(run.dir, uri)
     mlflow_run = _known_run(client, entry.get("run_id")) or \
         _find_or_create(client, run, _experiment_id(client, run, experiment, experiment_ids))
@@ -134,7 +131,9 @@ def _sync_run(client, uri, run, experiment, experiment_ids, params, register=Non
         _log_params(client, run_id, run.config)
     points = sum(_send_log(client, uri, run, log, entry, params)
                  for log in P.log_files(run.dir, params))
-    client.log_batch(run_id, tags=_tags(run))
+    client.log_batch(run_id, tags=_tags(run, parent))
+    if parent:
+        entry["parent"] = parent
     _drop_legacy_tags(client, run_id, mlflow_run)
     entry["artifacts"] = _log_artifacts(client, run_id, run, entry.get("artifacts") or {})
     _log_model(uri, run_id, run, entry, register)
@@ -201,18 +200,30 @@ def _log_params(client, run_id, config):
 
 def _send_log(client, uri, run, log, entry, params):
     """Send the points of ``log`` after the offset the record holds; returns how many."""
-    from mlflow.entities import Metric
     offsets = entry.setdefault("offsets", {})
-    points, end = P.new_points(log, offsets.get(log.filename, 0), P.start_ms(run.meta), params)
-    metrics = [Metric(*p) for p in points]
-    for i in range(0, len(metrics), BATCH):
-        client.log_batch(entry["run_id"], metrics=metrics[i:i + BATCH])
+    points, end = P.new_points(log, offsets.get(log.filename, 0), P.start_ms(run.meta), params,
+                               every=P.summary_every(run.meta))
+    if points:
+        _log_points(client, uri, entry["run_id"], points)
     offsets[log.filename] = end
     R.save_entry(run.dir, uri, entry)  # at once: a sync cut short later does not send these again
-    return len(metrics)
+    return len(points)
 
 
-def _tags(run):
+def _log_points(client, uri, run_id, points):
+    """In batches: as JSON straight to an http(s) server's REST API (MlflowClient's
+    protobuf objects cost ~0.06 CPU-ms a point, as much as a third of the server's
+    own work), through ``client`` for other stores."""
+    if uri.lower().startswith(("http:", "https:")):
+        Rest(uri).log_points(run_id, points)
+        return
+    from mlflow.entities import Metric
+    metrics = [Metric(*p) for p in points]
+    for i in range(0, len(metrics), BATCH):
+        client.log_batch(run_id, metrics=metrics[i:i + BATCH])
+
+
+def _tags(run, parent=None):
     from mlflow.entities import RunTag
     meta = run.meta
     tags = {RUN_ID_TAG: run.run_id, "mindexp.experiment": str(meta.get("experiment")),
@@ -220,6 +231,8 @@ def _tags(run):
             "mindexp.tags": ",".join(meta.get("tags") or []),
             "mlflow.note.content": meta.get("note") or "", **source_tags(meta)}
     tags.update({f"tag.{t}": "true" for t in meta.get("tags") or []})
+    if parent:  # MLflow's own nesting under the sweep's or study's run
+        tags["mlflow.parentRunId"] = parent
     return [RunTag(k, v) for k, v in tags.items()]
 
 

@@ -21,134 +21,32 @@ the same MLflow run, and exits.
 """
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import os
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any
 
 from .. import layout
-from ..rundir.mlflow_names import ENV_POLL_S, ENV_RUN_DIR, ENV_URI
+from ..rundir.mlflow_names import ENV_PARENT, ENV_POLL_S, ENV_RUN_DIR, ENV_URI
 from ..secrets import masked
 from . import mlflow_points as P
 from . import mlflow_record as R
+from .mlflow_api import api_for
 
 POLL_S = 2.0             # between passes over the logs
 MAX_WAIT_S = 30.0        # the longest pause between tries when the server does not answer
-TIMEOUT_S = 10.0         # of one request
 MAX_BYTES = 4 << 20      # of one log read in one pass
-BATCH = 1000             # MLflow's limit of metrics per log-batch
-RUN_ID_TAG = "mindexp.run_id"
 
 logger = logging.getLogger(__name__)
-
-
-class Rest:
-    """The few calls of MLflow's REST API the sender needs (an http(s) server)."""
-
-    def __init__(self, uri: str) -> None:
-        parts = urllib.parse.urlsplit(uri)
-        self.base = urllib.parse.urlunsplit(
-            (parts.scheme, (parts.hostname or "") + (f":{parts.port}" if parts.port else ""),
-             parts.path.rstrip("/"), "", ""))
-        self.headers = {"Content-Type": "application/json", **_auth(parts)}
-
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict:
-        """The JSON answer of ``method /api/2.0/mlflow/<path>``; raises on an error."""
-        url = f"{self.base}/api/2.0/mlflow/{path}"
-        data = None
-        if method == "GET" and body:
-            url += "?" + urllib.parse.urlencode(body)
-        elif body is not None:
-            data = json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method, headers=self.headers)
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
-            return json.loads(answer.read() or b"{}")
-
-    def run_for(self, run_dir: str, meta: dict[str, Any], experiment: str) -> str:
-        """The MLflow run of ``run_dir``: found by its mindexp run id, else created."""
-        experiment_id = self._experiment_id(experiment)
-        run_id = meta.get("run_id") or os.path.basename(run_dir)
-        found = self.call("POST", "runs/search", {
-            "experiment_ids": [experiment_id], "max_results": 1,
-            "filter": f"tags.`{RUN_ID_TAG}` = '{run_id}'"}).get("runs") or []
-        if found:
-            return found[0]["info"]["run_id"]
-        made = self.call("POST", "runs/create", {
-            "experiment_id": experiment_id, "start_time": P.start_ms(meta), "run_name": run_id,
-            "tags": [{"key": RUN_ID_TAG, "value": run_id}]})
-        return made["run"]["info"]["run_id"]
-
-    def _experiment_id(self, name: str) -> str:
-        try:
-            return self.call("GET", "experiments/get-by-name",
-                             {"experiment_name": name})["experiment"]["experiment_id"]
-        except urllib.error.HTTPError as exc:
-            if exc.code != 404:
-                raise
-        return self.call("POST", "experiments/create", {"name": name})["experiment_id"]
-
-    def running(self, run_id: str) -> None:
-        """The MLflow run is RUNNING again (a resumed run)."""
-        self.call("POST", "runs/update", {"run_id": run_id, "run_uuid": run_id,
-                                          "status": "RUNNING"})
-
-    def log_points(self, run_id: str, points: list[P.Point]) -> None:
-        """Send ``points`` in batches."""
-        for i in range(0, len(points), BATCH):
-            self.call("POST", "runs/log-batch", {"run_id": run_id, "metrics": [
-                {"key": p.key, "value": p.value, "timestamp": p.timestamp, "step": p.step}
-                for p in points[i:i + BATCH]]})
-
-
-class Client:
-    """The same calls through ``MlflowClient`` (a URI that is not http(s))."""
-
-    def __init__(self, uri: str) -> None:
-        from .mlflow_export import connect
-        self.client = connect(uri)
-
-    def run_for(self, run_dir: str, meta: dict[str, Any], experiment: str) -> str:
-        from .mlflow_export import _experiment_id, _find_or_create
-        from ..rundir.run import Run
-        run = Run(run_dir)
-        return _find_or_create(self.client, run, _experiment_id(self.client, run, experiment,
-                                                                {})).info.run_id
-
-    def running(self, run_id: str) -> None:
-        self.client.update_run(run_id, status="RUNNING")
-
-    def log_points(self, run_id: str, points: list[P.Point]) -> None:
-        from mlflow.entities import Metric
-        metrics = [Metric(*p) for p in points]
-        for i in range(0, len(metrics), BATCH):
-            self.client.log_batch(run_id, metrics=metrics[i:i + BATCH])
-
-
-def _auth(parts: urllib.parse.SplitResult) -> dict[str, str]:
-    """The Authorization header from MLflow's own variables (a token first), else
-    from the URI's ``user:password@``."""
-    token = os.environ.get("MLFLOW_TRACKING_TOKEN")
-    if token:
-        return {"Authorization": f"Bearer {token}"}
-    user = os.environ.get("MLFLOW_TRACKING_USERNAME") or parts.username
-    password = os.environ.get("MLFLOW_TRACKING_PASSWORD") or parts.password or ""
-    if not user:
-        return {}
-    pair = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {pair}"}
 
 
 class LiveSender:
     """Streams one run's logs to one tracking URI (see the module's docstring)."""
 
-    def __init__(self, run_dir: str, uri: str, params: str = P.DEFAULT_PARAMS) -> None:
-        self.run_dir, self.uri, self.params = run_dir, uri, params
+    def __init__(self, run_dir: str, uri: str, params: str = P.DEFAULT_PARAMS,
+                 parent: str | None = None) -> None:
+        self.run_dir, self.uri, self.params, self.parent = run_dir, uri, params, parent
         self.api: Any = None
         self.entry: dict[str, Any] | None = None
         self.warned = False
@@ -177,7 +75,8 @@ class LiveSender:
         offsets = self.entry.setdefault("offsets", {})
         for log in P.log_files(self.run_dir, self.params):
             points, end = P.new_points(log, offsets.get(log.filename, 0), start, self.params,
-                                       final=final, limit=MAX_BYTES)
+                                       final=final, limit=MAX_BYTES,
+                                       every=P.summary_every(meta))
             if points:
                 self.api.log_points(self.entry["run_id"], points)
                 sent += len(points)
@@ -190,14 +89,16 @@ class LiveSender:
         """The record's entry with the MLflow run id: the one it names (a resumed
         run continues its MLflow run), else the run found by its id or created."""
         if self.api is None:
-            self.api = Rest(self.uri) if self.uri.lower().startswith(("http:", "https:")) \
-                else Client(self.uri)
+            self.api = api_for(self.uri)
         entry = R.entry_of(self.run_dir, self.uri)
         if entry.get("run_id"):
             self.api.running(entry["run_id"])
         else:
             experiment = meta.get("experiment") or "mindexp"
-            entry = {"run_id": self.api.run_for(self.run_dir, meta, experiment), "offsets": {}}
+            entry = {"run_id": self.api.run_for(self.run_dir, meta, experiment, self.parent),
+                     "offsets": {}}
+            if self.parent:
+                entry["parent"] = self.parent
         entry["params"] = self.params
         R.save_entry(self.run_dir, self.uri, entry)
         from .mlflow_export import _remember
@@ -223,9 +124,10 @@ def run_over(run_dir: str) -> bool:
 
 
 def stream(run_dir: str, uri: str, params: str = P.DEFAULT_PARAMS,
-           poll_s: float = POLL_S) -> None:
-    """Stream ``run_dir`` to ``uri`` until the run ends, then sync the rest."""
-    sender, next_pass = LiveSender(run_dir, uri, params), 0.0
+           poll_s: float = POLL_S, parent: str | None = None) -> None:
+    """Stream ``run_dir`` to ``uri`` until the run ends, then sync the rest;
+    ``parent``: the MLflow run of the sweep or study the run belongs to."""
+    sender, next_pass = LiveSender(run_dir, uri, params, parent), 0.0
     while True:
         over = run_over(run_dir)
         if over or time.monotonic() >= next_pass:  # a server that does not answer: less often
@@ -255,7 +157,8 @@ def main() -> int:
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     logging.getLogger("mlflow").setLevel(logging.ERROR)  # the run's terminal: one warning at most
-    stream(run_dir, uri, poll_s=float(os.environ.get(ENV_POLL_S) or POLL_S))
+    stream(run_dir, uri, poll_s=float(os.environ.get(ENV_POLL_S) or POLL_S),
+           parent=os.environ.pop(ENV_PARENT, "") or None)
     return 0
 
 

@@ -25,11 +25,16 @@ from typing import Iterator, NamedTuple
 from ..callbacks import schema
 
 LOG_NAMES = ("loss", "grad_norm", "eval", "params", "system")
-# --params: none; summary (a parameter's norm, mean and std per logged step:
-# an element-wise parameter's computed from its elements); all (every row of params.csv)
+# --params: none; summary (a parameter's norm, mean and std at SUMMARY_POINTS of its
+# logged steps: an element-wise parameter's computed from its elements); all (every
+# row of params.csv at every logged step)
 PARAMS_CHOICES = ("none", "summary", "all")
 DEFAULT_PARAMS = "summary"
 SUMMARY_STATS = ("norm", "mean", "std")
+# A summary's points per parameter statistic: the first logged step, every k-th step
+# (k from the run's planned or done steps) and the last one sent. A chart needs no
+# more; at every step they were 84 % of a 2,800-step run's points (issue 42).
+SUMMARY_POINTS = 100
 # system.csv column -> MLflow's own system metric name (the others keep theirs)
 SYSTEM_NAMES = {schema.Col.MACHINE_CPU_PERCENT: "cpu_utilization_percentage"}
 _BAD_KEY = re.compile(r"[^A-Za-z0-9_\-. /]")
@@ -66,11 +71,22 @@ def log_files(run_dir: str, params: str = DEFAULT_PARAMS) -> list[LogFile]:
             for rank, path in schema.rank_files(run_dir, name).items()]
 
 
+def summary_every(meta: dict) -> int:
+    """Every how many steps a summary sends a parameter's statistics: the run's
+    planned steps (else those done) over :data:`SUMMARY_POINTS`."""
+    total = meta.get("total_steps") or meta.get("steps") or 0
+    total = total if isinstance(total, int) and not isinstance(total, bool) else 0
+    return max(1, -(-total // SUMMARY_POINTS))
+
+
 def new_points(log: LogFile, offset: int, start_ms: int, params: str = DEFAULT_PARAMS,
-               final: bool = True, limit: int | None = None) -> tuple[list[Point], int]:
+               final: bool = True, limit: int | None = None,
+               every: int = 1) -> tuple[list[Point], int]:
     """The points of ``log``'s complete lines after byte ``offset``, and the offset
     after the last line they came from. A summary of params.csv leaves the last
-    step's lines for later unless ``final`` (the rest of its elements may follow).
+    step's lines for later unless ``final`` (the rest of its elements may follow),
+    and sends the steps that are the first, a multiple of ``every``
+    (:func:`summary_every`) or the last read when ``final``.
     ``limit``: read at most that many bytes (the rest comes next time)."""
     header, lines = read_lines(log.path, offset, limit)
     final = final and (limit is None or not lines or bool(_read_all(log.path, lines)))
@@ -81,7 +97,23 @@ def new_points(log: LogFile, offset: int, start_ms: int, params: str = DEFAULT_P
         rows, end = _whole_steps(header, lines, offset)
     else:
         end = lines[-1][0]
+    if log.name == schema.PARAMS.name and params == "summary" and every > 1:
+        rows = _thinned(header, rows, every, final)
     return list(_points(log, header, rows, start_ms, params)), end
+
+
+def _thinned(header, rows, every, final):
+    """The rows of the steps a summary sends (see :func:`new_points`)."""
+    at = header.index(schema.Col.STEP) if schema.Col.STEP in header else None
+    if at is None or not rows:
+        return rows
+    last = rows[-1][at] if final and len(rows[-1]) > at else None
+    kept = []
+    for fields in rows:
+        step = _int(fields, at)
+        if step is not None and (step == 1 or step % every == 0 or fields[at] == last):
+            kept.append(fields)
+    return kept
 
 
 def _read_all(path, lines):
@@ -116,8 +148,14 @@ def read_lines(path: str, offset: int,
         position += len(raw)
         text = raw.decode("utf-8", "replace").strip()
         if text:
-            lines.append((position, next(csv.reader([text]))))
+            lines.append((position, _fields(text)))
     return header, lines
+
+
+def _fields(text):
+    """A CSV line's fields: a plain split when it has no quote (a log's numbers;
+    csv's reader costs 5x more a line), else csv's reader."""
+    return text.split(",") if '"' not in text else next(csv.reader([text]))
 
 
 def _whole_steps(header, lines, offset):

@@ -51,3 +51,20 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
                    help="set a config field (repeatable; wins over --config)")
     p.add_argument("--config", metavar="FILE.toml", help="config values from a TOML file")
     p.add_argument("--out", default="outputs", help="output root (default: outputs/)")
+
+
+def add_mlflow(parser: argparse.ArgumentParser,
+               what: str = "stream the run to this MLflow tracking server while it trains") -> None:
+    """``--mlflow [URI]``: stream to MLflow while training (read by :func:`mlflow_uri`)."""
+    parser.add_argument("--mlflow", nargs="?", const="", default=None, metavar="URI",
+                        help=f"{what} (default: MLFLOW_TRACKING_URI; credentials only through "
+                        "MLflow's MLFLOW_TRACKING_USERNAME/PASSWORD/TOKEN)")
+
+
+def mlflow_uri(args: argparse.Namespace) -> str | None:
+    """The tracking URI of ``--mlflow`` (None without it); ConfigError (one line)
+    when it is given without a URI and MLFLOW_TRACKING_URI is unset."""
+    if args.mlflow is None:
+        return None
+    from ..train.mlflow_stream import tracking_uri
+    return tracking_uri(args.mlflow)

@@ -3,7 +3,7 @@ what msrun starts in each worker). Imports mindspore only when training."""
 import argparse
 import os
 
-from ._args import add_config_args, add_tag_args, add_verbose, positive_int
+from ._args import add_config_args, add_mlflow, add_tag_args, add_verbose, mlflow_uri, positive_int
 from ._console import EXIT_OK, train_and_report
 
 
@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--workers", type=positive_int, metavar="N",
                      help="data-parallel workers launched with msrun (config field `workers`)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
-    _add_mlflow(run)
+    add_mlflow(run)
     add_verbose(run)
     add_tag_args(run)
     run.set_defaults(handler=_train_experiment)
@@ -31,27 +31,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     resume.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change a config field, e.g. epochs=50 to train longer")
     resume.add_argument("--quiet", action="store_true", help="no progress bar")
-    _add_mlflow(resume)
+    add_mlflow(resume)
     add_verbose(resume)
     resume.set_defaults(handler=_resume_run)
     worker = subparsers.add_parser("_worker")  # what msrun runs in each worker (internal)
     worker.add_argument("run_dir")
     worker.add_argument("--resume", action="store_true")
     worker.set_defaults(handler=_start_worker)
-
-
-def _add_mlflow(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mlflow", nargs="?", const="", default=None, metavar="URI",
-                        help="stream the run to this MLflow tracking server while it trains "
-                        "(default: MLFLOW_TRACKING_URI; credentials only through MLflow's "
-                        "MLFLOW_TRACKING_USERNAME/PASSWORD/TOKEN)")
-
-
-def _mlflow_uri(args: argparse.Namespace) -> str | None:
-    if args.mlflow is None:
-        return None
-    from ..train.mlflow_stream import tracking_uri
-    return tracking_uri(args.mlflow)
 
 
 def _list_experiments(args: argparse.Namespace) -> int:
@@ -61,7 +47,7 @@ def _list_experiments(args: argparse.Namespace) -> int:
 
 
 def _train_experiment(args: argparse.Namespace) -> int:
-    mlflow = _mlflow_uri(args)  # before anything is built
+    mlflow = mlflow_uri(args)  # before anything is built
     sets = list(args.set) + ([f"workers={args.workers}"] if args.workers else [])
     from ..manage.tags import check_tags
     tags = check_tags(args.tag)
@@ -85,7 +71,7 @@ def _build_experiment(spec, toml_path, sets):
 def _resume_run(args: argparse.Namespace) -> int:
     from ..api import resume_run
     from ..define.config import parse_assignments
-    mlflow = _mlflow_uri(args)
+    mlflow = mlflow_uri(args)
     overrides = parse_assignments(args.set)
     return train_and_report(lambda: resume_run(args.run_dir, overrides, quiet=args.quiet,
                                                mlflow=mlflow), args.verbose)

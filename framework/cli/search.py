@@ -8,7 +8,8 @@ import time
 
 from ..errors import ConfigError, MindexpError
 from ..secrets import has_password, masked
-from ._args import add_config_args, add_tag_args, non_negative_int, positive_int
+from ._args import (add_config_args, add_mlflow, add_tag_args, mlflow_uri, non_negative_int,
+                    positive_int)
 from ._console import EXIT_FAILED, EXIT_OK, fmt_number
 
 
@@ -37,6 +38,8 @@ def _add_sweep_command(sub):
     sweep.add_argument("--resume", action="store_true",
                        help="continue the unfinished sweep of this same command (which the "
                             "command does by itself when there is one); refuse when there is none")
+    add_mlflow(sweep, "each run streams to this MLflow tracking server while it trains, "
+               "a child of the sweep's run")
     add_tag_args(sweep)
     sweep.set_defaults(handler=_run_sweep)
 
@@ -65,6 +68,8 @@ def _add_tune_command(sub):
     tune.add_argument("--seed", type=int, metavar="N", help="the sampler's seed")
     tune.add_argument("--show", action="store_true", help="print the results of --study and exit")
     add_config_args(tune)
+    add_mlflow(tune, "each trial's run streams to this MLflow tracking server while it "
+               "trains, a child of the study's run")
     tune.set_defaults(handler=_run_tune)
     worker = sub.add_parser("_search_worker")  # internal, see search.worker
     worker.add_argument("index", type=int)
@@ -85,6 +90,7 @@ def _warn_typed_password(storage):
 
 def _run_sweep(args: argparse.Namespace) -> int:
     _warn_typed_password(args.storage)
+    mlflow = mlflow_uri(args)  # before anything is built
     from ..define.catalog import resolve_spec
     from ..define.config import load_toml, parse_assignments
     from ..search.sweeps import Sweep, check_points, parse_grid
@@ -93,7 +99,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
     check_points(cls, grid, sets, load_toml(args.config) if args.config else {})
     spec = entry if ":" in args.experiment or args.experiment.endswith(".py") else args.experiment
     sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name, entry=entry,
-                  storage=args.storage, retries=args.retries)
+                  storage=args.storage, retries=args.retries, mlflow=mlflow)
     from ..manage.tags import check_tags
     sweep.tags, sweep.note = check_tags(args.tag), args.note
     folder = sweep.start(cls.experiment_name(), resume=True if args.resume else "auto")
@@ -189,26 +195,30 @@ def _run_tune(args: argparse.Namespace) -> int:
         raise ConfigError("tune needs an EXPERIMENT (or --show --study NAME). Received: none")
     from ..define.catalog import resolve_spec
     from ..define.config import load_toml, parse_assignments
-    from ..search.driver import finish, make_spec, run_workers, start, to_run
+    from ..search.driver import (close_mlflow_parent, finish, make_spec, open_mlflow_parent,
+                                 run_workers, start, to_run)
     from ..search.study import remaining
+    mlflow = mlflow_uri(args)  # before anything is built
     cls, entry = resolve_spec(args.experiment)
     base = {**(load_toml(args.config) if args.config else {}), **parse_assignments(args.set)}
     spec = make_spec(cls, entry, args.param, args.objective, args.trials, args.direction,
                      args.sampler, args.pruner, args.seed, args.timeout, args.study,
                      args.storage, base, args.out)
     study = start(spec)
+    open_mlflow_parent(spec, study, mlflow)
     left = remaining(study, spec.trials)
     how = f"{spec.direction}, from its name; --direction to choose" \
         if spec.direction_inferred else spec.direction
     print(f"study {spec.study}: {spec.objective} ({how}) of {spec.experiment}, "
           f"{left} of {spec.trials} trials to run, {args.workers} worker(s)\n"
           f"storage: {masked(spec.storage)}\nfolder: {spec.study_dir}", flush=True)
-    disk = _DiskWatch()
+    disk, signum = _DiskWatch(), None
     try:
         signum = run_workers(spec, args.workers, on_line=disk.watching(_print_trial)) \
             if to_run(study, spec) else None
     finally:
         finish(spec)
+    close_mlflow_parent(spec, study, signum)
     if not disk.error:  # no room for plots
         save_plots(study, spec.study_dir)
     _print_study(study)

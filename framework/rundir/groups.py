@@ -8,6 +8,8 @@ from typing import Iterator
 from ..errors import RunDirError
 from .io import inside, is_run_dir, read_json
 
+STUDIES = "studies"          # <out>/studies/<study>/: a tune study's folder
+STUDY_JOURNAL = "journal.log"  # a study's own Optuna journal in its folder (the default storage)
 # The index files of a group of runs: a sweep's, and a tune study's.
 INDEX_FILES = ("sweep.json", "study.json")
 # Where an index keeps its runs (a list of objects with run_dir and/or run_id).
@@ -19,6 +21,19 @@ def index_name(folder: str | os.PathLike[str]) -> str | None:
     for name in INDEX_FILES:
         if os.path.isfile(os.path.join(folder, name)):
             return name
+    return None
+
+
+def group_kind(folder: str | os.PathLike[str]) -> str | None:
+    """``"sweep"`` for a sweep's folder (sweep.json), ``"study"`` for a tune study's
+    (``<out>/studies/<study>/``), None for any other path."""
+    folder = os.path.abspath(os.fspath(folder))
+    if not os.path.isdir(folder):
+        return None
+    if os.path.isfile(os.path.join(folder, INDEX_FILES[0])):
+        return "sweep"
+    if os.path.basename(os.path.dirname(folder)) == STUDIES:
+        return "study"
     return None
 
 

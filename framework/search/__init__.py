@@ -28,7 +28,8 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
          sampler: str = "tpe", pruner: str = "median", workers: int = 1,
          timeout: float | str | None = None, study: str | None = None,
          storage: str | None = None, config: Mapping[str, Any] | None = None,
-         seed: int | None = None, out: str | os.PathLike[str] = "outputs") -> Run | None:
+         seed: int | None = None, out: str | os.PathLike[str] = "outputs",
+         mlflow: str | None = None) -> Run | None:
     """Search ``space`` for ``experiment`` and return the best trial's ``mindexp.Run``
     (None when no trial completed).
 
@@ -58,9 +59,13 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
         seed: the sampler's seed (same seed, sampler and ``workers=1``: same
             sequence of parameters; a continued study draws new ones).
         out: the output root; the study's folder is ``<out>/studies/<study>/``.
+        mlflow: an MLflow tracking URI: the study is a parent run there and each
+            trial's run streams to it as a child while it trains.
     """
     from ..analysis.notebook import load_run  # renders in Jupyter
-    from .driver import finish, make_spec, run_workers, start
+    from .driver import (close_mlflow_parent, finish, make_spec, open_mlflow_parent,
+                         run_workers, start)
+    uri = _mlflow_uri(mlflow)
     cls, entry = _experiment(experiment)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be an integer >= 1. Received: workers={workers!r}",
@@ -72,6 +77,7 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
     spec = make_spec(cls, entry, space, objective, trials, direction, sampler, pruner, seed,
                      timeout, study, storage, config, out)
     study_obj = start(spec)
+    open_mlflow_parent(spec, study_obj, uri)
     try:
         if workers == 1:
             signum = _in_process(spec, cls)
@@ -79,6 +85,7 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
             signum = run_workers(spec, workers)
     finally:
         finish(spec)
+    close_mlflow_parent(spec, study_obj, signum)
     save_plots(study_obj, spec.study_dir)
     if signum is not None:
         raise KeyboardInterrupt(f"study {spec.study} stopped by signal {signum}")
@@ -89,7 +96,7 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
 def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[Any]],
           config: Mapping[str, Any] | None = None, out: str | os.PathLike[str] = "outputs",
           workers: int = 1, storage: str | os.PathLike[str] | None = None, retries: int = 0,
-          name: str | None = None) -> Runs:
+          name: str | None = None, mlflow: str | None = None) -> Runs:
     """Train every point of ``grid`` (the cartesian product of its values) and
     return the points' runs (``Runs``; ``.compare()`` gives the table).
 
@@ -111,6 +118,8 @@ def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[An
             journal file in the sweep's folder.
         retries: times a failed point is trained again before it is recorded failed.
         name: label for the sweep id and its runs' ids.
+        mlflow: an MLflow tracking URI: the sweep is a parent run there and each
+            run streams to it as a child while it trains.
 
     Raises ConfigError (nothing started) for a bad grid, config, ``workers``,
     ``retries`` or storage; KeyboardInterrupt when a signal stopped the sweep
@@ -118,6 +127,7 @@ def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[An
     """
     from ..analysis.notebook import load_runs
     from .sweeps import Sweep, check_grid, check_points
+    uri = _mlflow_uri(mlflow)
     cls, entry = _experiment(experiment)
     if entry.split(":")[0] == "__main__":
         raise ConfigError(f"a sweep trains in worker processes, which cannot import "
@@ -127,7 +137,7 @@ def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[An
     check_points(cls, points, dict(config or {}))
     spec = experiment if isinstance(experiment, str) else entry
     job = Sweep(spec, points, dict(config or {}), out=out, workers=workers, name=name,
-                entry=entry, storage=storage, retries=retries)
+                entry=entry, storage=storage, retries=retries, mlflow=uri)
     job.start(cls.experiment_name())
     if job.run() == "interrupted":
         raise KeyboardInterrupt(f"sweep {job.sweep_id} stopped by signal {job.signum}")
@@ -150,6 +160,16 @@ def _experiment(experiment: type[BaseExperiment] | str) -> tuple[type[BaseExperi
     if module != "__main__" and module.startswith("mindexp_user_"):
         module = os.path.abspath(inspect.getfile(experiment))  # a file loaded by path
     return experiment, f"{module}:{experiment.__qualname__}"
+
+
+def _mlflow_uri(uri: str | None) -> str | None:
+    if uri is None:
+        return None
+    from ..train.mlflow_stream import tracking_uri
+    try:
+        return tracking_uri(uri)
+    except ConfigError as exc:
+        raise ConfigError(str(exc).replace("--mlflow", "mlflow="), field="mlflow") from None
 
 
 def _in_process(spec: Any, cls: type[BaseExperiment]) -> int | None:

@@ -121,6 +121,24 @@ def finish(spec):
     release_space(spec.study_dir)
 
 
+def open_mlflow_parent(spec, study, uri):
+    """With ``uri`` (``tune --mlflow``): the study's parent run in MLflow, before its
+    first trial; every trial's run streams there as its child."""
+    if not uri:
+        return
+    from ..analysis.mlflow_groups import start_parent, study_group
+    spec.mlflow = uri
+    spec.mlflow_parent = start_parent(uri, study_group(spec.study_dir, study))
+
+
+def close_mlflow_parent(spec, study, signum):
+    """The parent run's best value and status once this command's trials ended."""
+    if spec.mlflow:
+        from ..analysis.mlflow_groups import end_parent, study_group
+        end_parent(spec.mlflow, study_group(spec.study_dir, study, signum is not None),
+                   spec.mlflow_parent)
+
+
 def to_run(study, spec):
     """Whether this command has trials to run or wait for: the budget has room,
     or trials run elsewhere (one whose worker died is then replaced)."""

@@ -61,6 +61,8 @@ class SweepSpec:
     note: str | None = None
     runs_per_worker: int | None = None   # 1 for a grid over ``device``
     kind: str = "sweep"
+    mlflow: str | None = None            # the tracking URI each run streams to (--mlflow)
+    mlflow_parent: str | None = None     # the sweep's parent run there
 
     def to_json(self) -> str:
         """The spec as one JSON text (a worker's argument)."""
@@ -337,12 +339,13 @@ def _train(spec, claim, started, named=None):
         started["run_dir"] = resume
         if named:
             named(resume)
-        return resume_run(resume, quiet=True)
+        return resume_run(resume, quiet=True, mlflow=spec.mlflow)
     values = spec.points[claim.index]
     exp = load_experiment(spec.entry)({**spec.base, **values})
     return run_request(RunRequest(exp, out=spec.out, label=spec.labels[claim.index],
                                   tags=tuple(spec.tags or ()), note=spec.note, entry=spec.entry,
-                                  created=lambda run_dir: _created(started, named, run_dir)))
+                                  created=lambda run_dir: _created(started, named, run_dir),
+                                  mlflow=spec.mlflow, mlflow_parent=spec.mlflow_parent))
 
 
 def _created(started, named, run_dir):

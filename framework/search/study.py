@@ -38,14 +38,14 @@ import traceback
 
 from .. import layout
 from ..errors import ConfigError, MindexpError
+from ..rundir.groups import STUDIES, STUDY_JOURNAL
 from ..secrets import masked
 from .disk import is_full_disk, release_space
 from .signals import StopFlag  # noqa: F401  (run_trials' stop; tune and its workers pass one)
 
 logger = logging.getLogger(__name__)
 
-STUDIES = "studies"
-JOURNAL = "journal.log"
+JOURNAL = STUDY_JOURNAL
 LOGS = "logs"
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "hyperband", "none")
@@ -84,6 +84,8 @@ class TuneSpec:
     timeout_s: float | None = None
     deadline: float | None = None
     direction_inferred: bool = False  # from the objective's name, not --direction
+    mlflow: str | None = None          # the tracking URI each trial's run streams to (--mlflow)
+    mlflow_parent: str | None = None   # the study's parent run there
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self))
@@ -548,7 +550,8 @@ def _trial_request(trial, spec, exp_cls):
     return RunRequest(exp, out=spec.study_dir, label=f"trial-{trial.number}", entry=spec.entry,
                       fields={"study": spec.study, "trial": trial.number,
                               "tuned": list(spec.space)},
-                      callbacks=added, created=lambda run_dir: _name_run(trial, run_dir))
+                      callbacks=added, created=lambda run_dir: _name_run(trial, run_dir),
+                      mlflow=spec.mlflow, mlflow_parent=spec.mlflow_parent)
 
 
 def _name_run(trial, run_dir):

@@ -138,13 +138,15 @@ class Sweep:
         storage: an RDB URL or a journal file shared with other machines
             (None: a journal file in the sweep's folder).
         retries: times a failed point is trained again before it is recorded failed.
+        mlflow: an MLflow tracking URI: the sweep is a parent run there and each
+            run streams to it as a child (``--mlflow``).
     """
 
     def __init__(self, spec: str, grid: dict, sets: dict | None = None,
                  config_file: str | None = None, out: str | os.PathLike[str] = "outputs",
                  workers: int | None = None, name: str | None = None, entry: str | None = None,
                  storage: str | os.PathLike[str] | None = None,
-                 retries: int = DEFAULT_RETRIES):
+                 retries: int = DEFAULT_RETRIES, mlflow: str | None = None):
         self.spec, self.grid, self.sets = spec, dict(grid), dict(sets or {})
         self.entry = entry
         self.config_file = os.path.abspath(config_file) if config_file else None
@@ -170,6 +172,7 @@ class Sweep:
         self._answers: dict[int, dict] = {}   # trial id -> what this process knows of its end
         self._started = 0                     # workers started
         self._old_record: dict | None = None  # the unfinished sweep.json taken up
+        self.mlflow = mlflow
 
     # -- starting ----------------------------------------------------------------------
     def start(self, experiment: str, resume: bool | str = "auto") -> str:
@@ -200,6 +203,11 @@ class Sweep:
         self._settle_record()
         self.status = "running"
         self.save()
+        if self.mlflow:
+            from ..analysis.mlflow_groups import start_parent, sweep_group
+            self._spec.mlflow = self.mlflow
+            self._spec.mlflow_parent = start_parent(self.mlflow,
+                                                    sweep_group(self.dir, self._record()))
 
     def _own_folder(self, resume):
         """The sweep folder (taken up or new) and its journal's path."""
@@ -384,6 +392,10 @@ class Sweep:
             self.status = "failed"
         self.ended_at = now_iso()
         self.save()
+        if self.mlflow:
+            from ..analysis.mlflow_groups import end_parent, sweep_group
+            end_parent(self.mlflow, sweep_group(self.dir, self._record()),
+                       self._spec.mlflow_parent)
 
     def failures(self) -> list[SweepRun]:
         """The runs that did not complete."""

@@ -103,13 +103,14 @@ def launch_workers(request: RunRequest, run_dir: str, previous: dict[str, Any] |
         mlflow_stream.note_uri(record.meta, request.mlflow)
     record.running(workers=workers)
     if request.mlflow:
-        mlflow_stream.start_sender(run_dir, request.mlflow)
+        mlflow_stream.start_sender(run_dir, request.mlflow, request.mlflow_parent)
     code = distributed.launch(run_dir, workers, resume=request.resume is not None)
     record = RunRecord.read(run_dir)
     if code != 0 and record.status in ("running", "completed"):
         log, tail = distributed.worker_failure(run_dir)
         record.failed(f"msrun exited with status {code}; last lines of msrun/{log}:\n{tail}")
         record.write()
+    mlflow_stream.run_ended(run_dir)  # a sender still waiting: the end-of-run sync
     if finish is not None:
         finish(run_dir, record.status)
     if record.status == "failed":
@@ -202,7 +203,7 @@ def _train_in(request: RunRequest, plan: Any, run_dir: str, previous: dict[str, 
     if writer:
         _capture_provenance(request, record, previous)
     # (an msrun worker does not write: its launcher streams to MLflow)
-    open_record(record, _config.to_dict(request.config), request.mlflow)
+    open_record(record, _config.to_dict(request.config), request.mlflow, request.mlflow_parent)
     from ..callbacks._registry import run_declared
     # every log opened inside the run folder registers with it; the experiment's
     # hooks read the folder as ``self.run_dir``

@@ -7,16 +7,24 @@ records the URI with the password masked.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
+import threading
 from typing import Any
 
 from ..errors import ConfigError
-from ..rundir.mlflow_names import ENV_RUN_DIR, ENV_URI, META_KEY, SENDER_MODULE
+from ..rundir.mlflow_names import ENV_PARENT, ENV_RUN_DIR, ENV_URI, META_KEY, SENDER_MODULE
 from ..secrets import masked
 
 _SENDERS: list[subprocess.Popen] = []    # kept, so Python does not warn about them
+# A sender is a new interpreter (~0.1 CPU-s to start, 0.1-0.2 more a run for its first
+# passes): a tenth to a third of a one-second run of the seed (benchmarks/mlflow_live.py).
+# It starts once a run has trained this long; a shorter run is sent by its end-of-run sync.
+START_DELAY_S = 5.0
+_WAITING: dict[str, tuple[threading.Timer, dict[str, str]]] = {}  # run folder -> its sender
+_LOCK = threading.Lock()
 
 
 def tracking_uri(uri: str | None) -> str:
@@ -41,10 +49,51 @@ def note_uri(meta: dict[str, Any], uri: str) -> None:
     meta[META_KEY].setdefault(masked(uri), None)
 
 
-def start_sender(run_dir: str, uri: str) -> None:
+def start_sender(run_dir: str, uri: str, parent: str | None = None,
+                 delay_s: float | None = None) -> None:
     """Start the live sender for ``run_dir`` (its stderr is the run's: one warning
-    when the server does not answer); a failure to start it only warns."""
-    env = {**os.environ, ENV_RUN_DIR: os.path.abspath(run_dir), ENV_URI: uri}
+    when the server does not answer) once the run has trained ``delay_s``
+    (default :data:`START_DELAY_S`), or when it ends (:func:`run_ended`),
+    whichever comes first; a failure to start it only warns.
+    ``parent``: the MLflow run id of the sweep or study the run is part of."""
+    key = os.path.abspath(run_dir)
+    env = {**os.environ, ENV_RUN_DIR: key, ENV_URI: uri}
+    env.pop(ENV_PARENT, None)
+    if parent:
+        env[ENV_PARENT] = parent
+    delay = START_DELAY_S if delay_s is None else delay_s
+    if delay <= 0:
+        _spawn(env)
+        return
+    timer = threading.Timer(delay, _start_waiting, args=(key,))
+    timer.daemon = True
+    with _LOCK:
+        if not _WAITING:
+            atexit.register(_start_all_waiting)  # a process that ends first still sends
+        _WAITING[key] = (timer, env)
+    timer.start()
+
+
+def run_ended(run_dir: str) -> None:
+    """The run's record is final: a sender still waiting for its delay starts now
+    (it finds the run over and makes the end-of-run sync)."""
+    _start_waiting(os.path.abspath(run_dir))
+
+
+def _start_waiting(key: str) -> None:
+    with _LOCK:
+        waiting = _WAITING.pop(key, None)
+    if waiting is not None:
+        waiting[0].cancel()
+        _spawn(waiting[1])
+
+
+def _start_all_waiting() -> None:
+    for key in list(_WAITING):
+        _start_waiting(key)
+
+
+def _spawn(env: dict[str, str]) -> None:
     try:
         _SENDERS.append(subprocess.Popen(
             [sys.executable, "-m", SENDER_MODULE], env=env,

@@ -36,7 +36,8 @@ class RunRequest:
     the new run's folder as soon as it exists (a sweep's worker answers with it
     even when training then fails or is interrupted). ``mlflow``: a tracking
     URI the run streams to while it trains (``--mlflow``; never a config
-    field, so config.json and every view stay free of it).
+    field, so config.json and every view stay free of it); ``mlflow_parent``:
+    the MLflow run id of the sweep or study it is part of (its parent run).
     """
 
     experiment: BaseExperiment
@@ -54,6 +55,7 @@ class RunRequest:
     quiet: bool = True
     created: Callable[[str], None] | None = None
     mlflow: str | None = None
+    mlflow_parent: str | None = None
 
     def __post_init__(self) -> None:
         # A frozen dataclass: the defaults derived from the experiment are set once here.

@@ -309,11 +309,13 @@ def hold_new_run(held: contextlib.ExitStack, out: str | os.PathLike[str], experi
     return run_dir
 
 
-def open_record(record: RunRecord, config: Mapping[str, Any], mlflow: str | None) -> None:
+def open_record(record: RunRecord, config: Mapping[str, Any], mlflow: str | None,
+                mlflow_parent: str | None = None) -> None:
     """A starting run's first writes, a script's and an experiment's alike:
     config.json, run.json ``running`` (with the MLflow URI it streams to),
     the space set aside for its final record, then the MLflow sender (which
-    follows run.json). Only config.json's no-op on a rank that does not write."""
+    follows run.json; ``mlflow_parent``: its sweep's or study's MLflow run). Only
+    config.json's no-op on a rank that does not write."""
     record.write_config(dict(config))
     if not record.writer:
         return
@@ -322,7 +324,7 @@ def open_record(record: RunRecord, config: Mapping[str, Any], mlflow: str | None
     record.write()
     reserve_or_fail(record)
     if mlflow:
-        mlflow_stream.start_sender(record.run_dir, mlflow)
+        mlflow_stream.start_sender(record.run_dir, mlflow, mlflow_parent)
 
 
 def record_failure(record: RunRecord, exc: BaseException) -> None:
@@ -357,6 +359,7 @@ def finish_record(record: RunRecord,
     record_log_summary(record)
     failures.release_space(record.run_dir)
     record.write()
+    mlflow_stream.run_ended(record.run_dir)  # a sender still waiting: the end-of-run sync
 
 
 def record_log_summary(record: RunRecord) -> None:

@@ -112,7 +112,8 @@ def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path,
     assert found.info.status == "FINISHED"
     assert _steps(client, rid, "loss") == list(range(1, STEPS + 1))
     assert len(client.get_metric_history(rid, "lr")) == STEPS
-    assert _steps(client, rid, "param/w") == list(range(1, STEPS + 1))
+    # the summary (default) sends a parameter at the first step and every 3rd: 300 / 100
+    assert _steps(client, rid, "param/w") == [1] + list(range(3, STEPS + 1, 3))
     assert [m.value for m in client.get_metric_history(rid, "eval_accuracy")] == [0.5, 0.75]
     assert [m.value for m in client.get_metric_history(rid, "system/rss_mb")] == [100.0, 120.0]
     artifacts = {a.path for a in client.list_artifacts(rid)}
@@ -204,6 +205,28 @@ def test_params_summary_none_and_all_send_what_they_say(server, tmp_path):
     assert keys["none"] == set()
     assert keys["all"] == {"param/w/0", "param/w/1", "param/w/2", "param/b", "param/big/norm",
                            "param/big/min", "param/big/std"}
+
+
+@pytest.mark.slow
+def test_a_summary_sends_a_parameter_at_a_hundred_steps_and_the_loss_at_every_step(
+        server, tmp_path):
+    """A 1,000-step run (run.json: total_steps): the default summary sends each statistic
+    at the first step, every 10th and the last; the loss goes at every step; --params all
+    sends every row (the 12-run sync's points: issue 42)."""
+    from mlflow.tracking import MlflowClient
+    from mindexp import to_mlflow
+    n = 1000
+    rows = {f"w[{i}]": [0.001 * (k + i) for k in range(n)] for i in range(2)}
+    client = MlflowClient(server)
+    for params, steps in (("summary", [1] + list(range(10, n + 1, 10))),
+                          ("all", list(range(1, n + 1)))):
+        run_dir = make_run(tmp_path / params, "r-thin", losses=[1.0 / (k + 1) for k in range(n)],
+                           params=rows, meta={"total_steps": n})
+        [done] = to_mlflow(run_dir, server, params=params)
+        rid = done["mlflow_run_id"]
+        assert _steps(client, rid, "loss") == list(range(1, n + 1))
+        key = "param/w/norm" if params == "summary" else "param/w/1"
+        assert _steps(client, rid, key) == steps
 
 
 @pytest.mark.slow
@@ -398,3 +421,115 @@ def test_the_model_of_a_run_with_an_input_transform_predicts_from_raw_inputs(ser
     model = mlflow.pyfunc.load_model(f"runs:/{found.info.run_id}/model")
     x = np.array([[50.0, -3.0, 1000.0], [70.0, -2.9, 400.0]], np.float32)
     np.testing.assert_allclose(np.asarray(model.predict(x)), predict(str(run_dir), x), rtol=1e-6)
+
+
+# -- a sweep or a tune study as a parent run, its runs as children ----------------------
+
+from searches import forked_workers, wait_for  # noqa: E402,F401  (autouse: workers forked)
+
+
+def _parents(client, experiment_id, key):
+    return client.search_runs([experiment_id], filter_string=f"tags.`mindexp.group` = '{key}'")
+
+
+def _children(client, experiment_id, parent_id):
+    return client.search_runs([experiment_id],
+                              filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")
+
+
+def _synced(run_dirs, uri):
+    """Every run's live sender finished its end-of-run sync (its local record whole)."""
+    from mindexp.analysis.mlflow_record import entry_of
+    return all(entry_of(str(d), uri).get("fingerprint") for d in run_dirs)
+
+
+@pytest.mark.slow
+def test_a_sweep_with_mlflow_is_a_parent_run_whose_children_are_its_runs(server, cli, tmp_path):
+    """`sweep --mlflow`: one parent run (its grid as params, its best final loss, FINISHED),
+    each point's run streamed as its child; `mindexp mlflow <sweep folder>` afterwards
+    makes no second parent and links the same children."""
+    import json
+    from mlflow.tracking import MlflowClient
+    out = tmp_path / "out"
+    done = cli("sweep", "linear", "--grid", "lr=0.01,0.1", "--set", "epochs=1", "--workers", "1",
+               "--out", out, "--mlflow", server)
+    assert done.returncode == 0, done.stderr
+    [folder] = (out / "sweeps").iterdir()
+    record = json.loads((folder / "sweep.json").read_text())
+    losses = {r["run_id"]: r["final_loss"] for r in record["runs"]}
+    wait_for(lambda: _synced([r["run_dir"] for r in record["runs"]], server), "the senders' syncs")
+    client = MlflowClient(server)
+    exp = client.get_experiment_by_name("linear").experiment_id
+    [parent] = _parents(client, exp, f"sweep:{folder.name}")
+    assert parent.info.run_name == folder.name and parent.info.status == "FINISHED"
+    assert parent.data.params["grid.lr"] == "0.01,0.1" and parent.data.params["set.epochs"] == "1"
+    assert parent.data.metrics["best_final_loss"] == pytest.approx(min(losses.values()))
+    assert parent.data.tags["mindexp.best_run"] == min(losses, key=losses.get)
+    kids = _children(client, exp, parent.info.run_id)
+    assert sorted(k.data.tags["mindexp.run_id"] for k in kids) == sorted(losses)
+    assert {k.info.status for k in kids} == {"FINISHED"}
+    assert main(["mlflow", str(folder), "--tracking-uri", server]) == 0
+    assert len(_parents(client, exp, f"sweep:{folder.name}")) == 1  # idempotent
+    assert len(_children(client, exp, parent.info.run_id)) == 2
+    for run_id in losses:  # no second copy of a child either
+        assert len(client.search_runs([exp], f"tags.`mindexp.run_id` = '{run_id}'")) == 1
+
+
+@pytest.mark.slow
+def test_a_tune_study_with_mlflow_is_a_parent_run_found_again_by_a_later_sync(
+        server, cli, tmp_path):
+    """`tune --mlflow`: the study's parent run holds its space, objective and best value,
+    each trial's run is its child; a later `mindexp mlflow <study folder>` that lost the
+    folder's local record finds the same parent by its tag (no duplicate)."""
+    from mlflow.tracking import MlflowClient
+    from mindexp.rundir.meta import read_meta
+    out = tmp_path / "out"
+    done = cli("tune", "linear", "--param", "lr=loguniform:0.001:0.01", "--trials", "2",
+               "--set", "epochs=1", "--seed", "0", "--study", "s-mlflow", "--out", out,
+               "--mlflow", server)
+    assert done.returncode == 0, done.stderr
+    folder = out / "studies" / "s-mlflow"
+    run_dirs = sorted((folder / "linear").iterdir())
+    assert len(run_dirs) == 2
+    wait_for(lambda: _synced(run_dirs, server), "the senders' syncs")
+    client = MlflowClient(server)
+    exp = client.get_experiment_by_name("linear").experiment_id
+    [parent] = _parents(client, exp, "study:s-mlflow")
+    losses = {d.name: read_meta(str(d))["final_loss"] for d in run_dirs}
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params["space.lr"] == "loguniform:0.001:0.01"
+    assert parent.data.params["objective"] == "final_loss"
+    assert parent.data.metrics["best_value"] == pytest.approx(min(losses.values()))
+    assert parent.data.tags["mindexp.best_run"] == min(losses, key=losses.get)
+    kids = _children(client, exp, parent.info.run_id)
+    assert sorted(k.data.tags["mindexp.run_id"] for k in kids) == sorted(losses)
+    (folder / layout.MLFLOW_RECORD).unlink()  # the folder's local record lost
+    assert main(["mlflow", str(folder), "--tracking-uri", server]) == 0
+    assert [p.info.run_id for p in _parents(client, exp, "study:s-mlflow")] == [parent.info.run_id]
+    assert len(_children(client, exp, parent.info.run_id)) == 2
+
+
+@pytest.mark.slow
+def test_a_sweep_synced_afterwards_is_a_parent_run_and_again_nothing_new_without_mlflow(
+        server, cli, tmp_path, capsys, monkeypatch):
+    from mlflow.tracking import MlflowClient
+    out = tmp_path / "out"
+    done = cli("sweep", "linear", "--grid", "optimizer=sgd,adam", "--set", "epochs=1",
+               "--workers", "1", "--out", out)
+    assert done.returncode == 0, done.stderr
+    [folder] = (out / "sweeps").iterdir()
+    assert main(["mlflow", str(folder), "--tracking-uri", server, "--experiment", "later"]) == 0
+    first = capsys.readouterr().out
+    client = MlflowClient(server)
+    exp = client.get_experiment_by_name("later").experiment_id
+    [parent] = _parents(client, exp, f"sweep:{folder.name}")
+    assert parent.data.params["grid.optimizer"] == "sgd,adam"
+    assert parent.info.status == "FINISHED"
+    kids = _children(client, exp, parent.info.run_id)
+    assert sorted(k.data.tags["mindexp.run_id"] for k in kids) == sorted(
+        d.name for d in (out / "linear").iterdir())
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # importing mlflow now fails
+    monkeypatch.setitem(sys.modules, "mlflow.tracking", None)
+    assert main(["mlflow", str(folder), "--tracking-uri", server, "--experiment", "later"]) == 0
+    assert capsys.readouterr().out.count("(0 new metric points)") == 2
+    assert first.count("new metric points") == 2
