@@ -360,7 +360,7 @@ class Harness:
                     if json.load(f).get("seed") != 3:
                         continue
             except FileNotFoundError:
-                continue  # killed between its run.json and its config.json: no checkpoint
+                continue  # killed before its first file (config.json, then run.json): check_run names it
             if not os.path.isdir(os.path.join(run_dir, "checkpoints")) or not os.listdir(
                     os.path.join(run_dir, "checkpoints")):
                 continue  # stopped before its first checkpoint: resume says so (exit 2)
