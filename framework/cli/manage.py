@@ -189,6 +189,12 @@ def _remove_targets(args: argparse.Namespace) -> int:
     return code
 
 
+def _say_unstarted(found, dry_run):
+    for path in found:
+        print(f"{'would remove' if dry_run else 'removed'} {path}: a run killed while it "
+              "started (no run.json, no process holds it)")
+
+
 def _say_leftovers(left, dry_run):
     if left:
         print(f"{'would remove' if dry_run else 'removed'} {len(left)} temporary file(s) or "
@@ -212,7 +218,7 @@ def _refuse_remote(specs, url):
 
 def _collect_garbage(args: argparse.Namespace) -> int:
     from ..manage import runs as r
-    from ..manage.cleanup import plan_gc, remove_leftovers
+    from ..manage.cleanup import plan_gc, remove_leftovers, remove_unstarted_runs
     from ..manage.filters import Filters
     filters = Filters(args.experiment, args.status, args.tag, args.since, args.older,
                       args.where)
@@ -225,6 +231,8 @@ def _collect_garbage(args: argparse.Namespace) -> int:
     code = _remove(targets, args)
     left = remove_leftovers(args.paths or ["outputs"], dry_run=args.dry_run)
     _say_leftovers(left, args.dry_run)
+    _say_unstarted(remove_unstarted_runs(args.paths or ["outputs"], dry_run=args.dry_run),
+                   args.dry_run)
     return code
 
 

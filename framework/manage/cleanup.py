@@ -127,6 +127,56 @@ def remove_leftovers(paths, dry_run=False):
     return found
 
 
+def remove_unstarted_runs(paths, dry_run=False):
+    """Run folders below ``paths`` (themselves, their folders and those folders'
+    folders: an output root, an experiment, a run) whose start was killed before
+    run.json (:func:`mindexp.rundir.leftovers.unstarted_run`) and whose lock no
+    process holds: each is removed under its lock, checked again once held (a
+    start takes its lock right after ``mkdir``; one that finds its folder taken
+    or gone picks another id). Removed unless ``dry_run``; returns their paths."""
+    from ..rundir.leftovers import unstarted_run
+    found = []
+    for run_dir in _folders_below(paths, depth=2):
+        if not unstarted_run(run_dir) or holder(run_dir) or lock_trouble(run_dir):
+            continue
+        if dry_run:
+            found.append(run_dir)
+        elif _remove_unstarted(run_dir):
+            found.append(run_dir)
+    return found
+
+
+def _folders_below(paths, depth):
+    """``paths`` and the real folders below them to ``depth`` levels, links not followed."""
+    level = [os.path.abspath(p) for p in paths]
+    for _ in range(depth + 1):
+        below = []
+        for folder in level:
+            yield folder
+            try:
+                below += [e.path for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+            except OSError:  # gone, unreadable or not a folder: nothing to clean there
+                continue
+        level = below
+
+
+def _remove_unstarted(run_dir):
+    from ..rundir.leftovers import unstarted_run
+    try:
+        lock = acquire(run_dir, "remove")
+    except (MindexpError, OSError):  # taken meanwhile (a start) or gone: not ours
+        return False
+    try:
+        if not unstarted_run(run_dir):  # its run.json came before the lock was ours
+            return False
+        _delete(_hide(run_dir))
+        return True
+    except OSError:  # read-only, or removed meanwhile: left for a later gc
+        return False
+    finally:
+        lock.release()
+
+
 def _drop_best(table, keep, by):
     if by not in table.columns:
         raise MindexpError(f"--by names an unknown column {by!r}; valid columns: "

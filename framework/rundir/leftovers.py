@@ -1,6 +1,7 @@
 """Temporary files whose writer died: removed at the next resume and by ``gc``;
 folders a killed ``rm``/``gc`` left (``.<name>.removing-PID@HOST``): removed by
-the next ``rm``, ``gc`` and ``runs``.
+the next ``rm``, ``gc`` and ``runs``; run folders whose start was killed before
+run.json (:func:`unstarted_run`): removed by ``gc`` when their lock is free.
 
 Every atomic write of mindexp goes through a temporary name that carries
 its writer's pid and host (``schema.temp_name``: ``name.tmp-PID@HOST`` or
@@ -18,11 +19,50 @@ import os
 import platform
 import re
 import shutil
+import stat
+
+from .. import layout
 
 _TEMP = re.compile(r"(?:^\.tmp-(\d+)(?:@([^@/]+)@|-)(?=.))|(?:\.tmp-(\d+)(?:@([^@/]+))?$)")
 # A folder ``rm``/``gc`` renamed away before deleting it (``.<name>.removing-PID@HOST``;
 # older versions: ``.<name>.removing-PID``): an interrupted removal leaves it.
 _REMOVING = re.compile(r"^\..+\.removing-(\d+)(?:@([^@/]+))?$")
+
+
+# A run id (``io.create_run_dir``): ``YYYYmmdd-HHMMSS[-label]-xxxxxx``.
+_RUN_ID = re.compile(r"^\d{8}-\d{6}(?:-.+)?-[0-9a-f]{6}$")
+# What a run's start writes before run.json (the lock first, then config.json and,
+# for an experiment, its provenance); a folder holding anything more is left alone.
+_START_FILES = frozenset({layout.RESUME_LOCK, layout.RUN_LOCK, layout.CONFIG_JSON,
+                          layout.ENVIRONMENT_FILE})
+_START_DIRS = frozenset({layout.SOURCE_DIR})
+
+
+def unstarted_run(path):
+    """True when ``path`` is a run folder whose start was killed before its
+    run.json: named like a run id, holding its lock file and nothing but what a
+    start writes first (config.json, provenance, temporary files), no run.json.
+    Says nothing of liveness: a starting run looks the same until run.json
+    exists, so a caller removes it only under its lock (``gc``)."""
+    if not _RUN_ID.match(os.path.basename(os.path.normpath(os.fspath(path)))):
+        return False
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            return False
+        entries = list(os.scandir(path))
+    except OSError:
+        return False
+    names = {e.name for e in entries}
+    return layout.RESUME_LOCK in names and layout.RUN_JSON not in names and all(
+        _start_entry(e) for e in entries)
+
+
+def _start_entry(entry):
+    if _TEMP.search(entry.name):
+        return not entry.is_symlink()
+    if entry.name in _START_DIRS:
+        return entry.is_dir(follow_symlinks=False)
+    return entry.name in _START_FILES and entry.is_file(follow_symlinks=False)
 
 
 def removal_name(path):

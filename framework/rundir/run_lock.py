@@ -28,6 +28,7 @@ from .io import create_run_dir
 # A listing's probe holds the lock (shared) for microseconds; an acquirer
 # retries this long before calling the lock held, so a probe never refuses it.
 PROBE_PATIENCE_S = 0.5
+_START_TRIES = 5  # new folders a start tries when gc removes each before its lock
 
 
 class RunLockedError(MindexpError):
@@ -199,8 +200,16 @@ def create_locked(root, experiment, label=None):
     retried on a clash) with its lock taken before anything is written in
     it; returns ``(run_dir, RunLock)``. Until run.json exists no command
     treats the folder as a run, and from then on the lock says it is live."""
-    run_dir = create_run_dir(root, experiment, label)
-    return run_dir, acquire(run_dir, "run")
+    for _ in range(_START_TRIES):
+        run_dir = create_run_dir(root, experiment, label)
+        try:
+            return run_dir, acquire(run_dir, "run")
+        except (RunLockedError, RunDirError):
+            # `gc` took it between the mkdir and our lock, as a start killed
+            # there (lock free, no run.json): the folder goes; take another id
+            continue
+    raise RunDirError(f"could not start a run in {os.path.join(os.fspath(root), experiment)}: "
+                      f"each of {_START_TRIES} new folders was taken away before its lock")
 
 
 GONE = "running (process gone)"  # a run marked running whose lock no process holds
