@@ -1,42 +1,85 @@
 """The calls the MLflow bridge makes: MLflow's REST API straight for an http(s)
-tracking server (:class:`Rest`: no mlflow import, which costs seconds of CPU),
-``MlflowClient`` for any other store (:class:`Client`); :func:`connect` and
-the URI checks of ``mindexp mlflow``. Used by the sync
-(:mod:`.mlflow_export`), the live sender (:mod:`.mlflow_live`) and the
-parents of sweeps and studies (:mod:`.mlflow_groups`), none of which it imports.
+tracking server (:class:`Rest`: no mlflow import, which costs seconds of CPU;
+artifacts through the server's artifact proxy; retries on 429 and 5xx with a
+growing pause), ``MlflowClient`` for any other store (:class:`Client`);
+:func:`api_for`, :func:`connect` and the URI checks of ``mindexp mlflow``. Used
+by the sync (:mod:`.mlflow_export`), the live sender (:mod:`.mlflow_live`) and
+the parents of sweeps and studies (:mod:`.mlflow_groups`), none of which it
+imports.
+
+Credentials come from MLflow's own variables (``MLFLOW_TRACKING_TOKEN``, else
+``MLFLOW_TRACKING_USERNAME`` and ``_PASSWORD``) and go only into a request's
+Authorization header: never into a message, a record or a command line.
 """
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import MindexpError
 from ..secrets import masked
 from . import mlflow_points as P
 
 TIMEOUT_S = 10.0         # of one request
-BATCH = 1000             # MLflow's limit of metrics per log-batch
+BATCH = 1000             # MLflow's limit of metrics (and of all entries) per log-batch
+PARAMS_BATCH = 100       # MLflow's limit of params, and of tags, per log-batch
+# An http(s) sync sends this many runs at once: the server works on one while we read
+# and encode the next (benchmarks/mlflow_sync.py --twelve --ab; more gained nothing here)
+WORKERS = 4
+RETRY_CODES = (429, 500, 502, 503, 504)  # a busy or restarting server: try again
+RETRIES = 5              # tries after the first
+BACKOFF_S = 0.5          # the first pause; it doubles each time
+MAX_PAUSE_S = 30.0       # the longest pause, whatever Retry-After asks
 RUN_ID_TAG = "mindexp.run_id"
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting: a sweep's or study's runs
 _SCHEMES = ("http", "https", "file", "sqlite", "postgresql", "mysql", "mssql", "databricks")
 
 
+class RunInfo(NamedTuple):
+    """What the sync reads of an MLflow run."""
+
+    run_id: str
+    experiment_id: str
+    artifact_uri: str
+    active: bool                  # not deleted
+    params: dict[str, str]
+    tags: dict[str, str]
+
+
 class _Calls:
     """What :class:`Rest` and :class:`Client` share, in terms of their own calls."""
 
+    workers = 1  # runs a sync sends at once through one of these
+
+    def __init__(self) -> None:
+        self._experiments: dict[str, str] = {}
+        self._experiments_lock = threading.Lock()
+
     def run_tagged(self, experiment: str, key: str, value: str, name: str, start_ms: int,
                    tags: dict[str, str]) -> tuple[str, bool]:
-        raise NotImplementedError
+        """``(MLflow run id, created)``: the run of ``experiment`` whose tag ``key``
+        is ``value``, else a new one named ``name`` with ``tags``."""
+        experiment_id = self.experiment_id(experiment)
+        found = self.find_run(experiment_id, key, value)
+        if found:
+            return found.run_id, False
+        return self.create_run(experiment_id, name, start_ms, tags).run_id, True
 
-    def log_batch(self, run_id: str, params: dict[str, str] | None = None,
-                  tags: dict[str, str] | None = None,
-                  metrics: dict[str, float] | None = None, timestamp: int = 0) -> None:
-        raise NotImplementedError
+    def experiment_id(self, name: str) -> str:
+        """The id of the MLflow experiment ``name``, made when missing (one lookup
+        per name; one thread at a time, so two runs never both create it)."""
+        with self._experiments_lock:
+            if name not in self._experiments:
+                self._experiments[name] = self._lookup_experiment(name)
+            return self._experiments[name]
 
     def run_for(self, run_dir: str, meta: dict[str, Any], experiment: str,
                 parent: str | None = None) -> str:
@@ -50,16 +93,71 @@ class _Calls:
             self.log_batch(found, tags={PARENT_TAG: parent})
         return found
 
+    def running(self, run_id: str) -> None:
+        """The MLflow run is RUNNING again (a resumed run)."""
+        self.set_status(run_id, "RUNNING")
+
+    # -- each transport's own -------------------------------------------------------
+    def _lookup_experiment(self, name: str) -> str:
+        raise NotImplementedError
+
+    def find_run(self, experiment_id: str, key: str, value: str) -> RunInfo | None:
+        """The run of ``experiment_id`` whose tag ``key`` is ``value``, else None."""
+        raise NotImplementedError
+
+    def create_run(self, experiment_id: str, name: str, start_ms: int,
+                   tags: dict[str, str]) -> RunInfo:
+        """A new run of ``experiment_id`` named ``name`` with ``tags``."""
+        raise NotImplementedError
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        """The run ``run_id``, None when this server has no such run."""
+        raise NotImplementedError
+
+    def log_batch(self, run_id: str, params: dict[str, str] | None = None,
+                  tags: dict[str, str] | None = None,
+                  metrics: dict[str, float] | None = None, timestamp: int = 0) -> None:
+        """Params, tags and metrics (at step 0), in as many calls as MLflow's limits need."""
+        raise NotImplementedError
+
+    def log_points(self, run_id: str, points: list[P.Point]) -> None:
+        """Send ``points`` in batches of :data:`BATCH`."""
+        raise NotImplementedError
+
+    def delete_tag(self, run_id: str, key: str) -> None:
+        """Remove the tag ``key`` of the run."""
+        raise NotImplementedError
+
+    def set_status(self, run_id: str, status: str, end_ms: int | None = None) -> None:
+        """The run's MLflow status (RUNNING, or FINISHED/FAILED/KILLED at ``end_ms``)."""
+        raise NotImplementedError
+
+    def log_artifact(self, run: RunInfo, path: str, folder: str | None = None) -> None:
+        """Upload the file ``path`` into the run's artifacts (under ``folder``)."""
+        raise NotImplementedError
+
+    def log_text(self, run: RunInfo, text: str, name: str) -> None:
+        """Upload ``text`` as the artifact ``name``."""
+        raise NotImplementedError
+
 
 class Rest(_Calls):
-    """The few calls of MLflow's REST API the sender needs (an http(s) server)."""
+    """The calls of MLflow's REST API the bridge needs (an http(s) server), with
+    retries (:data:`RETRY_CODES`, up to :data:`RETRIES` times, the pause doubling
+    from :data:`BACKOFF_S` or what the server's Retry-After asks)."""
+
+    workers = WORKERS
 
     def __init__(self, uri: str) -> None:
+        super().__init__()
         parts = urllib.parse.urlsplit(uri)
         self.base = urllib.parse.urlunsplit(
             (parts.scheme, (parts.hostname or "") + (f":{parts.port}" if parts.port else ""),
              parts.path.rstrip("/"), "", ""))
         self.headers = {"Content-Type": "application/json", **_auth(parts)}
+        self._fallback: Client | None = None  # artifacts of a store the server does not proxy
+        self._fallback_lock = threading.Lock()
+        self.uri = uri
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict:
         """The JSON answer of ``method /api/2.0/mlflow/<path>``; raises on an error."""
@@ -69,44 +167,26 @@ class Rest(_Calls):
             url += "?" + urllib.parse.urlencode(body)
         elif body is not None:
             data = json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method, headers=self.headers)
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
-            return json.loads(answer.read() or b"{}")
+        return json.loads(self._send(method, url, data, self.headers) or b"{}")
 
-    def run_tagged(self, experiment: str, key: str, value: str, name: str, start_ms: int,
-                   tags: dict[str, str]) -> tuple[str, bool]:
-        """``(MLflow run id, created)``: the run of ``experiment`` whose tag ``key``
-        is ``value``, else a new one named ``name`` with ``tags``."""
-        experiment_id = self._experiment_id(experiment)
-        found = self.call("POST", "runs/search", {
-            "experiment_ids": [experiment_id], "max_results": 1,
-            "filter": f"tags.`{key}` = '{value}'"}).get("runs") or []
-        if found:
-            return found[0]["info"]["run_id"], False
-        made = self.call("POST", "runs/create", {
-            "experiment_id": experiment_id, "start_time": start_ms, "run_name": name,
-            "tags": [{"key": k, "value": v} for k, v in tags.items()]})
-        return made["run"]["info"]["run_id"], True
+    def _send(self, method: str, url: str, data: bytes | str | None,
+              headers: dict[str, str]) -> bytes:
+        """The answer's body; ``data`` bytes, or a file's path (read again at each try)."""
+        for attempt in range(RETRIES + 1):
+            try:
+                return _request(method, url, data, headers)
+            except urllib.error.HTTPError as exc:
+                if exc.code not in RETRY_CODES or attempt == RETRIES:
+                    raise
+                pause = _retry_after(exc) or BACKOFF_S * 2 ** attempt
+            except (ConnectionResetError, http.client.RemoteDisconnected):
+                if attempt == RETRIES:  # the server dropped the connection (overloaded)
+                    raise
+                pause = BACKOFF_S * 2 ** attempt
+            time.sleep(min(pause, MAX_PAUSE_S))
+        raise AssertionError("unreachable")  # the loop returns or raises
 
-    def log_batch(self, run_id: str, params: dict[str, str] | None = None,
-                  tags: dict[str, str] | None = None,
-                  metrics: dict[str, float] | None = None, timestamp: int = 0) -> None:
-        """Params, tags and metrics (at step 0) in one call."""
-        self.call("POST", "runs/log-batch", {
-            "run_id": run_id,
-            "params": [{"key": k, "value": v} for k, v in (params or {}).items()],
-            "tags": [{"key": k, "value": v} for k, v in (tags or {}).items()],
-            "metrics": [{"key": k, "value": v, "timestamp": timestamp, "step": 0}
-                        for k, v in (metrics or {}).items()]})
-
-    def set_status(self, run_id: str, status: str, end_ms: int | None = None) -> None:
-        """The run's MLflow status (RUNNING, or FINISHED/FAILED/KILLED at ``end_ms``)."""
-        body: dict[str, Any] = {"run_id": run_id, "run_uuid": run_id, "status": status}
-        if status != "RUNNING" and end_ms:
-            body["end_time"] = end_ms
-        self.call("POST", "runs/update", body)
-
-    def _experiment_id(self, name: str) -> str:
+    def _lookup_experiment(self, name: str) -> str:
         try:
             return self.call("GET", "experiments/get-by-name",
                              {"experiment_name": name})["experiment"]["experiment_id"]
@@ -115,44 +195,173 @@ class Rest(_Calls):
                 raise
         return self.call("POST", "experiments/create", {"name": name})["experiment_id"]
 
-    def running(self, run_id: str) -> None:
-        """The MLflow run is RUNNING again (a resumed run)."""
-        self.set_status(run_id, "RUNNING")
+    def find_run(self, experiment_id: str, key: str, value: str) -> RunInfo | None:
+        found = self.call("POST", "runs/search", {
+            "experiment_ids": [experiment_id], "max_results": 1,
+            "filter": f"tags.`{key}` = '{value}'"}).get("runs") or []
+        return _rest_run(found[0]) if found else None
+
+    def create_run(self, experiment_id: str, name: str, start_ms: int,
+                   tags: dict[str, str]) -> RunInfo:
+        made = self.call("POST", "runs/create", {
+            "experiment_id": experiment_id, "start_time": start_ms, "run_name": name,
+            "tags": _pairs(tags)})
+        return _rest_run(made["run"])
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        try:
+            return _rest_run(self.call("GET", "runs/get", {"run_id": run_id})["run"])
+        except urllib.error.HTTPError as exc:
+            if exc.code in (400, 404):  # no such run here (MLflow: RESOURCE_DOES_NOT_EXIST)
+                return None
+            raise
+
+    def log_batch(self, run_id: str, params: dict[str, str] | None = None,
+                  tags: dict[str, str] | None = None,
+                  metrics: dict[str, float] | None = None, timestamp: int = 0) -> None:
+        params_, tags_ = _pairs(params or {}), _pairs(tags or {})
+        metrics_ = [{"key": k, "value": v, "timestamp": timestamp, "step": 0}
+                    for k, v in (metrics or {}).items()]
+        room = BATCH - 2 * PARAMS_BATCH  # metrics beside a full call's params and tags
+        while True:
+            self.call("POST", "runs/log-batch", {
+                "run_id": run_id, "params": params_[:PARAMS_BATCH], "tags": tags_[:PARAMS_BATCH],
+                "metrics": metrics_[:room]})
+            params_, tags_, metrics_ = params_[PARAMS_BATCH:], tags_[PARAMS_BATCH:], metrics_[room:]
+            if not (params_ or tags_ or metrics_):
+                return
 
     def log_points(self, run_id: str, points: list[P.Point]) -> None:
-        """Send ``points`` in batches."""
         for i in range(0, len(points), BATCH):
             self.call("POST", "runs/log-batch", {"run_id": run_id, "metrics": [
                 {"key": p.key, "value": p.value, "timestamp": p.timestamp, "step": p.step}
                 for p in points[i:i + BATCH]]})
 
+    def delete_tag(self, run_id: str, key: str) -> None:
+        self.call("POST", "runs/delete-tag", {"run_id": run_id, "key": key})
+
+    def set_status(self, run_id: str, status: str, end_ms: int | None = None) -> None:
+        body: dict[str, Any] = {"run_id": run_id, "run_uuid": run_id, "status": status}
+        if status != "RUNNING" and end_ms:
+            body["end_time"] = end_ms
+        self.call("POST", "runs/update", body)
+
+    def log_artifact(self, run: RunInfo, path: str, folder: str | None = None) -> None:
+        url = self._artifact_url(run, "/".join(filter(None, [folder, os.path.basename(path)])))
+        if url is None:
+            self._client().log_artifact(run, path, folder)
+            return
+        self._send("PUT", url, path, self._upload_headers())
+
+    def log_text(self, run: RunInfo, text: str, name: str) -> None:
+        url = self._artifact_url(run, name)
+        if url is None:
+            self._client().log_text(run, text, name)
+            return
+        self._send("PUT", url, text.encode("utf-8"), self._upload_headers())
+
+    def _artifact_url(self, run: RunInfo, name: str) -> str | None:
+        """The server's artifact proxy URL of ``name`` in the run's artifacts; None when
+        the run's artifacts are not proxied (``mlflow server --no-serve-artifacts``)."""
+        where = urllib.parse.urlsplit(run.artifact_uri)
+        if where.scheme != "mlflow-artifacts" or where.netloc:
+            return None
+        path = urllib.parse.quote(f"{where.path.strip('/')}/{name}")
+        return f"{self.base}/api/2.0/mlflow-artifacts/artifacts/{path}"
+
+    def _upload_headers(self) -> dict[str, str]:
+        return {**self.headers, "Content-Type": "application/octet-stream"}
+
+    def _client(self) -> Client:
+        """MlflowClient for a store the server does not proxy (imports mlflow once)."""
+        with self._fallback_lock:
+            if self._fallback is None:
+                self._fallback = Client(self.uri)
+            return self._fallback
+
+
+def _request(method: str, url: str, data: bytes | str | None, headers: dict[str, str]) -> bytes:
+    """One request; ``data`` a file's path is streamed from the file."""
+    if isinstance(data, str):
+        with open(data, "rb") as body:
+            size = os.fstat(body.fileno()).st_size
+            request = urllib.request.Request(url, data=body, method=method,
+                                             headers={**headers, "Content-Length": str(size)})
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
+                return answer.read()
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
+        return answer.read()
+
+
+def _retry_after(exc: urllib.error.HTTPError) -> float | None:
+    """The pause a 429 or 503 asks for in seconds (Retry-After), else None."""
+    try:
+        return float(exc.headers.get("Retry-After") or "")
+    except (TypeError, ValueError):
+        return None
+
+
+def _pairs(mapping: dict[str, str]) -> list[dict[str, str]]:
+    return [{"key": k, "value": v} for k, v in mapping.items()]
+
+
+def _rest_run(run: dict[str, Any]) -> RunInfo:
+    info, data = run.get("info") or {}, run.get("data") or {}
+    return RunInfo(info["run_id"], str(info.get("experiment_id")), info.get("artifact_uri") or "",
+                   info.get("lifecycle_stage", "active") == "active",
+                   {p["key"]: p.get("value", "") for p in data.get("params") or []},
+                   {t["key"]: t.get("value", "") for t in data.get("tags") or []})
+
 
 class Client(_Calls):
-    """The same calls through ``MlflowClient`` (a URI that is not http(s))."""
+    """The same calls through ``MlflowClient`` (a URI that is not http(s)); one run
+    at a time (a SQLite store locks under writers)."""
 
     def __init__(self, uri: str) -> None:
+        super().__init__()
         self.client = connect(uri)
 
-    def run_tagged(self, experiment: str, key: str, value: str, name: str, start_ms: int,
-                   tags: dict[str, str]) -> tuple[str, bool]:
-        found = self.client.get_experiment_by_name(experiment)
-        experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+    def _lookup_experiment(self, name: str) -> str:
+        found = self.client.get_experiment_by_name(name)
+        return found.experiment_id if found else self.client.create_experiment(name)
+
+    def find_run(self, experiment_id: str, key: str, value: str) -> RunInfo | None:
         runs = self.client.search_runs([experiment_id], filter_string=f"tags.`{key}` = '{value}'",
                                        max_results=1)
-        if runs:
-            return runs[0].info.run_id, False
-        made = self.client.create_run(experiment_id, start_time=start_ms, run_name=name,
-                                      tags=tags)
-        return made.info.run_id, True
+        return _client_run(runs[0]) if runs else None
+
+    def create_run(self, experiment_id: str, name: str, start_ms: int,
+                   tags: dict[str, str]) -> RunInfo:
+        return _client_run(self.client.create_run(experiment_id, start_time=start_ms,
+                                                  run_name=name, tags=tags))
+
+    def get_run(self, run_id: str) -> RunInfo | None:
+        try:
+            return _client_run(self.client.get_run(run_id))
+        except Exception:  # MlflowException: no such run on this server
+            return None
 
     def log_batch(self, run_id: str, params: dict[str, str] | None = None,
                   tags: dict[str, str] | None = None,
                   metrics: dict[str, float] | None = None, timestamp: int = 0) -> None:
         from mlflow.entities import Metric, Param, RunTag
-        self.client.log_batch(
-            run_id, params=[Param(k, v) for k, v in (params or {}).items()],
-            tags=[RunTag(k, v) for k, v in (tags or {}).items()],
-            metrics=[Metric(k, v, timestamp, 0) for k, v in (metrics or {}).items()])
+        params_ = [Param(k, v) for k, v in (params or {}).items()]
+        tags_ = [RunTag(k, v) for k, v in (tags or {}).items()]
+        metrics_ = [Metric(k, v, timestamp, 0) for k, v in (metrics or {}).items()]
+        for i in range(0, max(len(params_), len(tags_), len(metrics_), 1), PARAMS_BATCH):
+            self.client.log_batch(run_id, params=params_[i:i + PARAMS_BATCH],
+                                  tags=tags_[i:i + PARAMS_BATCH],
+                                  metrics=metrics_[i:i + PARAMS_BATCH])
+
+    def log_points(self, run_id: str, points: list[P.Point]) -> None:
+        from mlflow.entities import Metric
+        metrics = [Metric(*p) for p in points]
+        for i in range(0, len(metrics), BATCH):
+            self.client.log_batch(run_id, metrics=metrics[i:i + BATCH])
+
+    def delete_tag(self, run_id: str, key: str) -> None:
+        self.client.delete_tag(run_id, key)
 
     def set_status(self, run_id: str, status: str, end_ms: int | None = None) -> None:
         if status == "RUNNING":
@@ -160,14 +369,17 @@ class Client(_Calls):
         else:
             self.client.set_terminated(run_id, status=status, end_time=end_ms)
 
-    def running(self, run_id: str) -> None:
-        self.set_status(run_id, "RUNNING")
+    def log_artifact(self, run: RunInfo, path: str, folder: str | None = None) -> None:
+        self.client.log_artifact(run.run_id, path, artifact_path=folder)
 
-    def log_points(self, run_id: str, points: list[P.Point]) -> None:
-        from mlflow.entities import Metric
-        metrics = [Metric(*p) for p in points]
-        for i in range(0, len(metrics), BATCH):
-            self.client.log_batch(run_id, metrics=metrics[i:i + BATCH])
+    def log_text(self, run: RunInfo, text: str, name: str) -> None:
+        self.client.log_text(run.run_id, text, name)
+
+
+def _client_run(run: Any) -> RunInfo:
+    return RunInfo(run.info.run_id, str(run.info.experiment_id), run.info.artifact_uri or "",
+                   run.info.lifecycle_stage == "active", dict(run.data.params),
+                   dict(run.data.tags))
 
 
 def api_for(uri: str) -> Rest | Client:

@@ -16,13 +16,21 @@ Syncing again updates the same MLflow run and sends only what is new: the
 run folder's local record (:mod:`mindexp.analysis.mlflow_record`, never a
 password) keeps the MLflow run id and how far each log was sent, so the
 MLflow run's Tags panel holds only the user's tags; a sync with nothing new
-answers from that record without importing mlflow. run.json keeps the
+answers from that record without importing mlflow, pandas or numpy. An
+http(s) server gets the runs over MLflow's REST API, several at once
+(:mod:`.mlflow_api`: retries, artifacts through the server's proxy), and
+mlflow is imported only to log a model. run.json keeps the
 mapping (``mlflow``: tracking URI -> MLflow run id), the URI with its
 password masked (:mod:`mindexp.secrets`); run.json is uploaded masked too.
 """
 from __future__ import annotations
 
+import functools
+import json
 import os
+import threading
+import urllib.error
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..callbacks import schema
@@ -34,11 +42,14 @@ from ..rundir.mlflow_names import META_KEY  # run.json: {tracking_uri: mlflow ru
 from ..rundir.record import update_meta
 from . import mlflow_points as P
 from . import mlflow_record as R
-from .mlflow_api import RUN_ID_TAG, Rest, _check_reachable, check_uri, connect  # noqa: F401
+from .mlflow_api import RUN_ID_TAG, Client, Rest, _Calls, _check_reachable, check_uri, \
+    connect  # noqa: F401
+from ..rundir.run import Run
 from .reports import as_runs
 
 LEGACY_ROWS_TAG = "mindexp.rows."  # bookkeeping tags of syncs before the local record
-BATCH = 1000          # MLflow's limit of metrics per log_batch call
+# mlflow's fluent API (a model is logged into "the active run") is one per process
+_MODEL_LOCK = threading.Lock()
 STATUS = R.STATUS
 PARAMS_CHOICES, DEFAULT_PARAMS = P.PARAMS_CHOICES, P.DEFAULT_PARAMS
 
@@ -57,26 +68,77 @@ def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
     as ``register`` when given. A sweep's or a tune study's folder among
     ``runs`` is one parent run whose children are its runs
     (:mod:`mindexp.analysis.mlflow_groups`).
-    Raises MindexpError (one line) for a bad or unreachable tracking URI.
+
+    An http(s) server is sent to through MLflow's REST API, several runs at once
+    (:data:`mindexp.analysis.mlflow_api.WORKERS`), without importing mlflow unless
+    a model is logged; any other URI through ``MlflowClient``, one run at a time.
+    Raises MindexpError (one line) for a bad or unreachable tracking URI, or when
+    the server refuses a call.
     """
     check_uri(tracking_uri)
     check_params(params)
     parents = _parents(runs, tracking_uri, experiment)
-    client: Any = None
-    experiment_ids: dict[str, str] = {}  # one lookup per MLflow experiment
-    done: list[Any] = []
-    for run in as_runs(runs):
+    done: dict[int, dict[str, Any]] = {}
+    todo = []
+    for i, run in enumerate(as_runs(runs, read=_records)):
         parent = parents.get(run.dir)
+        entry = R.entry_of(run.dir, tracking_uri)
         if R.unchanged(run.dir, tracking_uri, params, run.meta) and \
-                register in (None, R.entry_of(run.dir, tracking_uri).get("registered")) and \
-                parent in (None, R.entry_of(run.dir, tracking_uri).get("parent")):
-            entry = R.entry_of(run.dir, tracking_uri)
-            done.append({"run_dir": run.dir, "mlflow_run_id": entry["run_id"], "points": 0})
-            continue
-        client = client or connect(tracking_uri)
-        done.append(_sync_run(client, tracking_uri, run, experiment, experiment_ids, params,
-                              register, parent))
-    return done
+                register in (None, entry.get("registered")) and \
+                parent in (None, entry.get("parent")):
+            done[i] = {"run_dir": run.dir, "mlflow_run_id": entry["run_id"], "points": 0}
+        else:
+            todo.append((i, run, parent))
+    if todo:
+        api = _api(tracking_uri)
+        sync = functools.partial(_sync_guarded, api, tracking_uri, experiment=experiment,
+                                 params=params, register=register)
+        with ThreadPoolExecutor(max(1, min(api.workers, len(todo)))) as pool:
+            for (i, _run, _parent), result in zip(todo, pool.map(
+                    lambda item: sync(item[1], parent=item[2]), todo)):
+                done[i] = result
+    return [done[i] for i in sorted(done)]
+
+
+def _records(run: Run) -> Run:
+    """``run`` with run.json and config.json read (its logs are read as points, by
+    :mod:`.mlflow_points`: no pandas, no numpy)."""
+    run.meta, run.config  # noqa: B018  (cached: a broken JSON is skipped here)
+    return run
+
+
+def _api(uri: str) -> _Calls:
+    """The calls for ``uri``: REST for a reachable http(s) server, else MlflowClient."""
+    if uri.lower().startswith(("http:", "https:")):
+        _check_reachable(uri)
+        return Rest(uri)
+    return Client(uri)
+
+
+def _sync_guarded(api, uri, run, experiment=None, params=DEFAULT_PARAMS, register=None,
+                  parent=None):
+    """:func:`_sync_run`; a call the server refused (after its retries) is one line."""
+    try:
+        return _sync_run(api, uri, run, experiment, params, register, parent)
+    except urllib.error.HTTPError as exc:
+        why = masked(" ".join(_error_text(exc).split())[:300])
+        raise MindexpError(f"MLflow at {masked(uri)} refused {exc.code} while sending "
+                           f"{run.dir}: {why}") from None
+    except urllib.error.URLError as exc:
+        raise MindexpError(f"MLflow at {masked(uri)} stopped answering while sending "
+                           f"{run.dir} ({masked(str(exc.reason))})") from None
+
+
+def _error_text(exc):
+    """The server's message of an HTTP error (MLflow answers JSON with a ``message``)."""
+    try:
+        body = exc.read().decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001  the body is only for the message
+        return str(exc)
+    try:
+        return str(json.loads(body).get("message") or body)
+    except (ValueError, AttributeError):
+        return body or str(exc)
 
 
 def _parents(runs: Any, uri: str, experiment: str | None) -> dict[str, str]:
@@ -92,7 +154,7 @@ def _parents(runs: Any, uri: str, experiment: str | None) -> dict[str, str]:
                 continue  # a run folder, never a group
             from .mlflow_groups import known_parent
             parent = known_parent(folder, uri) or _sync_parent(folder, uri, experiment)
-            found.update({run.dir: parent for run in as_runs(folder)})
+            found.update({run.dir: parent for run in as_runs(folder, read=_records)})
     return found
 
 
@@ -118,65 +180,50 @@ def check_params(params: str) -> str:
     return params
 
 
-def _sync_run(client, uri, run, experiment, experiment_ids, params, register=None, parent=None):
+def _sync_run(api, uri, run, experiment=None, params=DEFAULT_PARAMS, register=None,
+              parent=None):
     entry = R.entry_of(run.dir, uri)
-    mlflow_run = _known_run(client, entry.get("run_id")) or \
-        _find_or_create(client, run, _experiment_id(client, run, experiment, experiment_ids))
-    run_id = mlflow_run.info.run_id
+    mlflow_run = _known_run(api, entry.get("run_id")) or _find_or_create(api, run, experiment)
+    run_id = mlflow_run.run_id
     if entry.get("run_id") != run_id:  # another MLflow run (or none) before: start over
         entry = {"run_id": run_id, "offsets": _legacy_offsets(run.dir, mlflow_run)}
     entry["params"] = params
     R.save_entry(run.dir, uri, entry)
-    if not mlflow_run.data.params:
-        _log_params(client, run_id, run.config)
-    points = sum(_send_log(client, uri, run, log, entry, params)
+    if not mlflow_run.params:
+        api.log_batch(run_id, params={k: str(v)[:6000] for k, v in sorted(run.config.items())})
+    points = sum(_send_log(api, uri, run, log, entry, params)
                  for log in P.log_files(run.dir, params))
-    client.log_batch(run_id, tags=_tags(run, parent))
+    api.log_batch(run_id, tags=_tags(run, parent))
     if parent:
         entry["parent"] = parent
-    _drop_legacy_tags(client, run_id, mlflow_run)
-    entry["artifacts"] = _log_artifacts(client, run_id, run, entry.get("artifacts") or {})
+    for key in [k for k in mlflow_run.tags if k.startswith(LEGACY_ROWS_TAG)]:
+        api.delete_tag(run_id, key)
+    entry["artifacts"] = _log_artifacts(api, mlflow_run, run, entry.get("artifacts") or {})
     _log_model(uri, run_id, run, entry, register)
-    entry["status"] = _set_status(client, run_id, run)
+    entry["status"] = _set_status(api, run_id, run)
     _remember(run.dir, masked(uri), run_id)
     entry["fingerprint"] = R.fingerprint(run.dir)  # last: _remember may rewrite run.json
     R.save_entry(run.dir, uri, entry)
     return {"run_dir": run.dir, "mlflow_run_id": run_id, "points": points}
 
 
-def _experiment_id(client, run, experiment, experiment_ids):
-    name = experiment or run.meta.get("experiment") or "mindexp"
-    if name not in experiment_ids:
-        found = client.get_experiment_by_name(name)
-        experiment_ids[name] = found.experiment_id if found else client.create_experiment(name)
-    return experiment_ids[name]
-
-
-def _known_run(client, run_id):
+def _known_run(api, run_id):
     """The MLflow run the local record names, or None (none, or deleted since)."""
-    if not run_id:
-        return None
-    try:
-        found = client.get_run(run_id)
-    except Exception:  # MlflowException: no such run on this server
-        return None
-    return found if found.info.lifecycle_stage == "active" else None
+    found = api.get_run(run_id) if run_id else None
+    return found if found and found.active else None
 
 
-def _find_or_create(client, run, experiment_id):
-    runs = client.search_runs([experiment_id],
-                              filter_string=f"tags.`{RUN_ID_TAG}` = '{run.run_id}'", max_results=1)
-    if runs:
-        return runs[0]
-    return client.create_run(experiment_id, start_time=P.start_ms(run.meta),
-                             run_name=run.run_id, tags={RUN_ID_TAG: run.run_id})
+def _find_or_create(api, run, experiment):
+    experiment_id = api.experiment_id(experiment or run.meta.get("experiment") or "mindexp")
+    return api.find_run(experiment_id, RUN_ID_TAG, run.run_id) or api.create_run(
+        experiment_id, run.run_id, P.start_ms(run.meta), {RUN_ID_TAG: run.run_id})
 
 
 def _legacy_offsets(run_dir, mlflow_run):
     """Offsets from the ``mindexp.rows.<log>`` tags a sync before the local record
     left (rank 0's files); ``{}`` for a new MLflow run."""
     offsets = {}
-    for key, value in mlflow_run.data.tags.items():
+    for key, value in mlflow_run.tags.items():
         if key.startswith(LEGACY_ROWS_TAG) and key[len(LEGACY_ROWS_TAG):] in schema.LOGS:
             path = schema.path_of(run_dir, key[len(LEGACY_ROWS_TAG):])
             _header, lines = P.read_lines(path, 0)
@@ -186,45 +233,19 @@ def _legacy_offsets(run_dir, mlflow_run):
     return offsets
 
 
-def _drop_legacy_tags(client, run_id, mlflow_run):
-    for key in [k for k in mlflow_run.data.tags if k.startswith(LEGACY_ROWS_TAG)]:
-        client.delete_tag(run_id, key)
-
-
-def _log_params(client, run_id, config):
-    from mlflow.entities import Param
-    params = [Param(k, str(v)[:6000]) for k, v in sorted(config.items())]
-    for i in range(0, len(params), 100):  # MLflow's limit of params per call
-        client.log_batch(run_id, params=params[i:i + 100])
-
-
-def _send_log(client, uri, run, log, entry, params):
+def _send_log(api, uri, run, log, entry, params):
     """Send the points of ``log`` after the offset the record holds; returns how many."""
     offsets = entry.setdefault("offsets", {})
     points, end = P.new_points(log, offsets.get(log.filename, 0), P.start_ms(run.meta), params,
                                every=P.summary_every(run.meta))
     if points:
-        _log_points(client, uri, entry["run_id"], points)
+        api.log_points(entry["run_id"], points)
     offsets[log.filename] = end
     R.save_entry(run.dir, uri, entry)  # at once: a sync cut short later does not send these again
     return len(points)
 
 
-def _log_points(client, uri, run_id, points):
-    """In batches: as JSON straight to an http(s) server's REST API (MlflowClient's
-    protobuf objects cost ~0.06 CPU-ms a point, as much as a third of the server's
-    own work), through ``client`` for other stores."""
-    if uri.lower().startswith(("http:", "https:")):
-        Rest(uri).log_points(run_id, points)
-        return
-    from mlflow.entities import Metric
-    metrics = [Metric(*p) for p in points]
-    for i in range(0, len(metrics), BATCH):
-        client.log_batch(run_id, metrics=metrics[i:i + BATCH])
-
-
 def _tags(run, parent=None):
-    from mlflow.entities import RunTag
     meta = run.meta
     tags = {RUN_ID_TAG: run.run_id, "mindexp.experiment": str(meta.get("experiment")),
             "mindexp.status": str(meta.get("status")),
@@ -233,7 +254,7 @@ def _tags(run, parent=None):
     tags.update({f"tag.{t}": "true" for t in meta.get("tags") or []})
     if parent:  # MLflow's own nesting under the sweep's or study's run
         tags["mlflow.parentRunId"] = parent
-    return [RunTag(k, v) for k, v in tags.items()]
+    return tags
 
 
 def source_tags(meta: dict[str, Any]) -> dict[str, str]:
@@ -253,7 +274,7 @@ def source_tags(meta: dict[str, Any]) -> dict[str, str]:
     return tags
 
 
-def _log_artifacts(client, run_id, run, sent):
+def _log_artifacts(api, mlflow_run, run, sent):
     """The logs (each rank's), config and run record, plots/, figures/ and the best
     (else last) checkpoint; returns ``{artifact path: size}`` of the folders' files sent.
 
@@ -262,8 +283,8 @@ def _log_artifacts(client, run_id, run, sent):
     (``sent``, from the local record) is not sent again, so a re-sync of a
     long run does not upload every epoch's figures and a checkpoint once more."""
     for path in _top_files(run):
-        client.log_artifact(run_id, path)
-    _log_run_json(client, run_id, run)
+        api.log_artifact(mlflow_run, path)
+    _log_run_json(api, mlflow_run, run)
     sent = dict(sent)
     for path, folder in _folder_files(run):
         try:
@@ -272,7 +293,7 @@ def _log_artifacts(client, run_id, run, sent):
             continue
         key = f"{folder}/{os.path.basename(path)}"
         if sent.get(key) != size:
-            client.log_artifact(run_id, path, artifact_path=folder)
+            api.log_artifact(mlflow_run, path, folder)
             sent[key] = size
     return sent
 
@@ -285,7 +306,7 @@ def _top_files(run):
     return [p for p in paths + [config] if os.path.isfile(p) and not os.path.islink(p)]
 
 
-def _log_run_json(client, run_id, run):
+def _log_run_json(api, mlflow_run, run):
     """run.json with any URL password masked: a run recorded before masking kept
     its worker's command line, storage URL included."""
     path = os.path.join(run.dir, layout.RUN_JSON)
@@ -294,7 +315,7 @@ def _log_run_json(client, run_id, run):
             text = f.read()
     except OSError:  # no run.json (or replaced meanwhile): nothing to send
         return
-    client.log_text(run_id, masked(text), layout.RUN_JSON)
+    api.log_text(mlflow_run, masked(text), layout.RUN_JSON)
 
 
 def _folder_files(run):
@@ -327,23 +348,22 @@ def _log_model(uri, run_id, run, entry, register):
     mark = [os.path.relpath(checkpoint, run.dir), os.path.getsize(checkpoint)]
     if entry.get("model") == mark and register in (None, entry.get("registered")):
         return
-    import mlflow
-    from .mlflow_model import log_run_model
-    mlflow.set_tracking_uri(uri)
-    with mlflow.start_run(run_id=run_id):  # its status is set again after this
-        entry["model_uri"] = log_run_model(run, checkpoint, register)
+    with _MODEL_LOCK:  # the one place a sync imports mlflow (seconds of CPU)
+        import mlflow
+        from .mlflow_model import log_run_model
+        mlflow.set_tracking_uri(uri)
+        with mlflow.start_run(run_id=run_id):  # its status is set again after this
+            entry["model_uri"] = log_run_model(run, checkpoint, register)
     entry["model"] = mark
     if register:
         entry["registered"] = register
 
 
-def _set_status(client, run_id, run):
+def _set_status(api, run_id, run):
     """The run's status as MLflow's (a dead process's run: KILLED); returns it."""
     status = R.mlflow_status(run.dir, run.meta.get("status"))
-    if status == "RUNNING":
-        client.update_run(run_id, status="RUNNING")
-    elif status:
-        client.set_terminated(run_id, status=status, end_time=P.ms(run.meta.get("ended_at")))
+    if status:
+        api.set_status(run_id, status, P.ms(run.meta.get("ended_at")))
     return status
 
 

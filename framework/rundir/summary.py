@@ -12,8 +12,6 @@ their CSVs through the same function, so both ways give the same table.
 
 import os
 
-import numpy as np
-
 from ..callbacks import schema
 from ..define.config import monitor_mode
 
@@ -53,6 +51,7 @@ def stored_summary(meta):
 def _loss_summary(loss):
     """loss.csv's rows, final and min loss, the min's step, the last step and epoch,
     the last value of each component (``loss``: its columns by name)."""
+    import numpy as np  # here: eval_name and stored_summary serve commands that need no numpy
     values = np.asarray(loss.get(schema.Col.LOSS, ()), dtype=float)
     if not len(values):
         return {"rows": 0, "final": None, "min": None, "best_step": None, "last_step": None,
@@ -72,6 +71,7 @@ def system_summary(*systems):
     tables (several: one per node or rank, the peak of all and the mean of all
     samples), plus ``peak_device_memory_mb`` where the device reports it; {}
     without samples. A table: a DataFrame, or numpy arrays by column name."""
+    import numpy as np  # here: eval_name and stored_summary serve commands that need no numpy
     out = {}
     for key, column, how in (("peak_rss_mb", "rss_mb", np.nanmax),
                              ("mean_cpu_percent", "process_cpu_percent", np.nanmean),
@@ -97,6 +97,7 @@ def _final_scalar_params(params):
 def _eval_summary(table, config):
     """``{eval_<metric>: last, best_eval_<metric>: best}`` over eval.csv's metric
     columns; no best for a metric whose direction is unknown (never guessed)."""
+    import numpy as np  # here: eval_name and stored_summary serve commands that need no numpy
     out = {}
     for metric, column in table.items():
         if metric in (schema.Col.EPOCH, schema.Col.STEP):

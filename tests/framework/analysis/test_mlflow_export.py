@@ -130,9 +130,10 @@ def test_runs_are_copied_and_a_second_sync_sends_only_new_rows(server, tmp_path,
     with open(os.path.join(run_dir, layout.FIGURES_DIR, "fit", "epoch-2.png"), "wb") as f:
         f.write(b"\x89PNG\r\n\x1a\n")
     uploaded = []
-    log_artifact = MlflowClient.log_artifact
-    monkeypatch.setattr(MlflowClient, "log_artifact", lambda self, rid, path, artifact_path=None: (
-        uploaded.append(os.path.relpath(path, run_dir)), log_artifact(self, rid, path, artifact_path)))
+    from mindexp.analysis.mlflow_api import Rest
+    log_artifact = Rest.log_artifact
+    monkeypatch.setattr(Rest, "log_artifact", lambda self, run, path, folder=None: (
+        uploaded.append(os.path.relpath(path, run_dir)), log_artifact(self, run, path, folder)))
     capsys.readouterr()
     assert main(["mlflow", run_dir, "--tracking-uri", server]) == 0
     figures = sorted(p for p in uploaded if p.startswith(layout.FIGURES_DIR))
@@ -242,9 +243,9 @@ def test_a_sync_with_nothing_new_answers_from_the_local_record_without_mlflow(
     again = capsys.readouterr().out
     assert again == first.replace("(6 new", "(0 new")  # the same MLflow run, nothing sent
     with open(schema.path_of(run_dir, "loss"), "a", encoding="utf-8") as f:
-        f.write("4,2,0.125,0.1,0.3\n")  # something new: mlflow is needed again
-    assert main(["mlflow", run_dir, "--tracking-uri", server]) == 2
-    assert "needs mlflow" in capsys.readouterr().err
+        f.write("4,2,0.125,0.1,0.3\n")  # something new: sent over REST, still without mlflow
+    assert main(["mlflow", run_dir, "--tracking-uri", server]) == 0
+    assert "(2 new metric points)" in capsys.readouterr().out
 
 
 @pytest.mark.slow
