@@ -16,11 +16,24 @@ same sync again (nothing new: the local record answers), in this process
 and as the command a user types (``python -m mindexp mlflow ...``, a new
 interpreter, timed whole, checked not to import mlflow).
     .venv/bin/python benchmarks/run.py --only mlflow      (the same, in the suite's table)
+
+``--twelve --ab COMMIT``: the same 12 runs (``--params summary``, scale 1) synced
+by the code of git commit COMMIT (A) and by the working tree (B) into one
+server, in the order A B B A per round (``--rounds``), each variant in a
+process of its own whose ``mindexp`` is a copy of that tree (framework/,
+callbacks/, experiments/), into an MLflow experiment of its own; for each:
+the first sync's wall time, our CPU (the syncing process's) and the server's
+CPU, then the no-op sync as the command a user types (a new interpreter,
+timed whole, with what it imported of mlflow, pandas and numpy). Prints
+medians and the ratios B / A.
 """
 import argparse
 import json
 import os
+import shutil
 import socket
+import statistics
+import tarfile
 import subprocess
 import sys
 import tempfile
@@ -227,6 +240,128 @@ def render(result):
     return "\n".join(lines)
 
 
+# -- --ab: a commit against the working tree, in one run -------------------------------
+AB_TREES = (("framework", ""), ("callbacks", "callbacks"), ("experiments", "experiments"))
+AB_MODULES = ("mlflow", "pandas", "numpy")
+
+
+def ab_tree(rev, dest):
+    """A folder whose ``mindexp`` package is the code of ``rev`` (None: the working
+    tree), laid out as setup.cfg installs it; returns the folder (for PYTHONPATH)."""
+    pkg = os.path.join(dest, "mindexp")
+    if rev is None:
+        for src, sub in AB_TREES:
+            shutil.copytree(os.path.join(ROOT, src), os.path.join(pkg, sub), dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        return dest
+    os.makedirs(dest)
+    archive = os.path.join(dest, "tree.tar")
+    subprocess.run(["git", "archive", "-o", archive, rev, *[src for src, _ in AB_TREES]],
+                   cwd=ROOT, check=True)
+    unpacked = os.path.join(dest, "src")
+    with tarfile.open(archive) as tar:
+        tar.extractall(unpacked, filter="data")
+    for src, sub in AB_TREES:
+        shutil.copytree(os.path.join(unpacked, src), os.path.join(pkg, sub), dirs_exist_ok=True)
+    return dest
+
+
+CHILD = """
+import json, sys, time
+from mindexp import to_mlflow
+dirs, uri, experiment = sys.argv[1:-2], sys.argv[-2], sys.argv[-1]
+wall, cpu = time.perf_counter(), time.process_time()
+done = to_mlflow(dirs, uri, experiment=experiment)
+print(json.dumps([time.perf_counter() - wall, time.process_time() - cpu,
+                  sum(d["points"] for d in done)]))
+"""
+
+NOOP = """
+import json, runpy, sys
+try:
+    runpy.run_module("mindexp", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps(sorted(m for m in %r if m in sys.modules)), file=sys.stderr)
+""" % (AB_MODULES,)
+
+
+def _ab_env(tree):
+    """The environment of a variant's process: its tree first on the path."""
+    return dict(os.environ, PYTHONPATH=tree, MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT="true")
+
+
+def _ab_once(tree, dirs, uri, experiment, server):
+    """One variant's first sync of ``dirs`` and its no-op command: a dict of figures."""
+    served = _cpu_s(server)
+    done = subprocess.run([sys.executable, "-c", CHILD, *dirs, uri, experiment],
+                          env=_ab_env(tree), capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
+    wall, cpu, points = json.loads(done.stdout.strip().splitlines()[-1])
+    served = _cpu_s(server) - served
+    noop_wall = time.perf_counter()
+    again = subprocess.run([sys.executable, "-c", NOOP, "mlflow", *dirs, "--tracking-uri", uri,
+                            "--experiment", experiment], env=_ab_env(tree), capture_output=True,
+                           text=True, check=False)
+    noop_wall = time.perf_counter() - noop_wall
+    if again.returncode or again.stdout.count("(0 new metric points)") != len(dirs):
+        raise RuntimeError(again.stdout[-1000:] + again.stderr[-2000:])
+    imported = json.loads(again.stderr.strip().splitlines()[-1])
+    return {"wall": wall, "cpu": cpu, "server_cpu": served, "points": points,
+            "noop": noop_wall, "imported": imported}
+
+
+def measure_ab(rev, rounds=2):
+    """``{"A": [figures per try], "B": [...], "rev": rev, "load_before", "load_after"}``."""
+    import psutil
+    from mindexp import to_mlflow
+    result = {"rev": rev, "A": [], "B": [], "load_before": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as home:
+        trees = {"A": ab_tree(rev, os.path.join(home, "tree-a")),
+                 "B": ab_tree(None, os.path.join(home, "tree-b"))}
+        server, uri = start_server(home)
+        try:
+            to_mlflow(make_run(home, "warm", 10), uri)  # the server's first answers are slow
+            ps = psutil.Process(server.pid)
+            for r in range(rounds):
+                for k, variant in enumerate("ABBA"):
+                    root = os.path.join(home, f"ab-{r}-{k}")
+                    steps = [1700] * 11 + [2800]
+                    dirs = [make_ordinary_run(root, f"r{j}", n) for j, n in enumerate(steps)]
+                    figures = _ab_once(trees[variant], dirs, uri, f"ab-{r}-{k}-{variant}", ps)
+                    result[variant].append(figures)
+                    print(f"round {r + 1} {variant}: first sync {figures['wall']:.1f} s, "
+                          f"no-op {figures['noop']:.2f} s", file=sys.stderr, flush=True)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+    result["load_after"] = os.getloadavg()
+    return result
+
+
+def render_ab(result):
+    """The ``--ab`` result as lines of text: medians of A and B and B / A."""
+    def med(variant, key):
+        return statistics.median(f[key] for f in result[variant])
+    lines = [f"12 runs (11 x 1,700 steps + 2,800; --params summary), A = {result['rev']}, "
+             f"B = working tree; {len(result['A'])} tries each (A B B A per round); load "
+             f"{' '.join(f'{v:.1f}' for v in result['load_before'])} -> "
+             f"{' '.join(f'{v:.1f}' for v in result['load_after'])} ({os.cpu_count()} cores)",
+             f"{'':<34}{'A':>9}{'B':>9}{'B / A':>8}"]
+    for key, what in (("wall", "first sync, wall s"), ("cpu", "first sync, our CPU s"),
+                      ("server_cpu", "first sync, the server's CPU s"),
+                      ("noop", "no-op sync as a command, wall s")):
+        a, b = med("A", key), med("B", key)
+        lines.append(f"{what:<34}{a:9.2f}{b:9.2f}{b / a:7.2f}x")
+    for variant in "AB":
+        points = {f["points"] for f in result[variant]}
+        imported = sorted({m for f in result[variant] for m in f["imported"]})
+        lines.append(f"{variant}: points sent {', '.join(f'{p:,}' for p in sorted(points))}; "
+                     f"the no-op imported: {', '.join(imported) or 'none of ' + '/'.join(AB_MODULES)}")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,10000", help="steps per run, comma-separated")
@@ -234,7 +369,14 @@ def main(argv=None):
     p.add_argument("--twelve", action="store_true", help="12 ordinary runs (see above)")
     p.add_argument("--scales", default="0.25,1", help="--twelve: scales of the runs' steps")
     p.add_argument("--params", default="summary,none", help="--twelve: the choices measured")
+    p.add_argument("--ab", metavar="COMMIT", help="--twelve: COMMIT's code against the working "
+                   "tree's, interleaved in one run (see above)")
+    p.add_argument("--rounds", type=int, default=2, help="--ab: rounds of A B B A")
     args = p.parse_args(argv)
+    if args.twelve and args.ab:
+        result = measure_ab(args.ab, args.rounds)
+        print(json.dumps(result) if args.json else render_ab(result))
+        return
     if args.twelve:
         result = measure_twelve(tuple(float(s) for s in args.scales.split(",")),
                                 tuple(args.params.split(",")))

@@ -270,6 +270,221 @@ def test_a_run_whose_process_is_gone_is_killed_and_every_rank_is_sent(server, tm
     assert {"loss.rank1.csv", "system.rank1.csv"} <= {a.path for a in client.list_artifacts(rid)}
 
 
+# -- the REST sync (an http(s) server): what it sends, retries, what it imports ---------
+
+def _everything(client, run_id):
+    """What an MLflow run holds, comparable across runs: params, tags (not the run's
+    own id or name), every metric's points, status, times and every artifact's bytes."""
+    found = client.get_run(run_id)
+    metrics = {k: sorted((m.step, m.value, m.timestamp) for m in client.get_metric_history(run_id, k))
+               for k in found.data.metrics}
+    files, folders = {}, [None]
+    while folders:
+        for item in client.list_artifacts(run_id, folders.pop()):
+            if item.is_dir:
+                folders.append(item.path)
+            else:
+                with open(client.download_artifacts(run_id, item.path, dst_path=_scratch()),
+                          "rb") as f:
+                    files[item.path] = f.read()
+    tags = {k: v for k, v in found.data.tags.items() if k not in ("mlflow.runName",)}
+    return {"params": found.data.params, "tags": tags, "metrics": metrics, "files": files,
+            "status": found.info.status, "start": found.info.start_time,
+            "end": found.info.end_time, "name": found.info.run_name}
+
+
+def _scratch():
+    import tempfile
+    return tempfile.mkdtemp(prefix="mlflow-artifact-")
+
+
+def _three_runs(root):
+    """Three runs to sync at once: the full one, a gone process's with rank 1's files,
+    one whose params.csv holds an element-wise parameter."""
+    dirs = [_one_run(root)]
+    gone = make_run(root, "r-gone2", status="running", losses=[1.0, 0.5])
+    with open(os.path.join(gone, "loss.rank1.csv"), "w", encoding="utf-8") as f:
+        f.write("step,epoch,loss,lr,time_s\n1,1,0.9,0.1,0.0\n2,1,0.4,0.1,0.1\n")
+    dirs.append(gone)
+    dirs.append(make_run(root, "r-elements", losses=[1.0, 0.5, 0.2],
+                         params={"w[0]": [0.5, 1.0, 1.5], "w[1]": [-1.0, 2.0, 0.25]}))
+    return dirs
+
+
+@pytest.mark.slow
+def test_the_rest_sync_sends_what_mlflowclient_sends_and_again_nothing_twice(
+        server, tmp_path, monkeypatch):
+    """The same three runs, synced at once over MLflow's REST API (the default for an http
+    server) and through MlflowClient (the transport before it), into two experiments:
+    every point's step, value and timestamp, params, tags, status, times and artifact
+    bytes equal. A re-sync that lost the local record finds the same MLflow runs and
+    changes nothing."""
+    import shutil
+    from mlflow.tracking import MlflowClient
+    from mindexp import to_mlflow
+    from mindexp.analysis import mlflow_export
+    from mindexp.analysis.mlflow_api import Client
+    rest_dirs = _three_runs(tmp_path / "rest")
+    client_dirs = []
+    for d in rest_dirs:
+        copy = str(tmp_path / "client" / os.path.relpath(d, tmp_path / "rest"))
+        shutil.copytree(d, copy)
+        client_dirs.append(copy)
+    rest = to_mlflow(rest_dirs, server, experiment="via-rest")
+    with monkeypatch.context() as m:
+        m.setattr(mlflow_export, "_api", lambda uri: Client(uri))
+        via_client = to_mlflow(client_dirs, server, experiment="via-client")
+    client = MlflowClient(server)
+    held = []
+    for a, b in zip(rest, via_client):
+        assert a["points"] == b["points"] > 0
+        ours, theirs = _everything(client, a["mlflow_run_id"]), _everything(client,
+                                                                           b["mlflow_run_id"])
+        assert ours["metrics"] and ours["files"]
+        assert ours == theirs
+        held.append(ours)
+    assert {h["status"] for h in held} == {"FINISHED", "KILLED"}
+    for d in rest_dirs:
+        os.remove(os.path.join(d, layout.MLFLOW_RECORD))  # the local record lost
+    again = to_mlflow(rest_dirs, server, experiment="via-rest")
+    assert [d["mlflow_run_id"] for d in again] == [d["mlflow_run_id"] for d in rest]
+    for d, before in zip(again, held):  # each point once; run.json now names its MLflow run
+        after = _everything(client, d["mlflow_run_id"])
+        after["files"].pop(layout.RUN_JSON), before["files"].pop(layout.RUN_JSON)
+        assert after == before
+
+
+class _Flaky:
+    """A proxy on 127.0.0.1 in front of the MLflow server that answers 503 to the first
+    batch of metric points and to the first artifact upload (a busy or restarting
+    server), and forwards everything else."""
+
+    def __init__(self, upstream):
+        import http.server
+        import threading
+        self.upstream, self.refused, self.lock = upstream, [], threading.Lock()
+        flaky = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                kind = flaky.kind(self.command, self.path, body)
+                with flaky.lock:
+                    refuse = kind and kind not in flaky.refused
+                    if refuse:
+                        flaky.refused.append(kind)
+                if refuse:
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                status, headers, answer = flaky.send(self.command, self.path, body, self.headers)
+                self.send_response(status)
+                for key, value in headers:
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length",
+                                           "date", "server"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _forward
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @staticmethod
+    def kind(method, path, body):
+        """``points`` / ``artifact`` for the requests refused once, else None."""
+        import json
+        if method == "PUT" and "/mlflow-artifacts/artifacts/" in path:
+            return "artifact"
+        if path.endswith("/runs/log-batch") and body:
+            metrics = json.loads(body).get("metrics") or []
+            return "points" if any(m.get("step") for m in metrics) else None
+        return None
+
+    def send(self, method, path, body, headers):
+        import urllib.error
+        import urllib.request
+        keep = {k: v for k, v in headers.items() if k.lower() not in ("host", "content-length")}
+        request = urllib.request.Request(self.upstream + path, data=body or None, method=method,
+                                         headers=keep)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                return answer.status, answer.getheaders(), answer.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers.items(), exc.read()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.slow
+def test_a_sync_tries_again_after_the_server_answers_503(server, tmp_path, monkeypatch):
+    """Through a proxy that refuses the first batch of points and the first artifact
+    upload with 503: the sync waits, tries again and the MLflow run holds every point
+    and every artifact."""
+    from mlflow.tracking import MlflowClient
+    from mindexp import to_mlflow
+    from mindexp.analysis import mlflow_api
+    monkeypatch.setattr(mlflow_api, "BACKOFF_S", 0.01, raising=False)  # the pause: short here
+    run_dir = _one_run(tmp_path)
+    flaky = _Flaky(server)
+    try:
+        [done] = to_mlflow(run_dir, flaky.uri, experiment="retried")
+    finally:
+        flaky.close()
+    assert sorted(flaky.refused) == ["artifact", "points"]
+    client = MlflowClient(server)
+    rid = done["mlflow_run_id"]
+    assert _steps(client, rid, "loss") == list(range(1, STEPS + 1))
+    assert len(client.get_metric_history(rid, "lr")) == STEPS
+    assert {"loss.csv", "params.csv", "eval.csv", "system.csv", "config.json", "run.json",
+            "figures"} <= {a.path for a in client.list_artifacts(rid)}
+
+
+PROBE = """
+import json, runpy, sys
+try:
+    runpy.run_module("mindexp", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    assert exc.code in (0, None), exc.code
+print(json.dumps(sorted(m for m in ("mlflow", "pandas", "numpy") if m in sys.modules)),
+      file=sys.stderr)
+"""
+
+
+def _command(*args):
+    """``python -m mindexp ARGS`` in a new interpreter: (stdout, the modules of
+    mlflow/pandas/numpy it imported)."""
+    import json
+    from conftest import cli_env
+    done = subprocess.run([sys.executable, "-c", PROBE, *map(str, args)], env=cli_env(),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, json.loads(done.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # new interpreters
+def test_the_sync_as_a_command_imports_no_mlflow_and_the_no_op_nothing_heavy(server, tmp_path):
+    """`mindexp mlflow RUN` as typed, a new interpreter: the first sync of a run without
+    a checkpoint (no model to log) never imports mlflow; again with nothing new it
+    reads run.json and the local record only: no mlflow, pandas or numpy."""
+    run_dir = _one_run(tmp_path)
+    out, imported = _command("mlflow", run_dir, "--tracking-uri", server)
+    assert "new metric points" in out and "(0 new" not in out
+    assert "mlflow" not in imported
+    out, imported = _command("mlflow", run_dir, "--tracking-uri", server)
+    assert "(0 new metric points)" in out
+    assert imported == []
+
+
 GATED = '''
 import os, time
 from mindexp.experiments.linear import Linear
