@@ -40,6 +40,7 @@ BACKOFF_S = 0.5          # the first pause; it doubles each time
 MAX_PAUSE_S = 30.0       # the longest pause, whatever Retry-After asks
 RUN_ID_TAG = "mindexp.run_id"
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting: a sweep's or study's runs
+_JSON_VALUE = "value"     # of MLflow's JSON pairs (not a log's column)
 _SCHEMES = ("http", "https", "file", "sqlite", "postgresql", "mysql", "mssql", "databricks")
 
 
@@ -303,15 +304,20 @@ def _retry_after(exc: urllib.error.HTTPError) -> float | None:
 
 
 def _pairs(mapping: dict[str, str]) -> list[dict[str, str]]:
+    """MLflow's JSON of params or tags: ``[{"key": ..., "value": ...}]``."""
     return [{"key": k, "value": v} for k, v in mapping.items()]
+
+
+def _unpairs(items: list[dict[str, str]] | None) -> dict[str, str]:
+    """``{key: value}`` of MLflow's JSON params or tags (a missing value: empty)."""
+    return {item["key"]: item.get(_JSON_VALUE, "") for item in items or []}
 
 
 def _rest_run(run: dict[str, Any]) -> RunInfo:
     info, data = run.get("info") or {}, run.get("data") or {}
     return RunInfo(info["run_id"], str(info.get("experiment_id")), info.get("artifact_uri") or "",
                    info.get("lifecycle_stage", "active") == "active",
-                   {p["key"]: p.get("value", "") for p in data.get("params") or []},
-                   {t["key"]: t.get("value", "") for t in data.get("tags") or []})
+                   _unpairs(data.get("params")), _unpairs(data.get("tags")))
 
 
 class Client(_Calls):

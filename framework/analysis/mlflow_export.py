@@ -100,7 +100,7 @@ def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
     return [done[i] for i in sorted(done)]
 
 
-def _records(run: Run) -> Run:
+def _records(run: Any) -> Run:
     """``run`` with run.json and config.json read (its logs are read as points, by
     :mod:`.mlflow_points`: no pandas, no numpy)."""
     run.meta, run.config  # noqa: B018  (cached: a broken JSON is skipped here)
