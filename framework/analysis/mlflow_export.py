@@ -25,7 +25,6 @@ password masked (:mod:`mindexp.secrets`); run.json is uploaded masked too.
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import threading
@@ -91,12 +90,10 @@ def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
             todo.append((i, run, parent))
     if todo:
         api = _api(tracking_uri)
-        sync = functools.partial(_sync_guarded, api, tracking_uri, experiment=experiment,
-                                 params=params, register=register)
-        with ThreadPoolExecutor(max(1, min(api.workers, len(todo)))) as pool:
-            for (i, _run, _parent), result in zip(todo, pool.map(
-                    lambda item: sync(item[1], parent=item[2]), todo)):
-                done[i] = result
+        with ThreadPoolExecutor(min(api.workers, len(todo))) as pool:
+            futures = {i: pool.submit(_sync_guarded, api, tracking_uri, run, experiment, params,
+                                      register, parent) for i, run, parent in todo}
+        done.update({i: future.result() for i, future in futures.items()})
     return [done[i] for i in sorted(done)]
 
 
