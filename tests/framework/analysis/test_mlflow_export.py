@@ -363,6 +363,7 @@ class _Flaky:
         import http.server
         import threading
         self.upstream, self.refused, self.lock = upstream, [], threading.Lock()
+        self.seen = []  # (method, path, Authorization header) of every request
         flaky = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -373,6 +374,7 @@ class _Flaky:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 kind = flaky.kind(self.command, self.path, body)
                 with flaky.lock:
+                    flaky.seen.append((self.command, self.path, self.headers.get("Authorization")))
                     refuse = kind and kind not in flaky.refused
                     if refuse:
                         flaky.refused.append(kind)
@@ -447,6 +449,35 @@ def test_a_sync_tries_again_after_the_server_answers_503(server, tmp_path, monke
     assert len(client.get_metric_history(rid, "lr")) == STEPS
     assert {"loss.csv", "params.csv", "eval.csv", "system.csv", "config.json", "run.json",
             "figures"} <= {a.path for a in client.list_artifacts(rid)}
+
+
+@pytest.mark.slow
+def test_the_rest_sync_sends_mlflows_credentials_and_writes_them_nowhere(
+        server, tmp_path, monkeypatch, capsys):
+    """MLFLOW_TRACKING_USERNAME/PASSWORD go as the Authorization header of every call
+    (artifact uploads included) and into no file of the run and no output."""
+    import base64
+    secret = "s3cret-Pa55-42"
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", secret)
+    from mindexp.analysis import mlflow_api
+    monkeypatch.setattr(mlflow_api, "BACKOFF_S", 0.01, raising=False)  # the proxy's 503s
+    run_dir = _one_run(tmp_path)
+    flaky = _Flaky(server)
+    try:
+        assert main(["mlflow", run_dir, "--tracking-uri", flaky.uri, "--experiment", "auth"]) == 0
+    finally:
+        flaky.close()
+    header = "Basic " + base64.b64encode(f"alice:{secret}".encode()).decode()
+    uploads = [s for s in flaky.seen if s[0] == "PUT"]
+    assert uploads and {auth for _m, path, auth in flaky.seen if path.startswith("/api/")} == {
+        header}
+    out = capsys.readouterr()
+    assert secret not in out.out + out.err
+    for root, _dirs, files in os.walk(run_dir):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                assert secret.encode() not in f.read(), name
 
 
 PROBE = """
