@@ -28,11 +28,14 @@ from ..errors import MindexpError
 from ..secrets import masked
 from . import mlflow_points as P
 
-TIMEOUT_S = 10.0         # of one request
+TIMEOUT_S = 10.0         # of one request of the live sender (its next pass tries again)
+SYNC_TIMEOUT_S = 120.0   # of one request of `mindexp mlflow` (MLflow's own default): a busy
+                         # server queues the calls of the runs in flight
 BATCH = 1000             # MLflow's limit of metrics (and of all entries) per log-batch
 PARAMS_BATCH = 100       # MLflow's limit of params, and of tags, per log-batch
 # An http(s) sync sends this many runs at once: the server works on one while we read
-# and encode the next (benchmarks/mlflow_sync.py --twelve --ab; more gained nothing here)
+# and encode another (benchmarks/mlflow_sync.py --twelve --ab: 0.56x the wall time of
+# main's sync, one run at a time; other counts were not measured)
 WORKERS = 4
 RETRY_CODES = (429, 500, 502, 503, 504)  # a busy or restarting server: try again
 RETRIES = 5              # tries after the first
@@ -149,8 +152,9 @@ class Rest(_Calls):
 
     workers = WORKERS
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, timeout_s: float = TIMEOUT_S) -> None:
         super().__init__()
+        self.timeout_s = timeout_s
         parts = urllib.parse.urlsplit(uri)
         self.base = urllib.parse.urlunsplit(
             (parts.scheme, (parts.hostname or "") + (f":{parts.port}" if parts.port else ""),
@@ -175,7 +179,7 @@ class Rest(_Calls):
         """The answer's body; ``data`` bytes, or a file's path (read again at each try)."""
         for attempt in range(RETRIES + 1):
             try:
-                return _request(method, url, data, headers)
+                return _request(method, url, data, headers, self.timeout_s)
             except urllib.error.HTTPError as exc:
                 if exc.code not in RETRY_CODES or attempt == RETRIES:
                     raise
@@ -281,17 +285,18 @@ class Rest(_Calls):
             return self._fallback
 
 
-def _request(method: str, url: str, data: bytes | str | None, headers: dict[str, str]) -> bytes:
+def _request(method: str, url: str, data: bytes | str | None, headers: dict[str, str],
+             timeout_s: float) -> bytes:
     """One request; ``data`` a file's path is streamed from the file."""
     if isinstance(data, str):
         with open(data, "rb") as body:
             size = os.fstat(body.fileno()).st_size
             request = urllib.request.Request(url, data=body, method=method,
                                              headers={**headers, "Content-Length": str(size)})
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
+            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
                 return answer.read()
     request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
         return answer.read()
 
 

@@ -41,8 +41,8 @@ from ..rundir.mlflow_names import META_KEY  # run.json: {tracking_uri: mlflow ru
 from ..rundir.record import update_meta
 from . import mlflow_points as P
 from . import mlflow_record as R
-from .mlflow_api import RUN_ID_TAG, Client, Rest, _Calls, _check_reachable, check_uri, \
-    connect  # noqa: F401
+from .mlflow_api import RUN_ID_TAG, SYNC_TIMEOUT_S, Client, Rest, _Calls, _check_reachable, \
+    check_uri, connect  # noqa: F401
 from ..rundir.run import Run
 from .reports import as_runs
 
@@ -108,7 +108,7 @@ def _api(uri: str) -> _Calls:
     """The calls for ``uri``: REST for a reachable http(s) server, else MlflowClient."""
     if uri.lower().startswith(("http:", "https:")):
         _check_reachable(uri)
-        return Rest(uri)
+        return Rest(uri, SYNC_TIMEOUT_S)
     return Client(uri)
 
 
@@ -121,9 +121,10 @@ def _sync_guarded(api, uri, run, experiment=None, params=DEFAULT_PARAMS, registe
         why = masked(" ".join(_error_text(exc).split())[:300])
         raise MindexpError(f"MLflow at {masked(uri)} refused {exc.code} while sending "
                            f"{run.dir}: {why}") from None
-    except urllib.error.URLError as exc:
+    except OSError as exc:  # refused, reset or timed out (urllib's URLError among them)
+        why = masked(str(getattr(exc, "reason", None) or exc or type(exc).__name__))
         raise MindexpError(f"MLflow at {masked(uri)} stopped answering while sending "
-                           f"{run.dir} ({masked(str(exc.reason))})") from None
+                           f"{run.dir} ({why})") from None
 
 
 def _error_text(exc):
