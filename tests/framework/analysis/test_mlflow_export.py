@@ -356,13 +356,14 @@ def test_the_rest_sync_sends_what_mlflowclient_sends_and_again_nothing_twice(
 
 class _Flaky:
     """A proxy on 127.0.0.1 in front of the MLflow server that answers 503 to the first
-    batch of metric points and to the first artifact upload (a busy or restarting
+    ``times`` batches of metric points and artifact uploads (a busy or restarting
     server), and forwards everything else."""
 
-    def __init__(self, upstream):
+    def __init__(self, upstream, times=1):
         import http.server
         import threading
         self.upstream, self.refused, self.lock = upstream, [], threading.Lock()
+        self.times = times
         self.seen = []  # (method, path, Authorization header) of every request
         flaky = self
 
@@ -375,7 +376,7 @@ class _Flaky:
                 kind = flaky.kind(self.command, self.path, body)
                 with flaky.lock:
                     flaky.seen.append((self.command, self.path, self.headers.get("Authorization")))
-                    refuse = kind and kind not in flaky.refused
+                    refuse = kind and flaky.refused.count(kind) < flaky.times
                     if refuse:
                         flaky.refused.append(kind)
                 if refuse:
@@ -478,6 +479,23 @@ def test_the_rest_sync_sends_mlflows_credentials_and_writes_them_nowhere(
         for name in files:
             with open(os.path.join(root, name), "rb") as f:
                 assert secret.encode() not in f.read(), name
+
+
+@pytest.mark.slow
+def test_a_server_that_keeps_refusing_is_one_line_and_exit_2(server, tmp_path, monkeypatch,
+                                                             capsys):
+    from mindexp.analysis import mlflow_api
+    monkeypatch.setattr(mlflow_api, "BACKOFF_S", 0.01, raising=False)
+    run_dir = _one_run(tmp_path)
+    flaky = _Flaky(server, times=100)
+    try:
+        assert main(["mlflow", run_dir, "--tracking-uri", flaky.uri, "--experiment",
+                     "refused"]) == 2
+    finally:
+        flaky.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "refused 503" in err and run_dir in err
+    assert flaky.refused.count("points") == 6  # the first try and RETRIES more
 
 
 PROBE = """
