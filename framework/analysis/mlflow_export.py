@@ -347,8 +347,12 @@ def _log_model(uri, run_id, run, entry, register):
     if entry.get("model") == mark and register in (None, entry.get("registered")):
         return
     with _MODEL_LOCK:  # the one place a sync imports mlflow (seconds of CPU)
-        import mlflow
-        from .mlflow_model import log_run_model
+        try:
+            import mlflow
+            from .mlflow_model import log_run_model
+        except ImportError:  # the points and files went over REST; the model needs mlflow
+            raise MindexpError("mindexp mlflow needs mlflow to log a finished run's model: "
+                               "pip install 'mindexp[mlflow]'") from None
         mlflow.set_tracking_uri(uri)
         with mlflow.start_run(run_id=run_id):  # its status is set again after this
             entry["model_uri"] = log_run_model(run, checkpoint, register)

@@ -498,6 +498,21 @@ def test_a_server_that_keeps_refusing_is_one_line_and_exit_2(server, tmp_path, m
     assert flaky.refused.count("points") == 6  # the first try and RETRIES more
 
 
+@pytest.mark.slow
+def test_a_model_to_log_without_mlflow_installed_is_one_line_and_exit_2(
+        server, tmp_path, monkeypatch, capsys):
+    """Points and files go over REST without mlflow; a finished run's model needs it."""
+    from mindexp.analysis import mlflow_export
+    run_dir = make_run(tmp_path, "r-model", losses=[1.0, 0.5])
+    checkpoint = tmp_path / "last.ckpt"
+    checkpoint.write_bytes(b"weights")
+    monkeypatch.setattr(mlflow_export, "model_checkpoint", lambda run: str(checkpoint))
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # importing mlflow now fails
+    assert main(["mlflow", run_dir, "--tracking-uri", server, "--experiment", "no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs mlflow to log a finished run's model" in err
+
+
 PROBE = """
 import json, runpy, sys
 try:
