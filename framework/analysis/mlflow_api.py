@@ -34,8 +34,9 @@ SYNC_TIMEOUT_S = 120.0   # of one request of `mindexp mlflow` (MLflow's own defa
 BATCH = 1000             # MLflow's limit of metrics (and of all entries) per log-batch
 PARAMS_BATCH = 100       # MLflow's limit of params, and of tags, per log-batch
 # An http(s) sync sends this many runs at once: the server works on one while we read
-# and encode another (benchmarks/mlflow_sync.py --twelve --ab: 0.56x the wall time of
-# main's sync, one run at a time; other counts were not measured)
+# and encode another. The 12 runs of benchmarks/mlflow_sync.py --twelve at a load of
+# 8-10, two tries each: 1 worker 32.5 and 57.1 s, 4 workers 25.5 and 32.1 s, 8 workers
+# 28.7 and 25.8 s (one server worker is the bottleneck beyond a few)
 WORKERS = 4
 RETRY_CODES = (429, 500, 502, 503, 504)  # a busy or restarting server: try again
 RETRIES = 5              # tries after the first
