@@ -220,7 +220,8 @@ class TrackedRun:
 
     def _hold_resumed(self, run_dir: str) -> str:
         """Take a script run's lock and put it back at its latest good checkpoint."""
-        from .resume import check_run_dir, resume_point, truncate_logs
+        from .resume import check_run_dir, resume_point, run_logs, truncate_logs
+        from .resume_checks import check_logs_readable
         run_dir = check_run_dir(run_dir)
         self._held.callback(acquire(run_dir, "resume").release)
         meta = read_meta(run_dir, require=("entry",))
@@ -229,6 +230,7 @@ class TrackedRun:
                                "a run made by mindexp.track with the same name (an experiment's "
                                "run resumes with `mindexp resume`). Received: experiment="
                                f"{meta.get('experiment')!r}, entry={meta['entry']!r}")
+        check_logs_readable(run_dir, run_logs(run_dir))  # before anything is cut
         self.resumed = resume_point(run_dir, meta)
         truncate_logs(run_dir, self.resumed.step)  # each step once in every log
         return run_dir
