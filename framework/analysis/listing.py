@@ -1,92 +1,114 @@
 """The dashboard's runs table at any number of runs (``/api/runs``): one row per
-run from its run.json and config.json, filtered, sorted and paged on the server.
+run, filtered, sorted and paged in SQL on the server's private copy of the
+run catalog (:mod:`mindexp.rundir.private_catalog`).
 
-At 10,000 runs the page cannot load every run's logs (172 MB, minutes): a
-row holds what run.json says (status, steps, final loss, the error) and the
-config fields that differ between the runs. Rows are kept in memory and
-read again only for a run whose run.json or config.json changed (the change
-feed's scan says which), or, for a run that is still running, whose
-loss.csv grew (its progress is read from loss.csv). The first answer reads
-the root's run catalog (read only) when it is current.
+At 100,000 runs the server cannot hold a row per run (598 MB) nor sort them
+in Python per request: a page is one ``COUNT`` and one ``ORDER BY ... LIMIT
+... OFFSET`` on the catalog, then the records of the page's rows alone (a
+running run's progress from its loss.csv). The table's config columns (the
+fields that differ between runs) are worked out in SQL when runs came, went
+or changed their config.
 """
+import json
 import math
 import os
-import threading
 from typing import Callable
 
 from ..callbacks import schema
+from ..rundir.meta import UNREADABLE
 from ..rundir.run import Run
-from .reports import differing_fields
 
 MAX_LIMIT = 500          # rows per page at most
 MAX_CONFIG_COLUMNS = 8   # differing config fields shown as columns
 OUTCOMES = ("final_loss", "min_loss", "steps")
 SORTABLE = ("run", "status", "started", "progress", "steps_per_s") + OUTCOMES
+# a finished run's progress is whole; a running one's is in its loss.csv (not in SQL)
+_SORT_SQL = {"run": "run_id", "status": "status", "started": "COALESCE(started_at, '') || '|' || "
+             "COALESCE(run_id, '')", "progress": "CASE WHEN status IN ('completed', 'pruned') "
+             "THEN 1.0 END", "steps_per_s": "steps_per_s", "final_loss": "final_loss",
+             "min_loss": "min_loss", "steps": "steps"}
+_FAILED = "('failed', 'diverged', 'interrupted')"
 
 
 class Listing:
-    """Rows of every served run, refreshed from the change feed's scan."""
+    """Pages of the served runs from the change feed's private catalogs."""
 
     def __init__(self, roots: list[str], key_of: Callable[[str], str]):
         self.roots, self.key_of = roots, key_of
-        self._rows: dict[str, tuple] = {}   # run dir -> (state, row)
-        self._generation: int | None = None
-        self._seeded = False
-        self._columns: list[str] = []
-        self._lock = threading.Lock()
+        self._columns: dict[str, tuple] = {}   # served root -> (generation, columns)
 
-    def page(self, found: dict, generation: int, offset: int = 0, limit: int = 100,
+    def page(self, served: list, generation: int, offset: int = 0, limit: int = 100,
              query: str = "", sort: str = "-started") -> dict:
-        """``{"total", "matched", "offset", "columns", "rows"}``: the rows of
-        ``found`` (run dir -> its feed state) holding every word of ``query``,
-        sorted by ``sort`` (``-`` first: descending; ``config.<field>``), from
-        ``offset``, at most ``limit`` (at most MAX_LIMIT)."""
-        with self._lock:
-            if generation != self._generation:
-                self._refresh(found)
-                self._generation = generation
-            rows = [row for _, row in self._rows.values()]
-            columns = list(self._columns)
-        total = len(rows)
-        words = str(query or "").lower().split()
-        if words:
-            rows = [r for r in rows if all(w in r["text"] for w in words)]
-        rows = _sorted(rows, sort)
+        """``{"total", "matched", "offset", "columns", "rows"}``: the runs of
+        ``served`` (``[(root, private catalog)]``) holding every word of
+        ``query``, sorted by ``sort`` (``-`` first: descending;
+        ``config.<field>``), from ``offset``, at most ``limit`` (at most MAX_LIMIT)."""
         limit = max(1, min(int(limit), MAX_LIMIT))
         offset = max(0, int(offset))
-        return {"total": total, "matched": len(rows), "offset": offset,
+        expression, values = _sort_expression(sort)
+        columns = self._shown_columns(served, generation)
+        words = str(query or "").lower().split()
+        total = matched = 0
+        picked = []   # (sort key, root, catalog, rel, problem, config)
+        for root, catalog in served:
+            scope, params = catalog.scope(root, other_hosts=False)
+            total += catalog.select(["COUNT(*)"], scope, params)[0][0]
+            match, match_values = _matching(words, columns)
+            where, where_values = f"{scope} AND {match}", list(params) + match_values
+            matched += catalog.select(["COUNT(*)"], where, where_values)[0][0] if words else 0
+            # one root: its page in SQL; several: the first offset + limit of each, merged
+            first, count = (offset, limit) if len(served) == 1 else (0, offset + limit)
+            for value, rel, problem, config in _ordered(catalog, where, where_values, expression,
+                                                        values, sort, count, first):
+                picked.append((value, root, catalog, rel, problem, config))
+        matched = matched if words else total
+        if len(served) > 1:
+            picked = _merged(picked, sort)[offset:offset + limit]
+        return {"total": total, "matched": matched, "offset": offset,
                 "limit": limit, "sort": sort, "q": query, "columns": columns,
-                "rows": [{k: v for k, v in r.items() if k != "text"}
-                         for r in rows[offset:offset + limit]]}
+                "rows": self._rows(picked)}
 
-    def _refresh(self, found):
-        for run_dir in [d for d in self._rows if d not in found]:
-            del self._rows[run_dir]
-        todo = {d: state for d, state in found.items()
-                if d not in self._rows or self._rows[d][0] != state}
-        if not self._seeded:   # a row per catalog record as it comes: never all records at once
-            for run_dir, run in self._seed():
-                if run_dir in todo:
-                    self._rows[run_dir] = (todo.pop(run_dir), self._row(run_dir, run))
-        for run_dir, state in todo.items():
-            self._rows[run_dir] = (state, self._row(run_dir))
-        # the feed's order (by folder), which sorting keeps among equals
-        self._rows = {d: self._rows[d] for d in found}
-        configs = [r["config"] for _, r in self._rows.values()]
-        self._columns = differing_fields(configs)[:MAX_CONFIG_COLUMNS]
-        for _, row in self._rows.values():
-            row["text"] = _text(row, self._columns)
+    def top(self, served: list, count: int, query: str = "") -> tuple[list[str], int]:
+        """The folders of the ``count`` most recent runs (by id) holding every word of
+        ``query``, and how many hold them."""
+        answer = self.page(served, -1, 0, count, query, "-run")
+        return [row["dir"] for row in answer["rows"]], answer["matched"]
 
-    def _seed(self):
-        """``(run dir, Run)`` with run.json and config.json from the run catalog
-        when it is current (read only: the dashboard never writes), one at a time."""
-        from ..rundir.catalog import current_runs
-        self._seeded = True
-        for root in self.roots:
-            if os.path.isdir(root):
-                for run in current_runs(root):
-                    if "meta" in run.__dict__:
-                        yield os.path.realpath(run.dir), run
+    def _rows(self, picked):
+        out = []
+        by_catalog = {}
+        for _, root, catalog, rel, problem, config in picked:
+            by_catalog.setdefault(id(catalog), (catalog, []))[1].append(rel)
+        records = {}
+        for catalog, rels in by_catalog.values():
+            marks = ", ".join("?" for _ in rels)
+            where, params = catalog._mine()
+            for rel, meta in catalog.db.execute(
+                    f"SELECT rel, meta FROM records WHERE {where} AND rel IN ({marks})",
+                    params + tuple(rels)).fetchall():
+                records[(id(catalog), rel)] = meta
+        for _, root, catalog, rel, problem, config in picked:
+            run_dir = catalog._abs(rel)
+            meta = records.get((id(catalog), rel))
+            if problem is None and meta is not None and config is not None:
+                run = Run.found(run_dir, json.loads(meta), json.loads(config))
+            else:
+                run = Run.found(run_dir)
+            out.append(self._row(run_dir, run))
+        return out
+
+    def _shown_columns(self, served, generation):
+        """The config fields that differ between the runs (at most
+        MAX_CONFIG_COLUMNS), worked out again when runs came, went or changed config."""
+        out = []
+        for root, catalog in served:
+            mark = catalog.config_mark()
+            cached = self._columns.get(root)
+            if cached is None or cached[0] != mark:
+                cached = (mark, _differing(catalog, root))
+                self._columns[root] = cached
+            out += [name for name in cached[1] if name not in out]
+        return out[:MAX_CONFIG_COLUMNS]
 
     def _row(self, run_dir, run=None):
         run = run or Run.found(run_dir)
@@ -97,7 +119,7 @@ class Listing:
             meta, config = run.meta, run.config
         except Exception as exc:   # noqa: BLE001 - mid-write or damaged: listed, said why
             name = os.path.basename(run_dir)
-            return base | {"id": name, "short": name, "status": "unreadable",
+            return base | {"id": name, "short": name, "status": UNREADABLE,
                            "error": " ".join(str(exc).split()), "config": {}, "progress": {}}
         from .payload import short_id
         run_id = meta.get("run_id") or os.path.basename(run_dir)
@@ -109,6 +131,80 @@ class Listing:
             "final_loss": _number(meta.get("final_loss")), "min_loss": _number(summary.get("min")),
             "steps": meta.get("steps"), "config": {k: _cell(v) for k, v in config.items()},
             "progress": _progress(run, meta)}
+
+
+def _sort_expression(sort):
+    """SQL of the sort column (and its parameters); ValueError naming what is accepted."""
+    name = (sort or "-started").lstrip("-")
+    if name.startswith("config."):
+        return "json_extract(config, ?)", [_json_key(name[len("config."):])]
+    if name in _SORT_SQL:
+        return _SORT_SQL[name], []
+    raise ValueError(f"cannot sort by {name!r}; sort by one of {', '.join(SORTABLE)} or "
+                     f"config.<field> (- first: descending). Received: sort={sort!r}")
+
+
+def _ordered(catalog, where, values, expression, expression_values, sort, count, offset=0):
+    """``(sort value, rel, problem, config)`` of ``count`` rows from ``offset`` in
+    the order asked: missing values last whichever the direction, numbers
+    before text, ties by folder."""
+    direction = "DESC" if (sort or "-started").startswith("-") else "ASC"
+    value = f"({expression})"
+    return catalog.db.execute(
+        f"SELECT {value}, rel, problem, config FROM runs WHERE {where} ORDER BY {value} IS NULL, "
+        f"typeof({value}) = 'text', {value} {direction}, rel "
+        f"LIMIT {int(count)} OFFSET {int(offset)}",
+        expression_values + list(values) + expression_values * 3).fetchall()
+
+
+def _merged(picked, sort):
+    """Rows of several roots in one order (as :func:`_ordered` sorts each)."""
+    if len({id(p[2]) for p in picked}) <= 1:
+        return picked
+    descending = (sort or "-started").startswith("-")
+    numbers = [p for p in picked if isinstance(p[0], (int, float))]
+    texts = [p for p in picked if isinstance(p[0], str)]
+    missing = [p for p in picked if p[0] is None]
+    numbers.sort(key=lambda p: p[0], reverse=descending)
+    texts.sort(key=lambda p: p[0], reverse=descending)
+    return numbers + texts + missing
+
+
+def _matching(words, columns):
+    """SQL true for the runs whose text (folder, id, status, error, experiment,
+    ``field=value`` of the shown config columns) holds every word."""
+    if not words:
+        return "1 = 1", []
+    parts, values = ["rel", "run_id", "status", "problem", "experiment",
+                     f"CASE WHEN status IN {_FAILED} THEN (SELECT json_extract(c.meta, "
+                     "'$.error') FROM records c WHERE c.host = runs.host AND c.root = runs.root "
+                     "AND c.rel = runs.rel) END"], []
+    for name in columns:
+        key = _json_key(name)
+        parts.append("CASE json_type(config, ?) WHEN 'true' THEN ? || '=true' WHEN 'false' "
+                     "THEN ? || '=false' WHEN 'null' THEN ? || '=none' ELSE ? || '=' || "
+                     "json_extract(config, ?) END")
+        values += [key, name, name, name, name, key]
+    text = "lower(" + " || ' ' || ".join(f"COALESCE({p}, '')" for p in parts) + ")"
+    return " AND ".join(f"instr({text}, ?) > 0" for _ in words), \
+        [v for word in words for v in values + [word]]
+
+
+def _differing(catalog, root):
+    """The config fields whose values are not the same in every run of ``root``
+    (a field missing from a run counts as a value), in their order in the configs."""
+    scope, params = catalog.scope(root, other_hosts=False, alias="runs.")
+    rows = catalog.db.execute(
+        "SELECT j.key, COUNT(DISTINCT j.value), COUNT(*), MIN(j.id) FROM runs, "
+        f"json_each(runs.config) j WHERE {scope} AND runs.config IS NOT NULL GROUP BY j.key",
+        params).fetchall()
+    total = catalog.select(["COUNT(*)"], f"{scope} AND config IS NOT NULL", params)[0][0]
+    return [key for key, distinct, count, _ in sorted(rows, key=lambda r: (r[3], r[0]))
+            if distinct > 1 or count < total]
+
+
+def _json_key(field):
+    return '$."' + field.replace('"', '""') + '"'
 
 
 def _progress(run, meta):
@@ -128,48 +224,6 @@ def _progress(run, meta):
         return run_progress(run)
     except Exception:   # noqa: BLE001 - a log mid-write: no progress this time
         return {}
-
-
-def _text(row, columns):
-    """What the filter searches: the key, id, status, error and shown config values."""
-    parts = [row["key"], row["id"], row["status"], row.get("error") or "",
-             row.get("experiment") or ""]
-    parts += [f"{n}={row['config'].get(n)}" for n in columns if n in row["config"]]
-    return " ".join(map(str, parts)).lower()
-
-
-def _sorted(rows, sort):
-    """Rows sorted by a column (missing values last, whichever the direction)."""
-    sort = sort or "-started"
-    descending = sort.startswith("-")
-    name = sort.lstrip("-")
-    if name.startswith("config."):
-        field = name[len("config."):]
-
-        def value(row):
-            return row["config"].get(field)
-    elif name in SORTABLE:
-        def value(row):
-            if name == "run":
-                return row["id"]
-            if name == "started":
-                return f"{row.get('started') or ''}|{row['id']}"   # ties: by id
-            if name in ("progress", "steps_per_s"):
-                p = row["progress"] or {}
-                step = p.get(schema.Col.STEP)
-                return (step / p["total"] if p.get("total") and step is not None
-                        else None) if name == "progress" else p.get("steps_per_s")
-            return row.get(name)
-    else:
-        raise ValueError(f"cannot sort by {name!r}; sort by one of {', '.join(SORTABLE)} or "
-                         f"config.<field> (- first: descending). Received: sort={sort!r}")
-    present = [r for r in rows if value(r) is not None]
-    missing = [r for r in rows if value(r) is None]
-    numbers = [r for r in present if isinstance(value(r), (int, float))]
-    texts = [r for r in present if not isinstance(value(r), (int, float))]
-    numbers.sort(key=value, reverse=descending)
-    texts.sort(key=lambda r: str(value(r)), reverse=descending)
-    return numbers + texts + missing
 
 
 def _cell(value):

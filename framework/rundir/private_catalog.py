@@ -1,0 +1,318 @@
+"""The dashboard's own copy of a root's run catalog, kept current without
+scanning the run folders.
+
+``mindexp serve`` answers a poll every second per open page. Scanning the
+runs for each poll cost one ``stat`` per file per run (22 s a poll at
+100,000 runs); reading the root's catalog in place would make the server
+a reader that writers wait for, and the dashboard never writes into the
+served folders. So the server copies the catalog (SQLite's backup API) into
+a temporary file of its own, outside any served folder, and keeps that copy
+current:
+
+- :meth:`PrivateCatalog.follow_source`: when the root's catalog changed
+  (``PRAGMA data_version``, the file replaced), the rows whose run.json or
+  config.json changed are copied over (the writers of runs keep the source
+  current: start, end, resume, tag, note, rm, gc);
+- :meth:`Catalog.sync`: what no writer said (a run copied in by hand, or
+  written by an older mindexp): a ``stat`` per folder holding runs, and the
+  running or unreadable runs' records;
+- a rolling check of :data:`CHECKED_PER_REFRESH` finished runs a refresh,
+  so that a finished run's record edited by hand is seen within a pass
+  (at once below that many runs).
+
+Triggers on the copy's runs table record each run that appeared, changed or
+left (``changes``), which the dashboard's change feed answers from.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import tempfile
+
+from .catalog import (VERSION, Catalog, _connect_sqlite, _Database, _read_run, _run_signature,
+                      _uri_path, catalog_root, database_path)
+from ..errors import RunDirError
+
+logger = logging.getLogger(__name__)
+
+CHECKED_PER_REFRESH = 2000   # finished runs whose record is looked at per refresh
+PREFIX = "mindexp-dashboard-"
+
+_CHANGES = [
+    "CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+    "rel TEXT NOT NULL, kind TEXT NOT NULL)",
+    "CREATE TRIGGER IF NOT EXISTS runs_new AFTER INSERT ON runs BEGIN "
+    "INSERT INTO changes (rel, kind) VALUES (NEW.rel, 'new'); END",
+    # a config that changed also changes which fields differ (the table's columns)
+    "CREATE TRIGGER IF NOT EXISTS runs_changed AFTER UPDATE ON runs WHEN "
+    "OLD.run_sig IS NOT NEW.run_sig OR OLD.status IS NOT NEW.status OR "
+    "OLD.problem IS NOT NEW.problem OR OLD.config IS NOT NEW.config BEGIN "
+    "INSERT INTO changes (rel, kind) VALUES (NEW.rel, CASE WHEN OLD.config IS NOT NEW.config "
+    "THEN 'config' ELSE 'status' END); END",
+    "CREATE TRIGGER IF NOT EXISTS runs_gone AFTER DELETE ON runs BEGIN "
+    "INSERT INTO changes (rel, kind) VALUES (OLD.rel, 'removed'); END",
+]
+
+
+class PrivateCatalog(Catalog):
+    """A root's catalog copied into a temporary file: read and written by the
+    server alone, removed by :meth:`close`."""
+
+    def __init__(self, db: _Database, root: str, path: str):
+        super().__init__(db, root, "", True)
+        self.path = path                       # the temporary file
+        self.source = database_path(root)      # the root's catalog (may come later)
+        self._watch: sqlite3.Connection | None = None
+        self._watched: tuple | None = None     # (file identity, data_version) last followed
+        self._next_rel = ""                    # where the rolling check goes on
+
+    def close(self) -> None:
+        """Close the copy and remove its file."""
+        super().close()
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            try:
+                os.remove(self.path + suffix)
+            except FileNotFoundError:
+                pass
+
+    # ---- keeping the copy current
+    def refresh(self) -> None:
+        """Follow the source, then what writers do not say: the folders' times,
+        the running and unreadable runs, :data:`CHECKED_PER_REFRESH` others."""
+        self.follow_source()
+        self.sync()
+        self._check_live()
+        self._check_some(CHECKED_PER_REFRESH)
+
+    def follow_source(self) -> bool:
+        """Copy the rows the root's catalog changed since the last call (True
+        when it had changed). A source that is missing, unbuilt for this root
+        or of another schema version is not followed."""
+        state = self._source_state()
+        if state is None or state == self._watched:
+            return False
+        self._watched = state
+        try:
+            self._merge_source()
+        except sqlite3.Error as exc:   # a source mid-rebuild, damaged: caught up next time
+            logger.debug("dashboard: the run catalog %s was not followed: %s", self.source, exc)
+            self._detach()
+        return True
+
+    def _source_state(self):
+        """``(device, inode, data_version)`` of the source, or None without one."""
+        try:
+            st = os.stat(self.source)
+        except OSError:
+            return None
+        identity = (st.st_dev, st.st_ino)
+        if self._watch is None or self._watched is None or self._watched[:2] != identity:
+            self._open_watch()
+        try:
+            version = self._watch.execute("PRAGMA data_version").fetchone()[0]
+        except (sqlite3.Error, AttributeError):
+            self._watch = None
+            return None
+        return identity + (version,)
+
+    def _open_watch(self):
+        if self._watch is not None:
+            self._watch.close()
+        try:
+            self._watch = _connect_sqlite(self.source, read_only=True).conn
+        except sqlite3.Error:
+            self._watch = None
+
+    def _merge_source(self):
+        db = self.db
+        db.execute("ATTACH DATABASE ? AS src", ("file:" + _uri_path(self.source) + "?mode=ro",))
+        try:
+            if not self._source_usable():
+                return
+            moved = db.execute(
+                "SELECT s.rel, s.run_sig FROM src.runs s LEFT JOIN main.runs m ON m.host = "
+                "s.host AND m.root = s.root AND m.rel = s.rel WHERE s.host = ? AND s.root = '' "
+                "AND (m.rel IS NULL OR m.run_sig IS NOT s.run_sig OR m.problem IS NOT "
+                "s.problem)", (self.host,)).fetchall()
+            gone = [rel for (rel,) in db.execute(
+                "SELECT m.rel FROM main.runs m WHERE m.host = ? AND m.root = '' AND NOT EXISTS "
+                "(SELECT 1 FROM src.runs s WHERE s.host = m.host AND s.root = m.root AND "
+                "s.rel = m.rel)", (self.host,)).fetchall()]
+            if moved or gone:
+                self._take(moved, gone)
+        finally:
+            self._detach()
+
+    def _source_usable(self):
+        """Whether the attached source is this root's catalog, of this version, built."""
+        try:
+            version = self.db.execute("SELECT version FROM src.catalog_version").fetchone()
+            folder = self.db.execute("SELECT folder_id FROM src.roots WHERE host = ? AND "
+                                     "root = ''", (self.host,)).fetchone()
+        except sqlite3.Error:
+            return False
+        own = self.db.execute("SELECT folder_id FROM main.roots WHERE host = ? AND root = ''",
+                              (self.host,)).fetchone()
+        return bool(version and version[0] == VERSION and folder and own and folder == own)
+
+    def _take(self, moved, gone):
+        """Copy the source's rows that match the disk; read the others from their
+        folder; drop the rows of runs gone from the disk too (a run the source
+        does not know yet, copied in by hand, stays)."""
+        from_source, from_disk = [], []
+        for rel, signature in moved:
+            if _run_signature(self._abs(rel)) == signature:
+                from_source.append(rel)
+            elif os.path.lexists(self._abs(rel)):
+                from_disk.append(rel)
+        self._begin()
+        try:
+            self._copy_rows(from_source)
+            self._insert_runs([(rel, _read_run(self._abs(rel))) for rel in from_disk])
+            for rel in gone:
+                if not os.path.lexists(self._abs(rel)):
+                    self._delete_run(rel)
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _copy_rows(self, rels):
+        db = self.db
+        columns = [row[1] for row in db.execute("PRAGMA main.table_info(runs)").fetchall()]
+        names = ", ".join(columns)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in
+                            ("host", "root", "rel"))
+        db.execute("CREATE TEMP TABLE IF NOT EXISTS taken (rel TEXT PRIMARY KEY)")
+        db.execute("DELETE FROM temp.taken")
+        db.executemany("INSERT OR IGNORE INTO temp.taken (rel) VALUES (?)", [(r,) for r in rels])
+        mine = "s.host = ? AND s.root = '' AND s.rel IN (SELECT rel FROM temp.taken)"
+        db.execute(f"INSERT INTO main.runs ({names}) SELECT {names} FROM src.runs s WHERE {mine} "
+                   f"ON CONFLICT (host, root, rel) DO UPDATE SET {updates}", (self.host,))
+        db.execute("INSERT INTO main.records (host, root, rel, meta) SELECT host, root, rel, meta "
+                   f"FROM src.records s WHERE {mine} ON CONFLICT (host, root, rel) DO UPDATE "
+                   "SET meta = excluded.meta", (self.host,))
+        db.execute("INSERT OR IGNORE INTO main.fields SELECT * FROM src.fields s WHERE "
+                   "s.host = ? AND s.root = ''", (self.host,))
+
+    def _detach(self):
+        try:
+            self.db.execute("DETACH DATABASE src")
+        except sqlite3.Error:
+            pass
+
+    def _check_live(self):
+        """Read again the unreadable runs whose record changed (mid-write then)."""
+        where, params = self._mine()
+        rows = self.db.execute(f"SELECT rel, run_sig FROM runs WHERE {where} AND problem IS NOT "
+                               "NULL", params).fetchall()
+        self._read_stale(rows)
+
+    def _check_some(self, count):
+        """Compare the next ``count`` runs' records with the disk (a rolling pass)."""
+        if count <= 0:
+            return
+        where, params = self._mine()
+        rows = self.db.execute(f"SELECT rel, run_sig FROM runs WHERE {where} AND rel > ? "
+                               f"ORDER BY rel LIMIT {int(count)}",
+                               params + (self._next_rel,)).fetchall()
+        self._next_rel = rows[-1][0] if len(rows) == count else ""
+        self._read_stale(rows)
+
+    def _read_stale(self, rows):
+        stale = [rel for rel, sig in rows if _run_signature(self._abs(rel)) != sig]
+        if not stale:
+            return
+        self._begin()
+        try:
+            for rel in stale:
+                if os.path.lexists(self._abs(rel)):
+                    self._insert_runs([(rel, _read_run(self._abs(rel)))])
+                else:
+                    self._delete_run(rel)
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    # ---- what changed
+    def last_change(self) -> int:
+        """The sequence number of the latest recorded change (0: none)."""
+        row = self.db.execute("SELECT MAX(seq) FROM changes").fetchone()
+        return row[0] or 0
+
+    def config_mark(self) -> int | None:
+        """The latest change that can change which config fields differ (a run
+        came, went or changed its config)."""
+        return self.db.execute("SELECT MAX(seq) FROM changes WHERE kind <> 'status'").fetchone()[0]
+
+    def changes_after(self, seq: int) -> list[tuple[int, str, str]]:
+        """``(seq, rel, kind)`` recorded after ``seq``: kind is ``new``,
+        ``status`` (run.json changed), ``config`` or ``removed``."""
+        return self.db.execute("SELECT seq, rel, kind FROM changes WHERE seq > ? ORDER BY seq",
+                               (seq,)).fetchall()
+
+
+def private_catalog(folder: str, directory: str | None = None) -> PrivateCatalog:
+    """A private, current copy of the catalog of ``folder``'s root (built from
+    a scan when the root has none), in a temporary file in ``directory``
+    (default: the system's temporary folder)."""
+    root = catalog_root(os.path.realpath(folder))
+    fd, path = tempfile.mkstemp(prefix=PREFIX, suffix=".sqlite", dir=directory)
+    os.close(fd)
+    try:
+        _copy_source(database_path(root), path)
+        catalog = _open_copy(root, path)
+    except BaseException:
+        os.remove(path)
+        raise
+    try:
+        catalog._watched = catalog._source_state()   # the version copied: followed from here
+        catalog.sync()            # built when the copy is not (none, another folder's)
+        for statement in _CHANGES:
+            catalog.db.execute(statement)
+    except BaseException:
+        catalog.close()
+        raise
+    return catalog
+
+
+def _copy_source(source, path):
+    """The root's catalog copied into ``path`` (SQLite's backup API: a
+    consistent copy while writers go on); nothing when it is missing or damaged."""
+    if not os.path.isfile(source) or os.path.islink(source):
+        return
+    try:
+        reader = _connect_sqlite(source, read_only=True).conn
+    except sqlite3.Error:
+        return
+    target = sqlite3.connect(path)
+    try:
+        reader.backup(target)
+    except sqlite3.Error as exc:
+        logger.debug("dashboard: the run catalog %s was not copied: %s", source, exc)
+    finally:
+        target.close()
+        reader.close()
+
+
+def _open_copy(root, path, again=True):
+    """The copy opened for this process alone (no journal on disk: it is derived)."""
+    conn = sqlite3.connect("file:" + _uri_path(path), uri=True, isolation_level=None,
+                           check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=MEMORY")
+    conn.execute("PRAGMA synchronous=OFF")
+    catalog = PrivateCatalog(_Database(conn, "sqlite", journal="private"), root, path)
+    try:
+        catalog.ensure_schema()
+    except (RunDirError, sqlite3.DatabaseError):   # another version, damaged: start empty
+        conn.close()
+        if not again:
+            raise
+        open(path, "wb").close()
+        return _open_copy(root, path, again=False)
+    return catalog
