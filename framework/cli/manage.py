@@ -4,6 +4,7 @@ import argparse
 import os
 import sys
 
+from .. import layout
 from ..errors import MindexpError
 from ._args import add_verbose, positive_int
 from ._console import EXIT_FAILED, EXIT_OK, train_and_report
@@ -212,7 +213,7 @@ def _remove_targets(args: argparse.Namespace) -> int:
 def _say_unstarted(found, dry_run):
     for path in found:
         print(f"{'would remove' if dry_run else 'removed'} {path}: a run killed while it "
-              "started (no run.json, no process holds it)")
+              f"started (no {layout.RUN_JSON}, no process holds it)")
 
 
 def _say_leftovers(left, dry_run):
