@@ -47,6 +47,7 @@ class ChangeFeed:
         self._events: list[tuple[int, str, str]] = []   # (generation, run dir, kind)
         self._floor = 0                    # cursors below this are older than the events kept
         self._tracked: dict[str, _Tracked] = {}   # run dir -> its logs' sizes (runs that ran)
+        self._closed = False
         self._lock = threading.Lock()
 
     def changes(self, cursor: int | None, key_of: Callable[[str], str]) -> dict:
@@ -74,21 +75,33 @@ class ChangeFeed:
             return fn([(root, catalog) for root, catalog, _ in self._catalogs()])
 
     def close(self) -> None:
-        """Close the private catalogs (their files are removed)."""
-        with self._lock:
+        """Close the private catalogs and remove their files; without waiting
+        long for a refresh under way (the server is stopping): its files go
+        then, and the process's end closes the rest."""
+        self._closed = True   # a refresh under way closes what it makes from here
+        locked = self._lock.acquire(timeout=1.0)
+        try:
             for _, catalog, _ in self._served or []:
-                catalog.close()
+                catalog.close() if locked else catalog.remove_files()
             self._served = []
+        finally:
+            if locked:
+                self._lock.release()
 
     # -- refreshing ------------------------------------------------------------------
     def _catalogs(self):
         if self._served is None:
             from ..rundir.private_catalog import private_catalog
-            self._served = []
+            served = []
             for root in self.roots:
                 if os.path.isdir(root):
                     catalog = private_catalog(root, self.directory)
-                    self._served.append([root, catalog, catalog.last_change()])
+                    served.append([root, catalog, catalog.last_change()])
+            if self._closed:   # the server stopped meanwhile: nothing is left behind
+                for _, catalog, _ in served:
+                    catalog.close()
+                served = []
+            self._served = served
         return self._served
 
     def _refresh(self):

@@ -73,6 +73,10 @@ class PrivateCatalog(Catalog):
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+        self.remove_files()
+
+    def remove_files(self) -> None:
+        """Remove the copy's file (what has it open keeps reading it)."""
         for suffix in ("", "-journal", "-wal", "-shm"):
             try:
                 os.remove(self.path + suffix)
@@ -262,7 +266,10 @@ def private_catalog(folder: str, directory: str | None = None) -> PrivateCatalog
     a scan when the root has none), in a temporary file in ``directory``
     (default: the system's temporary folder)."""
     root = catalog_root(os.path.realpath(folder))
-    fd, path = tempfile.mkstemp(prefix=PREFIX, suffix=".sqlite", dir=directory)
+    directory = directory or tempfile.gettempdir()
+    _remove_orphans(directory)
+    fd, path = tempfile.mkstemp(prefix=f"{PREFIX}{os.getpid()}-", suffix=".sqlite",
+                                dir=directory)
     os.close(fd)
     try:
         _copy_source(database_path(root), path)
@@ -279,6 +286,32 @@ def private_catalog(folder: str, directory: str | None = None) -> PrivateCatalog
         catalog.close()
         raise
     return catalog
+
+
+def _remove_orphans(directory):
+    """Remove the private catalogs of servers that ended without closing them
+    (killed): their file names hold the process id."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            try:
+                os.remove(os.path.join(directory, name))
+            except OSError:
+                pass
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's: alive
+        return True
+    return True
 
 
 def _copy_source(source, path):

@@ -805,3 +805,37 @@ def test_the_private_catalog_lives_outside_the_served_folder_and_goes_with_the_s
     assert sorted(os.listdir(root)) == ["toy"]   # nothing written into the served folder
     server.server_close()
     assert not os.path.exists(catalog.path)
+
+
+def test_a_killed_servers_private_catalog_is_removed_by_the_next_one(tmp_path):
+    from mindexp.rundir.private_catalog import PREFIX, private_catalog
+    make_run(tmp_path / "runs", "r1")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    folder = tmp_path / "private"
+    folder.mkdir()
+    orphan = folder / f"{PREFIX}{gone.stdout.strip()}-abcdefgh.sqlite"
+    orphan.write_bytes(b"")   # left by a server killed with SIGKILL
+    mine = folder / f"{PREFIX}{os.getpid()}-abcdefgh.sqlite"
+    mine.write_bytes(b"")     # a live server's
+    catalog = private_catalog(str(tmp_path / "runs"), str(folder))
+    try:
+        assert not orphan.exists() and mine.exists()
+    finally:
+        catalog.close()
+    assert sorted(os.listdir(folder)) == [mine.name]
+
+
+def test_a_finished_run_edited_by_hand_shows_within_one_pass_of_the_rolling_check(
+        served, monkeypatch):
+    from mindexp.rundir import private_catalog
+    monkeypatch.setattr(private_catalog, "CHECKED_PER_REFRESH", 3)
+    root, get = served
+    for i in range(12):
+        make_run(root, f"r{i:02d}")
+    cursor = _changes(get)[0]["cursor"]
+    run_json = root / "toy" / "r07" / "run.json"
+    run_json.write_text(json.dumps(json.loads(run_json.read_text()) | {"status": "failed"}))
+    seen = [[s["run_id"] for s in _changes(get, cursor)[0]["status"]]
+            for _ in range(12 // 3 + 1)]
+    assert seen[0] == [] and seen[-1] == ["r07"]   # 3 runs a poll: seen within 4 polls
