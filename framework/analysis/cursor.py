@@ -132,8 +132,9 @@ class ChangeFeed:
         out = set()
         for root, catalog, _ in self._served:
             scope, params = catalog.scope(root, other_hosts=False)
-            out.update(catalog._abs(rel) for (rel,) in catalog.select(
-                ["rel"], f"{scope} AND (status = 'running' OR problem IS NOT NULL)", params))
+            for live in ("status = 'running'", "problem IS NOT NULL"):   # an index each
+                out.update(catalog._abs(rel) for (rel,) in catalog.select(
+                    ["rel"], f"{scope} AND {live}", params))
         return out
 
     def _track_logs(self, events, first):

@@ -16,10 +16,12 @@ from typing import Callable
 
 from ..callbacks import schema
 from ..rundir.meta import UNREADABLE
+from ..rundir.private_catalog import FAILED, STARTED_INDEX
 from ..rundir.run import Run
 
 MAX_LIMIT = 500          # rows per page at most
 MAX_CONFIG_COLUMNS = 8   # differing config fields shown as columns
+COLUMNS_SAMPLE = 5000    # runs whose configs say which fields differ, at most
 OUTCOMES = ("final_loss", "min_loss", "steps")
 SORTABLE = ("run", "status", "started", "progress", "steps_per_s") + OUTCOMES
 # a finished run's progress is whole; a running one's is in its loss.csv (not in SQL)
@@ -27,7 +29,6 @@ _SORT_SQL = {"run": "run_id", "status": "status", "started": "COALESCE(started_a
              "COALESCE(run_id, '')", "progress": "CASE WHEN status IN ('completed', 'pruned') "
              "THEN 1.0 END", "steps_per_s": "steps_per_s", "final_loss": "final_loss",
              "min_loss": "min_loss", "steps": "steps"}
-_FAILED = "('failed', 'diverged', 'interrupted')"
 
 
 class Listing:
@@ -149,6 +150,12 @@ def _ordered(catalog, where, values, expression, expression_values, sort, count,
     the order asked: missing values last whichever the direction, numbers
     before text, ties by folder."""
     direction = "DESC" if (sort or "-started").startswith("-") else "ASC"
+    if (sort or "-started").lstrip("-") == "started":   # the default: along an index
+        return catalog.db.execute(
+            f"SELECT started_at, rel, problem, config FROM runs INDEXED BY {STARTED_INDEX} "
+            f"WHERE {where} ORDER BY "
+            f"started_at {direction}, run_id {direction}, rel LIMIT {int(count)} "
+            f"OFFSET {int(offset)}", list(values)).fetchall()
     value = f"({expression})"
     return catalog.db.execute(
         f"SELECT {value}, rel, problem, config FROM runs WHERE {where} ORDER BY {value} IS NULL, "
@@ -176,7 +183,7 @@ def _matching(words, columns):
     if not words:
         return "1 = 1", []
     parts, values = ["rel", "run_id", "status", "problem", "experiment",
-                     f"CASE WHEN status IN {_FAILED} THEN (SELECT json_extract(c.meta, "
+                     f"CASE WHEN status IN {FAILED} THEN (SELECT json_extract(c.meta, "
                      "'$.error') FROM records c WHERE c.host = runs.host AND c.root = runs.root "
                      "AND c.rel = runs.rel) END"], []
     for name in columns:
@@ -192,15 +199,20 @@ def _matching(words, columns):
 
 def _differing(catalog, root):
     """The config fields whose values are not the same in every run of ``root``
-    (a field missing from a run counts as a value), in their order in the configs."""
+    (a field missing from a run counts as a value), in their order in the
+    configs. Past :data:`COLUMNS_SAMPLE` runs, among that many spread evenly
+    over them (each config is parsed: 17 s at 100,000 runs)."""
     scope, params = catalog.scope(root, other_hosts=False, alias="runs.")
+    total = catalog.select(["COUNT(*)"], f"{scope} AND config IS NOT NULL", params)[0][0]
+    every = max(1, -(-total // COLUMNS_SAMPLE))
     rows = catalog.db.execute(
         "SELECT j.key, COUNT(DISTINCT j.value), COUNT(*), MIN(j.id) FROM runs, "
-        f"json_each(runs.config) j WHERE {scope} AND runs.config IS NOT NULL GROUP BY j.key",
-        params).fetchall()
-    total = catalog.select(["COUNT(*)"], f"{scope} AND config IS NOT NULL", params)[0][0]
+        f"json_each(runs.config) j WHERE {scope} AND runs.config IS NOT NULL AND "
+        f"runs.rowid % {every} = 0 GROUP BY j.key", params).fetchall()
+    sampled = catalog.select(["COUNT(*)"], f"{scope} AND config IS NOT NULL AND "
+                             f"rowid % {every} = 0", params)[0][0]
     return [key for key, distinct, count, _ in sorted(rows, key=lambda r: (r[3], r[0]))
-            if distinct > 1 or count < total]
+            if distinct > 1 or count < sampled]
 
 
 def _json_key(field):
