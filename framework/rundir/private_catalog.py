@@ -139,7 +139,7 @@ class PrivateCatalog(Catalog):
 
     def _merge_source(self):
         db = self.db
-        db.execute("ATTACH DATABASE ? AS src", ("file:" + _uri_path(self.source) + "?mode=ro",))
+        db.execute("ATTACH DATABASE ? AS src", (self._source_uri(),))
         try:
             if not self._source_usable():
                 return
@@ -166,8 +166,7 @@ class PrivateCatalog(Catalog):
             return False
         db = self.db
         try:
-            db.execute("ATTACH DATABASE ? AS src", ("file:" + _uri_path(self.source) +
-                                                    "?mode=ro",))
+            db.execute("ATTACH DATABASE ? AS src", (self._source_uri(),))
         except sqlite3.Error:
             return False
         try:
@@ -193,6 +192,11 @@ class PrivateCatalog(Catalog):
             return False
         finally:
             self._detach()
+
+    def _source_uri(self):
+        """The source's URI, read only (a still file where no -shm can be made)."""
+        uri = "file:" + _uri_path(self.source) + "?mode=ro"
+        return uri if os.access(os.path.dirname(self.source), os.W_OK) else uri + "&immutable=1"
 
     def _columns_of(self, table):
         return ", ".join(row[1] for row in self.db.execute(f"PRAGMA main.table_info({table})"))
