@@ -19,14 +19,16 @@ interpreter that has another mindexp installed (main's, say):
   ``compare_columns_s``: ``compare(ROOT, columns=[...])`` of six columns;
 - ``*_rss_mb``: each process's peak resident memory;
 - ``pandas_imported``: whether ``mindexp runs`` imported pandas;
-- ``pty_runs_s``, ``pty_runs_rss_mb``, ``pty_runs_lines``: ``mindexp runs ROOT``
+- ``pty_runs_s``, ``pty_runs_rss_mb``, ``pty_runs_lines``, ``pty_runs_cpu_s``: ``mindexp runs ROOT``
   with its output on a terminal (a pseudo-terminal of 50 x 120), as a person
   types it;
 - ``serve_*``: ``mindexp serve ROOT`` in a process of its own: the first page
   of the runs table (``/api/runs?limit=100``, asked as soon as the URL is
   printed), the first poll (``/api/changes``), a quiet poll (the median of
   five with that cursor), the drawn runs' data (``/api/data?runs=`` the 50
-  of the first page), the server's resident memory then and at its peak.
+  of the first page), the server's resident memory then and at its peak, and
+  its CPU seconds until the first page (``serve_table_cpu_s``: its start
+  included, the figure a busy machine disturbs least).
 
 ``--only dashboard,pty`` measures only those (the runs kept from an earlier call).
 """
@@ -150,7 +152,7 @@ def measure_pty(python, root, rows=50, columns=120):
     os.close(master)
     if status != 0:
         raise RuntimeError(f"mindexp runs on a pty exited with {status}")
-    return seconds, usage.ru_maxrss / 1024, lines
+    return seconds, usage.ru_maxrss / 1024, lines, usage.ru_utime + usage.ru_stime
 
 
 def measure_dashboard(python, root):
@@ -169,6 +171,7 @@ def measure_dashboard(python, root):
             return time.perf_counter() - start, body
         res = {}
         res["serve_table_s"], body = get("/api/runs?limit=100")
+        res["serve_table_cpu_s"] = _cpu_seconds(server.pid)   # its start included
         keys = [row["key"] for row in json.loads(body)["rows"]][:50]
         res["serve_first_poll_s"], body = get("/api/changes")
         cursor = json.loads(body)["cursor"]
@@ -186,6 +189,12 @@ def measure_dashboard(python, root):
         server.wait(timeout=120)
 
 
+def _cpu_seconds(pid):
+    """User + system CPU seconds of a running process, its threads included."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(python, root, label, only=None):
     """Each figure for one interpreter's mindexp; catalogs and indexes removed first
     (``only``: the parts to measure, the catalog made once when missing)."""
@@ -194,8 +203,8 @@ def measure(python, root, label, only=None):
         if not os.path.isdir(os.path.join(root, ".mindexp-catalog")):
             timed_process([python, "-m", "mindexp", "runs", root, "--limit", "1"])
         if "pty" in only:
-            res["pty_runs_s"], res["pty_runs_rss_mb"], res["pty_runs_lines"] = \
-                measure_pty(python, root)
+            res["pty_runs_s"], res["pty_runs_rss_mb"], res["pty_runs_lines"], \
+                res["pty_runs_cpu_s"] = measure_pty(python, root)
         if "dashboard" in only:
             res.update(measure_dashboard(python, root))
         return {f"{label}_{k}": v for k, v in res.items()}
@@ -226,7 +235,8 @@ def measure(python, root, label, only=None):
     if out.returncode == 0:   # an older compare() takes no columns
         res["compare_columns_s"], res["compare_columns_cpu_s"] = map(float,
                                                                      out.stdout.split()[:2])
-    res["pty_runs_s"], res["pty_runs_rss_mb"], res["pty_runs_lines"] = measure_pty(python, root)
+    res["pty_runs_s"], res["pty_runs_rss_mb"], res["pty_runs_lines"], res["pty_runs_cpu_s"] = \
+        measure_pty(python, root)
     res.update(measure_dashboard(python, root))
     return {f"{label}_{k}": v for k, v in res.items()}
 
