@@ -178,10 +178,11 @@ class PrivateCatalog(Catalog):
                     names = self._columns_of(table)
                     db.execute(f"INSERT INTO main.{table} ({names}) SELECT {names} FROM "
                                f"src.{table} WHERE host = ? AND root = ''", (self.host,))
+                # by the status index (+: not by the host's, which holds every run)
                 db.execute("INSERT INTO main.records (host, root, rel, meta) SELECT c.host, "
-                           "c.root, c.rel, c.meta FROM src.records c JOIN src.runs r ON r.host "
-                           "= c.host AND r.root = c.root AND r.rel = c.rel WHERE c.host = ? AND "
-                           f"c.root = '' AND r.status IN {FAILED}", (self.host,))
+                           "c.root, c.rel, c.meta FROM src.runs r JOIN src.records c ON c.host "
+                           "= r.host AND c.root = r.root AND c.rel = r.rel WHERE +r.host = ? AND "
+                           f"+r.root = '' AND r.status IN {FAILED}", (self.host,))
                 self._commit()
             except BaseException:
                 self._rollback()
