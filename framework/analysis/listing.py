@@ -203,14 +203,19 @@ def _differing(catalog, root):
     configs. Past :data:`COLUMNS_SAMPLE` runs, among that many spread evenly
     over them (each config is parsed: 17 s at 100,000 runs)."""
     scope, params = catalog.scope(root, other_hosts=False, alias="runs.")
-    total = catalog.select(["COUNT(*)"], f"{scope} AND config IS NOT NULL", params)[0][0]
-    every = max(1, -(-total // COLUMNS_SAMPLE))
+    top = catalog.db.execute("SELECT MAX(rowid) FROM runs").fetchone()[0] or 0
+    every = max(1, -(-top // COLUMNS_SAMPLE))
+    # every run up to COLUMNS_SAMPLE, else one rowid in ``every``: looked up, not scanned
+    picked = ("runs" if every == 1 else
+              f"(WITH RECURSIVE pick(id) AS (SELECT 1 UNION ALL SELECT id + {every} FROM pick "
+              f"WHERE id + {every} <= {top}) SELECT runs.* FROM pick JOIN runs ON runs.rowid = "
+              "pick.id) runs")
     rows = catalog.db.execute(
-        "SELECT j.key, COUNT(DISTINCT j.value), COUNT(*), MIN(j.id) FROM runs, "
-        f"json_each(runs.config) j WHERE {scope} AND runs.config IS NOT NULL AND "
-        f"runs.rowid % {every} = 0 GROUP BY j.key", params).fetchall()
-    sampled = catalog.select(["COUNT(*)"], f"{scope} AND config IS NOT NULL AND "
-                             f"rowid % {every} = 0", params)[0][0]
+        "SELECT j.key, COUNT(DISTINCT j.value), COUNT(*), MIN(j.id) FROM "
+        f"{picked}, json_each(runs.config) j WHERE {scope} AND runs.config IS NOT NULL "
+        "GROUP BY j.key", params).fetchall()
+    sampled = catalog.db.execute(f"SELECT COUNT(*) FROM {picked} WHERE {scope} AND "
+                                 "runs.config IS NOT NULL", params).fetchone()[0]
     return [key for key, distinct, count, _ in sorted(rows, key=lambda r: (r[3], r[0]))
             if distinct > 1 or count < sampled]
 
