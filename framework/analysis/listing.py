@@ -50,19 +50,18 @@ class Listing:
         columns = self._shown_columns(served, generation)
         words = str(query or "").lower().split()
         total = matched = 0
-        picked = []   # (sort key, root, catalog, rel, problem, config)
+        picked = []   # (sort key, root, catalog, rel)
         for root, catalog in served:
             scope, params = catalog.scope(root, other_hosts=False)
-            total += catalog.select(["COUNT(*)"], scope, params)[0][0]
+            here = catalog.select(["COUNT(*)"], scope, params)[0][0]
             match, match_values = _matching(words, columns)
-            where, where_values = f"{scope} AND {match}", list(params) + match_values
-            matched += catalog.select(["COUNT(*)"], where, where_values)[0][0] if words else 0
             # one root: its page in SQL; several: the first offset + limit of each, merged
             first, count = (offset, limit) if len(served) == 1 else (0, offset + limit)
-            for value, rel, problem, config in _ordered(catalog, where, where_values, expression,
-                                                        values, sort, count, first):
-                picked.append((value, root, catalog, rel, problem, config))
-        matched = matched if words else total
+            rows, found = _ordered(catalog, f"{scope} AND {match}", list(params) + match_values,
+                                   expression, values, sort, count, first, bool(words))
+            total += here
+            matched += here if found is None else found
+            picked += [(value, root, catalog, rel) for value, rel in rows]
         if len(served) > 1:
             picked = _merged(picked, sort)[offset:offset + limit]
         return {"total": total, "matched": matched, "offset": offset,
@@ -76,21 +75,23 @@ class Listing:
         return [row["dir"] for row in answer["rows"]], answer["matched"]
 
     def _rows(self, picked):
-        out = []
-        by_catalog = {}
-        for _, root, catalog, rel, problem, config in picked:
-            by_catalog.setdefault(id(catalog), (catalog, []))[1].append(rel)
-        records = {}
-        for catalog, rels in by_catalog.values():
+        """The table's rows of ``picked`` (``(sort key, root, catalog, rel)``): their
+        config and problem from the catalog, their record from it when it holds
+        it (the failed runs'), else from the run's folder."""
+        found = {}
+        for catalog in {id(p[2]): p[2] for p in picked}.values():
+            rels = [p[3] for p in picked if p[2] is catalog]
             marks = ", ".join("?" for _ in rels)
-            where, params = catalog._mine()
-            for rel, meta in catalog.db.execute(
-                    f"SELECT rel, meta FROM records WHERE {where} AND rel IN ({marks})",
-                    params + tuple(rels)).fetchall():
-                records[(id(catalog), rel)] = meta
-        for _, root, catalog, rel, problem, config in picked:
+            for rel, problem, config, meta in catalog.db.execute(
+                    f"SELECT r.rel, r.problem, r.config, c.meta FROM runs r LEFT JOIN records c "
+                    f"ON c.host = r.host AND c.root = r.root AND c.rel = r.rel WHERE "
+                    f"r.host = ? AND r.root = ? AND r.rel IN ({marks})",
+                    (catalog.host, catalog.key_root) + tuple(rels)).fetchall():
+                found[(id(catalog), rel)] = (problem, config, meta)
+        out = []
+        for _, root, catalog, rel in picked:
             run_dir = catalog._abs(rel)
-            meta = records.get((id(catalog), rel))
+            problem, config, meta = found.get((id(catalog), rel), (None, None, None))
             if problem is None and meta is not None and config is not None:
                 run = Run.found(run_dir, json.loads(meta), json.loads(config))
             else:
@@ -145,23 +146,30 @@ def _sort_expression(sort):
                      f"config.<field> (- first: descending). Received: sort={sort!r}")
 
 
-def _ordered(catalog, where, values, expression, expression_values, sort, count, offset=0):
-    """``(sort value, rel, problem, config)`` of ``count`` rows from ``offset`` in
-    the order asked: missing values last whichever the direction, numbers
-    before text, ties by folder."""
+def _ordered(catalog, where, values, expression, expression_values, sort, count, offset=0,
+             counted=False):
+    """``([(sort value, rel)], matched)``: ``count`` rows from ``offset`` in the
+    order asked (missing values last whichever the direction, numbers before
+    text, ties by folder) and, when ``counted``, how many rows match (None
+    otherwise). Only the value and the folder go through the sort: the value
+    is worked out once a row, and a row's config is read for the page alone."""
     direction = "DESC" if (sort or "-started").startswith("-") else "ASC"
-    if (sort or "-started").lstrip("-") == "started":   # the default: along an index
+    if (sort or "-started").lstrip("-") == "started" and not counted:   # the default
         return catalog.db.execute(
-            f"SELECT started_at, rel, problem, config FROM runs INDEXED BY {STARTED_INDEX} "
-            f"WHERE {where} ORDER BY "
-            f"started_at {direction}, run_id {direction}, rel LIMIT {int(count)} "
-            f"OFFSET {int(offset)}", list(values)).fetchall()
-    value = f"({expression})"
-    return catalog.db.execute(
-        f"SELECT {value}, rel, problem, config FROM runs WHERE {where} ORDER BY {value} IS NULL, "
-        f"typeof({value}) = 'text', {value} {direction}, rel "
-        f"LIMIT {int(count)} OFFSET {int(offset)}",
-        expression_values + list(values) + expression_values * 3).fetchall()
+            f"SELECT started_at, rel FROM runs INDEXED BY {STARTED_INDEX} WHERE {where} "
+            f"ORDER BY started_at {direction}, run_id {direction}, rel LIMIT {int(count)} "
+            f"OFFSET {int(offset)}", list(values)).fetchall(), None
+    rows = catalog.db.execute(
+        f"WITH t AS MATERIALIZED (SELECT ({expression}) AS v, rel FROM runs WHERE {where}) "
+        "SELECT v, rel, COUNT(*) OVER () FROM t ORDER BY v IS NULL, typeof(v) = 'text', "
+        f"v {direction}, rel LIMIT {int(count)} OFFSET {int(offset)}",
+        list(expression_values) + list(values)).fetchall()
+    if not counted:
+        return [(v, rel) for v, rel, _ in rows], None
+    if rows:
+        return [(v, rel) for v, rel, _ in rows], rows[0][2]
+    matched = catalog.db.execute(f"SELECT COUNT(*) FROM runs WHERE {where}", list(values))
+    return [], matched.fetchone()[0]
 
 
 def _merged(picked, sort):
