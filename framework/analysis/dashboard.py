@@ -285,7 +285,7 @@ class RunIndex:
         generation = self.feed.refresh()
         # the cursor of this state: the page's next poll asks for what changed after it
         return self.feed.query(lambda served: self.listing.page(
-            served, generation, offset, limit, query, sort)) | {"cursor": generation}
+            served, offset, limit, query, sort)) | {"cursor": generation}
 
     def selection(self, query=""):
         """The runs the page loads by default: the ``MAX_SHOWN`` most recent (by run

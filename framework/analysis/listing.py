@@ -2,7 +2,7 @@
 run, filtered, sorted and paged in SQL on the server's private copy of the
 run catalog (:mod:`mindexp.rundir.private_catalog`).
 
-At 100,000 runs the server cannot hold a row per run (598 MB) nor sort them
+At 100,000 runs the server cannot hold a row per run (1 GB) nor sort them
 in Python per request: a page is one ``COUNT`` and one ``ORDER BY ... LIMIT
 ... OFFSET`` on the catalog, then the records of the page's rows alone (a
 running run's progress from its loss.csv). The table's config columns (the
@@ -36,10 +36,10 @@ class Listing:
 
     def __init__(self, roots: list[str], key_of: Callable[[str], str]):
         self.roots, self.key_of = roots, key_of
-        self._columns: dict[str, tuple] = {}   # served root -> (generation, columns)
+        self._columns: dict[str, tuple] = {}   # served root -> (config mark, columns)
 
-    def page(self, served: list, generation: int, offset: int = 0, limit: int = 100,
-             query: str = "", sort: str = "-started") -> dict:
+    def page(self, served: list, offset: int = 0, limit: int = 100, query: str = "",
+             sort: str = "-started") -> dict:
         """``{"total", "matched", "offset", "columns", "rows"}``: the runs of
         ``served`` (``[(root, private catalog)]``) holding every word of
         ``query``, sorted by ``sort`` (``-`` first: descending;
@@ -47,7 +47,7 @@ class Listing:
         limit = max(1, min(int(limit), MAX_LIMIT))
         offset = max(0, int(offset))
         expression, values = _sort_expression(sort)
-        columns = self._shown_columns(served, generation)
+        columns = self._shown_columns(served)
         words = str(query or "").lower().split()
         total = matched = 0
         picked = []   # (sort key, root, catalog, rel)
@@ -71,7 +71,7 @@ class Listing:
     def top(self, served: list, count: int, query: str = "") -> tuple[list[str], int]:
         """The folders of the ``count`` most recent runs (by id) holding every word of
         ``query``, and how many hold them."""
-        answer = self.page(served, -1, 0, count, query, "-run")
+        answer = self.page(served, 0, count, query, "-run")
         return [row["dir"] for row in answer["rows"]], answer["matched"]
 
     def _rows(self, picked):
@@ -99,7 +99,7 @@ class Listing:
             out.append(self._row(run_dir, run))
         return out
 
-    def _shown_columns(self, served, generation):
+    def _shown_columns(self, served):
         """The config fields that differ between the runs (at most
         MAX_CONFIG_COLUMNS), worked out again when runs came, went or changed config."""
         out = []
