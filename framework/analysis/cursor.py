@@ -82,7 +82,10 @@ class ChangeFeed:
         locked = self._lock.acquire(timeout=1.0)
         try:
             for _, catalog, _ in self._served or []:
-                catalog.close() if locked else catalog.remove_files()
+                if locked:
+                    catalog.close()
+                else:   # in use by the refresh: its file goes, the process's end closes it
+                    catalog.remove_files()
             self._served = []
         finally:
             if locked:
