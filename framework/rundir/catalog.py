@@ -36,7 +36,7 @@ import os
 import platform
 import sqlite3
 import stat
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..callbacks import schema
 from .. import layout
@@ -868,19 +868,28 @@ def _scan(folder, rel=""):
     """``([(rel, entry)], [(rel, mtime_ns)])``: every run at or below ``folder``
     (a folder with run.json; hidden folders skipped; a run's own subfolders not
     searched) and every folder that was searched, with its time before listing."""
-    runs, folders, stack = [], [], [(folder, rel)]
+    runs, folders = [], []
+    for kind, found, value in walk(folder, rel):
+        (runs if kind == "run" else folders).append((found, value))
+    return runs, folders
+
+
+def walk(folder: str, rel: str = "") -> Iterator[tuple[str, str, Any]]:
+    """:func:`_scan` one item at a time: ``("run", rel, entry)`` and
+    ``("folder", rel, mtime_ns)`` (a reader that stores runs as they come
+    never holds every run's record at once)."""
+    stack = [(folder, rel)]
     while stack:
         path, rel = stack.pop()
         if os.path.lexists(os.path.join(path, layout.RUN_JSON)):
-            runs.append((rel, _read_run(path)))
+            yield "run", rel, _read_run(path)
             continue
         mtime = _mtime_ns(path)
         if mtime is None:
             continue
-        folders.append((rel, mtime))
+        yield "folder", rel, mtime
         stack.extend((os.path.join(path, name), _join(rel, name))
                      for name, _ in _children(path))
-    return runs, folders
 
 
 def _children(folder):

@@ -32,8 +32,8 @@ import os
 import sqlite3
 import tempfile
 
-from .catalog import (VERSION, Catalog, _connect_sqlite, _Database, _folder_id, _read_run,
-                      _run_signature, _uri_path, catalog_root, database_path)
+from .catalog import (FLAT, VERSION, Catalog, _connect_sqlite, _Database, _folder_id,
+                      _read_run, _run_signature, _uri_path, catalog_root, database_path, walk)
 from ..errors import RunDirError
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,9 @@ logger = logging.getLogger(__name__)
 CHECKED_PER_REFRESH = 2000   # finished runs whose record is looked at per refresh
 PREFIX = "mindexp-dashboard-"
 STARTED_INDEX = "private_started"   # the runs table's default order, newest first
-FAILED = "('failed', 'diverged', 'interrupted')"   # runs whose record holds an error
+FAILED_STATUSES = ("failed", "diverged", "interrupted")   # runs whose record holds an error
+FAILED = "(" + ", ".join(f"'{s}'" for s in FAILED_STATUSES) + ")"   # the same, as SQL
+REBUILD_BATCH = 1000   # runs read from their folders per insert, without a catalog to copy
 
 _CHANGES = [
     # the table's default order (newest first), along an index: no sort of every run
@@ -294,6 +296,46 @@ class PrivateCatalog(Catalog):
         except BaseException:
             self._rollback()
             raise
+
+    def rebuild(self) -> int:
+        """:meth:`Catalog.rebuild` (the root has no catalog to copy) a thousand runs
+        at a time: 100,000 runs' records are never held at once."""
+        where, params = self._mine()
+        count, batch, folders = 0, [], []
+        self._begin()
+        try:
+            for table in ("runs", "records", "folders", "roots", "fields"):
+                self.db.execute(f"DELETE FROM {table} WHERE {where}", params)
+            for kind, rel, value in walk(self.root):
+                if kind == "folder":
+                    folders.append((rel, value))
+                    continue
+                batch.append((rel, value))
+                if len(batch) == REBUILD_BATCH:
+                    count += self._insert_batch(batch)
+            count += self._insert_batch(batch)
+            self._store_folders(folders)
+            self.db.execute("INSERT INTO roots (host, root, folder_id) VALUES (?, ?, ?)",
+                            params + (_folder_id(self.root),))
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+        return count
+
+    def _insert_batch(self, batch):
+        """Store ``batch`` (emptied) and how many runs it held."""
+        count = len(batch)
+        self._insert_runs(batch)
+        batch.clear()
+        return count
+
+    def _insert_runs(self, runs):
+        """:meth:`Catalog._insert_runs` keeping the record of the failed runs only
+        (their error is searched; a page reads the others from their folder)."""
+        status = FLAT.index("status")
+        super()._insert_runs([(rel, entry if entry[0][status] in FAILED_STATUSES
+                               else entry[:2] + (None,) + entry[3:]) for rel, entry in runs])
 
     # ---- what changed
     def last_change(self) -> int:

@@ -849,3 +849,17 @@ def test_a_finished_run_edited_by_hand_shows_within_one_pass_of_the_rolling_chec
     seen = [[s["run_id"] for s in _changes(get, cursor)[0]["status"]]
             for _ in range(12 // 3 + 1)]
     assert seen[0] == [] and seen[-1] == ["r07"]   # 3 runs a poll: seen within 4 polls
+
+
+def test_without_a_roots_catalog_the_server_scans_a_batch_at_a_time(tmp_path, monkeypatch):
+    from mindexp.rundir import private_catalog
+    monkeypatch.setattr(private_catalog, "REBUILD_BATCH", 2)
+    root = tmp_path / "runs"
+    for i in range(4):
+        make_run(root, f"r{i}")
+    make_run(root, "bad", status="failed", meta={"error": "exploded at step 3"})
+    with _serve(root) as get:
+        page = _runs(get, "?sort=run")
+        assert [r["id"] for r in page["rows"]] == ["bad", "r0", "r1", "r2", "r3"]
+        assert [r["id"] for r in _runs(get, "?q=exploded")["rows"]] == ["bad"]
+    assert not (root / ".mindexp-catalog").exists()   # the server wrote nothing there
