@@ -45,6 +45,12 @@ class Log:
         self.name, self.filename, self.columns = name, filename, tuple(columns)
         self.required = tuple(columns if required is None else required)
 
+    @property
+    def step_column(self) -> str | None:
+        """The column holding the global step (a resume cuts the log back by
+        it), or None for a log without one."""
+        return Col.STEP if Col.STEP in self.columns else None
+
     def __repr__(self) -> str:
         return f"Log({self.filename!r}, columns={self.columns!r})"
 
@@ -105,6 +111,15 @@ def path_of(run_dir: str | os.PathLike[str], name: str) -> str:
     """The path of ``name`` (a file name above, or a log's short name) in ``run_dir``."""
     log = LOGS.get(name)
     return os.path.join(os.fspath(run_dir), log.filename if log else name)
+
+
+def log_of_file(filename: str) -> Log | None:
+    """The log a file of a run is (``loss.csv``, also a rank's ``loss.rank3.csv``,
+    given as its name inside the run folder), or None for a file no callback
+    here writes (a user's own log)."""
+    stem, ext = os.path.splitext(filename)
+    rankless = re.sub(r"\.rank[1-9][0-9]*$", "", stem) + ext
+    return next((log for log in LOGS.values() if log.filename == rankless), None)
 
 
 def rank_filename(filename: str, rank: int) -> str:

@@ -18,13 +18,10 @@ from ..rundir.record import RunRecord
 from . import mlflow_stream
 from .preflight import prepare
 from .request import RunRequest
+from .lifecycle import Finish, RunLifecycle, hold_new_run, hold_signals, open_record
 from .session import Session
-from .tracked import finish_record, hold_new_run, hold_signals, open_record
 
 logger = logging.getLogger(__name__)
-
-Finish = Callable[[str, str], None]  # finish(run_dir, status): the plots, before the final record
-
 
 
 def train(request: RunRequest, finish: Finish | None = None,
@@ -205,15 +202,17 @@ def _train_in(request: RunRequest, plan: Any, run_dir: str, previous: dict[str, 
     # (an msrun worker does not write: its launcher streams to MLflow)
     open_record(record, _config.to_dict(request.config), request.mlflow, request.mlflow_parent)
     from ..callbacks._registry import run_declared
+    built = (lambda: _capture_built(request, plan, record)) if writer else None
+    session = Session(request, plan, run_dir, shard, stopper, built)
+    # the same lifecycle as a tracked script's run: it decides the status, writes
+    # error.txt and the final record (finish: the plots first), raises TrainingError
+    life = RunLifecycle(record, session.stopper, stopped=session.stopped,
+                        totals=lambda meta, elapsed: session.summarize(meta, elapsed, resume),
+                        finish=finish)
     # every log opened inside the run folder registers with it; the experiment's
     # hooks read the folder as ``self.run_dir``
-    with run_declared(run_dir), training_in(request.experiment, run_dir):
-        built = (lambda: _capture_built(request, plan, record)) if writer else None
-        Session(request, plan, run_dir, shard, stopper, built).execute(record, resume)
-    finish_record(record, finish)  # the same last writes as a tracked script's run
-    if record.status == "failed":
-        raise TrainingError(record.meta.get("error") or "training failed",
-                            run_dir=run_dir if writer else None)
+    with run_declared(run_dir), training_in(request.experiment, run_dir), life:
+        session.execute(resume)
     return run_dir if writer else None
 
 

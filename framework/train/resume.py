@@ -70,7 +70,7 @@ def prepare_resume(run_dir: str, overrides: Mapping[str, Any] | None = None) -> 
     """
     run_dir = check_run_dir(run_dir)
     resume_checks.check_own_folders(run_dir)
-    resume_checks.check_logs_readable(run_dir, schema.STEP_LOGS)
+    resume_checks.check_logs_readable(run_dir, run_logs(run_dir))
     meta = read_meta(run_dir, require=("entry",))
     refuse_script_run(run_dir, meta["entry"], "resume")  # its script resumes it (track)
     config = read_json(os.path.join(run_dir, layout.CONFIG_JSON))
@@ -178,14 +178,26 @@ def _latest_good_checkpoint(run_dir: str) -> tuple[str, dict[str, Any], int, int
     return chosen.path, chosen.params, chosen.step, chosen.epoch
 
 
+def run_logs(run_dir: str) -> dict[str, str | None]:
+    """``{name in the run folder: step column or None}`` of every log of the
+    run: its registry (``logs.json``), or for a run made before registries
+    (mindexp 0.3) the logs 0.3 wrote (:func:`_legacy_logs`). Writes nothing."""
+    from ..callbacks._registry import registered_logs
+    logs = registered_logs(run_dir)
+    return _legacy_logs(run_dir) if logs is None else logs
+
+
 def truncate_logs(run_dir: str, step: int) -> None:
     """Cut every log registered with the run back to ``step``, each by its own
     step column, so the resumed run writes each step once. A CSV in the run
-    folder that nothing registered is left as it is, with one warning naming it."""
-    from ..callbacks._registry import registered_logs
+    folder that nothing registered is left as it is, with one warning naming it.
+    A run made before registries gets one now, of the logs 0.3 wrote."""
+    from ..callbacks._registry import register_log, registered_logs
     logs = registered_logs(run_dir)
-    if logs is None:  # a run made before the registry (0.3): the logs it knew
-        logs = _legacy_registry(run_dir)
+    if logs is None:  # a run made before the registry (0.3): written at its first resume
+        logs = _legacy_logs(run_dir)
+        for name, column in logs.items():
+            register_log(os.path.join(run_dir, name), column, run_dir=run_dir)
     for name, column in sorted(logs.items()):
         if column is not None:
             _cut_log(os.path.join(run_dir, name), column, step)
@@ -207,15 +219,19 @@ def _cut_log(path: str, column: str | None, step: int) -> None:
     CsvLog(path, header).truncate_after(step, column)
 
 
-def _legacy_registry(run_dir: str) -> Any:
-    """The registry of a run made before registries, written now: the step logs
-    of mindexp 0.3 (each rank's file too) by ``step``, and evaluations.csv kept."""
-    from ..callbacks._registry import register_log, registered_logs
+def _legacy_logs(run_dir: str) -> dict[str, str | None]:
+    """The logs of a run made before registries: mindexp 0.3's logs (each rank's
+    file too) by their step column, and evaluations.csv, which no resume cuts.
+    Only here does ``schema.STEP_LOGS`` decide which logs a resume cuts."""
+    logs: dict[str, str | None] = {}
     for name in schema.STEP_LOGS:
         for path in schema.rank_files(run_dir, name).values():
-            register_log(path, schema.Col.STEP, run_dir=run_dir)
-    register_log(os.path.join(run_dir, layout.EVALUATIONS_CSV), None, run_dir=run_dir)
-    return registered_logs(run_dir)
+            filename = os.path.basename(path)
+            log = schema.log_of_file(filename)
+            assert log is not None  # one of the schema's own logs
+            logs[filename] = log.step_column
+    logs[layout.EVALUATIONS_CSV] = None
+    return logs
 
 
 # Folders of a run that hold no logs of it (copies of the user's code, msrun's own files).

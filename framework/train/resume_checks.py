@@ -11,7 +11,7 @@
 - (Checkpoints saved after a divergence hold non-finite weights: the chooser,
   ``rundir.checkpoints``, skips them.)
 """
-from typing import Any, Iterable
+from typing import Any, Mapping
 import os
 
 from ..callbacks import schema
@@ -33,12 +33,18 @@ def check_own_folders(run_dir: str) -> None:
                            "(move its files in). Nothing was changed")
 
 
-def check_logs_readable(run_dir: str, names: Iterable[str]) -> None:
-    """DamagedLogError naming the first damaged line of any of ``names``: a
-    line whose field count differs from the header's (the callbacks'
-    :class:`CsvFormatError`), or a number column holding something else."""
+def check_logs_readable(run_dir: str, logs: Mapping[str, str | None]) -> None:
+    """DamagedLogError naming the first damaged line of a log resume cuts back
+    (``logs``: ``{name in the run folder: step column}``, the run's registry;
+    a log with no step column is left alone and not read): a line whose field
+    count differs from the header's (the callbacks' :class:`CsvFormatError`),
+    or a number column holding something else. A known log's number columns
+    are all of its columns but the text ones (``schema.TEXT_COLUMNS``); a
+    user's log may hold text, so only its step column must be a number."""
     from ..callbacks import CsvFormatError, read_csv
-    for name in names:
+    for name, step_column in sorted(logs.items()):
+        if step_column is None:
+            continue
         path = os.path.join(run_dir, name)
         try:
             frame = read_csv(path)
@@ -50,14 +56,20 @@ def check_logs_readable(run_dir: str, names: Iterable[str]) -> None:
             raise DamagedLogError(f"cannot resume: {exc}; remove it, or put the run's "
                                   f"{name} back") from None
         if len(frame):
-            _check_numbers(path, name, frame)
+            known = schema.log_of_file(name) is not None
+            _check_numbers(path, name, frame, None if known else (step_column,))
 
 
-def _check_numbers(path: str, name: str, frame: Any) -> None:
+def _check_numbers(path: str, name: str, frame: Any,
+                   columns: tuple[str, ...] | None = None) -> None:
+    """Refuse the first value of a number column that is not a number
+    (``columns``: those to check, by default every column but the text ones)."""
     with schema.open_file(path) as f:
         cut_tail = not f.read().endswith(b"\n")  # a cut last row: the writer repairs it
     rows = frame.iloc[:-1] if cut_tail else frame
     for column in rows.columns:
+        if columns is not None and column not in columns:
+            continue
         if column in schema.TEXT_COLUMNS or rows[column].dtype.kind in "iufb":
             continue
         values = rows[column]

@@ -1,18 +1,19 @@
 """One training session: the MindSpore context, TrainStep, Model, the
-callbacks, and ``Model.train``/``Model.fit``; what happened goes into the
-run record (run.json) it is given."""
+callbacks, and ``Model.train``/``Model.fit``. How the run ended is not decided
+here: the run's lifecycle (``train.lifecycle.RunLifecycle``) asks
+:meth:`Session.stopped` what the callbacks said and :meth:`Session.summarize`
+for the totals."""
 from typing import Any, Callable, Iterator
 import contextlib
 import gc
 import logging
-import time
 
 from .._mindspore import device_selected, mixed_precision, reset_graph_kernel
 from ..callbacks import schema
 from ..errors import ConfigError
 from ..rundir.io import now_iso
 from . import compile_dumps
-from .tracked import note_signal, record_failure
+from .lifecycle import Stopped
 
 logger = logging.getLogger(__name__)
 
@@ -48,23 +49,11 @@ class Session:
         self.net: Any = None
         self.lr = None  # the learning rate handed to the optimizer, logged by LossMonitor
 
-    def execute(self, record: Any, resume: Any = None) -> None:
-        """Train (from ``resume`` when given) and put the outcome into ``record``
-        (a :class:`~mindexp.rundir.record.RunRecord`; the caller writes it)."""
-        meta = record.meta
-        start = time.monotonic()
-        try:
-            with self.stopper, self.stopper.training(), compile_dumps.kept_in(self.run_dir):
-                self._train(resume)
-        except KeyboardInterrupt:
-            meta.update(status="interrupted", error="interrupted (second signal)")
-            note_signal(meta, self.stopper.signum)
-        except Exception as exc:  # the run failed: keep why, the caller raises
-            record_failure(record, exc)  # the full traceback: error.txt, by rank 0
-            logger.debug("training failed", exc_info=True)
-        else:
-            meta["status"] = self._status(meta)
-        self._summarize(meta, time.monotonic() - start, resume)  # the log summary: finish_record
+    def execute(self, resume: Any = None) -> None:
+        """Train (from ``resume`` when given). Whatever ends the training, an
+        exception or a signal, is the run lifecycle's to judge: it propagates."""
+        with compile_dumps.kept_in(self.run_dir):
+            self._train(resume)
 
     def _train(self, resume: Any) -> None:
         from ..callbacks import TrainStep
@@ -161,22 +150,20 @@ class Session:
         self.cbs = [cb for cbs in built.values() for cb in cbs]
         return [CallbackList(self.cbs, steps_per_epoch=self.plan.steps_per_epoch, lr=self.lr)]
 
-    def _status(self, meta: dict[str, Any]) -> str:
-        if self.stopper.signum is not None:
-            note_signal(meta, self.stopper.signum)
-            return "interrupted"
+    def stopped(self) -> Stopped:
+        """What the callbacks said when training ended: the loss monitor's
+        divergence, a callback's own status (tuning: ``pruned``) and its reason,
+        or the early stop's reason."""
         if self.loss_cb is not None and self.loss_cb.stop_reason:
-            meta["error"] = f"diverged: {self.loss_cb.stop_reason}"
-            return "diverged"
-        meta["stop_reason"] = self._early_stop_reason()
-        # A callback that stopped the run and names its status (tuning: "pruned").
-        for cb in self.cbs:
+            return Stopped(diverged=self.loss_cb.stop_reason)
+        for cb in self.cbs:  # a callback that stopped the run and names its status
             if getattr(cb, "stop_status", None):
-                meta["stop_reason"] = getattr(cb, "stop_reason", None)
-                return cb.stop_status
-        return "completed"
+                return Stopped(status=cb.stop_status, reason=getattr(cb, "stop_reason", None))
+        return Stopped(reason=self._early_stop_reason())
 
-    def _summarize(self, meta: dict[str, Any], elapsed: float, resume: Any = None) -> None:
+    def summarize(self, meta: dict[str, Any], elapsed: float, resume: Any = None) -> None:
+        """The run's totals into ``meta``: steps and final loss (loss.csv's),
+        epochs, training time and rate, the scalar parameters."""
         timer = getattr(self, "timer", None)
         steps, final_loss = self._last_logged()
         if not steps and resume is not None:  # resumed with nothing left to train

@@ -8,33 +8,31 @@ with mindexp.track("outputs", "my_script", config={"lr": 0.01}) as run:
 The context owns what a run owns: the locked run folder (``rundir.run_lock``),
 run.json from ``running`` to its final status (``rundir.record``), the
 signal handlers (``train.signals``), provenance, config.json, and the final
-record with the steps and the last loss of loss.csv. ``Experiment.run``
-shares its lifecycle helpers (:func:`hold_signals`, :func:`hold_new_run`,
-:func:`open_record`, :func:`record_failure`, :func:`finish_record`), so
-each step of a run's lifecycle has one owner (the object itself is not yet
-what ``Experiment.run`` enters).
+record with the steps and the last loss of loss.csv. :class:`TrackedRun` is a
+:class:`~mindexp.train.lifecycle.RunLifecycle`, the object ``Experiment.run``
+enters too: how a run ends (its status, error.txt, the final record) is
+decided in one place for both.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import signal
 import sys
-import time
 import types
 from typing import Any, Callable, Iterable, Mapping
 
 from ..callbacks import schema
 from ..callbacks._registry import register_log, run_declared
 from ..define.entry import is_script_entry, script_entry
-from ..errors import ConfigError, MindexpError, TrainingError
+from ..errors import ConfigError, MindexpError
 from ..rundir.io import check_label
 from ..rundir.meta import read_meta
 from ..rundir.record import RunRecord
-from ..rundir.run_lock import acquire, create_locked
+from ..rundir.run_lock import acquire
 from . import failures, mlflow_stream
+from .lifecycle import RunLifecycle, Stopped, hold_new_run, hold_signals, open_record
 from .signals import SignalStop
 
 __all__ = ["track", "TrackedRun"]
@@ -78,7 +76,7 @@ def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | No
                       mlflow=mlflow)
 
 
-class TrackedRun:
+class TrackedRun(RunLifecycle):
     """A run made by :func:`track`; use it as a context manager.
 
     Inside the block: ``dir`` (the run folder), ``run_id``, ``config``,
@@ -89,6 +87,7 @@ class TrackedRun:
                  config: Mapping[str, Any] | None = None, *, tags: Iterable[str] = (),
                  note: str | None = None, resume: str | os.PathLike[str] | None = None,
                  script: str | None = None, mlflow: str | None = None) -> None:
+        super().__init__()
         self.config = _checked_config(config)
         self.mlflow = None if mlflow is None else _mlflow_uri(mlflow)
         self.name = check_label(name, "track()'s name")
@@ -97,47 +96,26 @@ class TrackedRun:
         self.dir = ""
         self.run_id = ""
         self.resumed: Any = None  # train.resume.Resume of a resumed run
-        self.record: RunRecord | None = None
         self.writer = True  # False on a rank other than 0 under msrun: it records nothing
-        self._held = contextlib.ExitStack()
-        self._stopper: SignalStop | None = None
-        self._training: Any = None
         self._loss_cb: Any = None
         self._timer: Any = None
-        self._start = 0.0
 
-    # -- the block -------------------------------------------------------------
+    # -- the block (RunLifecycle's __enter__/__exit__) ----------------------------
     def __enter__(self) -> TrackedRun:
-        try:
-            self._stopper = hold_signals(self._held, _BlockStop())
-            self.dir = self._hold_folder()
-            self.run_id = os.path.basename(self.dir)
-            if self.writer:
-                self.record = self._start_record()
-            if os.path.isdir(self.dir):
-                # every log opened inside the run folder registers with it (resume cuts
-                # each back), a rank's own files too
-                self._held.enter_context(run_declared(self.dir))
-        except BaseException:
-            self._held.close()
-            raise
-        self._training = self._stopper.training()  # from here a second signal stops at once
-        self._training.__enter__()
-        self._start = time.monotonic()
+        super().__enter__()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: types.TracebackType | None) -> bool:
-        assert self._stopper is not None  # set by __enter__
-        self._training.__exit__(None, None, None)  # a signal from here on is only noted
-        try:
-            if self.record is None:  # a rank other than 0: rank 0 records the run
-                status = _status_of(exc, self._stopper.signum, self._loss_cb)
-            else:
-                status = self._end(exc)
-        finally:
-            self._held.close()  # the lock last: after run.json is final
-        return self._outcome(status, exc)
+    def _open(self) -> None:
+        """Signals, the run folder and its record, before the block runs."""
+        self._stopper = hold_signals(self._held, _BlockStop())
+        self.dir = self._hold_folder()
+        self.run_id = os.path.basename(self.dir)
+        if self.writer:
+            self.record = self._start_record()
+        if os.path.isdir(self.dir):
+            # every log opened inside the run folder registers with it (resume cuts
+            # each back), a rank's own files too
+            self._held.enter_context(run_declared(self.dir))
 
     def register_log(self, path: str | os.PathLike[str],
                      step_column: str | None = "step") -> None:
@@ -220,7 +198,8 @@ class TrackedRun:
 
     def _hold_resumed(self, run_dir: str) -> str:
         """Take a script run's lock and put it back at its latest good checkpoint."""
-        from .resume import check_run_dir, resume_point, truncate_logs
+        from .resume import check_run_dir, resume_point, run_logs, truncate_logs
+        from .resume_checks import check_logs_readable
         run_dir = check_run_dir(run_dir)
         self._held.callback(acquire(run_dir, "resume").release)
         meta = read_meta(run_dir, require=("entry",))
@@ -229,6 +208,7 @@ class TrackedRun:
                                "a run made by mindexp.track with the same name (an experiment's "
                                "run resumes with `mindexp resume`). Received: experiment="
                                f"{meta.get('experiment')!r}, entry={meta['entry']!r}")
+        check_logs_readable(run_dir, run_logs(run_dir))  # before anything is cut
         self.resumed = resume_point(run_dir, meta)
         truncate_logs(run_dir, self.resumed.step)  # each step once in every log
         return run_dir
@@ -244,25 +224,17 @@ class TrackedRun:
         open_record(record, self.config, self.mlflow)
         return record
 
-    def _end(self, exc: BaseException | None) -> str:
-        """The final record: status, why, totals; returns the status."""
-        assert self.record is not None and self._stopper is not None
-        meta = self.record.meta
-        status = _status_of(exc, self._stopper.signum, self._loss_cb)
-        if status == "failed":
-            assert exc is not None
-            record_failure(self.record, exc)
-        elif status == "interrupted":
-            note_signal(meta, self._stopper.signum)
-        elif status == "diverged":
-            meta["error"] = f"diverged: {self._loss_cb.stop_reason}"
-        rate = self._timer.steps_per_s if self._timer is not None else None
-        self.record.ended(status, steps_per_s=round(rate, 2) if rate else None,
-                          **_totals(self.dir, meta, time.monotonic() - self._start, self.resumed))
-        finish_record(self.record)
-        return status
+    def _stopped(self) -> Stopped:
+        return Stopped(diverged=self._loss_cb.stop_reason if self._loss_cb is not None else None)
 
-    def _outcome(self, status: str, exc: BaseException | None) -> bool:
+    def _totals(self, meta: dict[str, Any], elapsed: float) -> None:
+        """Steps, epochs and final loss from loss.csv, the rate and training time."""
+        assert self.record is not None
+        rate = self._timer.steps_per_s if self._timer is not None else None
+        self.record.ended(meta["status"], steps_per_s=round(rate, 2) if rate else None,
+                          **_totals(self.dir, meta, elapsed, self.resumed))
+
+    def _outcome(self, status: str | None, exc: BaseException | None) -> bool:
         """What leaves the block: the block's own exception, or the signal's exit."""
         assert self._stopper is not None
         signum = self._stopper.signum
@@ -290,89 +262,7 @@ class _BlockStop(SignalStop):
             raise KeyboardInterrupt
 
 
-# -- shared with Experiment.run (train.launch) ---------------------------------
-
-def hold_signals(held: contextlib.ExitStack, stopper: SignalStop | None = None) -> SignalStop:
-    """SIGINT/SIGTERM handlers of a run (``stopper``'s, a new SignalStop by
-    default), from before its folder exists until ``held`` closes (main thread
-    only; earlier handlers restored, and a signal noted outside training
-    passed on to them)."""
-    return held.enter_context(stopper or SignalStop())
-
-
-def hold_new_run(held: contextlib.ExitStack, out: str | os.PathLike[str], experiment: str,
-                 label: str | None = None) -> str:
-    """A new locked run folder under ``out/experiment``; its lock is released
-    when ``held`` closes (after run.json is final)."""
-    run_dir, lock = create_locked(out, experiment, label)
-    held.callback(lock.release)
-    return run_dir
-
-
-def open_record(record: RunRecord, config: Mapping[str, Any], mlflow: str | None,
-                mlflow_parent: str | None = None) -> None:
-    """A starting run's first writes, a script's and an experiment's alike:
-    config.json, run.json ``running`` (with the MLflow URI it streams to),
-    the space set aside for its final record, then the MLflow sender (which
-    follows run.json; ``mlflow_parent``: its sweep's or study's MLflow run). Only
-    config.json's no-op on a rank that does not write."""
-    record.write_config(dict(config))
-    if not record.writer:
-        return
-    if mlflow:
-        mlflow_stream.note_uri(record.meta, mlflow)
-    record.write()
-    reserve_or_fail(record)
-    if mlflow:
-        mlflow_stream.start_sender(record.run_dir, mlflow, mlflow_parent)
-
-
-def record_failure(record: RunRecord, exc: BaseException) -> None:
-    """Status ``failed`` with ``exc`` in one line, and its full traceback in
-    error.txt (by the rank that writes); the caller finishes the record."""
-    record.failed(failures.one_line(exc))
-    if record.writer:
-        failures.save_traceback(record.run_dir, exc)
-
-
-def reserve_or_fail(record: RunRecord) -> None:
-    """Set space aside for the final record, or fail the run now, while run.json
-    can still be rewritten: training on would fail at a later write, with no room
-    left to record why (its run.json would say running for good)."""
-    error = failures.reserve_space(record.run_dir)
-    if error is None:
-        return
-    record.failed(f"{failures.one_line(error)}: not even {failures.RESERVE_BYTES // 1024} KB "
-                  f"free for the run's records")
-    record.write()
-    raise TrainingError(record.meta["error"], run_dir=record.run_dir)
-
-
-def finish_record(record: RunRecord,
-                  finish: Callable[[str, str], None] | None = None) -> None:
-    """The run's last writes: ``finish(run_dir, status)`` (plots), the log
-    summary, the space set aside given back, then the final run.json."""
-    if not record.writer:
-        return
-    if finish is not None:
-        finish(record.run_dir, record.status)  # before the final record: it has all its files
-    record_log_summary(record)
-    failures.release_space(record.run_dir)
-    record.write()
-    mlflow_stream.run_ended(record.run_dir)  # a sender still waiting: the end-of-run sync
-
-
-def record_log_summary(record: RunRecord) -> None:
-    """Keep the summary of the logs in run.json, so reports read a finished run
-    from run.json alone (see rundir.summary); the logs are closed by now."""
-    from ..rundir.run import Run
-    from ..rundir.summary import SUMMARY_KEY, log_summary
-    record.meta.pop(SUMMARY_KEY, None)
-    try:
-        record.meta[SUMMARY_KEY] = log_summary(Run(record.run_dir))
-    except Exception:  # a report reads the CSVs instead; never fail the run for it
-        logger.debug("no log summary for %s", record.run_dir, exc_info=True)
-
+# -- shared with Experiment.run's runner (train.launch) --------------------------
 
 def stateful_callbacks(cbs: Iterable[Any], resume: Any = None) -> list[Any]:
     """The callbacks of ``cbs`` that keep state beyond their files (opt-in:
@@ -385,13 +275,6 @@ def stateful_callbacks(cbs: Iterable[Any], resume: Any = None) -> list[Any]:
     if resume is not None and stateful:
         load_callback_state(resume.params, stateful)
     return stateful
-
-
-def note_signal(meta: dict[str, Any], signum: int | None) -> None:
-    """run.json names the signal that stopped the run (``signal``: ``"SIGINT"``)."""
-    if signum is not None:
-        name = failures.signal_name(signum)
-        meta.update(signal=name, error=f"interrupted by {name}")
 
 
 # -- helpers -------------------------------------------------------------------
@@ -488,18 +371,6 @@ def _msrun_rank() -> int | None:
                            f"mindexp.track(): every rank joins the run rank 0 creates ({why})") \
             from None
 
-
-def _status_of(exc: BaseException | None, signum: int | None, loss_cb: Any) -> str:
-    """The final status of a block that ended with ``exc`` (None: normally)."""
-    if isinstance(exc, KeyboardInterrupt) or signum is not None:
-        return "interrupted"
-    if isinstance(exc, SystemExit) and exc.code in (0, None):
-        return "completed"  # sys.exit() inside the block: a normal end
-    if exc is not None:
-        return "failed"
-    if loss_cb is not None and loss_cb.stop_reason:
-        return "diverged"
-    return "completed"
 
 
 def _totals(run_dir: str, meta: dict[str, Any], elapsed: float, point: Any) -> dict[str, Any]:

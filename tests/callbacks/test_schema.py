@@ -351,6 +351,15 @@ def test_every_log_names_its_file_and_columns():
         assert set(log.required) <= set(log.columns), log
 
 
+def test_log_of_file_knows_each_log_and_its_step_column_a_ranks_file_too():
+    assert schema.log_of_file("loss.csv") is schema.LOSS
+    assert schema.log_of_file("grad_norm.rank3.csv") is schema.GRAD_NORM
+    assert schema.log_of_file("eval.csv").step_column == "step"
+    assert schema.log_of_file("user/steps.csv") is None          # a user's own log
+    assert schema.log_of_file("loss.rank0.csv") is None          # rank 0 writes loss.csv
+    assert all(log.step_column == "step" for log in schema.LOGS.values())
+
+
 def test_atomic_write_replaces_the_file_and_leaves_no_temporary(tmp_path):
     path = tmp_path / "run.json"
     path.write_text("old")
