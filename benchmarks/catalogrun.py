@@ -18,15 +18,30 @@ interpreter that has another mindexp installed (main's, say):
   process (read from compare()'s snapshot when the runs are unchanged);
   ``compare_columns_s``: ``compare(ROOT, columns=[...])`` of six columns;
 - ``*_rss_mb``: each process's peak resident memory;
-- ``pandas_imported``: whether ``mindexp runs`` imported pandas.
+- ``pandas_imported``: whether ``mindexp runs`` imported pandas;
+- ``pty_runs_s``, ``pty_runs_rss_mb``, ``pty_runs_lines``, ``pty_runs_cpu_s``: ``mindexp runs ROOT``
+  with its output on a terminal (a pseudo-terminal of 50 x 120), as a person
+  types it;
+- ``serve_*``: ``mindexp serve ROOT`` in a process of its own: the first page
+  of the runs table (``/api/runs?limit=100``, asked as soon as the URL is
+  printed), the first poll (``/api/changes``), a quiet poll (the median of
+  five with that cursor), the drawn runs' data (``/api/data?runs=`` the 50
+  of the first page), the server's resident memory then and at its peak, and
+  its CPU seconds until the first page (``serve_table_cpu_s``: its start
+  included, the figure a busy machine disturbs least).
+
+``--only dashboard,pty`` measures only those (the runs kept from an earlier call).
 """
 import argparse
 import json
 import os
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 
 WHERE = "lr < 0.001 and final_loss < 0.01"
 COMPARE = ("import sys, time\nfrom mindexp import compare\nimport pandas\n"
@@ -110,8 +125,89 @@ def timed_process(cmd):
     return seconds, usage.ru_maxrss / 1024, first_s, lines, usage.ru_utime + usage.ru_stime
 
 
-def measure(python, root, label):
-    """Each figure for one interpreter's mindexp; catalogs and indexes removed first."""
+def measure_pty(python, root, rows=50, columns=120):
+    """``mindexp runs ROOT`` writing to a pseudo-terminal: (seconds, peak RSS in
+    MB, lines printed)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    start = time.perf_counter()
+    proc = subprocess.Popen([python, "-m", "mindexp", "runs", root], stdout=slave,
+                            stderr=subprocess.DEVNULL, env=dict(os.environ, GLOG_v="3"))
+    os.close(slave)
+    lines = 0
+    while True:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:   # EIO: the child closed its end
+            break
+        if not chunk:
+            break
+        lines += chunk.count(b"\n")
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    os.close(master)
+    if status != 0:
+        raise RuntimeError(f"mindexp runs on a pty exited with {status}")
+    return seconds, usage.ru_maxrss / 1024, lines, usage.ru_utime + usage.ru_stime
+
+
+def measure_dashboard(python, root):
+    """``mindexp serve ROOT``: the first page of its table, polls, the drawn
+    runs' data, its memory (see the module's docstring)."""
+    server = subprocess.Popen([python, "-m", "mindexp", "serve", root, "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              env=dict(os.environ, GLOG_v="3"))
+    try:
+        base = re.search(r"http://\S+/", server.stdout.readline()).group(0).rstrip("/")
+
+        def get(path):
+            start = time.perf_counter()
+            with urllib.request.urlopen(base + path, timeout=3600) as r:
+                body = r.read()
+            return time.perf_counter() - start, body
+        res = {}
+        res["serve_table_s"], body = get("/api/runs?limit=100")
+        res["serve_table_cpu_s"] = _cpu_seconds(server.pid)   # its start included
+        keys = [row["key"] for row in json.loads(body)["rows"]][:50]
+        res["serve_first_poll_s"], body = get("/api/changes")
+        cursor = json.loads(body)["cursor"]
+        quiet = [get(f"/api/changes?cursor={cursor}")[0] for _ in range(5)]
+        res["serve_quiet_poll_s"] = statistics.median(quiet)
+        res["serve_table_again_s"], _ = get("/api/runs?limit=100&offset=500&sort=final_loss")
+        res["serve_data_s"], body = get("/api/data?runs=" + ",".join(keys))
+        res["serve_data_kb"] = len(body) / 1024
+        status = open(f"/proc/{server.pid}/status").read()
+        res["serve_rss_mb"] = int(re.search(r"VmRSS:\s+(\d+)", status)[1]) / 1024
+        res["serve_peak_rss_mb"] = int(re.search(r"VmHWM:\s+(\d+)", status)[1]) / 1024
+        return res
+    finally:
+        server.terminate()
+        server.wait(timeout=120)
+
+
+def _cpu_seconds(pid):
+    """User + system CPU seconds of a running process, its threads included."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(python, root, label, only=None):
+    """Each figure for one interpreter's mindexp; catalogs and indexes removed first
+    (``only``: the parts to measure, the catalog made once when missing)."""
+    if only:
+        res = {}
+        if not os.path.isdir(os.path.join(root, ".mindexp-catalog")):
+            timed_process([python, "-m", "mindexp", "runs", root, "--limit", "1"])
+        if "pty" in only:
+            res["pty_runs_s"], res["pty_runs_rss_mb"], res["pty_runs_lines"], \
+                res["pty_runs_cpu_s"] = measure_pty(python, root)
+        if "dashboard" in only:
+            res.update(measure_dashboard(python, root))
+        return {f"{label}_{k}": v for k, v in res.items()}
     for hidden in (".mindexp-catalog", ".mindexp-index.json"):
         path = os.path.join(root, hidden)
         shutil.rmtree(path) if os.path.isdir(path) else os.path.exists(path) and os.remove(path)
@@ -139,6 +235,9 @@ def measure(python, root, label):
     if out.returncode == 0:   # an older compare() takes no columns
         res["compare_columns_s"], res["compare_columns_cpu_s"] = map(float,
                                                                      out.stdout.split()[:2])
+    res["pty_runs_s"], res["pty_runs_rss_mb"], res["pty_runs_lines"], res["pty_runs_cpu_s"] = \
+        measure_pty(python, root)
+    res.update(measure_dashboard(python, root))
     return {f"{label}_{k}": v for k, v in res.items()}
 
 
@@ -148,6 +247,7 @@ def main(argv=None):
     p.add_argument("out")
     p.add_argument("--before", help="an interpreter with the mindexp to compare against")
     p.add_argument("--template", help="a run folder to copy (default: train one)")
+    p.add_argument("--only", help="measure only these parts: pty, dashboard (comma-separated)")
     args = p.parse_args(argv)
     root = os.path.join(args.out, "runs")
     res = {"runs": args.n}
@@ -161,9 +261,10 @@ def main(argv=None):
         build(template, root, args.n)
         res["build_s"] = time.perf_counter() - start
         open(done, "w").close()
+    only = set(args.only.split(",")) if args.only else None
     if args.before:
-        res.update(measure(args.before, root, "before"))
-    res.update(measure(sys.executable, root, "after"))
+        res.update(measure(args.before, root, "before", only))
+    res.update(measure(sys.executable, root, "after", only))
     print(json.dumps(res))
     return 0
 

@@ -448,7 +448,18 @@ CATALOG_ROWS = (  # (key, what, goal at 100,000 runs)
     ("compare_again_s", "compare(ROOT) again, new process (s)", "< 1"),
     ("compare_again_cpu_s", "  its CPU (s)", "-"),
     ("compare_columns_s", "compare(ROOT, columns=[6 columns]) (s)", "-"),
-    ("pandas_imported", "mindexp runs imports pandas", "no"))
+    ("pandas_imported", "mindexp runs imports pandas", "no"),
+    ("pty_runs_s", "mindexp runs on a terminal, whole process (s)", "< 1"),
+    ("pty_runs_rss_mb", "  its peak RSS (MB)", "< 150"),
+    ("pty_runs_cpu_s", "  its CPU (s)", "-"),
+    ("serve_table_s", "serve: first page of the table (s)", "< 2"),
+    ("serve_table_cpu_s", "  the server's CPU until then, its start included (s)", "-"),
+    ("serve_first_poll_s", "serve: first poll (s)", "-"),
+    ("serve_quiet_poll_s", "serve: a quiet poll (s)", "< 0.2"),
+    ("serve_table_again_s", "serve: a page sorted by final_loss (s)", "< 1"),
+    ("serve_data_s", "serve: the 50 drawn runs' data (s)", "-"),
+    ("serve_rss_mb", "serve: its RSS then (MB)", "< 300"),
+    ("serve_peak_rss_mb", "  its peak RSS (MB)", "< 300"))
 
 
 def render_catalog(data):

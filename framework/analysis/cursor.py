@@ -8,30 +8,46 @@ runs that left, and each log's rows appended since then, read from the
 byte offset the log had at that cursor (only whole lines; never a full
 rescan of a CSV). When nothing changed the answer is a few bytes.
 
-A cursor is a generation number of this server: each scan that sees a
+Which runs appeared, changed or left comes from the server's private copy
+of each root's run catalog (:mod:`mindexp.rundir.private_catalog`), whose
+triggers record them: a poll follows the root's catalog and stats the
+folders holding runs, never every run (a quiet poll stat-ed every run's
+files: 22 s at 100,000 runs). Only the logs of the runs that still run are
+looked at.
+
+A cursor is a generation number of this server: each refresh that sees a
 change starts a new one. A cursor this server did not give (another
 server, one older than the history it keeps) gets ``reset``: the client
 fetches the full data again.
 """
+import logging
 import os
+import sqlite3
 import threading
 from typing import Callable
 
 from ..callbacks import schema
-from ..rundir.index import found_runs
+
+logger = logging.getLogger(__name__)
 
 LOGS = ("loss", "params", "grad_norm", "eval")
 HISTORY = 64          # generations of log offsets kept per run
+MAX_EVENTS = 100_000  # runs' appearances, changes and removals kept (older cursors: reset)
 
 
 class ChangeFeed:
-    """Scans the served roots and answers ``changes(cursor)`` (thread-safe)."""
+    """The served roots' private catalogs, refreshed on each request, and what
+    changed between refreshes; answers ``changes(cursor)`` (thread-safe)."""
 
-    def __init__(self, roots: list[str]):
+    def __init__(self, roots: list[str], directory: str | None = None):
         self.roots = list(roots)
+        self.directory = directory    # where the private catalogs go (None: the system's)
         self.generation = 0
-        self._runs: dict[str, _Tracked] = {}      # run dir -> _Tracked
-        self._gone: dict[str, int] = {}           # run dir -> generation it left in
+        self._served: list | None = None   # [(root, PrivateCatalog, last change seen)]
+        self._events: list[tuple[int, str, str]] = []   # (generation, run dir, kind)
+        self._floor = 0                    # cursors below this are older than the events kept
+        self._tracked: dict[str, _Tracked] = {}   # run dir -> its logs' sizes (runs that ran)
+        self._closed = False
         self._lock = threading.Lock()
 
     def changes(self, cursor: int | None, key_of: Callable[[str], str]) -> dict:
@@ -39,7 +55,7 @@ class ChangeFeed:
         int from an earlier answer, or None for "now" with nothing listed), or
         ``{"reset": true, "cursor"}``. ``key_of(run_dir)``: the client's key of a run."""
         with self._lock:
-            self._scan()
+            self._refresh()
             if cursor is None:
                 return {"cursor": self.generation, "new": [], "status": [], "removed": [],
                         "rows": {}}
@@ -47,97 +63,152 @@ class ChangeFeed:
                 return {"reset": True, "cursor": self.generation}
             return self._since(cursor, key_of)
 
-    def states(self) -> tuple[int, dict[str, tuple]]:
-        """``(generation, {run dir: state})`` after a scan; a state changes when the
-        run's run.json or config.json does or, while it runs, its loss.csv grows."""
+    def refresh(self) -> int:
+        """Bring the private catalogs up to date; the generation of that state."""
         with self._lock:
-            self._scan()
-            return self.generation, {d: (tuple(t.signature), t.raw.get(schema.LOSS.name) if t.live else None)
-                                     for d, t in self._runs.items()}
+            self._refresh()
+            return self.generation
 
-    # -- scanning --------------------------------------------------------------------
-    def _scan(self):
-        found = {}
-        for root in self.roots:
-            if os.path.isdir(root):
-                found.update(found_runs(root))
-        changed = False
-        # the first scan: whether a run still runs, from the catalog when it read the
-        # same run.json (100,000 run.json parsed otherwise)
-        known = _catalog_states(self.roots) if not self._runs else {}
-        for run_dir, signature in found.items():
-            tracked = self._runs.get(run_dir)
-            if tracked is None:
-                raw = _raw_sizes(run_dir)
-                self._runs[run_dir] = _Tracked(signature, raw, _log_sizes(run_dir, raw),
-                                               self.generation + 1,
-                                               _is_live(run_dir, signature, known))
-                self._gone.pop(run_dir, None)
-                changed = True
-                continue
-            if signature == tracked.signature and not tracked.live:
-                continue   # a finished run's logs do not grow: its run.json would change first
-            if signature != tracked.signature:
-                tracked.live = _is_live(run_dir)
-            raw = _raw_sizes(run_dir)
-            if signature != tracked.signature or raw != tracked.raw:   # stats only, usually
-                changed |= tracked.update(signature, raw, _log_sizes(run_dir, raw),
-                                          self.generation + 1)
-        for run_dir in [d for d in self._runs if d not in found]:
-            del self._runs[run_dir]
-            self._gone[run_dir] = self.generation + 1
-            changed = True
-        if changed:
+    def query(self, fn: Callable):
+        """``fn([(served root, its private catalog)])``, with no refresh in between."""
+        with self._lock:
+            return fn([(root, catalog) for root, catalog, _ in self._catalogs()])
+
+    def close(self) -> None:
+        """Close the private catalogs and remove their files; without waiting
+        long for a refresh under way (the server is stopping): its files go
+        then, and the process's end closes the rest."""
+        self._closed = True   # a refresh under way closes what it makes from here
+        locked = self._lock.acquire(timeout=1.0)
+        try:
+            for _, catalog, _ in self._served or []:
+                if locked:
+                    catalog.close()
+                else:   # in use by the refresh: its file goes, the process's end closes it
+                    catalog.remove_files()
+            self._served = []
+        finally:
+            if locked:
+                self._lock.release()
+
+    # -- refreshing ------------------------------------------------------------------
+    def _catalogs(self):
+        if self._served is None:
+            from ..rundir.private_catalog import private_catalog
+            served = []
+            for root in self.roots:
+                if os.path.isdir(root):
+                    catalog = private_catalog(root, self.directory)
+                    served.append([root, catalog, catalog.last_change()])
+            if self._closed:   # the server stopped meanwhile: nothing is left behind
+                for _, catalog, _ in served:
+                    catalog.close()
+                served = []
+            self._served = served
+        return self._served
+
+    def _refresh(self):
+        first = self._served is None
+        events = []
+        for entry in self._catalogs():
+            root, catalog, seen = entry
+            try:
+                catalog.refresh()
+            except (sqlite3.Error, OSError) as exc:   # a folder going away meanwhile
+                logger.debug("dashboard: refreshing %s: %s", root, exc)
+            for seq, rel, kind in catalog.changes_after(seen):
+                run_dir = catalog._abs(rel)
+                if _is_within(run_dir, root):
+                    events.append((run_dir, kind))
+                entry[2] = seq
+        grew = self._track_logs(events, first)
+        if events or grew:
             self.generation += 1
+            self._events += [(self.generation, run_dir, kind) for run_dir, kind in events]
+            if len(self._events) > MAX_EVENTS:
+                cut = len(self._events) - MAX_EVENTS // 2
+                self._floor = self._events[cut - 1][0]
+                del self._events[:cut]
+
+    def _live_runs(self):
+        """The runs that run (or cannot be read yet: looked at on every refresh)."""
+        out = set()
+        for root, catalog, _ in self._served:
+            scope, params = catalog.scope(root, other_hosts=False)
+            for live in ("status = 'running'", "problem IS NOT NULL"):   # an index each
+                out.update(catalog._abs(rel) for (rel,) in catalog.select(
+                    ["rel"], f"{scope} AND {live}", params))
+        return out
+
+    def _track_logs(self, events, first):
+        """Stat the logs of the runs that run, and of those whose record just
+        changed (their last rows); True when a log gained whole lines."""
+        live = self._live_runs()
+        touched = {d for d, kind in events}
+        for run_dir in [d for d, kind in events if kind == "removed"]:
+            self._tracked.pop(run_dir, None)
+        grew = False
+        for run_dir in live | (touched & set(self._tracked)):
+            raw = _raw_sizes(run_dir)
+            tracked = self._tracked.get(run_dir)
+            if tracked is None:
+                start = self.generation if first else self.generation + 1
+                self._tracked[run_dir] = _Tracked(raw, _log_sizes(run_dir, raw), start)
+            elif raw != tracked.raw:
+                grew |= tracked.update(raw, _log_sizes(run_dir, raw), self.generation + 1)
+        return grew
 
     def _oldest_kept(self):
         """The oldest cursor every run's history still answers."""
-        return max((t.history[0][0] for t in self._runs.values()
-                    if len(t.history) >= HISTORY), default=0)
+        return max([self._floor] + [t.history[0][0] for t in self._tracked.values()
+                                    if len(t.history) >= HISTORY])
 
     # -- answering ---------------------------------------------------------------------
     def _since(self, cursor, key_of):
         out = {"cursor": self.generation, "new": [], "status": [], "removed": [], "rows": {}}
-        for run_dir, tracked in self._runs.items():
-            if tracked.meta_changed <= cursor and tracked.history[-1][0] <= cursor:
+        born, last = set(), {}
+        for generation, run_dir, kind in reversed(self._events):
+            if generation <= cursor:
+                break
+            last.setdefault(run_dir, kind)
+            if kind == "new":
+                born.add(run_dir)
+        for run_dir, kind in sorted(last.items()):
+            if kind == "removed":
+                if run_dir not in born:
+                    out["removed"].append(key_of(run_dir))
+            else:
+                out["new" if run_dir in born else "status"].append(_listing(run_dir, key_of))
+        for run_dir, tracked in self._tracked.items():
+            if run_dir in born or tracked.history[-1][0] <= cursor:
                 continue   # nothing since the cursor: most runs, most polls
-            if tracked.born > cursor:
-                out["new"].append(_listing(run_dir, key_of))
-                continue
-            if tracked.meta_changed > cursor:
-                out["status"].append(_listing(run_dir, key_of))
             rows = tracked.rows_since(cursor, run_dir)
             if rows:
                 out["rows"][key_of(run_dir)] = rows
-        out["removed"] = [key_of(d) for d, gen in self._gone.items() if gen > cursor]
         return out
 
 
 class _Tracked:
-    """One run: its run.json signature, and its logs' sizes per generation."""
+    """One run that ran while served: its logs' sizes per generation."""
 
-    def __init__(self, signature, raw, sizes, generation, live):
-        self.signature, self.born, self.meta_changed = signature, generation, generation
-        self.live = live   # run.json says running (or cannot be read yet): its logs may grow
+    def __init__(self, raw, sizes, generation):
         self.raw = raw   # the logs' file sizes: a change is looked at closer
         self.history = [(generation, sizes)]
 
-    def update(self, signature, raw, sizes, generation):
-        """Record a new state; True when the client sees a change (run.json, or a
-        log gained whole lines)."""
+    def update(self, raw, sizes, generation):
+        """Record a new state; True when a log gained whole lines."""
         self.raw = raw
-        changed = signature != self.signature
-        if changed:
-            self.signature, self.meta_changed = signature, generation
-        if sizes != self.history[-1][1]:
-            self.history.append((generation, sizes))
-            del self.history[:-HISTORY]
-            changed = True
-        return changed
+        if sizes == self.history[-1][1]:
+            return False
+        self.history.append((generation, sizes))
+        del self.history[:-HISTORY]
+        return True
 
     def rows_since(self, cursor, run_dir):
-        """``{log: [row, ...]}`` appended after the sizes known at ``cursor``."""
-        then = next(sizes for gen, sizes in reversed(self.history) if gen <= cursor)
+        """``{log: [row, ...]}`` appended after the sizes known at ``cursor`` (or
+        since it was first looked at, when that came later)."""
+        then = next((sizes for gen, sizes in reversed(self.history) if gen <= cursor),
+                    self.history[0][1])
         now = self.history[-1][1]
         out = {}
         for name in LOGS:
@@ -149,35 +220,8 @@ class _Tracked:
         return out
 
 
-def _catalog_states(roots):
-    """``{run dir: (signature, live)}`` from the roots' current catalogs (read only)."""
-    from ..rundir.catalog import current_signatures
-    out = {}
-    for root in roots:
-        if os.path.isdir(root):
-            out.update(current_signatures(root))
-    return out
-
-
-def _is_live(run_dir, signature=None, known=None):
-    """Whether a run's logs may still grow: run.json says ``running``, or is unreadable
-    (mid-write, damaged: looked at again on every scan). ``known``: run dir ->
-    (signature, live) the catalog read, used when ``signature`` (found_runs') is that one."""
-    from ..rundir.meta import read_meta
-    if known and signature is not None and run_dir in known:
-        catalog_signature, live = known[run_dir]
-        if catalog_signature == _joined(signature):
-            return live
-    try:
-        return read_meta(run_dir).get("status") == "running"
-    except Exception:   # noqa: BLE001 - any damage means "look again"
-        return True
-
-
-def _joined(signature):
-    """found_runs' ``[size, mtime, inode, kind]`` per file as the catalog writes it."""
-    parts = [":".join(map(str, signature[i:i + 4])) for i in range(0, len(signature), 4)]
-    return "|".join(parts + ["-"] * (2 - len(parts)))
+def _is_within(path, root):
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _raw_sizes(run_dir):

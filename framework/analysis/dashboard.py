@@ -47,7 +47,6 @@ from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
 from ..secrets import masked
 from . import interactive, payload
-from ..rundir.index import found_runs
 from .cursor import LOGS, ChangeFeed
 from .listing import Listing
 
@@ -142,6 +141,11 @@ class RunCache:
             self._entries[run_dir] = (signature, run, size)
             self.bytes += size
 
+    def folders(self):
+        """The run folders kept."""
+        with self._lock:
+            return list(self._entries)
+
     def keep_only(self, run_dirs):
         """Free the runs not in ``run_dirs`` (removed, or moved away)."""
         present = set(run_dirs)
@@ -213,7 +217,7 @@ class RunIndex:
     def __init__(self, roots, cache_bytes=DEFAULT_CACHE_BYTES):
         self.roots = [os.path.realpath(r) for r in roots]
         self.cache = RunCache(cache_bytes)
-        self.feed = ChangeFeed(self.roots)
+        self.feed = ChangeFeed(self.roots, private_folder(self.roots))
         self.listing = Listing(self.roots, self.key_of)
 
     # -- paths -----------------------------------------------------------------------
@@ -239,26 +243,6 @@ class RunIndex:
         raise Refused(path)
 
     # -- runs ------------------------------------------------------------------------
-    def run_dirs(self):
-        """Run directories below every root (a root may not exist yet, or hold none):
-        one stat per folder, not a listing of every run's files."""
-        found = []
-        for root in self.roots:
-            if os.path.isdir(root):
-                found.extend(os.path.realpath(d) for d, _ in found_runs(root))
-        return sorted(set(found))
-
-    def selection(self, dirs, query=""):
-        """The runs the page loads: those whose path below its root holds every
-        word of ``query``, the ``MAX_SHOWN`` most recent (by folder name: run ids
-        start with their start time)."""
-        words = str(query or "").lower().split()
-        if words:
-            dirs = [d for d in dirs if all(w in self.key_of(d).lower() for w in words)]
-        if len(dirs) <= MAX_SHOWN:
-            return dirs
-        return sorted(sorted(dirs, key=os.path.basename)[-MAX_SHOWN:])
-
     def signature(self, run_dirs):
         """A short hash of every run file's size and modification time."""
         digest = hashlib.sha1()
@@ -296,12 +280,21 @@ class RunIndex:
         return runs, errors
 
     def runs_page(self, offset=0, limit=100, query="", sort="-started"):
-        """One page of the runs table (see listing.py): filtered, sorted and paged here,
-        read from run.json and config.json only, whatever the number of runs."""
-        generation, found = self.feed.states()
+        """One page of the runs table (see listing.py): counted, filtered, sorted and
+        paged in SQL on the server's private catalog, whatever the number of runs."""
+        generation = self.feed.refresh()
         # the cursor of this state: the page's next poll asks for what changed after it
-        return self.listing.page(found, generation, offset, limit, query, sort) | {
-            "cursor": generation}
+        return self.feed.query(lambda served: self.listing.page(
+            served, offset, limit, query, sort)) | {"cursor": generation}
+
+    def selection(self, query=""):
+        """The runs the page loads by default: the ``MAX_SHOWN`` most recent (by run
+        id: it starts with the start time) of those holding every word of ``query``,
+        and how many hold them."""
+        self.feed.refresh()
+        dirs, matched = self.feed.query(lambda served: self.listing.top(
+            served, MAX_SHOWN, query))
+        return sorted(dirs), matched
 
     def picked(self, keys):
         """The run folders of ``keys`` that hold a run (at most MAX_SHOWN; the others,
@@ -320,19 +313,18 @@ class RunIndex:
         """The page's data (or ``{"unchanged": true}`` when ``since`` is current).
 
         Past ``MAX_SHOWN`` runs, only the most recent ``MAX_SHOWN`` of those
-        whose folder path holds every word of ``query`` are loaded and drawn
-        (the title says how many of how many): loading all of 10,000 runs
-        took minutes and 2 GB."""
-        if keys is None:
-            dirs = self.run_dirs()
-            self.cache.keep_only(dirs)  # runs removed since: their tables freed
-        else:
-            dirs = self.picked(keys)
+        holding every word of ``query`` (as the table's filter) are loaded and
+        drawn (the title says how many of how many): loading all of 10,000 runs
+        took minutes and 2 GB. Only the runs drawn are read, never the whole table."""
         if run_key:
             path = self.resolve(run_key)
-            dirs = [d for d in dirs if d == path]
-        total = len(dirs)
-        dirs = self.selection(dirs, query) if not run_key else dirs
+            dirs, total = ([path] if is_run_dir(path) else []), 1
+        elif keys is None:
+            dirs, total = self.selection(query)
+        else:
+            dirs = self.picked(keys)
+            total = len(dirs)
+        self.cache.keep_only([d for d in self.cache.folders() if is_run_dir(d)])  # removed: freed
         version = self.signature(dirs) + f"-{total}"
         if since and since == version:
             return {"unchanged": True, "version": version}
@@ -369,6 +361,21 @@ def log_headers(run_dir):
         if line.endswith("\n"):
             out[name] = line.rstrip("\r\n").split(",")
     return out
+
+
+def private_folder(roots):
+    """Where the server keeps its private catalogs: the system's temporary
+    folder, or another outside every served folder (the server never writes
+    into them). MindexpError when every candidate is inside one."""
+    import tempfile
+    for folder in (tempfile.gettempdir(), "/dev/shm", "/var/tmp", os.path.expanduser("~")):
+        real = os.path.realpath(folder)
+        if os.path.isdir(real) and os.access(real, os.W_OK) and \
+                not any(is_within(real, root) for root in roots):
+            return real
+    raise MindexpError("cannot keep the dashboard's run catalog outside the served folders: "
+                       "set TMPDIR to a writable folder outside them. Received: "
+                       + ", ".join(roots))
 
 
 def is_within(path, root):
@@ -684,6 +691,13 @@ class DashboardServer(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+
+    def server_close(self):
+        """Close the socket, then the private catalogs (their files are removed)."""
+        super().server_close()
+        index = getattr(self.RequestHandlerClass, "index", None)
+        if index is not None:
+            index.feed.close()
 
 
 class DashboardServer6(DashboardServer):

@@ -1,92 +1,116 @@
 """The dashboard's runs table at any number of runs (``/api/runs``): one row per
-run from its run.json and config.json, filtered, sorted and paged on the server.
+run, filtered, sorted and paged in SQL on the server's private copy of the
+run catalog (:mod:`mindexp.rundir.private_catalog`).
 
-At 10,000 runs the page cannot load every run's logs (172 MB, minutes): a
-row holds what run.json says (status, steps, final loss, the error) and the
-config fields that differ between the runs. Rows are kept in memory and
-read again only for a run whose run.json or config.json changed (the change
-feed's scan says which), or, for a run that is still running, whose
-loss.csv grew (its progress is read from loss.csv). The first answer reads
-the root's run catalog (read only) when it is current.
+At 100,000 runs the server cannot hold a row per run (1 GB) nor sort them
+in Python per request: a page is one ``COUNT`` and one ``ORDER BY ... LIMIT
+... OFFSET`` on the catalog, then the records of the page's rows alone (a
+running run's progress from its loss.csv). The table's config columns (the
+fields that differ between runs) are worked out in SQL when runs came, went
+or changed their config.
 """
+import json
 import math
 import os
-import threading
 from typing import Callable
 
 from ..callbacks import schema
+from ..rundir.meta import UNREADABLE
+from ..rundir.private_catalog import FAILED, STARTED_INDEX
 from ..rundir.run import Run
-from .reports import differing_fields
 
 MAX_LIMIT = 500          # rows per page at most
 MAX_CONFIG_COLUMNS = 8   # differing config fields shown as columns
+COLUMNS_SAMPLE = 5000    # runs whose configs say which fields differ, at most
 OUTCOMES = ("final_loss", "min_loss", "steps")
 SORTABLE = ("run", "status", "started", "progress", "steps_per_s") + OUTCOMES
+# a finished run's progress is whole; a running one's is in its loss.csv (not in SQL)
+_SORT_SQL = {"run": "run_id", "status": "status", "started": "COALESCE(started_at, '') || '|' || "
+             "COALESCE(run_id, '')", "progress": "CASE WHEN status IN ('completed', 'pruned') "
+             "THEN 1.0 END", "steps_per_s": "steps_per_s", "final_loss": "final_loss",
+             "min_loss": "min_loss", "steps": "steps"}
 
 
 class Listing:
-    """Rows of every served run, refreshed from the change feed's scan."""
+    """Pages of the served runs from the change feed's private catalogs."""
 
     def __init__(self, roots: list[str], key_of: Callable[[str], str]):
         self.roots, self.key_of = roots, key_of
-        self._rows: dict[str, tuple] = {}   # run dir -> (state, row)
-        self._generation: int | None = None
-        self._seeded = False
-        self._columns: list[str] = []
-        self._lock = threading.Lock()
+        self._columns: dict[str, tuple] = {}   # served root -> (config mark, columns)
 
-    def page(self, found: dict, generation: int, offset: int = 0, limit: int = 100,
-             query: str = "", sort: str = "-started") -> dict:
-        """``{"total", "matched", "offset", "columns", "rows"}``: the rows of
-        ``found`` (run dir -> its feed state) holding every word of ``query``,
-        sorted by ``sort`` (``-`` first: descending; ``config.<field>``), from
-        ``offset``, at most ``limit`` (at most MAX_LIMIT)."""
-        with self._lock:
-            if generation != self._generation:
-                self._refresh(found)
-                self._generation = generation
-            rows = [row for _, row in self._rows.values()]
-            columns = list(self._columns)
-        total = len(rows)
-        words = str(query or "").lower().split()
-        if words:
-            rows = [r for r in rows if all(w in r["text"] for w in words)]
-        rows = _sorted(rows, sort)
+    def page(self, served: list, offset: int = 0, limit: int = 100, query: str = "",
+             sort: str = "-started") -> dict:
+        """``{"total", "matched", "offset", "columns", "rows"}``: the runs of
+        ``served`` (``[(root, private catalog)]``) holding every word of
+        ``query``, sorted by ``sort`` (``-`` first: descending;
+        ``config.<field>``), from ``offset``, at most ``limit`` (at most MAX_LIMIT)."""
         limit = max(1, min(int(limit), MAX_LIMIT))
         offset = max(0, int(offset))
-        return {"total": total, "matched": len(rows), "offset": offset,
+        expression, values = _sort_expression(sort)
+        columns = self._shown_columns(served)
+        words = str(query or "").lower().split()
+        total = matched = 0
+        picked = []   # (sort key, root, catalog, rel)
+        for root, catalog in served:
+            scope, params = catalog.scope(root, other_hosts=False)
+            here = catalog.select(["COUNT(*)"], scope, params)[0][0]
+            match, match_values = _matching(words, columns)
+            # one root: its page in SQL; several: the first offset + limit of each, merged
+            first, count = (offset, limit) if len(served) == 1 else (0, offset + limit)
+            rows, found = _ordered(catalog, f"{scope} AND {match}", list(params) + match_values,
+                                   expression, values, sort, count, first, bool(words))
+            total += here
+            matched += here if found is None else found
+            picked += [(value, root, catalog, rel) for value, rel in rows]
+        if len(served) > 1:
+            picked = _merged(picked, sort)[offset:offset + limit]
+        return {"total": total, "matched": matched, "offset": offset,
                 "limit": limit, "sort": sort, "q": query, "columns": columns,
-                "rows": [{k: v for k, v in r.items() if k != "text"}
-                         for r in rows[offset:offset + limit]]}
+                "rows": self._rows(picked)}
 
-    def _refresh(self, found):
-        for run_dir in [d for d in self._rows if d not in found]:
-            del self._rows[run_dir]
-        todo = {d: state for d, state in found.items()
-                if d not in self._rows or self._rows[d][0] != state}
-        if not self._seeded:   # a row per catalog record as it comes: never all records at once
-            for run_dir, run in self._seed():
-                if run_dir in todo:
-                    self._rows[run_dir] = (todo.pop(run_dir), self._row(run_dir, run))
-        for run_dir, state in todo.items():
-            self._rows[run_dir] = (state, self._row(run_dir))
-        # the feed's order (by folder), which sorting keeps among equals
-        self._rows = {d: self._rows[d] for d in found}
-        configs = [r["config"] for _, r in self._rows.values()]
-        self._columns = differing_fields(configs)[:MAX_CONFIG_COLUMNS]
-        for _, row in self._rows.values():
-            row["text"] = _text(row, self._columns)
+    def top(self, served: list, count: int, query: str = "") -> tuple[list[str], int]:
+        """The folders of the ``count`` most recent runs (by id) holding every word of
+        ``query``, and how many hold them."""
+        answer = self.page(served, 0, count, query, "-run")
+        return [row["dir"] for row in answer["rows"]], answer["matched"]
 
-    def _seed(self):
-        """``(run dir, Run)`` with run.json and config.json from the run catalog
-        when it is current (read only: the dashboard never writes), one at a time."""
-        from ..rundir.catalog import current_runs
-        self._seeded = True
-        for root in self.roots:
-            if os.path.isdir(root):
-                for run in current_runs(root):
-                    if "meta" in run.__dict__:
-                        yield os.path.realpath(run.dir), run
+    def _rows(self, picked):
+        """The table's rows of ``picked`` (``(sort key, root, catalog, rel)``): their
+        config and problem from the catalog, their record from it when it holds
+        it (the failed runs'), else from the run's folder."""
+        found = {}
+        for catalog in {id(p[2]): p[2] for p in picked}.values():
+            rels = [p[3] for p in picked if p[2] is catalog]
+            marks = ", ".join("?" for _ in rels)
+            for rel, problem, config, meta in catalog.db.execute(
+                    f"SELECT r.rel, r.problem, r.config, c.meta FROM runs r LEFT JOIN records c "
+                    f"ON c.host = r.host AND c.root = r.root AND c.rel = r.rel WHERE "
+                    f"r.host = ? AND r.root = ? AND r.rel IN ({marks})",
+                    (catalog.host, catalog.key_root) + tuple(rels)).fetchall():
+                found[(id(catalog), rel)] = (problem, config, meta)
+        out = []
+        for _, root, catalog, rel in picked:
+            run_dir = catalog._abs(rel)
+            problem, config, meta = found.get((id(catalog), rel), (None, None, None))
+            if problem is None and meta is not None and config is not None:
+                run = Run.found(run_dir, json.loads(meta), json.loads(config))
+            else:
+                run = Run.found(run_dir)
+            out.append(self._row(run_dir, run))
+        return out
+
+    def _shown_columns(self, served):
+        """The config fields that differ between the runs (at most
+        MAX_CONFIG_COLUMNS), worked out again when runs came, went or changed config."""
+        out = []
+        for root, catalog in served:
+            mark = catalog.config_mark()
+            cached = self._columns.get(root)
+            if cached is None or cached[0] != mark:
+                cached = (mark, _differing(catalog, root))
+                self._columns[root] = cached
+            out += [name for name in cached[1] if name not in out]
+        return out[:MAX_CONFIG_COLUMNS]
 
     def _row(self, run_dir, run=None):
         run = run or Run.found(run_dir)
@@ -97,7 +121,7 @@ class Listing:
             meta, config = run.meta, run.config
         except Exception as exc:   # noqa: BLE001 - mid-write or damaged: listed, said why
             name = os.path.basename(run_dir)
-            return base | {"id": name, "short": name, "status": "unreadable",
+            return base | {"id": name, "short": name, "status": UNREADABLE,
                            "error": " ".join(str(exc).split()), "config": {}, "progress": {}}
         from .payload import short_id
         run_id = meta.get("run_id") or os.path.basename(run_dir)
@@ -109,6 +133,103 @@ class Listing:
             "final_loss": _number(meta.get("final_loss")), "min_loss": _number(summary.get("min")),
             "steps": meta.get("steps"), "config": {k: _cell(v) for k, v in config.items()},
             "progress": _progress(run, meta)}
+
+
+def _sort_expression(sort):
+    """SQL of the sort column (and its parameters); ValueError naming what is accepted."""
+    name = (sort or "-started").lstrip("-")
+    if name.startswith("config."):
+        return "json_extract(config, ?)", [_json_key(name[len("config."):])]
+    if name in _SORT_SQL:
+        return _SORT_SQL[name], []
+    raise ValueError(f"cannot sort by {name!r}; sort by one of {', '.join(SORTABLE)} or "
+                     f"config.<field> (- first: descending). Received: sort={sort!r}")
+
+
+def _ordered(catalog, where, values, expression, expression_values, sort, count, offset=0,
+             counted=False):
+    """``([(sort value, rel)], matched)``: ``count`` rows from ``offset`` in the
+    order asked (missing values last whichever the direction, numbers before
+    text, ties by folder) and, when ``counted``, how many rows match (None
+    otherwise). Only the value and the folder go through the sort: the value
+    is worked out once a row, and a row's config is read for the page alone."""
+    direction = "DESC" if (sort or "-started").startswith("-") else "ASC"
+    if (sort or "-started").lstrip("-") == "started" and not counted:   # the default
+        return catalog.db.execute(
+            f"SELECT started_at, rel FROM runs INDEXED BY {STARTED_INDEX} WHERE {where} "
+            f"ORDER BY started_at {direction}, run_id {direction}, rel LIMIT {int(count)} "
+            f"OFFSET {int(offset)}", list(values)).fetchall(), None
+    rows = catalog.db.execute(
+        f"WITH t AS MATERIALIZED (SELECT ({expression}) AS v, rel FROM runs WHERE {where}) "
+        "SELECT v, rel, COUNT(*) OVER () FROM t ORDER BY v IS NULL, typeof(v) = 'text', "
+        f"v {direction}, rel LIMIT {int(count)} OFFSET {int(offset)}",
+        list(expression_values) + list(values)).fetchall()
+    if not counted:
+        return [(v, rel) for v, rel, _ in rows], None
+    if rows:
+        return [(v, rel) for v, rel, _ in rows], rows[0][2]
+    matched = catalog.db.execute(f"SELECT COUNT(*) FROM runs WHERE {where}", list(values))
+    return [], matched.fetchone()[0]
+
+
+def _merged(picked, sort):
+    """Rows of several roots in one order (as :func:`_ordered` sorts each)."""
+    if len({id(p[2]) for p in picked}) <= 1:
+        return picked
+    descending = (sort or "-started").startswith("-")
+    numbers = [p for p in picked if isinstance(p[0], (int, float))]
+    texts = [p for p in picked if isinstance(p[0], str)]
+    missing = [p for p in picked if p[0] is None]
+    numbers.sort(key=lambda p: p[0], reverse=descending)
+    texts.sort(key=lambda p: p[0], reverse=descending)
+    return numbers + texts + missing
+
+
+def _matching(words, columns):
+    """SQL true for the runs whose text (folder, id, status, error, experiment,
+    ``field=value`` of the shown config columns) holds every word."""
+    if not words:
+        return "1 = 1", []
+    parts, values = ["rel", "run_id", "status", "problem", "experiment",
+                     f"CASE WHEN status IN {FAILED} THEN (SELECT json_extract(c.meta, "
+                     "'$.error') FROM records c WHERE c.host = runs.host AND c.root = runs.root "
+                     "AND c.rel = runs.rel) END"], []
+    for name in columns:
+        key = _json_key(name)
+        parts.append("CASE json_type(config, ?) WHEN 'true' THEN ? || '=true' WHEN 'false' "
+                     "THEN ? || '=false' WHEN 'null' THEN ? || '=none' ELSE ? || '=' || "
+                     "json_extract(config, ?) END")
+        values += [key, name, name, name, name, key]
+    text = "lower(" + " || ' ' || ".join(f"COALESCE({p}, '')" for p in parts) + ")"
+    return " AND ".join(f"instr({text}, ?) > 0" for _ in words), \
+        [v for word in words for v in values + [word]]
+
+
+def _differing(catalog, root):
+    """The config fields whose values are not the same in every run of ``root``
+    (a field missing from a run counts as a value), in their order in the
+    configs. Past :data:`COLUMNS_SAMPLE` runs, among that many spread evenly
+    over them (each config is parsed: 17 s at 100,000 runs)."""
+    scope, params = catalog.scope(root, other_hosts=False, alias="runs.")
+    top = catalog.db.execute("SELECT MAX(rowid) FROM runs").fetchone()[0] or 0
+    every = max(1, -(-top // COLUMNS_SAMPLE))
+    # every run up to COLUMNS_SAMPLE, else one rowid in ``every``: looked up, not scanned
+    picked = ("runs" if every == 1 else
+              f"(WITH RECURSIVE pick(id) AS (SELECT 1 UNION ALL SELECT id + {every} FROM pick "
+              f"WHERE id + {every} <= {top}) SELECT runs.* FROM pick JOIN runs ON runs.rowid = "
+              "pick.id) runs")
+    rows = catalog.db.execute(
+        "SELECT j.key, COUNT(DISTINCT j.value), COUNT(*), MIN(j.id) FROM "
+        f"{picked}, json_each(runs.config) j WHERE {scope} AND runs.config IS NOT NULL "
+        "GROUP BY j.key", params).fetchall()
+    sampled = catalog.db.execute(f"SELECT COUNT(*) FROM {picked} WHERE {scope} AND "
+                                 "runs.config IS NOT NULL", params).fetchone()[0]
+    return [key for key, distinct, count, _ in sorted(rows, key=lambda r: (r[3], r[0]))
+            if distinct > 1 or count < sampled]
+
+
+def _json_key(field):
+    return '$."' + field.replace('"', '""') + '"'
 
 
 def _progress(run, meta):
@@ -128,48 +249,6 @@ def _progress(run, meta):
         return run_progress(run)
     except Exception:   # noqa: BLE001 - a log mid-write: no progress this time
         return {}
-
-
-def _text(row, columns):
-    """What the filter searches: the key, id, status, error and shown config values."""
-    parts = [row["key"], row["id"], row["status"], row.get("error") or "",
-             row.get("experiment") or ""]
-    parts += [f"{n}={row['config'].get(n)}" for n in columns if n in row["config"]]
-    return " ".join(map(str, parts)).lower()
-
-
-def _sorted(rows, sort):
-    """Rows sorted by a column (missing values last, whichever the direction)."""
-    sort = sort or "-started"
-    descending = sort.startswith("-")
-    name = sort.lstrip("-")
-    if name.startswith("config."):
-        field = name[len("config."):]
-
-        def value(row):
-            return row["config"].get(field)
-    elif name in SORTABLE:
-        def value(row):
-            if name == "run":
-                return row["id"]
-            if name == "started":
-                return f"{row.get('started') or ''}|{row['id']}"   # ties: by id
-            if name in ("progress", "steps_per_s"):
-                p = row["progress"] or {}
-                step = p.get(schema.Col.STEP)
-                return (step / p["total"] if p.get("total") and step is not None
-                        else None) if name == "progress" else p.get("steps_per_s")
-            return row.get(name)
-    else:
-        raise ValueError(f"cannot sort by {name!r}; sort by one of {', '.join(SORTABLE)} or "
-                         f"config.<field> (- first: descending). Received: sort={sort!r}")
-    present = [r for r in rows if value(r) is not None]
-    missing = [r for r in rows if value(r) is None]
-    numbers = [r for r in present if isinstance(value(r), (int, float))]
-    texts = [r for r in present if not isinstance(value(r), (int, float))]
-    numbers.sort(key=value, reverse=descending)
-    texts.sort(key=lambda r: str(value(r)), reverse=descending)
-    return numbers + texts + missing
 
 
 def _cell(value):

@@ -25,6 +25,9 @@ def _add_listing_commands(sub):
     runs.add_argument("--sort", metavar="COL", help="sort by a column; --sort=-COL: descending "
                       "(default: newest first)")
     runs.add_argument("--limit", type=positive_int, metavar="N", help="show the first N runs")
+    runs.add_argument("--all", action="store_true",
+                      help="every run, also on a terminal (where one screen is shown by "
+                           "default; a pipe always gets every run)")
     runs.add_argument("--wide", action="store_true", help="do not cut wide values; show notes")
     runs.add_argument("--rebuild", action="store_true",
                       help="scan the runs again into the run catalog (it is kept current "
@@ -116,10 +119,11 @@ def _list_runs(args: argparse.Namespace) -> int:
     from ..manage.filters import Filters
     filters = Filters(args.experiment, args.status, args.tag, args.since, where=args.where)
     paths = args.paths or ["outputs"]
+    screen = None if args.limit or args.all or args.csv or args.json else _screen_rows()
     if not (args.csv or args.json) and len(paths) == 1:
         from ..manage.queried import listed
         text = listed(paths[0], filters, args.sort, args.limit, args.wide, args.catalog,
-                      args.rebuild)
+                      args.rebuild, screen=screen)
         if text is not None:
             print(text)
             return EXIT_OK
@@ -136,11 +140,27 @@ def _list_runs(args: argparse.Namespace) -> int:
                                                                         indent=1) + "\n"
         print(_for_stdout(text), end="")
         return EXIT_OK
+    more = len(table) - screen if screen and len(table) > screen else 0
+    table = table.head(len(table) - more)
     extra = r.named_columns(table, args.where, (args.sort or "").lstrip("-"))
     shown = r.display(table, extra, wide=args.wide)
     print(r.format_fitted(shown, width=None if args.wide else 100) if len(table)
           else "no runs match")
+    if more:
+        from ..manage.table_text import more_line
+        print(more_line(more))
     return EXIT_OK
+
+
+def _screen_rows():
+    """How many runs fit on the terminal standard output is (one screen, the
+    table's header and the "more" line aside), or None when it is not a
+    terminal: a pipe or a file gets every run."""
+    isatty = getattr(sys.stdout, "isatty", None)
+    if not (isatty and isatty()):
+        return None
+    import shutil
+    return max(10, shutil.get_terminal_size().lines - 3)
 
 
 def _for_stdout(text):

@@ -18,23 +18,26 @@ from ..rundir.catalog import open_catalog
 from ..rundir.meta import UNREADABLE
 from ..rundir.run_lock import shown_status
 from . import where as w
-from .table_text import fitted_columns, short_paths
+from .table_text import fitted_columns, more_line, short_paths
 
 _BASE = ("host", "root", "rel", "status", "problem", "tags", "started_ts", "steps",
          "final_loss", "note")
 SHOWN = ("path", "status", "tags", "age", "steps", "final_loss")
 
 
-def listed(path, filters, sort=None, limit=None, wide=False, url=None, rebuild=False):
+def listed(path, filters, sort=None, limit=None, wide=False, url=None, rebuild=False,
+           screen=None):
     """The text ``mindexp runs PATH`` prints, or None when the catalog cannot
-    answer (the caller then builds the DataFrame)."""
+    answer (the caller then builds the DataFrame). ``screen``: without a
+    ``limit``, at most that many runs, then a line saying how many more match."""
     if not os.path.isdir(path) or os.path.lexists(os.path.join(path, layout.RUN_JSON)):
         return None
     with open_catalog(path, url=url, rebuild=rebuild) as catalog:
-        return _listed(catalog, os.path.abspath(path), filters, sort, limit, wide)
+        return _listed(catalog, os.path.abspath(path), filters, sort, limit, wide,
+                       None if limit else screen)
 
 
-def _listed(catalog, folder, filters, sort, limit, wide):
+def _listed(catalog, folder, filters, sort, limit, wide, screen=None):
     scope, params = catalog.scope(folder)
     if not catalog.select(["1"], f"{scope} AND problem IS NULL", params, limit=1):
         return None      # no run loads: the DataFrame path says why, as before
@@ -47,13 +50,33 @@ def _listed(catalog, folder, filters, sort, limit, wide):
     except w.Unsupported:
         return None
     _warn_problems(catalog, scope, params)
-    rows = _rows(catalog, f"{scope} AND (status IS NULL OR status <> 'skipped')",
-                 params, condition, values, order, order_values, tree, kinds, limit, wide)
+    listed_scope = f"{scope} AND (status IS NULL OR status <> 'skipped')"
+    rows = _rows(catalog, listed_scope, params, condition, values, order, order_values, tree,
+                 kinds, limit or screen, wide)
     if not rows:
         return "no runs match"
     extra = [n for n in _mentioned(catalog, scope, params, kinds, filters.where, sort)
              if n not in SHOWN]
-    return _format(catalog, rows, extra, wide)
+    text = _format(catalog, rows, extra, wide)
+    if screen and len(rows) == screen:
+        more = _matching_count(catalog, listed_scope, params, condition, values, tree,
+                               kinds) - screen
+        if more > 0:
+            text += "\n" + more_line(more)
+    return text
+
+
+def _matching_count(catalog, scope, params, condition, values, tree, kinds):
+    """How many runs the listing matches: one COUNT, and the running runs matched
+    in Python as :func:`_rows` does."""
+    if tree is None:
+        return catalog.select(["COUNT(*)"], f"{scope} AND {condition}",
+                              list(params) + list(values))[0][0]
+    done = catalog.select(["COUNT(*)"], f"{scope} AND {condition} AND (status IS NULL OR "
+                          "status <> 'running')", list(params) + list(values))[0][0]
+    running = _rows(catalog, f"{scope} AND status = 'running'", params, condition, values,
+                    "rel", [], tree, kinds, None, False)
+    return done + len(running)
 
 
 def _kinds(catalog, scope, params, names):

@@ -89,3 +89,7 @@ def _text(value):
     return visible(format_value(value))  # a cell is one line, never a terminal command
 
 
+def more_line(count):
+    """The line under a listing cut to one screen: how many runs were left out."""
+    return (f"... {count:,} more run{'s' if count != 1 else ''} (--limit N or --all lists "
+            f"them; piped, every run is listed)")

@@ -595,22 +595,6 @@ class Catalog:
             params).fetchall()
         return [self._run_of(*row) for row in sorted(rows, key=lambda r: self._abs(r[0]))]
 
-    def iter_runs(self, folder: str, batch: int = 1000) -> Iterator[Run]:
-        """:meth:`runs` a batch of rows at a time, in folder order: a reader
-        that keeps less than the whole records (the dashboard's table) never
-        holds 100,000 of them at once."""
-        where, params = self.scope(folder, other_hosts=False, alias="r.")
-        cursor = self.db.execute(
-            "SELECT r.rel, r.problem, r.config, c.meta FROM runs r LEFT JOIN records c ON "
-            f"c.host = r.host AND c.root = r.root AND c.rel = r.rel WHERE {where} "
-            f"ORDER BY {self.db.text_order('r.rel')}", params)
-        while True:
-            rows = cursor.fetchmany(batch)
-            if not rows:
-                return
-            for row in rows:
-                yield self._run_of(*row)
-
     def _run_of(self, rel, problem, config, meta):
         """A row's :class:`Run` (one that could not be read is left to be read again)."""
         run_dir = self._abs(rel)
@@ -884,19 +868,28 @@ def _scan(folder, rel=""):
     """``([(rel, entry)], [(rel, mtime_ns)])``: every run at or below ``folder``
     (a folder with run.json; hidden folders skipped; a run's own subfolders not
     searched) and every folder that was searched, with its time before listing."""
-    runs, folders, stack = [], [], [(folder, rel)]
+    runs, folders = [], []
+    for kind, found, value in walk(folder, rel):
+        (runs if kind == "run" else folders).append((found, value))
+    return runs, folders
+
+
+def walk(folder: str, rel: str = "") -> Iterator[tuple[str, str, Any]]:
+    """:func:`_scan` one item at a time: ``("run", rel, entry)`` and
+    ``("folder", rel, mtime_ns)`` (a reader that stores runs as they come
+    never holds every run's record at once)."""
+    stack = [(folder, rel)]
     while stack:
         path, rel = stack.pop()
         if os.path.lexists(os.path.join(path, layout.RUN_JSON)):
-            runs.append((rel, _read_run(path)))
+            yield "run", rel, _read_run(path)
             continue
         mtime = _mtime_ns(path)
         if mtime is None:
             continue
-        folders.append((rel, mtime))
+        yield "folder", rel, mtime
         stack.extend((os.path.join(path, name), _join(rel, name))
                      for name, _ in _children(path))
-    return runs, folders
 
 
 def _children(folder):
@@ -1021,46 +1014,6 @@ def timestamp(text: Any) -> float | None:
         return _dt.datetime.fromisoformat(text).timestamp()
     except (TypeError, ValueError):
         return None
-
-
-def current_runs(folder: str) -> Iterator[Run]:
-    """The runs at or below ``folder`` from its root's SQLite catalog, opened
-    read-only, when that catalog is current, a batch at a time (folder
-    order); else none (for readers that never write, like the dashboard:
-    they read the runs' files instead)."""
-    root = catalog_root(folder)
-    path = database_path(root)
-    if not os.path.isfile(path) or os.path.islink(path):
-        return
-    try:
-        with Catalog(_connect_sqlite(path, read_only=True), root, "", False) as catalog:
-            if _is_current(catalog):
-                yield from catalog.iter_runs(os.path.abspath(folder))
-    except sqlite3.Error:
-        return
-
-
-def current_signatures(folder: str) -> dict[str, tuple[str, bool]]:
-    """``{run dir: (signature, live)}`` of the runs at or below ``folder`` from
-    its root's current SQLite catalog, opened read-only ({} when there is none):
-    ``live`` when the run was running or could not be read. A reader that sees
-    the same signature on disk (:func:`mindexp.rundir.index.found_runs`' four
-    numbers per file, joined as :func:`_run_signature` does) needs not read
-    run.json to know it."""
-    root = catalog_root(folder)
-    path = database_path(root)
-    if not os.path.isfile(path) or os.path.islink(path):
-        return {}
-    try:
-        with Catalog(_connect_sqlite(path, read_only=True), root, "", False) as catalog:
-            if not _is_current(catalog):
-                return {}
-            scope, params = catalog.scope(os.path.abspath(folder), other_hosts=False)
-            rows = catalog.select(["rel", "run_sig", "status = 'running' OR problem IS NOT NULL"],
-                                  scope, params)
-            return {catalog._abs(rel): (sig, bool(live)) for rel, sig, live in rows}
-    except sqlite3.Error:
-        return {}
 
 
 def elsewhere(spec: str, url: str | None = None) -> list[tuple[str, str]]:

@@ -615,17 +615,18 @@ def test_a_finished_run_resumed_sends_its_new_rows(served):
 
 
 def test_the_first_scan_knows_which_runs_run_from_a_current_catalog(served, monkeypatch):
-    from mindexp.rundir import catalog, meta
+    from mindexp.rundir import catalog, private_catalog
     root, get = served
     for name, status in (("live", "running"), ("done", "completed"), ("resumed", "completed")):
         make_run(root, name, status=status, losses=(1.0, 0.5))
     catalog.open_catalog(root).close()   # what `mindexp runs` leaves
     run_json = root / "toy" / "resumed" / "run.json"   # rewritten after the catalog read it
     run_json.write_text(json.dumps(json.loads(run_json.read_text()) | {"status": "running"}))
-    read, real = [], meta.read_meta
-    monkeypatch.setattr(meta, "read_meta",
-                        lambda run_dir, *a, **k: read.append(os.path.basename(run_dir)) or
-                        real(run_dir, *a, **k))
+    read = []
+    for module in (catalog, private_catalog):
+        real = module._read_run
+        monkeypatch.setattr(module, "_read_run", lambda run_dir, real=real: read.append(
+            os.path.basename(run_dir)) or real(run_dir))
     cursor = _changes(get)[0]["cursor"]
     assert read == ["resumed"]   # the others' run.json is the one the catalog read
     for name in ("live", "resumed", "done"):
@@ -726,3 +727,139 @@ def test_the_table_lists_exactly_the_runs_on_disk_and_their_new_status(served):
     assert [(r["id"], r["status"], r["progress"]["step"]) for r in rows] == [
         ("a", "running", 3), ("c", "failed", 3)]
     assert rows[1]["error"] == "boom"
+
+
+# -- many runs: nothing per request grows with the runs (issue 43) ---------------------
+
+@contextlib.contextmanager
+def _run_json_stats(monkeypatch):
+    """A list that collects the run folders whose run.json is stat-ed (any thread)."""
+    seen = []
+    for name in ("stat", "lstat"):
+        real = getattr(os, name)
+
+        def counted(path, *a, real=real, **k):
+            if isinstance(path, (str, os.PathLike)) and os.fspath(path).endswith("run.json"):
+                seen.append(os.path.dirname(os.fspath(path)))
+            return real(path, *a, **k)
+        monkeypatch.setattr(os, name, counted)
+    yield seen
+
+
+def _bound_rolling_check(monkeypatch, count):
+    """The private catalog's rolling check at ``count`` runs a refresh (a server
+    without one has nothing to bound: what it stats is counted all the same)."""
+    try:
+        from mindexp.rundir import private_catalog
+    except ImportError:
+        return
+    monkeypatch.setattr(private_catalog, "CHECKED_PER_REFRESH", count)
+
+
+def test_a_page_and_a_quiet_poll_stat_no_run_beyond_the_rolling_check(sixty, monkeypatch):
+    _bound_rolling_check(monkeypatch, 5)
+    _, get = sixty
+    cursor = _runs(get, "?limit=10")["cursor"]   # the private catalog made and current
+    with _run_json_stats(monkeypatch) as seen:
+        page = _runs(get, "?limit=10&offset=20&sort=final_loss")
+        quiet, _ = _changes(get, cursor)
+        _data(get, "?run=" + page["rows"][0]["key"])
+    assert len(page["rows"]) == 10 and not (quiet["new"] or quiet["status"] or quiet["removed"])
+    # two refreshes of 5 runs each, the drawn runs' files (those kept drawn too): never
+    # the 60 runs
+    assert len(set(seen)) <= 20, len(set(seen))
+
+
+def test_a_page_reads_only_its_own_runs(served, monkeypatch):
+    from mindexp.analysis import listing
+    root, get = served
+    for i in range(30):
+        make_run(root, f"r{i:02d}", config={"lr": i / 100})
+    built, real = [], listing.Listing._row
+    monkeypatch.setattr(listing.Listing, "_row", lambda self, run_dir, *a: built.append(
+        run_dir) or real(self, run_dir, *a))
+    page = _runs(get, "?limit=7&offset=20&sort=-config.lr")   # the server's first request
+    assert [r["config"]["lr"] for r in page["rows"]] == [i / 100 for i in range(9, 2, -1)]
+    assert (page["total"], page["matched"]) == (30, 30)
+    assert len(built) == 7   # the page's runs read (COUNT, ORDER BY ... LIMIT 7 OFFSET 20)
+
+
+def test_a_writers_change_to_a_finished_run_is_followed_from_the_roots_catalog(served,
+                                                                            monkeypatch):
+    from mindexp.rundir import catalog, private_catalog
+    monkeypatch.setattr(private_catalog, "CHECKED_PER_REFRESH", 0, raising=False)
+    root, get = served
+    done = make_run(root, "done")
+    make_run(root, "other")
+    catalog.open_catalog(root).close()   # the root's catalog, as `mindexp runs` leaves it
+    cursor = _changes(get)[0]["cursor"]
+    run_json = os.path.join(done, "run.json")
+    meta = json.loads(open(run_json).read())
+    with open(run_json + ".tmp", "w") as f:
+        json.dump(meta | {"tags": ["best"]}, f)
+    os.replace(run_json + ".tmp", run_json)
+    assert not _changes(get, cursor)[0]["status"]   # edited by hand, unsaid: not seen yet
+    catalog.run_written(done)                        # what `mindexp tag` does after writing
+    poll = _changes(get, cursor)[0]
+    assert [r["run_id"] for r in poll["status"]] == ["done"]
+
+
+def test_the_private_catalog_lives_outside_the_served_folder_and_goes_with_the_server(tmp_path):
+    root = tmp_path / "runs"
+    make_run(root, "r1")
+    server = make_server([str(root)], port=0)
+    index = server.RequestHandlerClass.index
+    index.runs_page(0, 1)
+    ((_, catalog),) = index.feed.query(lambda served: served)
+    assert os.path.isfile(catalog.path) and not catalog.path.startswith(str(tmp_path))
+    assert sorted(os.listdir(root)) == ["toy"]   # nothing written into the served folder
+    server.server_close()
+    assert not os.path.exists(catalog.path)
+
+
+def test_a_killed_servers_private_catalog_is_removed_by_the_next_one(tmp_path):
+    from mindexp.rundir.private_catalog import PREFIX, private_catalog
+    make_run(tmp_path / "runs", "r1")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    folder = tmp_path / "private"
+    folder.mkdir()
+    orphan = folder / f"{PREFIX}{gone.stdout.strip()}-abcdefgh.sqlite"
+    orphan.write_bytes(b"")   # left by a server killed with SIGKILL
+    mine = folder / f"{PREFIX}{os.getpid()}-abcdefgh.sqlite"
+    mine.write_bytes(b"")     # a live server's
+    catalog = private_catalog(str(tmp_path / "runs"), str(folder))
+    try:
+        assert not orphan.exists() and mine.exists()
+    finally:
+        catalog.close()
+    assert sorted(os.listdir(folder)) == [mine.name]
+
+
+def test_a_finished_run_edited_by_hand_shows_within_one_pass_of_the_rolling_check(
+        served, monkeypatch):
+    from mindexp.rundir import private_catalog
+    monkeypatch.setattr(private_catalog, "CHECKED_PER_REFRESH", 3)
+    root, get = served
+    for i in range(12):
+        make_run(root, f"r{i:02d}")
+    cursor = _changes(get)[0]["cursor"]
+    run_json = root / "toy" / "r07" / "run.json"
+    run_json.write_text(json.dumps(json.loads(run_json.read_text()) | {"status": "failed"}))
+    seen = [[s["run_id"] for s in _changes(get, cursor)[0]["status"]]
+            for _ in range(12 // 3 + 1)]
+    assert seen[0] == [] and seen[-1] == ["r07"]   # 3 runs a poll: seen within 4 polls
+
+
+def test_without_a_roots_catalog_the_server_scans_a_batch_at_a_time(tmp_path, monkeypatch):
+    from mindexp.rundir import private_catalog
+    monkeypatch.setattr(private_catalog, "REBUILD_BATCH", 2)
+    root = tmp_path / "runs"
+    for i in range(4):
+        make_run(root, f"r{i}")
+    make_run(root, "bad", status="failed", meta={"error": "exploded at step 3"})
+    with _serve(root) as get:
+        page = _runs(get, "?sort=run")
+        assert [r["id"] for r in page["rows"]] == ["bad", "r0", "r1", "r2", "r3"]
+        assert [r["id"] for r in _runs(get, "?q=exploded")["rows"]] == ["bad"]
+    assert not (root / ".mindexp-catalog").exists()   # the server wrote nothing there

@@ -501,3 +501,32 @@ def test_show_names_each_checkpoint_value_by_what_it_is(capsys, tmp_path):
     assert "loss 0.75  eval_accuracy 0.875" in best and "score" not in best
     assert "loss 0.25  epoch0002" in last and "eval_accuracy" not in last
     assert any("eval_accuracy: the value a best checkpoint was kept for" in ln for ln in lines)
+
+
+def _on_a_terminal(monkeypatch, lines):
+    """Standard output as a terminal of ``lines`` lines (captured all the same)."""
+    import shutil as _shutil
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setattr(_shutil, "get_terminal_size",
+                        lambda *a, **k: os.terminal_size((100, lines)))
+
+
+@pytest.mark.parametrize("two_folders", [False, True])   # the catalog's path, pandas'
+def test_runs_on_a_terminal_shows_one_screen_and_says_how_many_more(capsys, monkeypatch,
+                                                                      tmp_path, two_folders):
+    for i in range(25):
+        make_run(tmp_path / ("a" if two_folders and i % 2 else "b"),
+                 f"20260101-{i:06d}-sgd-{i:06x}")
+    folders = [tmp_path / "a", tmp_path / "b"] if two_folders else [tmp_path / "b"]
+    code, piped, err = mindexp(capsys, "runs", *folders)
+    assert code == 0 and len(piped.splitlines()) == 1 + 25     # a pipe: every run
+    _on_a_terminal(monkeypatch, 20)
+    code, out, err = mindexp(capsys, "runs", *folders)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 1 + 17 + 1, out           # 20 lines less 3
+    assert lines[-1].startswith("... 8 more runs (--limit N or --all")
+    assert lines[1:18] == piped.splitlines()[1:18]              # the newest first, as piped
+    code, every, err = mindexp(capsys, "runs", *folders, "--all")
+    assert every == piped
+    code, some, err = mindexp(capsys, "runs", *folders, "--limit", "30")
+    assert some == piped
