@@ -339,5 +339,105 @@ def _run(kind, what):
         exec(compile(what, "<string>", "exec"), main.__dict__)
 
 
+# -- a search driver's workers, forked by the driver itself ---------------------------
+
+class DriverForkPopen(subprocess.Popen):
+    """A ``Popen`` of ``python -m mindexp _search_worker INDEX`` that forks the driver
+    (a child of the server: MindSpore imported, never run) instead of starting a new
+    interpreter, then becomes the worker as ``exec`` would leave it: the request's
+    stdio, cwd, environment and session, the driver's ``preexec_fn`` (the worker still
+    dies with its driver), no other descriptor, default signal handlers, no exit
+    handler of the driver's; it exits with ``os._exit`` and never returns into the
+    driver's stack. It is the driver's own child: ``Popen`` waits for it as usual."""
+
+    def _execute_child(self, args, executable, preexec_fn, close_fds, pass_fds, cwd, env,
+                       startupinfo, creationflags, shell, p2cread, p2cwrite, c2pread,
+                       c2pwrite, errread, errwrite, restore_signals, gid, gids, uid, umask,
+                       start_new_session, process_group):
+        fds = [p2cread if p2cread != -1 else 0, c2pwrite if c2pwrite != -1 else 1,
+               errwrite if errwrite != -1 else 2]
+        sys.stdout.flush()
+        sys.stderr.flush()  # nothing of the driver's buffered output written twice
+        pid = os.fork()
+        if pid == 0:
+            _become_worker(args, fds, cwd, env, start_new_session, preexec_fn)
+        self.pid = pid
+        self._child_created = True
+        self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
+
+
+def _become_worker(args, fds, cwd, env, session, preexec_fn):
+    """In the forked worker: never returns."""
+    code = 1
+    try:
+        for target, fd in enumerate(fds):
+            if fd != target:
+                os.dup2(fd, target)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") < 1 << 16 else 1 << 16)
+        for sig in signal.valid_signals():  # as a new interpreter starts
+            try:
+                if callable(signal.getsignal(sig)) and sig != signal.SIGINT:
+                    signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        import atexit
+        atexit._clear()
+        if session:
+            os.setsid()
+        if preexec_fn is not None:
+            preexec_fn()
+        request = {"kind": "module", "what": "mindexp", "cwd": os.path.abspath(cwd or "."),
+                   "env": dict(os.environ if env is None else env), "session": False,
+                   "group": -1, "argv": [os.fspath(a) for a in args[3:]]}
+        _become(request, [0, 1, 2])
+        try:
+            _run("module", "mindexp")
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if not isinstance(exc.code, (int, type(None))):
+                print(exc.code, file=sys.stderr)
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            code = 1
+        atexit._run_exitfuncs()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def patch_search_driver():
+    """In a forked ``python -m mindexp`` child: a search driver's workers fork from it
+    (:class:`DriverForkPopen`) where a new interpreter would read the same startup
+    variables; off with MINDEXP_TEST_FORK_WORKERS=0 (a test that reads a worker's
+    /proc command line)."""
+    if os.environ.get("MINDEXP_TEST_FORK_WORKERS", "1") == "0":
+        return
+    from mindexp.search import driver
+    here = _startup_env({k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+
+    class _Forking:
+        def __getattr__(self, name):
+            return getattr(subprocess, name)
+
+        @staticmethod
+        def Popen(args, **kwargs):  # noqa: N802  (subprocess.Popen's name)
+            env = kwargs.get("env")
+            wanted = _startup_env({k: v for k, v in (env or os.environ).items()
+                                   if k != "PYTHONPATH"})
+            if list(args[1:4]) != ["-m", "mindexp", driver.WORKER_COMMAND] or wanted != here:
+                return subprocess.Popen(args, **kwargs)
+            return DriverForkPopen(args, **kwargs)
+    driver.subprocess = _Forking()
+
+
 if __name__ == "__main__":
-    _run(*_become(*_serve(sys.argv[1])))
+    _kind, _what = _become(*_serve(sys.argv[1]))
+    if _kind == "module" and _what == "mindexp":
+        patch_search_driver()
+    _run(_kind, _what)

@@ -63,7 +63,10 @@ def _tune_on(storage, tmp_path, **env):
     cmd = [sys.executable, "-m", "mindexp", "tune", "linear", "--param", "lr=loguniform:1e-3:0.1",
            "--set", "epochs=1", "--trials", "2", "--workers", "2", "--storage", storage,
            "--out", str(tmp_path / "out")]
-    proc = forkserver.popen(cmd, env=cli_env(**env), cwd=tmp_path, stdout=subprocess.PIPE,
+    # real workers (a new interpreter each, MINDEXP_TEST_FORK_WORKERS=0): their
+    # /proc command lines are what this test reads
+    proc = forkserver.popen(cmd, env=cli_env(MINDEXP_TEST_FORK_WORKERS="0", **env),
+                            cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     seen, deadline = {}, time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
