@@ -20,6 +20,11 @@ an environment that changes what a process reads at its start (``MS_*``, ``GLOG_
 (``patch = subprocess``) and each child writes its own data file (``patch = fork,
 _exit``, setup.cfg).
 
+A search driver forked this way (``mindexp sweep``/``tune``) forks its own workers
+(:class:`DriverForkPopen`: its children, dying with it, as ``exec`` would leave them)
+instead of starting a new interpreter for each; MINDEXP_TEST_FORK_WORKERS=0 keeps
+real workers.
+
 ``python SCRIPT.py ARGS`` and ``python -c CODE ARGS`` fork the same way (the script by
 ``runpy.run_path``, the code in a new ``__main__``): for a script or a probe that does not
 test what a new interpreter imports at its start.
@@ -57,7 +62,7 @@ _UNSUPPORTED = {"preexec_fn": None, "pass_fds": (), "shell": False, "executable"
 # but MindSpore's own one).
 _WARM = ("mindspore", "mindspore.dataset", "mindspore.train", "mindspore.nn",
          "mindexp", "mindexp.cli.main", "mindexp.train.session", "mindexp.experiments",
-         "optuna", "matplotlib", "matplotlib.pyplot")
+         "mindexp.search.driver", "optuna", "matplotlib", "matplotlib.pyplot")
 
 _lock = threading.Lock()
 _server = None       # (Popen of the server, socket path, its startup variables
@@ -367,34 +372,30 @@ class DriverForkPopen(subprocess.Popen):
 
 
 def _become_worker(args, fds, cwd, env, session, preexec_fn):
-    """In the forked worker: never returns."""
+    """In the forked worker, in the order a ``Popen`` child takes its steps before
+    ``exec``: never returns."""
     code = 1
     try:
-        for target, fd in enumerate(fds):
-            if fd != target:
-                os.dup2(fd, target)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") < 1 << 16 else 1 << 16)
-        for sig in signal.valid_signals():  # as a new interpreter starts
+        _become({"kind": "module", "what": "mindexp",
+                 "argv": [os.fspath(a) for a in args[3:]], "cwd": os.path.abspath(cwd or "."),
+                 "env": dict(os.environ if env is None else env),
+                 "session": session, "group": -1}, fds)
+        if preexec_fn is not None:
+            preexec_fn()
+        os.closerange(3, min(os.sysconf("SC_OPEN_MAX"), 1 << 16))  # close_fds
+        for sig in signal.valid_signals():  # the handlers a new interpreter starts with
             try:
-                if callable(signal.getsignal(sig)) and sig != signal.SIGINT:
+                if callable(signal.getsignal(sig)):
                     signal.signal(sig, signal.SIG_DFL)
             except (OSError, ValueError):
                 pass
         signal.signal(signal.SIGINT, signal.default_int_handler)
         import atexit
         atexit._clear()
-        if session:
-            os.setsid()
-        if preexec_fn is not None:
-            preexec_fn()
-        request = {"kind": "module", "what": "mindexp", "cwd": os.path.abspath(cwd or "."),
-                   "env": dict(os.environ if env is None else env), "session": False,
-                   "group": -1, "argv": [os.fspath(a) for a in args[3:]]}
-        _become(request, [0, 1, 2])
         try:
             _run("module", "mindexp")
             code = 0
-        except SystemExit as exc:
+        except SystemExit as exc:  # as the interpreter ends on it
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             if not isinstance(exc.code, (int, type(None))):
                 print(exc.code, file=sys.stderr)
@@ -411,6 +412,32 @@ def _become_worker(args, fds, cwd, env, session, preexec_fn):
             os._exit(code)
 
 
+class SearchWorkers:
+    """``subprocess`` as ``mindexp.search.driver`` sees it: a Popen of a search worker
+    (``python -m mindexp _search_worker INDEX``) goes to ``route(args, **kwargs)``,
+    which returns a forked worker's Popen, or None for a real process."""
+
+    def __init__(self, route):
+        self._route = route
+
+    def __getattr__(self, name):
+        return getattr(subprocess, name)
+
+    def Popen(self, args, **kwargs):  # noqa: N802  (subprocess.Popen's name)
+        from mindexp.search.driver import WORKER_COMMAND
+        if list(args[1:4]) == ["-m", "mindexp", WORKER_COMMAND]:
+            proc = self._route(args, **kwargs)
+            if proc is not None:
+                return proc
+        return subprocess.Popen(args, **kwargs)
+
+
+def _but_path(env) -> dict:
+    """The startup variables of ``env`` but PYTHONPATH (a driver puts its package root
+    in front of it for its workers; a forked worker has the driver's modules)."""
+    return _startup_env({k: v for k, v in env.items() if k != "PYTHONPATH"})
+
+
 def patch_search_driver():
     """In a forked ``python -m mindexp`` child: a search driver's workers fork from it
     (:class:`DriverForkPopen`) where a new interpreter would read the same startup
@@ -419,21 +446,12 @@ def patch_search_driver():
     if os.environ.get("MINDEXP_TEST_FORK_WORKERS", "1") == "0":
         return
     from mindexp.search import driver
-    here = _startup_env({k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    here = _but_path(os.environ)
 
-    class _Forking:
-        def __getattr__(self, name):
-            return getattr(subprocess, name)
-
-        @staticmethod
-        def Popen(args, **kwargs):  # noqa: N802  (subprocess.Popen's name)
-            env = kwargs.get("env")
-            wanted = _startup_env({k: v for k, v in (env or os.environ).items()
-                                   if k != "PYTHONPATH"})
-            if list(args[1:4]) != ["-m", "mindexp", driver.WORKER_COMMAND] or wanted != here:
-                return subprocess.Popen(args, **kwargs)
-            return DriverForkPopen(args, **kwargs)
-    driver.subprocess = _Forking()
+    def fork_here(args, **kwargs):
+        env = kwargs.get("env")
+        return DriverForkPopen(args, **kwargs) if _but_path(env or os.environ) == here else None
+    driver.subprocess = SearchWorkers(fork_here)
 
 
 if __name__ == "__main__":

@@ -68,32 +68,23 @@ def wait_for(condition, what, timeout=240):
 
 # -- workers forked, when the sweep or tune that starts them runs in the test's process --
 
-class _ForkingSubprocess:
-    """``subprocess`` as search/driver.py sees it: its Popen forks a search worker."""
-
-    def __getattr__(self, name):
-        import subprocess
-        return getattr(subprocess, name)
-
-    @staticmethod
-    def Popen(args, **kwargs):  # noqa: N802  (subprocess.Popen's name)
-        import subprocess
-        import forkserver
-        if list(args[1:4]) != ["-m", "mindexp", "_search_worker"]:
-            return subprocess.Popen(args, **kwargs)
-        server_env = forkserver._ensure_server()[2][1]  # (its variables after its imports)
-        forked = dict(kwargs, preexec_fn=None)  # die_with_parent: the driver is pytest
-        forked["env"] = dict(kwargs["env"], PYTHONPATH=server_env["PYTHONPATH"])
-        # What importing MindSpore sets in os.environ (this process's, if it trained
-        # here after the server started): the server imported it too, so has them.
-        compared = dict(forked["env"])
-        for key in _SET_BY_MINDSPORE:
-            compared.pop(key, None)
-            if key in server_env:
-                compared[key] = server_env[key]
-        if not forkserver._forkable(args, dict(forked, env=compared)):
-            return subprocess.Popen(args, **kwargs)  # the test set a variable read at start
-        return forkserver.ForkPopen(args, **forked)
+def _fork_from_server(args, **kwargs):
+    """A search worker's Popen forked by the fork server, or None (a real process:
+    the test set a variable read at start)."""
+    import forkserver
+    server_env = forkserver._ensure_server()[2][1]  # (its variables after its imports)
+    forked = dict(kwargs, preexec_fn=None)  # die_with_parent: the driver is pytest
+    forked["env"] = dict(kwargs["env"], PYTHONPATH=server_env["PYTHONPATH"])
+    # What importing MindSpore sets in os.environ (this process's, if it trained
+    # here after the server started): the server imported it too, so has them.
+    compared = dict(forked["env"])
+    for key in _SET_BY_MINDSPORE:
+        compared.pop(key, None)
+        if key in server_env:
+            compared[key] = server_env[key]
+    if not forkserver._forkable(args, dict(forked, env=compared)):
+        return None
+    return forkserver.ForkPopen(args, **forked)
 
 
 _SET_BY_MINDSPORE = ("LD_LIBRARY_PATH", "KMP_DUPLICATE_LIB_OK")
@@ -114,12 +105,13 @@ def forked_workers(monkeypatch):
     when the driver dies (``children.die_with_parent``; the driver here is pytest,
     which outlives the test), and PYTHONPATH, the fork server's (the same mindexp)
     instead of the driver's with the package root in front. A driver in a process
-    of its own (``cli_proc``, ``forkserver.popen``) starts real workers, as in use:
-    the tests that kill a driver, read a worker's command line, or share a storage
-    between commands keep theirs. Off where the fork server is
-    (MINDEXP_TEST_FORK=0, coverage): real workers everywhere."""
+    of its own (``cli_proc``, ``forkserver.popen``) forks its workers itself
+    (``forkserver.DriverForkPopen``): its children, dying with it as in use; a test
+    that reads a worker's /proc command line asks for real workers with
+    MINDEXP_TEST_FORK_WORKERS=0. Off where the fork server is (MINDEXP_TEST_FORK=0,
+    coverage): real workers everywhere."""
     import forkserver
     if forkserver._enabled() and os.environ.get("MINDEXP_TEST_FORK_WORKERS", "1") != "0":
         from mindexp.search import driver
-        monkeypatch.setattr(driver, "subprocess", _ForkingSubprocess())
+        monkeypatch.setattr(driver, "subprocess", forkserver.SearchWorkers(_fork_from_server))
     yield
