@@ -338,15 +338,28 @@ def _plant_pyc(module_py, marker):
     evil = os.path.join(os.path.dirname(module_py), "evil_source.tmp")
     with open(evil, "w", encoding="utf-8") as f:
         f.write(f"open({str(marker)!r}, 'w').write('planted code ran')\nVALUE = 'planted'\n")
-    cache = importlib.util.cache_from_source(module_py)
+    cache = importlib.util.cache_from_source(module_py)   # beside it (python_defaults)
     py_compile.compile(evil, cfile=cache, doraise=True,
                        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
     os.remove(evil)
     return cache
 
 
+@pytest.fixture
+def python_defaults(monkeypatch):
+    """Python's default bytecode caching, as users have it: caches written and read in
+    ``__pycache__`` beside the sources (the suite keeps its own under a prefix,
+    tests/conftest.py, where no planted file would be looked for)."""
+    import sys
+    for name in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+
+
 @pytest.mark.parametrize("folder", ["plain", "mindexp.experiments"])
-def test_captured_code_is_imported_from_source_never_from_a_planted_pyc(tmp_path, folder):
+def test_captured_code_is_imported_from_source_never_from_a_planted_pyc(tmp_path, folder,
+                                                                         python_defaults):
     """Even past the manifest check, a planted .pyc never runs and none is written:
     the entry file and a captured shipped module's sibling (``._helper``)."""
     from mindexp.define.entry import import_file
@@ -368,15 +381,12 @@ def test_captured_code_is_imported_from_source_never_from_a_planted_pyc(tmp_path
 
 @pytest.mark.slow
 def test_rerun_refuses_a_file_not_in_the_manifest_and_writes_no_bytecode(cli, tmp_path,
-                                                                          monkeypatch):
+                                                                          python_defaults):
     import sys
     from conftest import cli_env
     original = run_dir_of(cli("run", "linear", "--set", "epochs=1", "--quiet"))
     source = os.path.join(original, "source", "mindexp.experiments")
-    with monkeypatch.context() as patch:  # Python's default: imports write caches
-        patch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-        patch.setattr(sys, "dont_write_bytecode", False)  # what that variable sets at start
-        run_dir_of(cli("rerun", original, "--quiet"))
+    run_dir_of(cli("rerun", original, "--quiet"))   # Python's default: imports write caches
     assert not os.path.exists(os.path.join(source, "__pycache__"))  # nothing written there
     marker = tmp_path / "marker.txt"
     cache = _plant_pyc(os.path.join(source, "_nets.py"), marker)
