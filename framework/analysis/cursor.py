@@ -19,7 +19,19 @@ A cursor is a generation number of this server: each refresh that sees a
 change starts a new one. A cursor this server did not give (another
 server, one older than the history it keeps) gets ``reset``: the client
 fetches the full data again.
+
+The private copies are made in a thread of their own (:meth:`ChangeFeed.start`,
+about a second at 100,000 runs), and the runs table's first pages do not
+wait for them: :meth:`ChangeFeed.early` answers them from each root's own
+catalog read in place (:mod:`mindexp.rundir.source_catalog`) once every
+copy has taken its snapshot of that catalog, with the cursor of that
+snapshot. What changes after it (a writer's commit, a run copied in by
+hand, rows appended to a running run's logs) is recorded as changes of the
+copy, so the client's next poll gets them. A copy that fails (or falls back
+to a scan) after such a page was answered resets the cursors given so far.
+A poll itself waits for the copies.
 """
+import functools
 import logging
 import os
 import sqlite3
@@ -33,6 +45,7 @@ logger = logging.getLogger(__name__)
 LOGS = ("loss", "params", "grad_norm", "eval")
 HISTORY = 64          # generations of log offsets kept per run
 MAX_EVENTS = 100_000  # runs' appearances, changes and removals kept (older cursors: reset)
+SNAPSHOT_WAIT_S = 5.0   # an early page waits this long for the copies' snapshots, at most
 
 
 class ChangeFeed:
@@ -48,7 +61,16 @@ class ChangeFeed:
         self._floor = 0                    # cursors below this are older than the events kept
         self._tracked: dict[str, _Tracked] = {}   # run dir -> its logs' sizes (runs that ran)
         self._closed = False
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()      # the private catalogs, the events, the logs
+        # while the private catalogs are made: the roots' own catalogs, for early pages
+        self._early = threading.Condition()   # guards what follows
+        self._started = False              # start() was called
+        self._copying = False              # the private catalogs are being made
+        self._copied: list[str] = []       # roots to copy
+        self._snapshots: set[str] = set()  # roots whose copy has its snapshot
+        self._sources: list | None = None  # [(root, SourceCatalog)]; [] refused; None: not open
+        self._early_answered = False       # a page came from them (with _early_cursor)
+        self._early_cursor = 0             # the generation of the copies' snapshot
 
     def changes(self, cursor: int | None, key_of: Callable[[str], str]) -> dict:
         """``{"cursor", "new", "status", "removed", "rows"}`` since ``cursor`` (an
@@ -74,6 +96,72 @@ class ChangeFeed:
         with self._lock:
             return fn([(root, catalog) for root, catalog, _ in self._catalogs()])
 
+    def start(self, then: Callable[[], object] | None = None) -> None:
+        """Make the private catalogs in a thread of its own (once; a later
+        request waits for them), then call ``then()`` there."""
+        with self._early:
+            if self._started or self._served is not None:
+                return
+            self._started = self._copying = True
+        threading.Thread(target=self._prepare, args=(then,), name="mindexp-catalog-copy",
+                         daemon=True).start()
+
+    def early(self, fn: Callable):
+        """``(fn([(served root, its root's catalog read in place)]), cursor)``
+        while the private catalogs are being made, once each copy took its
+        snapshot; None otherwise, and when a root's catalog is refused,
+        damaged or busy (the caller then waits for the copies)."""
+        with self._early:
+            if not self._early.wait_for(self._snapshots_taken, timeout=SNAPSHOT_WAIT_S) or \
+                    not self._copying:
+                return None
+            sources = self._open_sources()
+            if not sources:
+                return None
+            self._early_answered = True   # before reading: a copy failing now resets it
+            try:
+                return fn(sources), self._early_cursor
+            except sqlite3.Error as exc:   # damaged, locked by a writer: wait for the copy
+                logger.debug("dashboard: a root's catalog read in place: %s", exc)
+                self._close_sources(refused=True)
+                return None
+
+    def _snapshots_taken(self):
+        return not self._copying or (bool(self._copied) and
+                                     self._snapshots.issuperset(self._copied))
+
+    def _open_sources(self):
+        if self._sources is None:
+            from ..rundir.source_catalog import open_source
+            self._sources = []
+            for root in self._copied:
+                source = open_source(root)
+                if source is None:
+                    self._close_sources(refused=True)
+                    break
+                self._sources.append((root, source))
+        return self._sources
+
+    def _close_sources(self, refused=False):
+        """Close the roots' catalogs read in place ([] when ``refused``: not opened again
+        for this copy)."""
+        for _, source in self._sources or []:
+            source.close()
+        self._sources = [] if refused else None
+
+    def _prepare(self, then):
+        try:
+            self.refresh()
+            if then is not None:
+                then()
+        except Exception as exc:   # noqa: BLE001 - the next request builds again, and says
+            logger.warning("dashboard: making the private run catalog failed: %s", exc)
+        finally:
+            with self._early:   # made by a request before this thread came: none under way
+                if self._served is not None:
+                    self._copying = False
+                self._early.notify_all()
+
     def close(self) -> None:
         """Close the private catalogs and remove their files; without waiting
         long for a refresh under way (the server is stopping): its files go
@@ -90,22 +178,68 @@ class ChangeFeed:
         finally:
             if locked:
                 self._lock.release()
+        with self._early:
+            self._close_sources(refused=True)
 
     # -- refreshing ------------------------------------------------------------------
     def _catalogs(self):
         if self._served is None:
-            from ..rundir.private_catalog import private_catalog
-            served = []
-            for root in self.roots:
-                if os.path.isdir(root):
-                    catalog = private_catalog(root, self.directory)
-                    served.append([root, catalog, catalog.last_change()])
-            if self._closed:   # the server stopped meanwhile: nothing is left behind
-                for _, catalog, _ in served:
-                    catalog.close()
-                served = []
-            self._served = served
+            self._served = self._build()
         return self._served
+
+    def _build(self):
+        """``[[root, its private catalog, last change seen]]``, made now."""
+        from ..rundir.private_catalog import private_catalog
+        roots = [root for root in self.roots if os.path.isdir(root)]
+        self._begin_copies(roots)
+        served = []
+        try:
+            for root in roots:
+                catalog = private_catalog(root, self.directory,
+                                          functools.partial(self._snapshot_taken, root))
+                served.append([root, catalog, 0])   # every change it records is news
+        except BaseException:
+            for _, catalog, _ in served:
+                catalog.close()
+            self._tracked.clear()
+            self._end_copies(copied=False)
+            raise
+        if self._closed:   # the server stopped meanwhile: nothing is left behind
+            for _, catalog, _ in served:
+                catalog.close()
+            served = []
+        self._end_copies(copied=all(catalog.copied for _, catalog, _ in served))
+        return served
+
+    def _begin_copies(self, roots):
+        with self._early:
+            self._copying, self._copied, self._snapshots = True, roots, set()
+            self._early_answered, self._early_cursor = False, self.generation
+            self._close_sources()
+
+    def _snapshot_taken(self, root, live):
+        """A copy began reading ``root``'s catalog: the logs of the runs it says run
+        are measured now (their rows after this go to the early pages' clients)."""
+        for run_dir in live:
+            if _is_within(run_dir, root) and run_dir not in self._tracked:
+                raw = _raw_sizes(run_dir)
+                self._tracked[run_dir] = _Tracked(raw, _log_sizes(run_dir, raw),
+                                                  self._early_cursor)
+        with self._early:
+            self._snapshots.add(root)
+            self._early.notify_all()
+
+    def _end_copies(self, copied):
+        """The copies are made (or failed: ``copied`` False, also when one was built
+        from a scan): the pages answered from the roots' catalogs meanwhile
+        hold a cursor that no change recorded since follows: reset."""
+        with self._early:
+            if self._early_answered and not copied:
+                self.generation += 1
+                self._floor = self.generation
+            self._copying = self._early_answered = False
+            self._close_sources()
+            self._early.notify_all()
 
     def _refresh(self):
         first = self._served is None

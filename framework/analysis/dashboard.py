@@ -279,22 +279,38 @@ class RunIndex:
             runs.append(run)
         return runs, errors
 
+    def start(self):
+        """Make the private catalogs in the background (once), then the table's
+        config columns on them; pages meanwhile come from the roots' own
+        catalogs (see cursor.py)."""
+        self.feed.start(then=lambda: self.feed.query(self.listing.columns))
+
     def runs_page(self, offset=0, limit=100, query="", sort="-started"):
         """One page of the runs table (see listing.py): counted, filtered, sorted and
-        paged in SQL on the server's private catalog, whatever the number of runs."""
-        generation = self.feed.refresh()
+        paged in SQL on the server's private catalog (on the root's own while that
+        is made), whatever the number of runs."""
+        answer, cursor = self._on_catalogs(lambda served: self.listing.page(
+            served, offset, limit, query, sort))
         # the cursor of this state: the page's next poll asks for what changed after it
-        return self.feed.query(lambda served: self.listing.page(
-            served, offset, limit, query, sort)) | {"cursor": generation}
+        return answer | {"cursor": cursor}
 
     def selection(self, query=""):
         """The runs the page loads by default: the ``MAX_SHOWN`` most recent (by run
         id: it starts with the start time) of those holding every word of ``query``,
         and how many hold them."""
-        self.feed.refresh()
-        dirs, matched = self.feed.query(lambda served: self.listing.top(
+        (dirs, matched), _ = self._on_catalogs(lambda served: self.listing.top(
             served, MAX_SHOWN, query))
         return sorted(dirs), matched
+
+    def _on_catalogs(self, fn):
+        """``(fn(served), cursor)``: on the roots' catalogs while the private ones
+        are made, else on these, brought up to date first."""
+        self.start()
+        early = self.feed.early(fn)
+        if early is not None:
+            return early
+        generation = self.feed.refresh()
+        return self.feed.query(fn), generation
 
     def picked(self, keys):
         """The run folders of ``keys`` that hold a run (at most MAX_SHOWN; the others,
@@ -722,8 +738,8 @@ def serve_until_stopped(server, ready=None):
     import signal
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     index = getattr(server.RequestHandlerClass, "index", None)
-    if index is not None:   # the first page then finds every run's row read
-        threading.Thread(target=_warm_up, args=(index,), daemon=True).start()
+    if index is not None:   # the private catalogs are made meanwhile
+        index.start()
     try:
         if ready is not None:
             ready()
@@ -739,14 +755,6 @@ def serve_until_stopped(server, ready=None):
         finally:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_int)
-
-
-def _warm_up(index):
-    """Read every run's row once, before the first page asks (reads only)."""
-    try:
-        index.runs_page(0, 1)
-    except Exception as exc:   # noqa: BLE001 - the page's own request will say what is wrong
-        logger.debug("warm-up of the runs table failed: %s", _one_line(exc))
 
 
 def _raise_interrupt(signum, frame):

@@ -760,6 +760,28 @@ def database_path(root: str) -> str:
     return os.path.join(root, layout.CATALOG, layout.CATALOG_DB)
 
 
+def plain_catalog_file(path: str) -> bool:
+    """Whether the SQLite file ``path`` exists as a regular file, in a real
+    folder, and its journals (``-wal``, ``-shm``, ``-journal``) are regular
+    files or absent: no link (it could lead anywhere), no FIFO (opening one
+    waits for a writer), no device. Checked with ``lstat``, nothing opened."""
+    try:
+        if not stat.S_ISDIR(os.lstat(os.path.dirname(path)).st_mode) or \
+                not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+    except OSError:
+        return False
+    for suffix in ("-wal", "-shm", "-journal"):
+        try:
+            if not stat.S_ISREG(os.lstat(path + suffix).st_mode):
+                return False
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+    return True
+
+
 def _open_sqlite(root):
     folder, path = os.path.join(root, layout.CATALOG), database_path(root)
     if os.path.islink(folder) or os.path.lexists(folder) and not os.path.isdir(folder) or \
