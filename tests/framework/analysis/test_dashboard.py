@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -41,6 +42,7 @@ def _serve(root):
         conn.close()
         return response.status, body
     get.address = (host, port)
+    get.index = server.RequestHandlerClass.index
     try:
         yield get
     finally:
@@ -863,3 +865,229 @@ def test_without_a_roots_catalog_the_server_scans_a_batch_at_a_time(tmp_path, mo
         assert [r["id"] for r in page["rows"]] == ["bad", "r0", "r1", "r2", "r3"]
         assert [r["id"] for r in _runs(get, "?q=exploded")["rows"]] == ["bad"]
     assert not (root / ".mindexp-catalog").exists()   # the server wrote nothing there
+
+
+# -- the first page while the private copy is made (issue 43) --------------------------
+
+@contextlib.contextmanager
+def _copy_held(monkeypatch, fails=None):
+    """The private catalog's copy of the root's catalog, held once it began
+    reading it until the block ends (yields the event set then); ``fails``:
+    an exception it then raises."""
+    from mindexp.rundir import private_catalog
+    reached, release = threading.Event(), threading.Event()
+    real = private_catalog.PrivateCatalog._columns_of
+
+    def held(self, table):
+        if not reached.is_set():
+            reached.set()
+            release.wait(60)
+            if fails is not None:
+                raise fails
+        return real(self, table)
+    monkeypatch.setattr(private_catalog.PrivateCatalog, "_columns_of", held)
+    try:
+        yield reached
+    finally:
+        release.set()
+
+
+def _answer_within(get, path, seconds):
+    """``(status, body)`` of GET ``path``, or None when it takes over ``seconds``
+    (the request goes on in its thread)."""
+    out = []
+    thread = threading.Thread(target=lambda: out.append(get(path)), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return out[0] if out else None
+
+
+def _runs_soon(get, query="", seconds=20):
+    answer = _answer_within(get, "/api/runs" + query, seconds)
+    assert answer is not None, f"/api/runs{query} did not answer within {seconds} s"
+    assert answer[0] == 200, answer
+    return json.loads(answer[1])
+
+
+def _with_catalog(root, names, **kwargs):
+    from mindexp.rundir import catalog
+    dirs = [make_run(root, name, **kwargs) for name in names]
+    catalog.open_catalog(root).close()   # the root's catalog, as `mindexp runs` leaves it
+    return dirs
+
+
+def test_a_page_is_answered_from_the_roots_catalog_while_the_copy_is_made(served, monkeypatch):
+    root, get = served
+    _with_catalog(root, ["r0", "r1", "r2"], config={"lr": 0.1})
+    make_run(root, "r3", config={"lr": 0.3})
+    from mindexp.rundir import catalog
+    catalog.run_written(str(root / "toy" / "r3"))
+    with _copy_held(monkeypatch) as reached:
+        page = _runs_soon(get, "?sort=run&limit=2")
+        assert reached.is_set()   # the copy had begun, and was held
+        assert [r["id"] for r in page["rows"]] == ["r0", "r1"]
+        assert (page["total"], page["matched"], page["columns"]) == (4, 4, ["lr"])
+        assert page["rows"][0]["config"]["lr"] == 0.1 and page["rows"][0]["progress"]["step"] == 3
+        assert [r["id"] for r in _runs_soon(get, "?sort=-config.lr&limit=1")["rows"]] == ["r3"]
+    later = _runs(get, "?sort=run&limit=2")
+    assert {k: v for k, v in later.items() if k != "cursor"} == \
+        {k: v for k, v in page.items() if k != "cursor"}
+
+
+def test_what_changes_while_the_copy_is_made_reaches_the_next_poll(served, monkeypatch):
+    from mindexp.rundir import catalog
+    root, get = served
+    live, done, gone = _with_catalog(root, ["live", "done", "gone"])
+    _rewrite_meta(live, status="running")
+    catalog.run_written(live)
+    with _copy_held(monkeypatch):
+        cursor = _runs_soon(get, "?sort=run")["cursor"]
+        _rewrite_meta(done, tags=["best"])
+        catalog.run_written(done)              # a writer: `mindexp tag`
+        make_run(root, "fresh")                # copied in by hand: no writer said it
+        shutil.rmtree(gone)
+        with open(os.path.join(live, "loss.csv"), "a") as f:
+            f.write("4,2,0.125,0.1,0.3\n")
+    poll, _ = _changes(get, cursor)
+    assert not poll.get("reset")
+    assert [r["run_id"] for r in poll["new"]] == ["fresh"]
+    assert [r["run_id"] for r in poll["status"]] == ["done"]
+    assert poll["removed"] == ["0/toy/gone"]
+    assert poll["rows"] == {"0/toy/live": {"loss": [["4", "2", "0.125", "0.1", "0.3"]]}}
+    assert not _changes(get, poll["cursor"])[0]["new"]   # told once
+
+
+def _rewrite_meta(run_dir, **changes):
+    path = os.path.join(run_dir, "run.json")
+    meta = json.loads(open(path).read())
+    with open(path + ".tmp", "w") as f:
+        json.dump(meta | changes, f)
+    os.replace(path + ".tmp", path)
+
+
+@pytest.mark.parametrize("fails", [sqlite3.OperationalError("disk I/O error"),
+                                   OSError(28, "No space left on device")],
+                         ids=["copy-falls-back-to-a-scan", "copy-raises"])
+def test_a_copy_failing_after_an_early_page_resets_its_cursor(served, monkeypatch, fails):
+    root, get = served
+    _with_catalog(root, ["r0", "r1"])
+    with _copy_held(monkeypatch, fails):
+        early = _runs_soon(get, "?sort=run")
+        make_run(root, "r2")
+    assert [r["id"] for r in early["rows"]] == ["r0", "r1"]
+    poll, _ = _changes(get, early["cursor"])
+    assert poll["reset"] and poll["cursor"] > early["cursor"]
+    page = _runs(get, "?sort=run")
+    assert [r["id"] for r in page["rows"]] == ["r0", "r1", "r2"]
+    assert _changes(get, page["cursor"])[0]["new"] == []   # the new cursor holds
+
+
+def test_a_subfolder_is_paged_from_the_roots_catalog(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    _with_catalog(root, ["a0", "a1"])
+    make_run(root, "b0", experiment="other")
+    from mindexp.rundir import catalog
+    catalog.run_written(str(root / "other" / "b0"))
+    with _serve(root / "toy") as get, _copy_held(monkeypatch) as reached:
+        page = _runs_soon(get, "?sort=run")
+        assert reached.is_set()
+        assert [(r["id"], r["key"]) for r in page["rows"]] == [("a0", "0/a0"), ("a1", "0/a1")]
+        assert page["total"] == 2
+
+
+def _damage(path):
+    """Every page of the SQLite file but its first overwritten with garbage."""
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(4096)
+        f.write(bytes(range(256)) * ((size - 4096) // 256 + 1))
+
+
+def _edit(path, sql):
+    conn = sqlite3.connect(path)
+    conn.execute(sql)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("how", ["symlink", "fifo", "fifo-wal", "damaged", "newer-version",
+                                 "other-folder"])
+def test_an_unsafe_roots_catalog_is_not_read_and_the_page_waits_for_the_copy(
+        tmp_path, monkeypatch, how):
+    from mindexp.rundir.catalog import VERSION, database_path
+    root = tmp_path / "runs"
+    _with_catalog(root, ["r0", "r1"])
+    path = database_path(str(root))
+    if how == "symlink":   # a catalog elsewhere, of this very folder, through a link
+        os.replace(path, tmp_path / "elsewhere.sqlite")
+        os.symlink(tmp_path / "elsewhere.sqlite", path)
+    elif how == "fifo":    # opening it for reading would wait for a writer
+        os.remove(path)
+        os.mkfifo(path)
+    elif how == "fifo-wal":
+        os.mkfifo(path + "-wal")
+    elif how == "damaged":
+        _damage(path)
+    elif how == "newer-version":
+        _edit(path, f"UPDATE catalog_version SET version = {VERSION + 1}")
+    else:   # a catalog copied with another root's runs (cp -a)
+        _edit(path, "UPDATE roots SET folder_id = '0:0'")
+    make_run(root, "r2")   # only the runs' folders know it: not a page read from the catalog
+    with _serve(root) as get:
+        with _copy_held(monkeypatch):   # (not reached when the copy refuses it too)
+            held = _answer_within(get, "/api/runs?sort=run", 2.0)
+        page = json.loads(held[1]) if held else _runs_soon(get, "?sort=run")
+    assert [r["id"] for r in page["rows"]] == ["r0", "r1", "r2"]
+
+
+def test_the_roots_catalog_is_read_when_it_is_sound(tmp_path, monkeypatch):
+    """The control of the test above: the same root, its catalog left as it is."""
+    root = tmp_path / "runs"
+    _with_catalog(root, ["r0", "r1"])
+    with _serve(root) as get, _copy_held(monkeypatch):
+        assert [r["id"] for r in _runs_soon(get, "?sort=run")["rows"]] == ["r0", "r1"]
+
+
+def _columns_as_before(catalog, root):
+    """listing._differing as it was written before issue 43's rework (the
+    reference: the sampled fields shown must not change)."""
+    from mindexp.analysis import listing
+    scope, params = catalog.scope(root, other_hosts=False, alias="runs.")
+    top = catalog.db.execute("SELECT MAX(rowid) FROM runs").fetchone()[0] or 0
+    every = max(1, -(-top // listing.COLUMNS_SAMPLE))
+    picked = ("runs" if every == 1 else
+              f"(WITH RECURSIVE pick(id) AS (SELECT 1 UNION ALL SELECT id + {every} FROM pick "
+              f"WHERE id + {every} <= {top}) SELECT runs.* FROM pick JOIN runs ON runs.rowid = "
+              "pick.id) runs")
+    rows = catalog.db.execute(
+        "SELECT j.key, COUNT(DISTINCT j.value), COUNT(*), MIN(j.id) FROM "
+        f"{picked}, json_each(runs.config) j WHERE {scope} AND runs.config IS NOT NULL "
+        "GROUP BY j.key", params).fetchall()
+    sampled = catalog.db.execute(f"SELECT COUNT(*) FROM {picked} WHERE {scope} AND "
+                                 "runs.config IS NOT NULL", params).fetchone()[0]
+    return [key for key, distinct, count, _ in sorted(rows, key=lambda r: (r[3], r[0]))
+            if distinct > 1 or count < sampled]
+
+
+def test_the_sampled_config_columns_are_the_same_as_before(tmp_path, monkeypatch):
+    from mindexp.analysis import listing
+    from mindexp.rundir.catalog import open_catalog
+    monkeypatch.setattr(listing, "COLUMNS_SAMPLE", 5)   # one run in three of the 14 looked at
+    root = tmp_path / "runs"
+    configs = [{"same": 1, "whole": 1.0 if i % 2 else 1, "flag": i % 3 == 0,
+                "none": None if i % 4 else 2, "list": [1, i % 5 == 0], "lr": i / 10,
+                "name": "x" if i % 7 else "y", **({"gone": 1} if i % 6 else {})}
+               for i in range(14)]
+    for i, config in enumerate(configs):
+        make_run(root, f"r{i:02d}", config=config)
+    with open_catalog(root) as cat:
+        expected = _columns_as_before(cat, str(root))
+        assert listing._differing(cat, str(root)) == expected
+    assert "lr" in expected and "same" not in expected and "whole" not in expected
+    with _serve(root) as get:
+        with _copy_held(monkeypatch):
+            early = _runs_soon(get)["columns"]     # from the root's catalog
+        later = _runs(get)["columns"]             # from the private copy (its own rowids)
+        ((_, private),) = get.index.feed.query(lambda served: served)
+        assert later == _columns_as_before(private, str(root))[:listing.MAX_CONFIG_COLUMNS]
+    assert early == expected[:listing.MAX_CONFIG_COLUMNS]
