@@ -71,6 +71,7 @@ class ChangeFeed:
         self._sources: list | None = None  # [(root, SourceCatalog)]; [] refused; None: not open
         self._early_answered = False       # a page came from them (with _early_cursor)
         self._early_cursor = 0             # the generation of the copies' snapshot
+        self._preparer: threading.Thread | None = None   # start()'s thread
 
     def changes(self, cursor: int | None, key_of: Callable[[str], str]) -> dict:
         """``{"cursor", "new", "status", "removed", "rows"}`` since ``cursor`` (an
@@ -150,6 +151,7 @@ class ChangeFeed:
         self._sources = [] if refused else None
 
     def _prepare(self, then):
+        self._preparer = threading.current_thread()
         try:
             self.refresh()
             if then is not None:
@@ -228,6 +230,11 @@ class ChangeFeed:
         with self._early:
             self._snapshots.add(root)
             self._early.notify_all()
+        if threading.current_thread() is self._preparer:
+            # the rest of the copy is a second of CPU that the first page and data need
+            # not share on a small machine: it is the first poll's wait (the first page
+            # at 100,000 runs on 2 cores: 0.40-0.48 -> 0.29-0.32 s)
+            _yield_to_requests()
 
     def _end_copies(self, copied):
         """The copies are made (or failed: ``copied`` False, also when one was built
@@ -352,6 +359,17 @@ class _Tracked:
                 if rows:
                     out[name] = rows
         return out
+
+
+def _yield_to_requests():
+    """Lower this thread's priority to the least (nice 19). Linux only: there a
+    thread's nice value is its own; elsewhere a thread id is no process id."""
+    import sys
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except OSError:
+            pass
 
 
 def _is_within(path, root):

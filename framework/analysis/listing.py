@@ -69,7 +69,7 @@ class Listing:
             picked = _merged(picked, sort)[offset:offset + limit]
         return {"total": total, "matched": matched, "offset": offset,
                 "limit": limit, "sort": sort, "q": query, "columns": columns,
-                "rows": self._rows(picked)}
+                "rows": self._rows(picked, columns)}
 
     def columns(self, served: list) -> list[str]:
         """The table's config columns (the fields that differ), worked out now
@@ -82,7 +82,7 @@ class Listing:
         answer = self.page(served, 0, count, query, "-run")
         return [row["dir"] for row in answer["rows"]], answer["matched"]
 
-    def _rows(self, picked):
+    def _rows(self, picked, columns):
         """The table's rows of ``picked`` (``(sort key, root, catalog, rel)``): their
         config and problem from the catalog, their record from it when it holds
         it (the private copy: the failed runs'; the root's catalog, read while
@@ -105,7 +105,7 @@ class Listing:
                 run = Run.found(run_dir, json.loads(meta), json.loads(config))
             else:
                 run = Run.found(run_dir)
-            out.append(self._row(run_dir, run))
+            out.append(self._row(run_dir, run, columns))
         return out
 
     def _shown_columns(self, served):
@@ -121,7 +121,10 @@ class Listing:
             out += [name for name in cached[1] if name not in out]
         return out[:MAX_CONFIG_COLUMNS]
 
-    def _row(self, run_dir, run=None):
+    def _row(self, run_dir, run=None, columns=()):
+        """A run's row of the table; of its config, the ``columns`` shown (all of
+        it was 1.4 of a row's 1.5 KB at 45 fields: the first page at 100,000
+        runs 138 -> 40 KB)."""
         run = run or Run.found(run_dir)
         key = self.key_of(run_dir)
         base = {"key": key, "dir": run_dir, "page": f"/run/{_quote(key)}",
@@ -140,7 +143,7 @@ class Listing:
             "status": meta.get("status") or "unknown", "started": meta.get("started_at"),
             "error": _first_line(meta.get("error")), "stop_reason": meta.get("stop_reason"),
             "final_loss": _number(meta.get("final_loss")), "min_loss": _number(summary.get("min")),
-            "steps": meta.get("steps"), "config": {k: _cell(v) for k, v in config.items()},
+            "steps": meta.get("steps"), "config": {k: _cell(config[k]) for k in columns if k in config},
             "progress": _progress(run, meta)}
 
 
