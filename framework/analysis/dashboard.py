@@ -208,7 +208,22 @@ def run_bytes(run):
     tables = [v for v in vars(run).values() if isinstance(v, pd.DataFrame)]
     tables += [t for v in vars(run).values() if isinstance(v, dict)
                for t in v.values() if isinstance(t, pd.DataFrame)]  # system_by_rank
-    return RUN_OVERHEAD_BYTES + sum(int(t.memory_usage(deep=True).sum()) for t in tables)
+    return RUN_OVERHEAD_BYTES + sum(table_bytes(t) for t in tables)
+
+
+def table_bytes(table) -> int:
+    """What pandas' ``memory_usage(deep=True)`` sums for ``table``, without a
+    Series per column: fixed-size columns by their dtype, the others (text,
+    categories, nullable numbers) asked one by one. The whole call was a third
+    of the time reading 50 small runs took (0.15 of 0.45 s; now 0.02)."""
+    import numpy as np
+    rows, total = len(table), int(table.index.memory_usage(deep=True))
+    for i, dtype in enumerate(table.dtypes.tolist()):
+        if isinstance(dtype, np.dtype) and dtype.kind != "O":
+            total += rows * dtype.itemsize
+        else:
+            total += int(table.iloc[:, i].memory_usage(index=False, deep=True))
+    return total
 
 
 class RunIndex:
@@ -219,6 +234,8 @@ class RunIndex:
         self.cache = RunCache(cache_bytes)
         self.feed = ChangeFeed(self.roots, private_folder(self.roots))
         self.listing = Listing(self.roots, self.key_of)
+        self._started = False
+        self._start_lock = threading.Lock()
 
     # -- paths -----------------------------------------------------------------------
     def resolve(self, key):
@@ -280,9 +297,14 @@ class RunIndex:
         return runs, errors
 
     def start(self):
-        """Make the private catalogs in the background (once), then the table's
-        config columns on them; pages meanwhile come from the roots' own
-        catalogs (see cursor.py)."""
+        """Make the private catalogs in the background, then the table's config
+        columns on them (pages meanwhile come from the roots' own catalogs: see
+        cursor.py); import pandas meanwhile, for the drawn runs' data. Once."""
+        with self._start_lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=_import_readers, name="mindexp-import", daemon=True).start()
         self.feed.start(then=lambda: self.feed.query(self.listing.columns))
 
     def runs_page(self, offset=0, limit=100, query="", sort="-started"):
@@ -363,6 +385,15 @@ class RunIndex:
             data["detail"] = {"config": runs[0].config, "meta": runs[0].meta}
         data["version"] = version
         return data
+
+
+def _import_readers():
+    """Import pandas, which the drawn runs' tables are read into, before the
+    page's first ``/api/data`` asks (0.3 s of its answer otherwise)."""
+    try:
+        import pandas  # noqa: F401
+    except ImportError:   # said by the request that needs it
+        pass
 
 
 def log_headers(run_dir):
