@@ -1091,3 +1091,23 @@ def test_the_sampled_config_columns_are_the_same_as_before(tmp_path, monkeypatch
         ((_, private),) = get.index.feed.query(lambda served: served)
         assert later == _columns_as_before(private, str(root))[:listing.MAX_CONFIG_COLUMNS]
     assert early == expected[:listing.MAX_CONFIG_COLUMNS]
+
+
+def test_a_tables_bytes_are_what_pandas_deep_memory_use_says():
+    import numpy as np
+    import pandas as pd
+    from mindexp.analysis.dashboard import table_bytes
+    table = pd.DataFrame({"step": np.arange(5), "loss": np.linspace(1, 0, 5),
+                          "param": pd.array(["w", "b", "w", "b", "a long name"], dtype="string"),
+                          "kind": pd.Categorical(list("xyxyx")), "obj": [None, 1, "a", 2.0, ()],
+                          "n": pd.array([1, None, 3, 4, 5], dtype="Int64")})
+    table.columns = ["step", "loss", "param", "kind", "obj", "step"]   # a name twice
+    for frame in (table, table.iloc[:0], table.set_index("loss"), pd.DataFrame()):
+        assert table_bytes(frame) == int(frame.memory_usage(deep=True).sum())
+
+
+def test_a_rows_config_holds_only_the_fields_shown_as_columns(sixty):
+    _, get = sixty
+    page = _runs(get, "?limit=5")
+    assert sorted(page["columns"]) == ["lr", "optimizer"]
+    assert all(sorted(row["config"]) == ["lr", "optimizer"] for row in page["rows"])
