@@ -24,11 +24,15 @@ interpreter that has another mindexp installed (main's, say):
   types it;
 - ``serve_*``: ``mindexp serve ROOT`` in a process of its own: the first page
   of the runs table (``/api/runs?limit=100``, asked as soon as the URL is
-  printed), the first poll (``/api/changes``), a quiet poll (the median of
-  five with that cursor), the drawn runs' data (``/api/data?runs=`` the 50
-  of the first page), the server's resident memory then and at its peak, and
-  its CPU seconds until the first page (``serve_table_cpu_s``: its start
-  included, the figure a busy machine disturbs least).
+  printed), then what the page asks next, the 50 runs it draws
+  (``/api/runs?limit=50``) and their data (``serve_data_s``, ``_kb``;
+  ``serve_page_and_data_s``: the three in a row, ``_kb`` the bytes of the
+  table and the data, ``_cpu_s`` the server's CPU until then), the first poll
+  (``/api/changes``), a quiet poll (the median of five with that cursor), the
+  drawn runs' data again (``serve_data_again_s``), the
+  server's resident memory then and at its peak, and its CPU seconds until
+  the first page (``serve_table_cpu_s``: its start included, the figure a
+  busy machine disturbs least).
 
 ``--only dashboard,pty`` measures only those (the runs kept from an earlier call).
 """
@@ -172,14 +176,21 @@ def measure_dashboard(python, root):
         res = {}
         res["serve_table_s"], body = get("/api/runs?limit=100")
         res["serve_table_cpu_s"] = _cpu_seconds(server.pid)   # its start included
-        keys = [row["key"] for row in json.loads(body)["rows"]][:50]
+        res["serve_table_kb"] = len(body) / 1024
+        # then what the page asks next: the runs it draws, and their data
+        top_s, body = get("/api/runs?limit=50&offset=0&sort=-started&q=")
+        keys = [row["key"] for row in json.loads(body)["rows"]]
+        res["serve_data_s"], body = get("/api/data?runs=" + ",".join(keys))
+        res["serve_page_and_data_s"] = res["serve_table_s"] + top_s + res["serve_data_s"]
+        res["serve_data_kb"] = len(body) / 1024
+        res["serve_page_and_data_kb"] = res["serve_table_kb"] + res["serve_data_kb"]
+        res["serve_page_and_data_cpu_s"] = _cpu_seconds(server.pid)
         res["serve_first_poll_s"], body = get("/api/changes")
         cursor = json.loads(body)["cursor"]
         quiet = [get(f"/api/changes?cursor={cursor}")[0] for _ in range(5)]
         res["serve_quiet_poll_s"] = statistics.median(quiet)
         res["serve_table_again_s"], _ = get("/api/runs?limit=100&offset=500&sort=final_loss")
-        res["serve_data_s"], body = get("/api/data?runs=" + ",".join(keys))
-        res["serve_data_kb"] = len(body) / 1024
+        res["serve_data_again_s"], _ = get("/api/data?runs=" + ",".join(keys))
         status = open(f"/proc/{server.pid}/status").read()
         res["serve_rss_mb"] = int(re.search(r"VmRSS:\s+(\d+)", status)[1]) / 1024
         res["serve_peak_rss_mb"] = int(re.search(r"VmHWM:\s+(\d+)", status)[1]) / 1024

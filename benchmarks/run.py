@@ -458,6 +458,9 @@ CATALOG_ROWS = (  # (key, what, goal at 100,000 runs)
     ("serve_quiet_poll_s", "serve: a quiet poll (s)", "< 0.2"),
     ("serve_table_again_s", "serve: a page sorted by final_loss (s)", "< 1"),
     ("serve_data_s", "serve: the 50 drawn runs' data (s)", "-"),
+    ("serve_page_and_data_s", "serve: page + first data (s)", "< 1"),
+    ("serve_page_and_data_kb", "  their bytes (KB)", "< 200"),
+    ("serve_page_and_data_cpu_s", "  the server's CPU until then (s)", "-"),
     ("serve_rss_mb", "serve: its RSS then (MB)", "< 300"),
     ("serve_peak_rss_mb", "  its peak RSS (MB)", "< 300"))
 
