@@ -384,6 +384,7 @@ class RunIndex:
         if run_key and runs:
             data["detail"] = {"config": runs[0].config, "meta": runs[0].meta}
         data["version"] = version
+        self.feed.want_copy()   # the page has its first data: the copy need not wait
         return data
 
 
