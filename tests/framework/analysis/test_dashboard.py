@@ -924,7 +924,7 @@ def test_a_page_is_answered_from_the_roots_catalog_while_the_copy_is_made(served
     catalog.run_written(str(root / "toy" / "r3"))
     with _copy_held(monkeypatch) as reached:
         page = _runs_soon(get, "?sort=run&limit=2")
-        assert reached.is_set()   # the copy had begun, and was held
+        assert reached.wait(10)   # the copy had begun, and was held
         assert [r["id"] for r in page["rows"]] == ["r0", "r1"]
         assert (page["total"], page["matched"], page["columns"]) == (4, 4, ["lr"])
         assert page["rows"][0]["config"]["lr"] == 0.1 and page["rows"][0]["progress"]["step"] == 3
@@ -990,7 +990,7 @@ def test_a_subfolder_is_paged_from_the_roots_catalog(tmp_path, monkeypatch):
     catalog.run_written(str(root / "other" / "b0"))
     with _serve(root / "toy") as get, _copy_held(monkeypatch) as reached:
         page = _runs_soon(get, "?sort=run")
-        assert reached.is_set()
+        assert reached.wait(10)
         assert [(r["id"], r["key"]) for r in page["rows"]] == [("a0", "0/a0"), ("a1", "0/a1")]
         assert page["total"] == 2
 
@@ -1111,3 +1111,21 @@ def test_a_rows_config_holds_only_the_fields_shown_as_columns(sixty):
     page = _runs(get, "?limit=5")
     assert sorted(page["columns"]) == ["lr", "optimizer"]
     assert all(sorted(row["config"]) == ["lr", "optimizer"] for row in page["rows"])
+
+
+@pytest.mark.parametrize("first", ["poll", "data"])
+def test_the_copy_pauses_for_the_first_page_until_its_data_or_a_poll(served, monkeypatch, first):
+    from mindexp.analysis import cursor
+    monkeypatch.setattr(cursor, "COPY_PAUSE_S", 600.0)   # only what the page does ends it
+    root, get = served
+    _with_catalog(root, ["r0", "r1"])
+    page = _runs_soon(get, "?sort=run")
+    if first == "poll":   # a poll waits for the copy: it pauses no more
+        poll = _answer_within(get, f"/api/changes?cursor={page['cursor']}", 20)
+        assert poll is not None and poll[0] == 200 and not json.loads(poll[1]).get("reset")
+    else:                 # the page has its data: the copy goes on, no poll asked
+        _data(get, "?runs=" + ",".join(r["key"] for r in page["rows"]))
+        made = threading.Thread(target=get.index.feed.refresh, daemon=True)   # waits for it
+        made.start()
+        made.join(20)
+        assert not made.is_alive()
