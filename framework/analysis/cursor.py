@@ -248,7 +248,7 @@ class ChangeFeed:
             # the rest of the copy is a second of CPU that the first page and its data
             # need not share on a small machine: it waits for them (or for a poll, which
             # waits for it) a moment. At 100,000 runs on 2 cores the first page and data
-            # took 1.00-1.12 s beside the copy, 0.82-0.86 s before it (at load < 1)
+            # took 1.00-1.12 s beside the copy, 0.73-0.86 s before it (at load < 1)
             self._wanted.wait(max(0.0, self._pause_until - time.monotonic()))
 
     def _end_copies(self, copied):

@@ -338,6 +338,7 @@ class RunIndex:
         early = self.feed.early(fn)
         if early is not None:
             return early
+        self.feed.want_copy()   # this request waits for the copies: no pause
         generation = self.feed.refresh()
         return self.feed.query(fn), generation
 
