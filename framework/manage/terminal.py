@@ -12,6 +12,7 @@ import re
 
 # C0 controls, DEL and C1 controls (0x9b is a one-byte CSI)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7f))  # ASCII text without these: its controls
 _STRUCTURAL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and line end
 
 
@@ -22,6 +23,8 @@ def visible(text: str) -> str:
 
 def has_control(text: str) -> bool:
     """Whether :func:`visible` would change ``text``."""
+    if text.isascii():   # most text (paths, statuses): bytes searched 5x faster than re
+        return bool(text.encode("ascii").translate(None, _PRINTABLE_ASCII))
     return _CONTROL.search(text) is not None
 
 
