@@ -29,6 +29,7 @@ there, not here). The URL's password is never written or printed
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -176,6 +177,9 @@ def catalog_url(url: str | None = None) -> str | None:
 
 # -- the database --------------------------------------------------------------------
 
+_CURSOR_NAMES = itertools.count()   # a name for each server-side cursor
+
+
 class _Database:
     """One connection and the few things SQLite and PostgreSQL spell differently."""
 
@@ -187,6 +191,16 @@ class _Database:
 
     def execute(self, text, params=()):
         cursor = self.conn.cursor()
+        cursor.execute(self.sql(text), tuple(params))
+        return cursor
+
+    def stream(self, text, params=()):
+        """A cursor over the query's rows for ``fetchmany``: on PostgreSQL a
+        server-side cursor, so that the rows are not all held here at once
+        (SQLite steps through them anyway)."""
+        if self.dialect != "postgresql":
+            return self.execute(text, params)
+        cursor = self.conn.cursor(name=f"mindexp_{id(self)}_{next(_CURSOR_NAMES)}")
         cursor.execute(self.sql(text), tuple(params))
         return cursor
 
