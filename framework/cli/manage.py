@@ -122,10 +122,11 @@ def _list_runs(args: argparse.Namespace) -> int:
     screen = None if args.limit or args.all or args.csv or args.json else _screen_rows()
     if not (args.csv or args.json) and len(paths) == 1:
         from ..manage.queried import listed
-        text = listed(paths[0], filters, args.sort, args.limit, args.wide, args.catalog,
-                      args.rebuild, screen=screen)
-        if text is not None:
-            print(text)
+        blocks = listed(paths[0], filters, args.sort, args.limit, args.wide, args.catalog,
+                        args.rebuild, screen=screen)
+        if blocks is not None:
+            for block in blocks:   # a piped listing comes a page at a time
+                sys.stdout.write(block)
             return EXIT_OK
     elif args.rebuild:
         from ..rundir.catalog import open_catalog

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any, NamedTuple
 
 from ..analysis.cells import format_age
 from ..callbacks import schema
@@ -18,26 +19,58 @@ from ..rundir.catalog import open_catalog
 from ..rundir.meta import UNREADABLE
 from ..rundir.run_lock import shown_status
 from . import where as w
-from .table_text import fitted_columns, more_line, short_paths
+from .table_text import TableSpool, fitted_columns, more_line, short_paths, short_paths_below
 
 _BASE = ("host", "root", "rel", "status", "problem", "tags", "started_ts", "steps",
          "final_loss", "note")
 SHOWN = ("path", "status", "tags", "age", "steps", "final_loss")
 
 
+PAGE = 5000   # rows fetched and formatted at a time: a piped listing holds one page
+
+
 def listed(path, filters, sort=None, limit=None, wide=False, url=None, rebuild=False,
            screen=None):
-    """The text ``mindexp runs PATH`` prints, or None when the catalog cannot
-    answer (the caller then builds the DataFrame). ``screen``: without a
-    ``limit``, at most that many runs, then a line saying how many more match."""
+    """The text ``mindexp runs PATH`` prints, as blocks of lines each ending with
+    a line end, or None when the catalog cannot answer (the caller then builds
+    the DataFrame). ``screen``: without a ``limit``, at most that many runs,
+    then a line saying how many more match. Without either (a pipe or a file
+    gets every run) the rows are fetched, formatted and given back a page at
+    a time: memory does not grow with the number of runs."""
     if not os.path.isdir(path) or os.path.lexists(os.path.join(path, layout.RUN_JSON)):
         return None
-    with open_catalog(path, url=url, rebuild=rebuild) as catalog:
-        return _listed(catalog, os.path.abspath(path), filters, sort, limit, wide,
-                       None if limit else screen)
+    catalog = open_catalog(path, url=url, rebuild=rebuild)
+    streamed = False
+    try:
+        plan = _plan(catalog, os.path.abspath(path), filters, sort, wide)
+        if plan is None:
+            return None
+        if limit or screen:
+            return [_listed(catalog, plan, limit, None if limit else screen) + "\n"]
+        streamed = True
+        return _streamed(catalog, plan)   # which closes the catalog
+    finally:
+        if not streamed:
+            catalog.close()
 
 
-def _listed(catalog, folder, filters, sort, limit, wide, screen=None):
+class _Plan(NamedTuple):
+    """What one listing asks the catalog: which runs, in which order, which columns."""
+    scope: str           # the listed folder's runs (skipped ones left out)
+    params: tuple
+    condition: str       # the filters and ``--where`` in SQL
+    values: list
+    order: str
+    order_values: list
+    tree: Any            # the parsed ``--where`` (running runs are matched in Python)
+    kinds: dict          # name -> (flat|config, number|text) of each name the query uses
+    extra: list          # the columns shown after the usual ones
+    wide: bool
+
+
+def _plan(catalog, folder, filters, sort, wide):
+    """The listing's :class:`_Plan`, or None when the catalog cannot answer it as
+    pandas would (the unreadable runs warned about first, as the DataFrame path does)."""
     scope, params = catalog.scope(folder)
     if not catalog.select(["1"], f"{scope} AND problem IS NULL", params, limit=1):
         return None      # no run loads: the DataFrame path says why, as before
@@ -50,20 +83,47 @@ def _listed(catalog, folder, filters, sort, limit, wide, screen=None):
     except w.Unsupported:
         return None
     _warn_problems(catalog, scope, params)
-    listed_scope = f"{scope} AND (status IS NULL OR status <> 'skipped')"
-    rows = _rows(catalog, listed_scope, params, condition, values, order, order_values, tree,
-                 kinds, limit or screen, wide)
-    if not rows:
-        return "no runs match"
     extra = [n for n in _mentioned(catalog, scope, params, kinds, filters.where, sort)
              if n not in SHOWN]
-    text = _format(catalog, rows, extra, wide)
+    return _Plan(f"{scope} AND (status IS NULL OR status <> 'skipped')", params, condition,
+                 values, order, order_values, tree, kinds, extra, wide)
+
+
+def _listed(catalog, plan, limit, screen=None):
+    """The whole text of a listing cut to ``limit`` runs, or to ``screen`` runs and
+    a line saying how many more match."""
+    p = plan
+    rows = _rows(catalog, p.scope, p.params, p.condition, p.values, p.order, p.order_values,
+                 p.tree, p.kinds, limit or screen, p.wide)
+    if not rows:
+        return "no runs match"
+    text = _format(catalog, rows, p.extra, p.wide)
     if screen and len(rows) == screen:
-        more = _matching_count(catalog, listed_scope, params, condition, values, tree,
-                               kinds) - screen
+        more = _matching_count(catalog, p.scope, p.params, p.condition, p.values, p.tree,
+                               p.kinds) - screen
         if more > 0:
             text += "\n" + more_line(more)
     return text
+
+
+def _streamed(catalog, plan):
+    """Every matching run's line, a page of rows at a time: each page's cells go
+    to a spool (a temporary file) with the widths seen so far, then the fitted
+    table is read back from it. The catalog is closed once its rows are read."""
+    p = plan
+    with TableSpool(_NUMERIC) as spool:
+        try:
+            now = time.time()
+            for page in _row_pages(catalog, p.scope, p.params, p.condition, p.values,
+                                   p.order, p.order_values, p.tree, p.kinds, p.wide, now,
+                                   size=PAGE):
+                spool.add(_page_columns(catalog, page, p.extra, p.wide, now))
+        finally:
+            catalog.close()
+        if not spool.rows:
+            yield "no runs match\n"
+            return
+        yield from spool.lines(width=None if p.wide else 100)
 
 
 def _matching_count(catalog, scope, params, condition, values, tree, kinds):
@@ -154,8 +214,23 @@ def _order(catalog, sort, kinds):
 
 def _rows(catalog, scope, params, condition, values, order, order_values, tree, kinds,
           limit, wide):
-    """``[[path, status, tags, age, steps, final_loss, extra..., note]]`` of the
-    matching rows, in order, at most ``limit``."""
+    """The matching rows (see :func:`_row_pages`), in order, at most ``limit``."""
+    out = []
+    for page in _row_pages(catalog, scope, params, condition, values, order, order_values,
+                           tree, kinds, wide, time.time(), size=limit or PAGE):
+        out += page
+        if limit and len(out) >= limit:
+            return out[:limit]
+    return out
+
+
+def _row_pages(catalog, scope, params, condition, values, order, order_values, tree, kinds,
+               wide, now, size=PAGE):
+    """The matching rows in order, fetched ``size`` at a time: the query's own
+    tuple ``(host, root, rel, status, problem, tags, started_ts, steps,
+    final_loss, note, ...)`` where it needs nothing more, else a record (a dict:
+    running, unreadable, another host's, columns named by ``--where``/``--sort``).
+    A page is what one fetch kept (a running run ``--where`` does not match is left out)."""
     db = catalog.db
     extra = [n for n in kinds if kinds[n][0] == "config"]
     flat = [n for n in kinds if kinds[n][0] == "flat" and n not in _BASE]
@@ -176,34 +251,22 @@ def _rows(catalog, scope, params, condition, values, order, order_values, tree, 
     columns.append("CASE WHEN status = 'running' THEN config END" if extra else "NULL")
     text = (f"SELECT {', '.join(columns)} FROM runs WHERE {scope} AND {condition} "
             f"ORDER BY {order}")
-    all_values = select_values + list(params) + list(values) + list(order_values)
-    now = time.time()
-    out = []
     plain = not extra and not flat
-    for row in _fetch(db, text, all_values, limit, tree):
-        if plain and row[0] is None and row[3] != "running" and row[4] is None:
-            out.append(row)   # most rows: read as they are, a column at a time (_format)
-        else:
-            record = _record(catalog, row, extra, flat, now)
-            if tree is not None and row[3] == "running" and not w.matches(tree, record):
-                continue
-            out.append(record)
-        if limit and len(out) >= limit:
-            break
-    return out
-
-
-def _fetch(db, text, values, limit, tree):
-    """The rows of the query; with a limit, fetched in batches (running runs
-    matched in Python may drop some)."""
-    cursor = db.execute(text, values)
+    cursor = db.stream(text, select_values + list(params) + list(values) + list(order_values))
     while True:
-        batch = cursor.fetchmany(limit or 10000) if limit else cursor.fetchall()
+        batch = cursor.fetchmany(size)
         if not batch:
             return
-        yield from batch
-        if not limit:
-            return
+        page = []
+        for row in batch:
+            if plain and row[0] is None and row[3] != "running" and row[4] is None:
+                page.append(row)   # most rows: read as they are, a column at a time
+                continue
+            record = _record(catalog, row, extra, flat, now)
+            if tree is None or row[3] != "running" or w.matches(tree, record):
+                page.append(record)
+        if page:
+            yield page
 
 
 def _record(catalog, row, extra, flat, now):
@@ -300,10 +363,19 @@ def _mentioned(catalog, scope, params, kinds, where_text, sort):
 
 # -- the table --------------------------------------------------------------------
 
+_NUMERIC = {"path": False, "status": False, "tags": False, "age": False, "final_loss": True}
+
+
 def _format(catalog, records, extra, wide):
-    """The table of ``records``: a dict per row that needed one (running,
-    unreadable, another host's, extra columns), else the query's own tuple."""
-    now, head = time.time(), catalog.root.rstrip("/") + "/"
+    """The table of ``records`` (see :func:`_page_columns`) as aligned text."""
+    return fitted_columns(_page_columns(catalog, records, extra, wide, time.time()), _NUMERIC,
+                          width=None if wide else 100)
+
+
+def _page_columns(catalog, records, extra, wide, now):
+    """``{column: [values]}`` of ``records``: a dict per row that needed one
+    (running, unreadable, another host's, extra columns), else the query's own tuple."""
+    head = catalog.root.rstrip("/") + "/"
     # most listings are tuples only: their columns by one transposition
     by_index = None if any(type(r) is dict for r in records) else list(zip(*records))  # noqa: E721
 
@@ -313,18 +385,28 @@ def _format(catalog, records, extra, wide):
             return list(values) if tuple_value is None else list(map(tuple_value, values))
         return [r[name] if type(r) is dict else  # noqa: E721 - the two shapes of a row
                 (r[index] if tuple_value is None else tuple_value(r[index])) for r in records]
-    ages = column("age_s", 6, lambda ts: None if ts is None else max(0.0, now - ts))
-    columns = {"path": short_paths(column("run_dir", 2, lambda rel: head + rel)),
-               "status": column("status", 3), "tags": column("tags", 5, lambda t: t or ""),
-               "age": _ages(ages), "steps": column("steps", 7),
+    if by_index is not None:
+        paths, ages = short_paths_below(head, by_index[2]), _ages_since(by_index[6], now)
+    else:
+        paths = short_paths(column("run_dir", 2, lambda rel: head + rel))
+        ages = _ages(column("age_s", 6, lambda ts: None if ts is None else max(0.0, now - ts)))
+    columns = {"path": paths, "status": column("status", 3),
+               "tags": column("tags", 5, lambda t: t or ""), "age": ages,
+               "steps": column("steps", 7),
                "final_loss": column("final_loss", 8)}
-    numeric = {"path": False, "status": False, "tags": False, "age": False,
-               "final_loss": True}
-    for name in extra:
-        columns[name] = [r.get(name) for r in records]
+    for name in extra:   # the note is the one named column a plain row (a tuple) holds
+        columns[name] = column("note", 9, lambda n: n or "") if name == "note" else \
+            [r.get(name) for r in records]
     if wide:
         columns["note"] = column("note", 9, lambda n: n or "")
-    return fitted_columns(columns, numeric, width=None if wide else 100)
+    return columns
+
+
+def _ages_since(starts, now):
+    """:func:`_ages` of the time since each start (a timestamp, or None)."""
+    # (now - ts) // 86400 >= 1 exactly when now - ts >= 86400: most rows in one expression
+    return [f"{int(d)}d" if ts is not None and (d := (now - ts) // 86400) >= 1 else
+            format_age(None if ts is None else max(0.0, now - ts)) for ts in starts]
 
 
 def _ages(seconds):
