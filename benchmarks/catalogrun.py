@@ -34,7 +34,8 @@ interpreter that has another mindexp installed (main's, say):
   the first page (``serve_table_cpu_s``: its start included, the figure a
   busy machine disturbs least).
 
-``--only dashboard,pty`` measures only those (the runs kept from an earlier call).
+``--only dashboard,pty,piped`` measures only those (the runs and their catalog
+kept from an earlier call; ``piped``: ``runs_s`` and ``where_s``).
 """
 import argparse
 import json
@@ -213,6 +214,14 @@ def measure(python, root, label, only=None):
         res = {}
         if not os.path.isdir(os.path.join(root, ".mindexp-catalog")):
             timed_process([python, "-m", "mindexp", "runs", root, "--limit", "1"])
+        if "piped" in only:   # the catalog kept: `runs ROOT` again and --where, piped
+            runs = [python, "-m", "mindexp", "runs", root]
+            res["runs_s"], res["runs_rss_mb"], res["first_line_s"], lines, res["runs_cpu_s"] = \
+                timed_process(runs)
+            res["rows"] = lines - 1
+            res["where_s"], res["where_rss_mb"], _, lines, res["where_cpu_s"] = \
+                timed_process(runs + ["--where", WHERE])
+            res["where_rows"] = max(0, lines - 1)
         if "pty" in only:
             res["pty_runs_s"], res["pty_runs_rss_mb"], res["pty_runs_lines"], \
                 res["pty_runs_cpu_s"] = measure_pty(python, root)
@@ -258,7 +267,8 @@ def main(argv=None):
     p.add_argument("out")
     p.add_argument("--before", help="an interpreter with the mindexp to compare against")
     p.add_argument("--template", help="a run folder to copy (default: train one)")
-    p.add_argument("--only", help="measure only these parts: pty, dashboard (comma-separated)")
+    p.add_argument("--only", help="measure only these parts: pty, dashboard, piped "
+                   "(comma-separated)")
     args = p.parse_args(argv)
     root = os.path.join(args.out, "runs")
     res = {"runs": args.n}
