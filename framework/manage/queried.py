@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
 from ..analysis.cells import format_age
 from ..callbacks import schema
@@ -21,6 +21,9 @@ from ..rundir.run_lock import shown_status
 from . import where as w
 from .table_text import TableSpool, fitted_columns, more_line, short_paths, short_paths_below
 
+if TYPE_CHECKING:
+    from .filters import Filters
+
 _BASE = ("host", "root", "rel", "status", "problem", "tags", "started_ts", "steps",
          "final_loss", "note")
 SHOWN = ("path", "status", "tags", "age", "steps", "final_loss")
@@ -29,8 +32,9 @@ SHOWN = ("path", "status", "tags", "age", "steps", "final_loss")
 PAGE = 5000   # rows fetched and formatted at a time: a piped listing holds one page
 
 
-def listed(path, filters, sort=None, limit=None, wide=False, url=None, rebuild=False,
-           screen=None):
+def listed(path: str, filters: Filters, sort: str | None = None, limit: int | None = None,
+           wide: bool = False, url: str | None = None, rebuild: bool = False,
+           screen: int | None = None) -> Iterable[str] | None:
     """The text ``mindexp runs PATH`` prints, as blocks of lines each ending with
     a line end, or None when the catalog cannot answer (the caller then builds
     the DataFrame). ``screen``: without a ``limit``, at most that many runs,

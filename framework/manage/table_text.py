@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numbers
 import os
+from typing import Iterable, Iterator
 
 from ..analysis.cells import format_value
 from .terminal import has_control, visible
@@ -21,7 +22,7 @@ def short_paths(paths):
     return [p[len(head):] if p.startswith(head) else "." if p == cwd else p for p in paths]
 
 
-def short_paths_below(head, rels):
+def short_paths_below(head: str, rels: Iterable[str]) -> list[str]:
     """:func:`short_paths` of ``head + rel`` for each of ``rels``: one prefix for
     all when ``head`` (a folder, ending with a separator) is below the working folder."""
     here = os.getcwd().rstrip(os.sep) + os.sep
@@ -98,7 +99,7 @@ class TableSpool:
     is known only once the whole column has been seen (a missing value makes a
     number column floats)."""
 
-    def __init__(self, numeric=None, floats=True):
+    def __init__(self, numeric: dict[str, bool] | None = None, floats: bool = True):
         self.numeric, self.floats, self.rows, self._pages = dict(numeric or {}), floats, 0, 0
         self._kinds, self._longest, self._longest_float, self._marked = {}, {}, {}, set()
         self._file = _spool_file()
@@ -109,7 +110,7 @@ class TableSpool:
     def __exit__(self, *exc):
         self._file.close()
 
-    def add(self, columns):
+    def add(self, columns: dict[str, list]) -> None:
         """One page, ``{column: [values]}`` (the same columns, in the same order, each page)."""
         rows = len(next(iter(columns.values()), ()))
         if not rows:
@@ -132,7 +133,7 @@ class TableSpool:
         self._longest_float[column] = max(self._longest_float.get(column, 0), longest_float)
         return texts
 
-    def lines(self, width=100):
+    def lines(self, width: int | None = 100) -> Iterator[str]:
         """The fitted table, header first, a block of lines (each ending with a
         line end) for each page added."""
         names = list(self._kinds)

@@ -194,7 +194,7 @@ class _Database:
         cursor.execute(self.sql(text), tuple(params))
         return cursor
 
-    def stream(self, text, params=()):
+    def stream(self, text: str, params: Sequence = ()) -> Any:
         """A cursor over the query's rows for ``fetchmany``: on PostgreSQL a
         server-side cursor, so that the rows are not all held here at once
         (SQLite steps through them anyway)."""
