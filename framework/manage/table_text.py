@@ -101,7 +101,10 @@ class TableSpool:
 
     def __init__(self, numeric: dict[str, bool] | None = None, floats: bool = True):
         self.numeric, self.floats, self.rows, self._pages = dict(numeric or {}), floats, 0, 0
-        self._kinds, self._longest, self._longest_float, self._marked = {}, {}, {}, set()
+        self._kinds: dict[str, set[type]] = {}      # each column's cell types so far
+        self._longest: dict[str, int] = {}          # each column's widest cell
+        self._longest_float: dict[str, int] = {}    # ... were its numbers shown as floats
+        self._marked: set[str] = set()              # columns holding a marked integer
         self._file = _spool_file()
 
     def __enter__(self):
