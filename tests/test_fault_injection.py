@@ -63,8 +63,7 @@ class Tiny(Linear):
     class Config(Linear.Config):
         samples: int = 40
         batch_size: int = 8
-        epochs: int = 12  # 60 steps: a kill's moment spans the same phases as with 120
-        mode: str = "pynative"
+        epochs: int = 60  # 300 steps in graph mode: training is still most of a run's life
 '''
 REFERENCE = ("--set", "seed=3")
 SKIP_DIRS = ("sweeps", "studies")
@@ -153,7 +152,10 @@ class Harness:
     # -- the root ---------------------------------------------------------------------------
     def run_dirs(self):
         """Every run folder: <root>/<experiment>/<run>, and the trials' runs of
-        <root>/studies/<study>/<experiment>/<run> (only folders with a run.json there)."""
+        <root>/studies/<study>/<experiment>/<run> (folders with a run.json or a run
+        lock there: a trial's worker, its driver killed, may still be starting a run
+        whose run.json comes after this looked, and ``quiet`` must wait for it)."""
+        from mindexp import layout
         found = set()
         if not self.root.is_dir():
             return found
@@ -164,7 +166,7 @@ class Harness:
             found.update(str(folder / r) for r in os.listdir(folder)
                          if not r.startswith(".") and (folder / r).is_dir())
         for dirpath, _, files in os.walk(self.root / "studies"):
-            if "run.json" in files:
+            if layout.RUN_JSON in files or layout.RESUME_LOCK in files:
                 found.add(dirpath)
         return found
 
