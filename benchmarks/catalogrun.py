@@ -207,6 +207,19 @@ def _cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def measure_listing(runs):
+    """`runs ROOT` (the catalog kept) and its --where, piped: time, memory, first
+    line, CPU and rows of each."""
+    res = {}
+    res["runs_s"], res["runs_rss_mb"], res["first_line_s"], lines, res["runs_cpu_s"] = \
+        timed_process(runs)
+    res["rows"] = lines - 1
+    res["where_s"], res["where_rss_mb"], _, lines, res["where_cpu_s"] = \
+        timed_process(runs + ["--where", WHERE])
+    res["where_rows"] = max(0, lines - 1)
+    return res
+
+
 def measure(python, root, label, only=None):
     """Each figure for one interpreter's mindexp; catalogs and indexes removed first
     (``only``: the parts to measure, the catalog made once when missing)."""
@@ -215,13 +228,7 @@ def measure(python, root, label, only=None):
         if not os.path.isdir(os.path.join(root, ".mindexp-catalog")):
             timed_process([python, "-m", "mindexp", "runs", root, "--limit", "1"])
         if "piped" in only:   # the catalog kept: `runs ROOT` again and --where, piped
-            runs = [python, "-m", "mindexp", "runs", root]
-            res["runs_s"], res["runs_rss_mb"], res["first_line_s"], lines, res["runs_cpu_s"] = \
-                timed_process(runs)
-            res["rows"] = lines - 1
-            res["where_s"], res["where_rss_mb"], _, lines, res["where_cpu_s"] = \
-                timed_process(runs + ["--where", WHERE])
-            res["where_rows"] = max(0, lines - 1)
+            res.update(measure_listing([python, "-m", "mindexp", "runs", root]))
         if "pty" in only:
             res["pty_runs_s"], res["pty_runs_rss_mb"], res["pty_runs_lines"], \
                 res["pty_runs_cpu_s"] = measure_pty(python, root)
@@ -235,12 +242,7 @@ def measure(python, root, label, only=None):
     res = {}
     res["runs_first_s"], res["runs_first_rss_mb"], _, lines, res["runs_first_cpu_s"] = \
         timed_process(runs)
-    res["runs_s"], res["runs_rss_mb"], res["first_line_s"], lines, res["runs_cpu_s"] = \
-        timed_process(runs)
-    res["rows"] = lines - 1
-    res["where_s"], res["where_rss_mb"], _, lines, res["where_cpu_s"] = \
-        timed_process(runs + ["--where", WHERE])
-    res["where_rows"] = max(0, lines - 1)
+    res.update(measure_listing(runs))
     out = subprocess.run([python, "-c", COMPARE, root], capture_output=True, text=True,
                          check=True, timeout=3600)
     res["compare_s"], res["compare_cpu_s"] = map(float, out.stdout.split()[:2])

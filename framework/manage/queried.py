@@ -96,15 +96,12 @@ def _plan(catalog, folder, filters, sort, wide):
 def _listed(catalog, plan, limit, screen=None):
     """The whole text of a listing cut to ``limit`` runs, or to ``screen`` runs and
     a line saying how many more match."""
-    p = plan
-    rows = _rows(catalog, p.scope, p.params, p.condition, p.values, p.order, p.order_values,
-                 p.tree, p.kinds, limit or screen, p.wide)
+    rows = _rows(catalog, plan, limit or screen)
     if not rows:
         return "no runs match"
-    text = _format(catalog, rows, p.extra, p.wide)
+    text = _format(catalog, rows, plan.extra, plan.wide)
     if screen and len(rows) == screen:
-        more = _matching_count(catalog, p.scope, p.params, p.condition, p.values, p.tree,
-                               p.kinds) - screen
+        more = _matching_count(catalog, plan) - screen
         if more > 0:
             text += "\n" + more_line(more)
     return text
@@ -114,32 +111,29 @@ def _streamed(catalog, plan):
     """Every matching run's line, a page of rows at a time: each page's cells go
     to a spool (a temporary file) with the widths seen so far, then the fitted
     table is read back from it. The catalog is closed once its rows are read."""
-    p = plan
     with TableSpool(_NUMERIC) as spool:
         try:
             now = time.time()
-            for page in _row_pages(catalog, p.scope, p.params, p.condition, p.values,
-                                   p.order, p.order_values, p.tree, p.kinds, p.wide, now,
-                                   size=PAGE):
-                spool.add(_page_columns(catalog, page, p.extra, p.wide, now))
+            for page in _row_pages(catalog, plan, now, size=PAGE):
+                spool.add(_page_columns(catalog, page, plan.extra, plan.wide, now))
         finally:
             catalog.close()
         if not spool.rows:
             yield "no runs match\n"
             return
-        yield from spool.lines(width=None if p.wide else 100)
+        yield from spool.lines(width=None if plan.wide else 100)
 
 
-def _matching_count(catalog, scope, params, condition, values, tree, kinds):
+def _matching_count(catalog, plan):
     """How many runs the listing matches: one COUNT, and the running runs matched
     in Python as :func:`_rows` does."""
-    if tree is None:
-        return catalog.select(["COUNT(*)"], f"{scope} AND {condition}",
-                              list(params) + list(values))[0][0]
-    done = catalog.select(["COUNT(*)"], f"{scope} AND {condition} AND (status IS NULL OR "
-                          "status <> 'running')", list(params) + list(values))[0][0]
-    running = _rows(catalog, f"{scope} AND status = 'running'", params, condition, values,
-                    "rel", [], tree, kinds, None, False)
+    bound = list(plan.params) + list(plan.values)
+    if plan.tree is None:
+        return catalog.select(["COUNT(*)"], f"{plan.scope} AND {plan.condition}", bound)[0][0]
+    done = catalog.select(["COUNT(*)"], f"{plan.scope} AND {plan.condition} AND (status IS "
+                          "NULL OR status <> 'running')", bound)[0][0]
+    running = _rows(catalog, plan._replace(scope=f"{plan.scope} AND status = 'running'",
+                                           order="rel", order_values=[]), None)
     return done + len(running)
 
 
@@ -216,26 +210,23 @@ def _order(catalog, sort, kinds):
     return f"{column.split(' COLLATE')[0]} IS NULL, {column}{direction}, {base}", values * 2
 
 
-def _rows(catalog, scope, params, condition, values, order, order_values, tree, kinds,
-          limit, wide):
+def _rows(catalog, plan, limit):
     """The matching rows (see :func:`_row_pages`), in order, at most ``limit``."""
     out = []
-    for page in _row_pages(catalog, scope, params, condition, values, order, order_values,
-                           tree, kinds, wide, time.time(), size=limit or PAGE):
+    for page in _row_pages(catalog, plan, time.time(), size=limit or PAGE):
         out += page
         if limit and len(out) >= limit:
             return out[:limit]
     return out
 
 
-def _row_pages(catalog, scope, params, condition, values, order, order_values, tree, kinds,
-               wide, now, size=PAGE):
+def _row_pages(catalog, plan, now, size=PAGE):
     """The matching rows in order, fetched ``size`` at a time: the query's own
     tuple ``(host, root, rel, status, problem, tags, started_ts, steps,
     final_loss, note, ...)`` where it needs nothing more, else a record (a dict:
     running, unreadable, another host's, columns named by ``--where``/``--sort``).
     A page is what one fetch kept (a running run ``--where`` does not match is left out)."""
-    db = catalog.db
+    db, kinds, tree = catalog.db, plan.kinds, plan.tree
     extra = [n for n in kinds if kinds[n][0] == "config"]
     flat = [n for n in kinds if kinds[n][0] == "flat" and n not in _BASE]
     # this host's rows (all of them, on SQLite: its scope is this host's) carry no
@@ -253,10 +244,11 @@ def _row_pages(catalog, scope, params, condition, values, order, order_values, t
     columns += flat
     # a running run's config, for the config fields named (a third less SQL time without)
     columns.append("CASE WHEN status = 'running' THEN config END" if extra else "NULL")
-    text = (f"SELECT {', '.join(columns)} FROM runs WHERE {scope} AND {condition} "
-            f"ORDER BY {order}")
+    text = (f"SELECT {', '.join(columns)} FROM runs WHERE {plan.scope} AND {plan.condition} "
+            f"ORDER BY {plan.order}")
     plain = not extra and not flat
-    cursor = db.stream(text, select_values + list(params) + list(values) + list(order_values))
+    cursor = db.stream(text, select_values + list(plan.params) + list(plan.values) +
+                       list(plan.order_values))
     while True:
         batch = cursor.fetchmany(size)
         if not batch:

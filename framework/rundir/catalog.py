@@ -284,6 +284,25 @@ def _uri_path(path):
     return quote(os.path.abspath(path))
 
 
+def read_only_uri(path: str) -> str:
+    """The SQLite URI that opens the catalog file ``path`` read-only: a still
+    file (``immutable``) where its folder takes no ``-shm`` beside it."""
+    uri = "file:" + _uri_path(path) + "?mode=ro"
+    return uri if os.access(os.path.dirname(path), os.W_OK) else uri + "&immutable=1"
+
+
+def is_catalog_of(db: _Database, schema: str, host: str, folder_id: str | None) -> bool:
+    """Whether the catalog attached as ``schema`` ("main", "src") to ``db`` is of
+    this version and was built for the folder ``folder_id`` on ``host`` (a
+    catalog copied in with another root is not). Raises sqlite3.Error when it
+    cannot be read."""
+    version = db.execute(f"SELECT version FROM {schema}.catalog_version").fetchone()
+    row = db.execute(f"SELECT folder_id FROM {schema}.roots WHERE host = ? AND root = ''",
+                     (host,)).fetchone()
+    return bool(version and version[0] == VERSION and row and row[0] and folder_id and
+                row[0] == folder_id)
+
+
 def _filesystem_of(path):
     """The filesystem type of the mount holding ``path`` (from /proc/self/mountinfo), or ''."""
     path = os.path.realpath(os.path.dirname(path))

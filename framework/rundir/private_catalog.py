@@ -33,9 +33,9 @@ import sqlite3
 import tempfile
 from typing import Callable
 
-from .catalog import (FLAT, VERSION, Catalog, _connect_sqlite, _Database, _folder_id,
-                      _read_run, _run_signature, _uri_path, catalog_root, database_path,
-                      plain_catalog_file, walk)
+from .catalog import (FLAT, Catalog, _connect_sqlite, _Database, _folder_id, _read_run,
+                      _run_signature, _uri_path, catalog_root, database_path, is_catalog_of,
+                      plain_catalog_file, read_only_uri, walk)
 from ..errors import RunDirError
 
 logger = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ class PrivateCatalog(Catalog):
 
     def _merge_source(self):
         db = self.db
-        db.execute("ATTACH DATABASE ? AS src", (self._source_uri(),))
+        db.execute("ATTACH DATABASE ? AS src", (read_only_uri(self.source),))
         try:
             if not self._source_usable():
                 return
@@ -182,7 +182,7 @@ class PrivateCatalog(Catalog):
             return False
         db = self.db
         try:
-            db.execute("ATTACH DATABASE ? AS src", (self._source_uri(),))
+            db.execute("ATTACH DATABASE ? AS src", (read_only_uri(self.source),))
         except sqlite3.Error:
             return False
         try:
@@ -225,27 +225,19 @@ class PrivateCatalog(Catalog):
                    "= r.host AND c.root = r.root AND c.rel = r.rel WHERE +r.host = ? AND "
                    f"+r.root = '' AND r.status IN {FAILED}", (self.host,))
 
-    def _source_uri(self):
-        """The source's URI, read only (a still file where no -shm can be made)."""
-        uri = "file:" + _uri_path(self.source) + "?mode=ro"
-        return uri if os.access(os.path.dirname(self.source), os.W_OK) else uri + "&immutable=1"
-
     def _columns_of(self, table):
         return ", ".join(row[1] for row in self.db.execute(f"PRAGMA main.table_info({table})"))
 
     def _source_usable(self, own=None):
         """Whether the attached source is this root's catalog, of this version, built."""
-        try:
-            version = self.db.execute("SELECT version FROM src.catalog_version").fetchone()
-            folder = self.db.execute("SELECT folder_id FROM src.roots WHERE host = ? AND "
-                                     "root = ''", (self.host,)).fetchone()
-        except sqlite3.Error:
-            return False
         if own is None:
             row = self.db.execute("SELECT folder_id FROM main.roots WHERE host = ? AND "
                                   "root = ''", (self.host,)).fetchone()
             own = row and row[0]
-        return bool(version and version[0] == VERSION and folder and own and folder[0] == own)
+        try:
+            return is_catalog_of(self.db, "src", self.host, own)
+        except sqlite3.Error:
+            return False
 
     def _take(self, moved, gone):
         """Copy the source's rows that match the disk; read the others from their

@@ -27,8 +27,8 @@ import logging
 import os
 import sqlite3
 
-from .catalog import (VERSION, Catalog, _Database, _folder_id, _uri_path, catalog_root,
-                      database_path, plain_catalog_file)
+from .catalog import (Catalog, _Database, _folder_id, catalog_root, database_path,
+                      is_catalog_of, plain_catalog_file, read_only_uri)
 
 logger = logging.getLogger(__name__)
 
@@ -76,10 +76,7 @@ def open_source(folder: str) -> SourceCatalog | None:
 
 
 def _connect(path):
-    uri = "file:" + _uri_path(path) + "?mode=ro"
-    if not os.access(os.path.dirname(path), os.W_OK):
-        uri += "&immutable=1"   # no -shm can be made beside it: read as a still file
-    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+    conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                            check_same_thread=False)
     try:
         conn.execute("PRAGMA query_only=ON")
@@ -92,10 +89,4 @@ def _connect(path):
 
 def _usable(catalog):
     """Whether the catalog is of this version and this root's, built."""
-    db = catalog.db
-    version = db.execute("SELECT version FROM catalog_version").fetchone()
-    if not version or version[0] != VERSION:
-        return False
-    row = db.execute("SELECT folder_id FROM roots WHERE host = ? AND root = ''",
-                     (catalog.host,)).fetchone()
-    return bool(row and row[0] and row[0] == _folder_id(catalog.root))
+    return is_catalog_of(catalog.db, "main", catalog.host, _folder_id(catalog.root))
