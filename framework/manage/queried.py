@@ -393,7 +393,7 @@ def _page_columns(catalog, records, extra, wide, now):
     for name in extra:   # the note is the one named column a plain row (a tuple) holds
         columns[name] = column("note", 9, lambda n: n or "") if name == "note" else \
             [r.get(name) for r in records]
-    if wide:
+    if wide and "note" not in columns:   # (named by --sort or --where: already there)
         columns["note"] = column("note", 9, lambda n: n or "")
     return columns
 

@@ -76,8 +76,8 @@ def open_source(folder: str) -> SourceCatalog | None:
 
 
 def _connect(path):
-    conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                           check_same_thread=False)
+    conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_S,
+                           isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA query_only=ON")
         conn.execute("PRAGMA trusted_schema=OFF")

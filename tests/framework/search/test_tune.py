@@ -127,7 +127,6 @@ def test_linear_search_finds_the_slope(cli, tmp_path):
     assert table.loc[best.number, "trial_state"] == "COMPLETE"
 
 
-
 @pytest.mark.slow
 def test_a_study_draws_its_plots_at_its_end(cli, tmp_path):
     # two complete trials (no pruner): the fewest param_importances draws from; each
