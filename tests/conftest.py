@@ -293,19 +293,23 @@ def pytest_terminal_summary(terminalreporter, config):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """With MINDEXP_TEST_CPU_LOG=FILE: each test's CPU-seconds (setup, call, teardown,
-    and the processes it waited for) appended to FILE, to see where the suite's CPU goes."""
+    and the processes it waited for) appended to FILE, to see where the suite's CPU goes;
+    then its wall seconds, its worker and when it started (seconds since the epoch), to
+    see where the workers' time goes."""
     path = os.environ.get("MINDEXP_TEST_CPU_LOG")
     if not path:
         yield
         return
     import resource
+    import time
     import forkserver
 
     def cpu():  # the fork server's children are not ours: it reports their CPU
         return (_cpu_seconds(resource.RUSAGE_SELF) + _cpu_seconds(resource.RUSAGE_CHILDREN)
                 + forkserver.cpu_seconds())
-    before = cpu()
+    started, before = time.time(), cpu()
     yield
-    spent = cpu() - before
+    spent, wall = cpu() - before, time.time() - started
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
     with open(path, "a", encoding="utf-8") as f:
-        f.write(f"{spent:.2f}\t{item.nodeid}\n")
+        f.write(f"{spent:.2f}\t{item.nodeid}\t{wall:.2f}\t{worker}\t{started:.2f}\n")
