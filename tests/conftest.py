@@ -307,9 +307,10 @@ def pytest_runtest_protocol(item, nextitem):
     def cpu():  # the fork server's children are not ours: it reports their CPU
         return (_cpu_seconds(resource.RUSAGE_SELF) + _cpu_seconds(resource.RUSAGE_CHILDREN)
                 + forkserver.cpu_seconds())
-    started, before = time.time(), cpu()
+    # the start on the epoch's clock (one timeline for every worker), the wall on a steady one
+    started, clock, before = time.time(), time.monotonic(), cpu()
     yield
-    spent, wall = cpu() - before, time.time() - started
+    spent, wall = cpu() - before, time.monotonic() - clock
     worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
     with open(path, "a", encoding="utf-8") as f:
         f.write(f"{spent:.2f}\t{item.nodeid}\t{wall:.2f}\t{worker}\t{started:.2f}\n")
