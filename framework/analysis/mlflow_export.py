@@ -349,12 +349,12 @@ def _log_model(uri, run_id, run, entry, register):
     with _MODEL_LOCK:  # the one place a sync imports mlflow (seconds of CPU)
         try:
             import mlflow
-            from .mlflow_model import log_run_model
+            from .mlflow_model import log_run_model, quiet_mlflow
         except ImportError:  # the points and files went over REST; the model needs mlflow
             raise MindexpError("mindexp mlflow needs mlflow to log a finished run's model: "
                                "pip install 'mindexp[mlflow]'") from None
         mlflow.set_tracking_uri(uri)
-        with mlflow.start_run(run_id=run_id):  # its status is set again after this
+        with quiet_mlflow(), mlflow.start_run(run_id=run_id):  # its status is set again after
             entry["model_uri"] = log_run_model(run, checkpoint, register)
     entry["model"] = mark
     if register:

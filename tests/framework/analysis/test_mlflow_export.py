@@ -653,10 +653,11 @@ def test_mlflow_without_a_uri_or_the_variable_is_one_line_and_exit_2(cli, monkey
 
 
 @pytest.mark.slow
-def test_the_registered_model_predicts_what_mindexp_predict_predicts(server, tmp_path, capsys):
+def test_the_registered_model_predicts_what_mindexp_predict_predicts(server, tmp_path):
     """A real Linear run (its code captured from a file): `mindexp mlflow --register` logs
-    its best checkpoint as a pyfunc model; loaded back from the Model Registry it predicts
-    what `mindexp predict` predicts on the same input (Linear keeps no best: the last)."""
+    its best checkpoint as a pyfunc model, printing its one line and nothing else; loaded
+    back from the Model Registry it predicts what `mindexp predict` predicts on the same
+    input (Linear keeps no best: the last)."""
     import numpy as np
     import mlflow
     from mindexp.use.predict import predict
@@ -664,8 +665,16 @@ def test_the_registered_model_predicts_what_mindexp_predict_predicts(server, tmp
     assert main(["run", str(tmp_path / "gated.py") + ":Gated", "--set", "epochs=2",
                  "--out", str(tmp_path / "out"), "--quiet"]) == 0
     [run_dir] = (tmp_path / "out" / "linear").iterdir()
-    assert main(["mlflow", str(run_dir), "--tracking-uri", server,
-                 "--register", "linear-model"]) == 0
+    # as typed, in a process of its own (mlflow imported there afresh): the one line, and
+    # of MLflow's own only the registry's lines naming the model (no warning that predict
+    # has no type hints, no progress bar, no run URL, no INFO log)
+    proc = _mindexp_proc(tmp_path, "mlflow", run_dir, "--tracking-uri", server,
+                         "--register", "linear-model")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    [line] = out.splitlines()
+    assert line.startswith(f"{run_dir} -> MLflow run ") and line.endswith(" new metric points)")
+    assert err and all("'linear-model'" in line for line in err.splitlines()), err
     x = np.array([[0.0], [0.5], [-2.0]], np.float32)
     mlflow.set_tracking_uri(server)
     version = max(int(v.version) for v in
@@ -813,3 +822,17 @@ def test_a_sweep_synced_afterwards_is_a_parent_run_and_again_nothing_new_without
     assert main(["mlflow", str(folder), "--tracking-uri", server, "--experiment", "later"]) == 0
     assert capsys.readouterr().out.count("(0 new metric points)") == 2
     assert first.count("new metric points") == 2
+
+
+def test_mlflow_is_quiet_inside_the_block_and_the_users_switches_come_back(monkeypatch):
+    """quiet_mlflow sets MLflow's own switches for the block only: a value the user set
+    before is back after it, an unset one unset again."""
+    from mindexp.analysis.mlflow_model import quiet_mlflow
+    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "true")
+    monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
+    with pytest.raises(KeyError), quiet_mlflow():
+        assert os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] == "false"
+        assert os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] == "true"
+        raise KeyError("a failing upload")
+    assert os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] == "true"
+    assert "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT" not in os.environ
