@@ -14,15 +14,17 @@ Authorization header: never into a message, a record or a command line.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
+import logging
 import os
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 from ..errors import MindexpError
 from ..secrets import masked
@@ -421,6 +423,50 @@ def check_uri(tracking_uri: str) -> str:
                            f"http://127.0.0.1:5000 or sqlite:///mlflow.db. "
                            f"Received: {masked(str(tracking_uri))!r}")
     return str(tracking_uri)
+
+
+# MLflow's own switches for what it prints itself: its artifact progress bars and, when a
+# run ends, the run's and the experiment's URLs (stdout). mindexp says one line per run.
+QUIET_SWITCHES = {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+                  "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+# MLflow's loggers raised while a model is logged: pyfunc's note on CloudPickle (RunModel
+# holds no object of the user's), the registry's "waiting for the version" (its own two
+# lines say what was registered)
+_QUIET_LEVELS = {"mlflow.pyfunc": logging.ERROR, "mlflow.store.model_registry": logging.WARNING}
+
+
+@contextlib.contextmanager
+def quiet_mlflow() -> Iterator[None]:
+    """Inside the block MLflow prints no progress bar, no run URL and no INFO line
+    of logging a model: its switches set where the user set none, its loggers'
+    levels raised; both as they were after the block."""
+    added = [name for name in QUIET_SWITCHES if name not in os.environ]
+    for name in added:
+        os.environ[name] = QUIET_SWITCHES[name]
+    loggers = [(logging.getLogger(name), level) for name, level in _QUIET_LEVELS.items()]
+    before = [log.level for log, _ in loggers]
+    for log, level in loggers:
+        if log.getEffectiveLevel() < level:
+            log.setLevel(level)
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+        for (log, _), level in zip(loggers, before):
+            log.setLevel(level)
+
+
+def drop_type_hint_note(show: Callable[..., None]) -> Callable[..., None]:
+    """``warnings.showwarning`` that drops MLflow's note that a PythonModel's
+    ``predict`` has no type hints (mindexp's has none on purpose: MLflow would
+    read them as an input schema) and shows every other warning with ``show``.
+    A filter cannot drop it: MLflow shows its UserWarnings under a filter of its
+    own ("once"), put in front of the caller's."""
+    def showwarning(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+        if "Add type hints to the `predict` method" not in str(message):
+            show(message, category, *args, **kwargs)
+    return showwarning
 
 
 def connect(tracking_uri):

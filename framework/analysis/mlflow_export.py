@@ -42,7 +42,7 @@ from ..rundir.record import update_meta
 from . import mlflow_points as P
 from . import mlflow_record as R
 from .mlflow_api import RUN_ID_TAG, SYNC_TIMEOUT_S, Client, Rest, _Calls, _check_reachable, \
-    check_uri, connect  # noqa: F401
+    check_uri, connect, quiet_mlflow  # noqa: F401
 from ..rundir.run import Run
 from .reports import as_runs
 
@@ -349,12 +349,12 @@ def _log_model(uri, run_id, run, entry, register):
     with _MODEL_LOCK:  # the one place a sync imports mlflow (seconds of CPU)
         try:
             import mlflow
-            from .mlflow_model import log_run_model, quiet_mlflow
+            from .mlflow_model import log_run_model
         except ImportError:  # the points and files went over REST; the model needs mlflow
             raise MindexpError("mindexp mlflow needs mlflow to log a finished run's model: "
                                "pip install 'mindexp[mlflow]'") from None
         mlflow.set_tracking_uri(uri)
-        with quiet_mlflow(), mlflow.start_run(run_id=run_id):  # its status is set again after
+        with quiet_mlflow(), mlflow.start_run(run_id=run_id):  # (the status is set after it)
             entry["model_uri"] = log_run_model(run, checkpoint, register)
     entry["model"] = mark
     if register:

@@ -13,13 +13,12 @@ elsewhere) is not copied into the folder; add its file to :func:`_stage`.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import tempfile
 import warnings
-from typing import Any, Iterator
+from typing import Any
 
 import mlflow.pyfunc
 
@@ -27,47 +26,14 @@ from ..callbacks import schema
 from .. import layout
 from ..provenance import files as F
 from ..secrets import masked
+from .mlflow_api import drop_type_hint_note
 
 MODEL_NAME = "model"        # the logged model's name in its MLflow run
 ARTIFACT = "run"            # the model's artifact: the small run folder
 
 
-# MLflow's switches for what it prints itself while a model is logged: the artifact
-# progress bars (stderr) and the run's and experiment's URLs at the run's end (stdout).
-# A sync or a run's sender says its own one line per run.
-_QUIET = {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
-          "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
-
-
-@contextlib.contextmanager
-def quiet_mlflow() -> Iterator[None]:
-    """MLflow prints no progress bar and no run URL inside the block (its own
-    environment switches, set for the block and then put back)."""
-    before = {name: os.environ.get(name) for name in _QUIET}
-    os.environ.update(_QUIET)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def _without_type_hint_note(show: Any) -> Any:
-    """``warnings.showwarning`` that drops MLflow's note that a PythonModel's
-    ``predict`` has no type hints: RunModel's has none on purpose (MLflow would
-    read them as an input schema). A filter cannot drop it: MLflow shows its
-    UserWarnings under a filter of its own ("once"), put in front of the caller's."""
-    def showwarning(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
-        if "Add type hints to the `predict` method" not in str(message):
-            show(message, category, *args, **kwargs)
-    return showwarning
-
-
 with warnings.catch_warnings():   # (puts showwarning back)
-    warnings.showwarning = _without_type_hint_note(warnings.showwarning)
+    warnings.showwarning = drop_type_hint_note(warnings.showwarning)
 
     class RunModel(mlflow.pyfunc.PythonModel):  # type: ignore[name-defined,misc]
         """``predict(x)``: the run's network on ``x`` as ``mindexp predict`` computes it."""
@@ -78,7 +44,8 @@ with warnings.catch_warnings():   # (puts showwarning back)
                 self.checkpoint = os.path.join(self.run_dir, json.load(f)["checkpoint"])
             _point_entry_at_captured_code(self.run_dir)
 
-        def predict(self, context, model_input, params=None):  # untyped (see above)
+        # untyped on purpose: MLflow reads a predict's type hints as an input schema
+        def predict(self, context, model_input, params=None):
             """The network's outputs for ``model_input`` (an array or a DataFrame of samples)."""
             import numpy as np
             from ..use.predict import predict
@@ -89,12 +56,7 @@ with warnings.catch_warnings():   # (puts showwarning back)
 def log_run_model(run: Any, checkpoint: str, register: str | None = None) -> str:
     """Log ``run`` with ``checkpoint`` as the MLflow model of the active MLflow run
     (registered as ``register`` when given); returns the model's URI."""
-    import logging
     import mindspore
-    logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)  # its note on CloudPickle:
-    # RunModel holds no object of the user's, only what load_context reads from the artifact
-    logging.getLogger("mlflow.store.model_registry").setLevel(logging.WARNING)  # its "waiting
-    # for the version" (the registry's own two lines say what was registered)
     with tempfile.TemporaryDirectory() as staging, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         folder = _stage(run, checkpoint, os.path.join(staging, ARTIFACT))

@@ -1,5 +1,6 @@
 """``mindexp mlflow RUNS --tracking-uri URI``: copy runs into an MLflow tracking server."""
 import argparse
+import os
 
 from ._console import EXIT_OK
 
@@ -24,7 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def copy_runs(args: argparse.Namespace) -> int:
     """Copy the runs and print one line per run: its MLflow run id and the points sent."""
+    from ..analysis.mlflow_api import QUIET_SWITCHES
     from ..analysis.mlflow_export import to_mlflow
+    # the command's own process: MLflow's switches for what it prints itself, and its
+    # loggers at WARNING (a new database's "creating tables", read when mlflow is imported)
+    for name, value in {**QUIET_SWITCHES, "MLFLOW_LOGGING_LEVEL": "WARNING"}.items():
+        os.environ.setdefault(name, value)
     for done in to_mlflow(args.paths, args.tracking_uri, experiment=args.experiment,
                           params=args.params, register=args.register):
         print(f"{done['run_dir']} -> MLflow run {done['mlflow_run_id']} "

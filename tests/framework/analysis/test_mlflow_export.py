@@ -824,15 +824,32 @@ def test_a_sweep_synced_afterwards_is_a_parent_run_and_again_nothing_new_without
     assert first.count("new metric points") == 2
 
 
-def test_mlflow_is_quiet_inside_the_block_and_the_users_switches_come_back(monkeypatch):
-    """quiet_mlflow sets MLflow's own switches for the block only: a value the user set
-    before is back after it, an unset one unset again."""
-    from mindexp.analysis.mlflow_model import quiet_mlflow
-    monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "true")
-    monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
-    with pytest.raises(KeyError), quiet_mlflow():
-        assert os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] == "false"
-        assert os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] == "true"
-        raise KeyError("a failing upload")
-    assert os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] == "true"
-    assert "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT" not in os.environ
+
+def test_mlflow_is_quiet_inside_the_block_and_the_users_own_settings_stay():
+    """quiet_mlflow sets MLflow's switches the user did not set, for the block only
+    (a value the user set stays as it is), raises MLflow's loggers for the block only,
+    and puts both back when the block raises."""
+    import logging
+    from mindexp.analysis.mlflow_api import quiet_mlflow
+    bar, url = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+    registry = logging.getLogger("mlflow.store.model_registry")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(bar, "true")   # the user's own choice
+        patch.delenv(url, raising=False)
+        patch.setattr(registry, "level", logging.NOTSET)
+        with pytest.raises(KeyError), quiet_mlflow():
+            assert (os.environ[bar], os.environ[url]) == ("true", "true")
+            assert registry.getEffectiveLevel() == logging.WARNING
+            raise KeyError("a failing upload")
+        assert os.environ[bar] == "true" and url not in os.environ
+        assert registry.level == logging.NOTSET
+
+
+def test_only_mlflows_note_on_predicts_type_hints_is_dropped():
+    from mindexp.analysis.mlflow_api import drop_type_hint_note
+    shown = []
+    show = drop_type_hint_note(lambda message, category, *rest: shown.append(str(message)))
+    show(UserWarning("\x1b[33mAdd type hints to the `predict` method to enable ...\x1b[0m"),
+         UserWarning, "data_validation.py", 187)
+    show(UserWarning("a warning of the user's"), UserWarning, "theirs.py", 1)
+    assert shown == ["a warning of the user's"]
