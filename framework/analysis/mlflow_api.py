@@ -2,7 +2,9 @@
 tracking server (:class:`Rest`: no mlflow import, which costs seconds of CPU;
 artifacts through the server's artifact proxy; retries on 429 and 5xx with a
 growing pause), ``MlflowClient`` for any other store (:class:`Client`);
-:func:`api_for`, :func:`connect` and the URI checks of ``mindexp mlflow``. Used
+:func:`api_for`, :func:`connect` and the URI checks of ``mindexp mlflow``, and
+what keeps MLflow's own output off the terminal (:data:`QUIET_SWITCHES`,
+:func:`quiet_mlflow`, :func:`drop_type_hint_note`). Used
 by the sync (:mod:`.mlflow_export`), the live sender (:mod:`.mlflow_live`) and
 the parents of sweeps and studies (:mod:`.mlflow_groups`), none of which it
 imports.

@@ -32,7 +32,7 @@ from ..rundir.mlflow_names import ENV_PARENT, ENV_POLL_S, ENV_RUN_DIR, ENV_URI
 from ..secrets import masked
 from . import mlflow_points as P
 from . import mlflow_record as R
-from .mlflow_api import api_for
+from .mlflow_api import QUIET_SWITCHES, api_for
 
 POLL_S = 2.0             # between passes over the logs
 MAX_WAIT_S = 30.0        # the longest pause between tries when the server does not answer
@@ -154,8 +154,8 @@ def main() -> int:
         os.nice(10)  # the training comes first
     except OSError:
         pass
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    for name, value in QUIET_SWITCHES.items():
+        os.environ.setdefault(name, value)
     logging.getLogger("mlflow").setLevel(logging.ERROR)  # the run's terminal: one warning at most
     stream(run_dir, uri, poll_s=float(os.environ.get(ENV_POLL_S) or POLL_S),
            parent=os.environ.pop(ENV_PARENT, "") or None)

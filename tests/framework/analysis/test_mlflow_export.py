@@ -824,7 +824,6 @@ def test_a_sweep_synced_afterwards_is_a_parent_run_and_again_nothing_new_without
     assert first.count("new metric points") == 2
 
 
-
 def test_mlflow_is_quiet_inside_the_block_and_the_users_own_settings_stay():
     """quiet_mlflow sets MLflow's switches the user did not set, for the block only
     (a value the user set stays as it is), raises MLflow's loggers for the block only,
