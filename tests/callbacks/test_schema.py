@@ -190,7 +190,6 @@ NOT_COLUMNS = {
     ("framework/provenance/data.py", "file", "column['file']"): "a data fingerprint's entry",
     ("framework/provenance/data.py", "kind", "item.get('kind')"): "a data fingerprint's entry",
     ("framework/train/mlflow_stream.py", "file", '"file", "sqlite"'): "a URI scheme",
-    ("framework/train/session.py", "loss", 'built["loss"]'): "a feature's name (train/features.py)",
     ("framework/analysis/tensorboard_export.py", "epoch", 'frame["epoch"]'): "a figure frame "
                                                                               "of payload.images",
 }
