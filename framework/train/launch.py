@@ -5,7 +5,7 @@ launcher of its own workers (:class:`Launcher`), as one of those workers
 msrun (:class:`OwnMsrunRank`). Each is a :class:`Start`: ``start(request)``
 returns the run directory. A resume is the request's ``resume``, not
 another way."""
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 import contextlib
 import dataclasses
 import functools
@@ -94,32 +94,28 @@ class InProcess:
 
     finish: Finish | None = None
     keep: Keep | None = None
+    holds_signals: ClassVar[bool] = True  # SIGINT/SIGTERM only stop the run cleanly
 
     def start(self, request: RunRequest) -> str | None:
         """Prepare, hold the run's folder and train it (see :func:`train`)."""
         plan = prepare(request.experiment, workers=request.config.workers)
         with contextlib.ExitStack() as held:
-            stopper = self._hold_signals(held)
+            stopper = hold_signals(held) if self.holds_signals else None
             run_dir, previous = _hold_run_dir(request, held)  # released last
             try:
                 done = self._train(request, plan, run_dir, previous, stopper)
             except TrainingError as exc:
-                self._keep(exc.run_dir)
+                if self.keep is not None and exc.run_dir is not None:
+                    self.keep(os.fspath(exc.run_dir))
                 raise
-            self._keep(done)  # before the lock is released (``held``): gc may remove it after
+            if self.keep is not None and done is not None:
+                self.keep(done)  # before the lock is released (``held``): gc may remove it after
             return done
-
-    def _hold_signals(self, held: contextlib.ExitStack) -> SignalStop | None:
-        return hold_signals(held)
 
     def _train(self, request: RunRequest, plan: Plan, run_dir: str,
                previous: dict[str, Any] | None, stopper: SignalStop | None) -> str | None:
         return _train_here(request, plan, run_dir, previous=previous, stopper=stopper,
                            finish=self.finish)
-
-    def _keep(self, run_dir: str | os.PathLike[str] | None) -> None:
-        if self.keep is not None and run_dir is not None:
-            self.keep(os.fspath(run_dir))
 
 
 class Launcher(InProcess):
@@ -127,10 +123,9 @@ class Launcher(InProcess):
     process holds the run's folder and keeps its record true (see
     :func:`launch_workers`)."""
 
-    def _hold_signals(self, held: contextlib.ExitStack) -> SignalStop | None:
-        # msrun's launcher forwards a signal to its workers (distributed.launch):
-        # only a run trained here keeps SIGINT/SIGTERM until run.json is final.
-        return None
+    # msrun's launcher forwards a signal to its workers (distributed.launch):
+    # only a run trained here keeps SIGINT/SIGTERM until run.json is final.
+    holds_signals: ClassVar[bool] = False
 
     def _train(self, request: RunRequest, plan: Plan, run_dir: str,
                previous: dict[str, Any] | None, stopper: SignalStop | None) -> str | None:
