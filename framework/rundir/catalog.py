@@ -36,6 +36,7 @@ import logging
 import math
 import os
 import platform
+import re
 import sqlite3
 import stat
 from typing import Any, Iterator, Sequence
@@ -1037,8 +1038,8 @@ def _read_run(run_dir):
     run = Run.found(run_dir)
     try:
         meta, config = run.meta, run.config
-        config_text = json.dumps(config, allow_nan=True, default=str)
-        meta_text = json.dumps(meta, allow_nan=True, default=str)
+        config_text = sqlite_json(config)
+        meta_text = sqlite_json(meta)
     except (RunDirError, OSError, ValueError, TypeError, RecursionError) as exc:
         status = UNREADABLE if isinstance(exc, UnreadableRun) else "skipped"
         flat = {"run_id": os.path.basename(run_dir), "status": status, "tags": "", "note": "",
@@ -1049,6 +1050,19 @@ def _read_run(run_dir):
         fields.append(("", "nan"))
     return (_flat(run_dir, meta), (config_text, int(_has_nan(config)), signature), meta_text,
             fields)
+
+
+# A JSON string, or a number JSON has no word for (Python writes them; SQLite's JSON
+# functions refuse them, and one such run made every query of its root fail).
+_NON_FINITE = re.compile(r'"(?:[^"\\]|\\.)*"|-?Infinity|NaN')
+_FINITE_SPELLING = {"NaN": "null", "Infinity": "9e999", "-Infinity": "-9e999"}
+
+
+def sqlite_json(value: Any) -> str:
+    """``value`` as JSON that SQLite's JSON functions read: NaN as null, an
+    infinity as ``9e999`` (read back as an infinity by SQLite and Python)."""
+    text = json.dumps(value, allow_nan=True, default=str)
+    return _NON_FINITE.sub(lambda m: _FINITE_SPELLING.get(m.group(), m.group()), text)
 
 
 def _kind(value):

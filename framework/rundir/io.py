@@ -10,6 +10,10 @@ from .. import layout
 from ..errors import ConfigError, RunDirError
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}$")
+# Lists and dicts nested deeper than this in a run's JSON files (or a config) are
+# refused: no config needs them, and every reader that walks a value would
+# otherwise meet Python's recursion limit (about 1,000) at a depth JSON accepts.
+MAX_JSON_DEPTH = 100
 
 
 def check_label(label, what="--name"):
@@ -85,7 +89,7 @@ def read_json(path):
     directory: :func:`schema.open_file`, which never follows nor blocks)."""
     try:
         with schema.open_file(path, "r", encoding="utf-8") as f:
-            return json.load(f)
+            data = json.load(f)
     except FileNotFoundError:
         raise RunDirError(f"{path} does not exist") from None
     except schema.NotAFileError as exc:
@@ -95,6 +99,24 @@ def read_json(path):
     except RecursionError:  # [[[[...]]]] 100,000 deep: damaged like any other
         raise RunDirError(f"{path} is not valid JSON (nested deeper than the parser "
                           "allows)") from None
+    if too_deep(data):
+        raise RunDirError(f"{path} nests lists or objects deeper than {MAX_JSON_DEPTH} "
+                          "levels")
+    return data
+
+
+def too_deep(value, limit=MAX_JSON_DEPTH):
+    """Whether ``value`` nests lists, tuples or dicts more than ``limit`` levels
+    deep (walked without recursion: it is what the deep value would break)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, tuple, dict)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1)
+                         for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def is_run_dir(path):

@@ -27,7 +27,7 @@ from ..callbacks import schema
 from ..callbacks._registry import register_log, run_declared
 from ..define.entry import is_script_entry, script_entry
 from ..errors import ConfigError, MindexpError
-from ..rundir.io import check_label
+from ..rundir.io import MAX_JSON_DEPTH, check_label, too_deep
 from ..rundir.meta import read_meta
 from ..rundir.record import RunRecord
 from ..rundir.run_lock import acquire
@@ -309,10 +309,11 @@ def _check_value(key: str, value: Any) -> None:
     except TypeError as exc:
         raise _not_json(key, value, exc) from None
     except RecursionError:
-        raise ConfigError(f"track()'s config key {key!r} is nested too deeply to be "
-                          f"recorded; accepted: lists and dicts up to a few hundred levels. "
-                          f"Received: {key}=<a value nested deeper than Python's recursion "
-                          f"limit>", field=key) from None
+        pass     # deeper than Python's recursion limit: said below
+    if too_deep(value, MAX_JSON_DEPTH - 1):     # config.json adds its own level
+        raise ConfigError(f"track()'s config key {key!r} nests lists or dicts too deeply; "
+                          f"accepted: up to {MAX_JSON_DEPTH - 1} levels. Received: {key}="
+                          f"<a value nested deeper>", field=key)
 
 
 def _not_json(key: str, value: Any, exc: Exception) -> ConfigError:
