@@ -23,7 +23,9 @@ missing value (NaN) matches only ``!=`` and ``not in``, as in pandas.
 from __future__ import annotations
 
 import ast
+import keyword
 import operator
+import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import ConfigError
@@ -36,6 +38,10 @@ ACCEPTED = ("only comparisons (==, !=, <, <=, >, >=, in, not in) of run columns 
             "+ - * / on numbers; `backticks` around a name with dots")
 EXAMPLE = "\"lr > 0.01 and optimizer == 'adam'\""
 _PLACEHOLDER = "__mindexp_column_{}__"
+# A quoted string (kept whole), a `backticked name`, a bare name, or & | @.
+_PIECES = re.compile(r"""(?P<string>'(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?)"""
+                     r"|(?P<tick>`[^`]*`?)|(?P<word>(?<![\w.])[A-Za-z_]\w*)|(?P<op>[&|@])")
+_GRAMMAR_WORDS = ("and", "or", "not", "in", "is", "True", "False", "None")
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -109,39 +115,29 @@ def _refused(text, why):
 # -- reading ---------------------------------------------------------------------
 
 def _placeholders(text):
-    """``text`` with each `backticked name` replaced by a plain placeholder name,
-    ``&``/``|`` by ``and``/``or`` (pandas' precedence) outside quoted strings,
+    """``text`` with each `backticked name`, and each bare name Python reserves
+    (a field called ``lambda`` or ``class``), replaced by a placeholder name;
+    ``&``/``|`` by ``and``/``or`` (pandas' precedence) outside quoted strings;
     and the placeholders' names. ``@`` (pandas' local variables) is refused."""
-    out, names, i = [], {}, 0
-    while i < len(text):
-        char = text[i]
-        if char in "'\"":
-            end = _string_end(text, i)
-            out.append(text[i:end])
-            i = end
-            continue
-        if char == "`":
-            end = text.find("`", i + 1)
-            if end < 0:
-                raise _refused(text, "holds a backtick that is not closed")
-            key = _PLACEHOLDER.format(len(names))
-            names[key] = text[i + 1:end]
-            out.append(key)
-            i = end + 1
-            continue
-        if char == "@":
-            raise _refused(text, "holds @ (a Python variable), which is not accepted")
-        out.append({"&": " and ", "|": " or "}.get(char, char))
-        i += 1
-    return "".join(out), names
+    names = {}
 
-
-def _string_end(text, start):
-    """Where the string literal opening at ``start`` ends (past its quote)."""
-    i = start + 1
-    while i < len(text) and text[i] != text[start]:
-        i += 2 if text[i] == "\\" else 1
-    return min(i + 1, len(text))
+    def replaced(match):
+        kind, piece = match.lastgroup, match.group()
+        if kind == "string":
+            return piece
+        if kind == "op":
+            if piece == "@":
+                raise _refused(text, "holds @ (a Python variable), which is not accepted")
+            return " and " if piece == "&" else " or "
+        if kind == "tick" and (len(piece) < 2 or not piece.endswith("`")):
+            raise _refused(text, "holds a backtick that is not closed")
+        name = piece[1:-1] if kind == "tick" else piece
+        if kind == "word" and (not keyword.iskeyword(name) or name in _GRAMMAR_WORDS):
+            return piece
+        key = _PLACEHOLDER.format(len(names))
+        names[key] = name
+        return key
+    return _PIECES.sub(replaced, text), names
 
 
 def _check(node, boolean=False):
