@@ -56,7 +56,7 @@ _REFUSED = {ast.Call: "a function call", ast.Attribute: "an attribute (a name wi
 
 
 class Condition(NamedTuple):
-    """A checked ``--where``: its text, its tree, the columns it names (in order)."""
+    """A checked ``--where``: its text, its tree, the columns it names (once each)."""
     text: str
     tree: ast.expr
     columns: tuple[str, ...]
@@ -104,7 +104,10 @@ def evaluate(condition: Condition, table: pd.DataFrame) -> pd.Series:
         return _mask(_value(condition.tree, table), table)
     except (TypeError, ValueError, OverflowError, ZeroDivisionError) as exc:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise _refused(condition.text, f"compares values that cannot be compared ({detail})") from None
+        raise _refused(condition.text,
+                       f"compares values that cannot be compared ({detail})") from None
+    except RecursionError:
+        raise _refused(condition.text, "is nested too deeply") from None
 
 
 def _refused(text, why):
