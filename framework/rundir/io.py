@@ -89,7 +89,8 @@ def read_json(path):
     directory: :func:`schema.open_file`, which never follows nor blocks)."""
     try:
         with schema.open_file(path, "r", encoding="utf-8") as f:
-            data = json.load(f)
+            text = f.read()
+        data = json.loads(text)
     except FileNotFoundError:
         raise RunDirError(f"{path} does not exist") from None
     except schema.NotAFileError as exc:
@@ -99,7 +100,8 @@ def read_json(path):
     except RecursionError:  # [[[[...]]]] 100,000 deep: damaged like any other
         raise RunDirError(f"{path} is not valid JSON (nested deeper than the parser "
                           "allows)") from None
-    if too_deep(data):
+    # (no value nests deeper than its text has brackets: most files need no walk)
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and too_deep(data):
         raise RunDirError(f"{path} nests lists or objects deeper than {MAX_JSON_DEPTH} "
                           "levels")
     return data
@@ -108,15 +110,16 @@ def read_json(path):
 def too_deep(value, limit=MAX_JSON_DEPTH):
     """Whether ``value`` nests lists, tuples or dicts more than ``limit`` levels
     deep (walked without recursion: it is what the deep value would break)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (list, tuple, dict)):
-            if depth > limit:
-                return True
-            stack.extend((child, depth + 1)
-                         for child in (item.values() if isinstance(item, dict) else item))
-    return False
+    level = [value]
+    for depth in range(1, limit + 2):
+        level = [item for item in level if isinstance(item, (list, tuple, dict))]
+        if not level:
+            return False
+        if depth > limit:
+            return True
+        level = [child for item in level
+                 for child in (item.values() if isinstance(item, dict) else item)]
+    return True
 
 
 def is_run_dir(path):
