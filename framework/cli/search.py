@@ -102,8 +102,8 @@ def _run_sweep(args: argparse.Namespace) -> int:
                           "Received: neither")
     cls, entry = resolve_spec(args.experiment)
     grid, sets = parse_grid(args.grid, cls), parse_assignments(args.set)
-    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
-    grid = with_seeds(grid, None if seeds is None else [str(s) for s in seeds], sets)
+    seeds = None if args.seeds is None else [str(s) for s in parse_seeds(args.seeds)]
+    grid = with_seeds(grid, seeds, sets)   # as text, as --grid values are
     check_points(cls, grid, sets, load_toml(args.config) if args.config else {})
     spec = entry if ":" in args.experiment or args.experiment.endswith(".py") else args.experiment
     sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name, entry=entry,

@@ -32,7 +32,7 @@ import itertools
 import json
 import logging
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..define.config import did_you_mean, load_toml
 from ..errors import ConfigError, MindexpError
@@ -99,7 +99,7 @@ def parse_seeds(text: str) -> list[int]:
     return numbers
 
 
-def with_seeds(grid: dict, seeds: list[int] | None, sets: dict | None = None) -> dict:
+def with_seeds(grid: dict, seeds: Sequence[int | str] | None, sets: dict | None = None) -> dict:
     """``grid`` with ``seed`` as its last axis (every point trained with each of
     ``seeds``, the same seeds for every point); ``grid`` itself when ``seeds``
     is None. ConfigError when the grid or ``sets`` already give ``seed``."""
