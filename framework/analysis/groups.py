@@ -17,8 +17,10 @@ outcome's statistics.
 """
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+import warnings
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from ..errors import ConfigError
 
@@ -71,9 +73,11 @@ def group_table(table: pd.DataFrame, columns: Sequence[str],
     ``columns`` (config columns), ``n``, and per outcome ``m``: ``m_mean``,
     ``m_std``, ``m_ci_low``, ``m_ci_high``; with ``against`` (the baseline
     group's value, or ``{column: value}`` for several columns) also
-    ``test``, ``m_diff``, ``m_diff_ci_low``, ``m_diff_ci_high``, ``m_p`` and
+    ``test`` (``paired``, ``welch``, ``baseline``, or empty: no test),
+    ``m_diff``, ``m_diff_ci_low``, ``m_diff_ci_high``, ``m_p`` and
     ``m_p_holm`` (NaN for the baseline itself and for a group of fewer than
     two values). ``attrs``: ``group_by``, ``outcomes``, ``against``."""
+    import pandas as pd
     columns = list(columns)
     metrics = outcome_columns(table, skip=columns)
     keys = _key_frame(table, columns)
@@ -81,10 +85,10 @@ def group_table(table: pd.DataFrame, columns: Sequence[str],
     stats = _describe(table[metrics], keys)
     out = stats.index.to_frame(index=False)
     out.columns = columns or ["group"]
-    out[N] = [len(members[group]) for group in stats.index]
-    for m in metrics:
-        for part in ("mean", "std", "ci_low", "ci_high"):
-            out[f"{m}_{part}"] = stats[(m, part)].to_numpy()
+    parts = {N: [len(members[group]) for group in stats.index]}
+    parts.update((f"{m}_{part}", stats[(m, part)].to_numpy())
+                 for m in metrics for part in ("mean", "std", "ci_low", "ci_high"))
+    out = pd.concat([out, pd.DataFrame(parts, index=out.index)], axis=1)
     if against is not None:
         baseline = _baseline(against, columns, list(stats.index))
         out = _with_tests(out, table, members, list(stats.index), metrics, baseline)
@@ -168,21 +172,21 @@ def _with_tests(out, table, members, groups, metrics, baseline):
     """``out`` with the test columns of each group against ``baseline``;
     ``members``: each group's row positions in ``table``."""
     import numpy as np
+    import pandas as pd
     seeds = table[SEED] if SEED in table.columns else None
     tests, columns = [], {}
     for group in groups:
-        kind, results = ("", {}) if group == baseline else \
+        kind, results = ("baseline", {}) if group == baseline else \
             _test_group(table, seeds, metrics, members[group], members[baseline])
-        tests.append(kind)
+        tests.append(kind if min(len(members[group]), len(members[baseline])) >= 2 else "")
         for m in metrics:
             for name, value in zip(_TEST_PARTS, results.get(m, (math.nan,) * 4)):
                 columns.setdefault(f"{m}_{name}", []).append(value)
-    out[TEST] = tests
+    added = {TEST: tests}
     for m in metrics:
-        for name in _TEST_PARTS:
-            out[f"{m}_{name}"] = columns[f"{m}_{name}"]
-        out[f"{m}_p_holm"] = holm(np.asarray(columns[f"{m}_p"], float))
-    return out
+        added.update({f"{m}_{name}": columns[f"{m}_{name}"] for name in _TEST_PARTS})
+        added[f"{m}_p_holm"] = holm(np.asarray(columns[f"{m}_p"], float))
+    return pd.concat([out, pd.DataFrame(added, index=out.index)], axis=1)
 
 
 _TEST_PARTS = ("diff", "diff_ci_low", "diff_ci_high", "p")
@@ -222,7 +226,8 @@ def paired_test(a: Any, b: Any) -> tuple[float, float, float, float]:
     if len(d) < 2:
         return diff, math.nan, math.nan, math.nan
     half = stats.t.ppf(0.5 + LEVEL / 2, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
-    p = float(stats.ttest_rel(a[keep], b[keep]).pvalue)
+    with _quiet():
+        p = float(stats.ttest_rel(a[keep], b[keep]).pvalue)
     return diff, diff - half, diff + half, p
 
 
@@ -244,8 +249,18 @@ def welch_test(a: Any, b: Any) -> tuple[float, float, float, float]:
         return diff, diff, diff, math.nan
     df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
     half = stats.t.ppf(0.5 + LEVEL / 2, df) * se
-    p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    with _quiet():
+        p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
     return diff, diff - half, diff + half, p
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """scipy warns of precision loss when a group's values are (nearly) all
+    equal; the p-value says as much, and a table is no place for a warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
