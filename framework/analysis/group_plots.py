@@ -29,13 +29,16 @@ def group_curves(runs: RunsOrPaths, metric: str, group_by: str | Sequence[str],
     shaded (no band where a step has fewer than two runs). ``colors``: a
     group's colour by its values as text (the same group, the same colour
     in every plot), see :func:`group_colors`."""
+    import numpy as np
     table = history(runs, metric, group_by=group_by)
     fields = table.attrs["group_by"]
     fig = ax.figure if ax is not None else _figure()
     ax = ax if ax is not None else fig.add_subplot()
     groups = list(table.groupby(fields, sort=True, dropna=False, observed=True)) if fields \
         else [((), table)]   # no field: one group of every run
-    _log_if_wide(ax, table[f"{metric}_mean"])
+    means = table[f"{metric}_mean"]
+    _log_if_wide(ax, means)
+    floor = _log_floor(ax, means)
     palette = run_colors(len(groups))
     for i, (key, rows) in enumerate(groups):
         values = key if isinstance(key, tuple) else (key,)
@@ -44,11 +47,25 @@ def group_curves(runs: RunsOrPaths, metric: str, group_by: str | Sequence[str],
         step = rows[schema.Col.STEP].to_numpy()
         ax.plot(step, rows[f"{metric}_mean"].to_numpy(), lw=1.2, color=color,
                 label=f"{label} (n={int(rows['n'].max())})")
-        ax.fill_between(step, rows[f"{metric}_ci_low"].to_numpy(),
+        low = rows[f"{metric}_ci_low"].to_numpy()
+        ax.fill_between(step, low if floor is None else np.where(low > floor, low, floor),
                         rows[f"{metric}_ci_high"].to_numpy(), color=color, alpha=BAND_ALPHA,
                         lw=0)
     ax.set(xlabel="step", ylabel=metric, title=f"{metric}: mean and 95 % interval per group")
     return fig
+
+
+def _log_floor(ax, means):
+    """On a log axis: fit it to the means, and return the value below its
+    bottom that stands for an interval reaching zero or below (drawn to the
+    axis' edge: a log axis has no place for it); None on a linear axis."""
+    import numpy as np
+    if ax.get_yscale() != "log":
+        return None
+    positive = means[np.isfinite(means) & (means > 0)]
+    low, high = float(positive.min()), float(positive.max())
+    ax.set_ylim(low / 4, high * 2)
+    return low / 40
 
 
 def group_colors(runs: RunsOrPaths, group_by: str | Sequence[str]) -> dict[tuple, str]:

@@ -164,3 +164,26 @@ def test_grouped_history_counts_the_runs_that_reached_each_step(tmp_path):
         (pytest.approx(low), pytest.approx(high))
     adam = table[table["optimizer"] == "adam"]
     assert list(adam["n"]) == [1, 1, 1] and adam["loss_ci_low"].isna().all()
+
+
+def test_a_missing_value_leaves_out_its_pair_in_that_outcome_only(tmp_path):
+    accuracy = {("sgd", 0): 0.5, ("sgd", 1): 0.6, ("sgd", 2): 0.55, ("sgd", 3): 0.52,
+                ("adam", 0): 0.7, ("adam", 1): None, ("adam", 2): 0.75, ("adam", 3): 0.71}
+    losses = {key: 0.1 * (k + 1) ** 1.5 for k, key in enumerate(accuracy)}
+    for k, (optimizer, seed) in enumerate(accuracy):
+        value = accuracy[optimizer, seed]
+        make_run(tmp_path, run_id=f"r{k}", config={"optimizer": optimizer, "seed": seed},
+                 losses=(1.0, losses[optimizer, seed]),
+                 eval_rows=[{"epoch": 1, "step": 2, "accuracy": value}] if value else None)
+    table = compare(str(tmp_path / "toy"), group_by="optimizer",
+                    against="sgd").set_index("optimizer")
+    row = table.loc["adam"]
+    assert row["test"] == "paired" and row["n"] == 4
+    seeds = [0, 2, 3]   # seed 1 has no adam accuracy: that pair is left out
+    a = [accuracy["adam", s] for s in seeds]
+    b = [accuracy["sgd", s] for s in seeds]
+    assert row["eval_accuracy_p"] == pytest.approx(stats.ttest_rel(a, b).pvalue)
+    assert row["eval_accuracy_mean"] == pytest.approx(np.mean(a))
+    final_a = [losses["adam", s] for s in range(4)]
+    final_b = [losses["sgd", s] for s in range(4)]
+    assert row["final_loss_p"] == pytest.approx(stats.ttest_rel(final_a, final_b).pvalue)
