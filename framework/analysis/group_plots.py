@@ -5,7 +5,7 @@ scalar parameter and each eval metric (``mindexp plot DIR --group-by FIELD``).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 from ..callbacks import schema
 from .cells import format_value
@@ -32,7 +32,7 @@ def group_curves(runs: RunsOrPaths, metric: str, group_by: str | Sequence[str],
     import numpy as np
     table = history(runs, metric, group_by=group_by)
     fields = table.attrs["group_by"]
-    fig = ax.figure if ax is not None else _figure()
+    fig = cast("Figure", ax.figure) if ax is not None else _figure()
     ax = ax if ax is not None else fig.add_subplot()
     groups = list(table.groupby(fields, sort=True, dropna=False, observed=True)) if fields \
         else [((), table)]   # no field: one group of every run

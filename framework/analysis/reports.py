@@ -9,7 +9,7 @@ import collections
 import logging
 import math
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from ..callbacks import schema
 from .. import layout
@@ -442,7 +442,7 @@ def _eval_table(run):
 # -- history -----------------------------------------------------------------
 
 def history(runs: RunsOrPaths, metric: str = "loss",
-            group_by: str | list[str] | None = None) -> pd.DataFrame:
+            group_by: str | Sequence[str] | None = None) -> pd.DataFrame:
     """Every logged value of ``metric`` in long format, never sampled.
 
     Columns: ``run_id, step, epoch, <metric>`` then the config fields that
