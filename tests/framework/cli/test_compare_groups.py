@@ -114,3 +114,18 @@ def test_sweep_with_seeds_then_compare_by_optimizer_against_sgd(cli, tmp_path):
         assert row["test"] == "paired" and 0 <= float(row["p"]) <= float(row["p_holm"]) <= 1
     done = cli("plot", "outputs/linear", "--group-by", "optimizer")
     assert done.returncode == 0 and "loss_groups.png" in done.stdout, done.stderr
+
+
+def test_plot_refuses_a_bad_group_field_in_one_line_and_writes_nothing(main_cli, three_groups):
+    done = main_cli("plot", three_groups, "--group-by", "optimiser")
+    assert done.returncode == 2 and "cannot group by 'optimiser'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (three_groups / "plots").exists()
+
+
+def test_group_by_auto_groups_by_what_differs_but_the_seed(main_cli, three_groups):
+    done = main_cli("compare", three_groups, "--group-by", "auto")
+    assert done.returncode == 0, done.stderr
+    header, rows = _rows(done.stdout)
+    assert header[:3] == ["optimizer", "n", "outcome"]   # seed differs too, lr does not
+    assert {r["optimizer"] for r in rows} == {"adam", "momentum", "rmsprop", "sgd"}
