@@ -227,6 +227,25 @@ class Loop:
             self.epoch_ended = True
             load_callback_state(point.params, [self._position])
             self.epoch_closed = self.epoch_ended
+        self.parts.early_stop = self._early_stopping()
+
+    def _early_stopping(self) -> Any:
+        """The run's EarlyStopping (None when ``early_stop`` is off); after a
+        resume its state is replayed from the logs, and a loop whose patience
+        had run out by the checkpoint ends at once, as it would have."""
+        from ..callbacks import EarlyStopping
+        from .monitors import replay_early_stop
+        s, point = self.settings, self.run.resumed
+        if not s.early_stop:
+            return None
+        early = EarlyStopping(s.early_stop, patience=s.patience, min_delta=s.min_delta)
+        if point is None or point.early_stopped or not self.epoch_steps:
+            return early
+        if replay_early_stop(early, self.run.dir, point.step, self.epoch_steps) \
+                and early.wait >= early.patience:
+            early.stop_reason = early._reason()
+            self._stop_requested = True
+        return early
 
     # -- the drivers -------------------------------------------------------------
     def epochs(self, n: int) -> Iterator[int]:
@@ -452,9 +471,9 @@ class Loop:
 
 def _callbacks(loop: Loop, grad_norm: bool, components: tuple[str, ...]) -> Any:
     """The loop's CallbackList: the parts a ``Model`` run of ``track`` has."""
-    from ..callbacks import (CallbackList, Checkpoint, EarlyStopping, GradNormMonitor,
-                             LossMonitor, ParameterTracker, Timer)
-    from .monitors import replay_early_stop, stateful_callbacks
+    from ..callbacks import (CallbackList, Checkpoint, GradNormMonitor, LossMonitor,
+                             ParameterTracker, Timer)
+    from .monitors import stateful_callbacks
     from .system import system_monitor
     s, point, d = loop.settings, loop.run.resumed, loop.run.dir
     parts = loop.parts
@@ -469,11 +488,7 @@ def _callbacks(loop: Loop, grad_norm: bool, components: tuple[str, ...]) -> Any:
     system = system_monitor(types.SimpleNamespace(system_every_s=s.system_every_s,
                                                   log_all_ranks=False), d, point)
     cbs.extend([system] if system is not None else [])
-    if s.early_stop:
-        parts.early_stop = EarlyStopping(s.early_stop, patience=s.patience,
-                                            min_delta=s.min_delta)
-        if point is not None and not point.early_stopped and loop.epoch_steps:
-            replay_early_stop(parts.early_stop, d, point.step, loop.epoch_steps)
+    if parts.early_stop is not None:
         cbs.append(parts.early_stop)
     best = {"monitor": s.checkpoint_monitor, "keep_best": s.keep_best} \
         if s.checkpoint_monitor else {}

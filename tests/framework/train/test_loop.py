@@ -1,0 +1,158 @@
+"""Any training loop is a run: run.step/epochs/batches/log_eval/save drive the
+callbacks of a Model run (mindexp.track's loop API)."""
+import csv
+import difflib
+import os
+import runpy
+import textwrap
+
+import numpy as np
+import pytest
+
+# The seed tutorial's own loop, as it is (shared/seed: Dense(1, 1), WithLossCell,
+# TrainOneStepCell, SGD, 100 full-batch steps).
+SEED_LOOP = textwrap.dedent("""
+    import numpy as np
+    import mindspore as ms
+    import mindspore.nn as nn
+    from mindspore import Tensor
+
+    class MinimalNet(nn.Cell):
+        def __init__(self):
+            super(MinimalNet, self).__init__()
+            self.dense = nn.Dense(1, 1, weight_init="normal", bias_init="zeros")
+
+        def construct(self, x):
+            return self.dense(x)
+
+    ms.set_seed(0)
+    net = MinimalNet()
+    loss_fn = nn.MSELoss()
+    loss_net = nn.WithLossCell(net, loss_fn)
+    optimizer = nn.SGD(params=net.trainable_params(), learning_rate=0.01)
+    train_net = nn.TrainOneStepCell(loss_net, optimizer)
+    x = np.random.rand(100, 1).astype(np.float32)
+    y = 2 * x + np.random.normal(0, 0.01, size=(100, 1)).astype(np.float32)
+    train_x = Tensor(x)
+    train_y = Tensor(y)
+    for epoch in range(100):
+        loss = train_net(train_x, train_y)
+""")
+
+# The same loop tracked: the lines a user adds (and the loop indented once).
+TRACKED = SEED_LOOP.replace("import numpy as np\n", "import numpy as np\nimport mindexp\n", 1) \
+    .replace("""for epoch in range(100):
+    loss = train_net(train_x, train_y)
+""", """with mindexp.track("outputs", "seed", config={"lr": 0.01}) as run:
+    for epoch in range(100):
+        loss = train_net(train_x, train_y)
+        run.step(loss, net=train_net)
+""")
+
+
+def _rows(path, drop=("time_s",)):
+    with open(path, newline="", encoding="utf-8") as f:
+        return [{k: v for k, v in row.items() if k not in drop} for row in csv.DictReader(f)]
+
+
+def _added_lines(before, after):
+    """Lines of ``after`` that are not in ``before`` (indentation aside)."""
+    diff = difflib.ndiff([l.strip() for l in before.splitlines()],
+                         [l.strip() for l in after.splitlines()])
+    return [l for l in diff if l.startswith("+ ")]
+
+
+@pytest.mark.slow  # trains 100 steps in a script: seconds
+def test_the_seed_tutorials_loop_with_three_added_lines_is_a_run(tmp_path, monkeypatch, capsys):
+    from mindexp.cli.main import main
+    assert len(_added_lines(SEED_LOOP, TRACKED)) == 3  # the issue's bound: at most 5
+    script = tmp_path / "seed.py"
+    script.write_text(TRACKED)
+    monkeypatch.chdir(tmp_path)
+    run = runpy.run_path(str(script), run_name="__main__")["run"]
+    loss, params = _rows(os.path.join(run.dir, "loss.csv")), _rows(os.path.join(run.dir, "params.csv"))
+    assert [int(r["step"]) for r in loss] == list(range(1, 101))
+    assert {r["epoch"] for r in loss} == {"1"} and float(loss[0]["lr"]) == pytest.approx(0.01)
+    for name in ("dense.weight", "dense.bias"):  # weight and bias every step
+        assert [int(r["step"]) for r in params if r["param"] == name] == list(range(1, 101))
+    last = {r["param"]: float(r["value"]) for r in params if r["step"] == "100"}
+    assert last["dense.weight"] == pytest.approx(float(run_net_weight(run)), rel=1e-6)
+    capsys.readouterr()
+    for args in (["runs", "outputs"], ["show", run.dir], ["compare", "outputs/seed"],
+                 ["plot", run.dir]):
+        assert main(args) == 0, capsys.readouterr().err
+    text = capsys.readouterr().out
+    assert "completed" in text and "dense.weight" in text
+    assert {"loss.png", "params.png"} <= set(os.listdir(os.path.join(run.dir, "plots")))
+    import mindexp
+    meta = mindexp.load_run(run.dir).meta
+    assert meta["status"] == "completed" and meta["steps"] == 100 and meta["steps_per_s"] > 0
+
+
+def run_net_weight(run):
+    """dense.weight of the run's final checkpoint (the block's end saves one)."""
+    import mindspore as ms
+    (ckpt,) = [r["file"] for r in _rows(os.path.join(run.dir, "checkpoints.csv"))]
+    return ms.load_checkpoint(os.path.join(run.dir, ckpt))["dense.weight"].asnumpy().item()
+
+
+def _mlp_parts(ms):
+    from mindspore import nn
+    from mindexp.callbacks import TrainStep
+    net = nn.SequentialCell([nn.Dense(4, 8), nn.ReLU(), nn.Dense(8, 1)])
+    optimizer = nn.Adam(net.trainable_params(), learning_rate=0.01)
+    return net, optimizer, TrainStep(nn.WithLossCell(net, nn.MSELoss()), optimizer)
+
+
+def _data():
+    x = np.random.default_rng(1).random((40, 4), dtype=np.float32)
+    return x, x.sum(axis=1, keepdims=True)
+
+
+def _model_run(out, ms):
+    from mindspore.train import Model
+    import mindexp
+    from mindexp.define.data import make_dataset
+    with mindexp.track(out, "model", {"lr": 0.01}, seed=3) as run:
+        net, optimizer, step = _mlp_parts(ms)
+        model = Model(step)
+        data = make_dataset(_data(), ("x", "y"), batch_size=8, shuffle=True, seed=3)
+        model.train(3, data, callbacks=run.callbacks(model), dataset_sink_mode=False)
+    return run.dir
+
+
+def _loop_run(out, ms):
+    import mindexp
+    with mindexp.track(out, "loop", {"lr": 0.01}, seed=3) as run:
+        net, optimizer, step = _mlp_parts(ms)
+        for epoch in run.epochs(3):
+            for x, y in run.batches(_data(), batch_size=8):
+                loss, grad_norm = step(x, y)
+                run.step(loss, net=net, grad_norm=grad_norm, optimizer=optimizer)
+    return run.dir
+
+
+@pytest.mark.slow  # two short trainings: seconds
+def test_the_loop_and_model_paths_write_the_same_logs_through_the_same_writers(
+        tmp_path, ms_graph, monkeypatch):
+    import inspect
+    from mindexp.callbacks import csv_log
+    writers = {}
+    made = csv_log.CsvLog.__init__
+
+    def noted(self, path, *args, **kwargs):  # who makes the log of each file
+        caller = next(f.frame.f_locals["self"] for f in inspect.stack()[1:]
+                      if not isinstance(f.frame.f_locals.get("self", self), csv_log.CsvLog))
+        writers.setdefault(os.path.basename(path), set()).add(type(caller).__name__)
+        made(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(csv_log.CsvLog, "__init__", noted)
+    model_dir = _model_run(tmp_path, ms_graph)
+    loop_dir = _loop_run(tmp_path, ms_graph)
+    for name in ("loss.csv", "params.csv", "grad_norm.csv"):
+        model_rows = _rows(os.path.join(model_dir, name))
+        assert len(model_rows) > 12  # 5 steps an epoch, 3 epochs
+        assert _rows(os.path.join(loop_dir, name)) == model_rows, name
+    assert writers["loss.csv"] == {"LossMonitor"}
+    assert writers["params.csv"] == {"ParameterTracker"}
+    assert writers["grad_norm.csv"] == {"GradNormMonitor"}
