@@ -156,3 +156,33 @@ def test_the_loop_and_model_paths_write_the_same_logs_through_the_same_writers(
     assert writers["loss.csv"] == {"LossMonitor"}
     assert writers["params.csv"] == {"ParameterTracker"}
     assert writers["grad_norm.csv"] == {"GradNormMonitor"}
+
+
+def test_run_save_flushes_the_users_own_log_before_the_checkpoint(tmp_path):
+    from mindspore import nn
+    import mindexp
+    from mindexp.callbacks import CsvLog
+    with mindexp.track(tmp_path, "own_log") as run:
+        net = nn.Dense(1, 1)
+        mine = CsvLog(os.path.join(run.dir, "mine.csv"), ["step", "value"], flush_rows=1000,
+                      flush_seconds=3600)
+        for step in range(1, 4):
+            run.step(0.5 / step, net=net)
+            mine.write((step, step * 2))
+        assert not os.path.exists(mine.path) or _rows(mine.path) == []  # still buffered
+        run.save(net)
+        assert [r["step"] for r in _rows(mine.path)] == ["1", "2", "3"]  # flushed first
+        mine.close()
+    saved = _rows(os.path.join(run.dir, "checkpoints.csv"))
+    assert [(r["step"], r["kind"]) for r in saved] == [("3", "last")]
+
+
+def test_a_script_run_without_the_runs_callbacks_records_its_steps_per_s(tmp_path):
+    import mindexp
+    from mindexp.callbacks import CsvLog
+    with mindexp.track(tmp_path, "own_loss") as run:
+        with CsvLog(os.path.join(run.dir, "loss.csv"), ["step", "epoch", "loss"]) as log:
+            for step in range(1, 6):
+                log.write((step, 1, 1.0 / step))
+    meta = mindexp.load_run(run.dir).meta
+    assert meta["steps"] == 5 and meta["steps_per_s"] > 0
