@@ -218,6 +218,7 @@ class Loop:
         self._held = contextlib.ExitStack()
         self._position = _Position(self)
         self._stop_requested = False
+        self._ending = False  # the block's end: a stop request ends nothing more
         _seed(settings.seed)
         point = run.resumed
         if point is not None:
@@ -373,8 +374,9 @@ class Loop:
 
     @property
     def should_stop(self) -> bool:
-        """True once early stopping, a non-finite loss or a signal asked the loop to end."""
-        return self._stop_requested
+        """True once early stopping, a non-finite loss or a signal asked the loop
+        to end (a signal between two steps: before the next one starts)."""
+        return self._stop_requested or self.stopper.signum is not None
 
     def _note_stop(self) -> None:
         """Take a stop request of the callbacks; a signal's, outside run.epochs
@@ -383,7 +385,7 @@ class Loop:
         if self.context is None or not self.context.get_stop_requested():
             return
         self._stop_requested = True
-        if self.drivers == 0 and self.stopper.signum is not None:
+        if self.drivers == 0 and self.stopper.signum is not None and not self._ending:
             raise KeyboardInterrupt
 
     # -- evaluation and checkpoints ------------------------------------------------
@@ -443,6 +445,7 @@ class Loop:
         """At the block's end: the last epoch's end hooks and the train end (the
         final checkpoint) when the block ended normally or on a stop request,
         then the callbacks' contexts (every log closed)."""
+        self._ending = True
         with self._held:
             if self.callbacks is None:
                 return

@@ -136,6 +136,9 @@ class TrackedRun(RunLifecycle):
             except BaseException as error:  # the run fails with it (its record says why)
                 if exc is None:
                     exc_type, exc, tb = type(error), error, error.__traceback__
+                else:  # the block's own exception says why the run ended
+                    logger.warning("ending the loop after %s failed too: %s",
+                                   type(exc).__name__, failures.one_line(error))
         return super().__exit__(exc_type, exc, tb)
 
     def _open(self) -> None:

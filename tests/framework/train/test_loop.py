@@ -186,3 +186,69 @@ def test_a_script_run_without_the_runs_callbacks_records_its_steps_per_s(tmp_pat
                 log.write((step, 1, 1.0 / step))
     meta = mindexp.load_run(run.dir).meta
     assert meta["steps"] == 5 and meta["steps_per_s"] > 0
+
+
+# A loop that sends itself SIGTERM after its STOP-th step (0: never); DRIVEN=0: a
+# plain `for` loop of 12 full-batch steps, else 3 epochs of 4 batches.
+SIGNALLED = textwrap.dedent("""
+    import os, signal, sys
+    import numpy as np
+    import mindspore as ms
+    from mindspore import nn
+    import mindexp
+    from mindexp.callbacks import TrainStep
+
+    out, stop, driven = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+    resume = sys.argv[4] if len(sys.argv) > 4 else None
+    x = np.random.default_rng(0).random((40, 1), dtype=np.float32)
+    with mindexp.track(out, "sig", resume=resume) as run:
+        net = nn.Dense(1, 1)
+        optimizer = nn.SGD(net.trainable_params(), 0.1)
+        step = TrainStep(nn.WithLossCell(net, nn.MSELoss()), optimizer)
+        run.load(net, optimizer)
+        done = 0
+        batches = ((xb, yb) for epoch in run.epochs(3)
+                   for xb, yb in run.batches((x, 2 * x), batch_size=10)) if driven else \
+            ((ms.Tensor(x), ms.Tensor(2 * x)) for _ in range(12))
+        for xb, yb in batches:
+            loss, norm = step(xb, yb)
+            run.step(loss, net=net, grad_norm=norm, optimizer=optimizer)
+            done += 1
+            if done == stop:
+                os.kill(os.getpid(), signal.SIGTERM)
+""")
+
+
+@pytest.mark.slow  # three short scripts
+@pytest.mark.parametrize("driven", [True, False])
+def test_sigterm_ends_a_loop_at_the_steps_end_interrupted_and_it_resumes(tmp_path, driven):
+    import forkserver
+    from conftest import cli_env
+    import mindexp
+    script = tmp_path / "sig.py"
+    script.write_text(SIGNALLED)
+    args = [sys_executable(), str(script), str(tmp_path / "out"), "5", "1" if driven else "0"]
+    done = forkserver.run(args, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 143, done.stderr[-2000:]
+    (run_dir,) = (tmp_path / "out" / "sig").iterdir()
+    meta = mindexp.load_run(run_dir).meta
+    steps = [int(r["step"]) for r in _rows(os.path.join(run_dir, "loss.csv"))]
+    assert meta["status"] == "interrupted" and meta["signal"] == "SIGTERM"
+    # run.batches starts no step after the signal; a plain loop ends at the next step's end
+    stopped = 5 if driven else 6
+    assert steps == list(range(1, stopped + 1)) and meta["steps"] == stopped
+    saved = _rows(os.path.join(run_dir, "checkpoints.csv"))
+    assert saved[-1]["step"] == str(meta["steps"])  # the stop's step saved: a resume goes on
+    args[3], args[-1:] = "0", [args[-1], str(run_dir)]
+    done = forkserver.run(args, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = [int(r["step"]) for r in _rows(os.path.join(run_dir, "loss.csv"))]
+    # run.epochs/batches continue at the checkpoint's batch; a plain loop's 12 steps go on
+    # from the checkpoint's step
+    assert steps == list(range(1, 13 if driven else 19))
+    assert mindexp.load_run(run_dir).meta["status"] == "completed"
+
+
+def sys_executable():
+    import sys
+    return sys.executable
