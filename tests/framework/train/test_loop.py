@@ -252,3 +252,38 @@ def test_sigterm_ends_a_loop_at_the_steps_end_interrupted_and_it_resumes(tmp_pat
 def sys_executable():
     import sys
     return sys.executable
+
+
+class _Samples:
+    """A random-access source: item i is (x[i], y[i])."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
+
+
+def test_run_batches_orders_arrays_sources_and_datasets_alike_by_seed_and_epoch(tmp_path):
+    import mindspore.dataset as ds
+    import mindexp
+    x = np.arange(50, dtype=np.float32).reshape(25, 2)
+    y = np.arange(25, dtype=np.int64)
+    kinds = {"arrays": (x, y), "source": _Samples(x, y),
+             "dataset": ds.NumpySlicesDataset((x, y), column_names=["x", "y"], shuffle=False)}
+    seen = {}
+    for kind, data in kinds.items():
+        with mindexp.track(tmp_path, kind, seed=7) as run:
+            batches = [tuple(t.asnumpy().tolist() for t in batch)
+                       for _ in run.epochs(2) for batch in run.batches(data, batch_size=4)]
+        seen[kind] = batches
+    assert len(seen["arrays"]) == 12  # 6 whole batches an epoch (drop_last)
+    assert seen["arrays"] == seen["source"] == seen["dataset"]
+    epoch1, epoch2 = seen["arrays"][:6], seen["arrays"][6:]
+    assert epoch1 != epoch2  # each epoch its own order
+    rows = [r for b in epoch1 for r in b[1]]
+    order = np.random.default_rng([7, 0]).permutation(25)[:24]  # the Model path's (docs/data.md)
+    assert rows == order.tolist()
