@@ -27,12 +27,12 @@ def global_norm(grads: Any) -> Tensor:
     for grad in grads:
         total = total + grad.size
     if total <= CONCAT_NORM_MAX_ELEMENTS:
-        flat = ()
+        flat: tuple[Any, ...] = ()
         for grad in grads:
             flat = flat + (grad.reshape(-1).astype(mstype.float32),)
         every = ops.cat(flat)
         return ops.sqrt(ops.reduce_sum(every * every))
-    squares = ()
+    squares: tuple[Any, ...] = ()
     for grad in grads:
         squares = squares + (ops.reduce_sum(ops.square(grad.astype(mstype.float32))),)
     return ops.sqrt(ops.addn(squares))
@@ -43,7 +43,7 @@ def clip_by_global_norm(grads: Any, max_norm: float) -> tuple[Any, Tensor]:
     norm is at most ``max_norm`` (as ``TrainStep(clip_grad_norm=max_norm)`` does)."""
     norm = global_norm(grads)
     scale = max_norm / ops.maximum(norm, max_norm)
-    clipped = ()
+    clipped: tuple[Any, ...] = ()
     for grad in grads:
         clipped = clipped + (grad * ops.cast(scale, grad.dtype),)
     return clipped, norm

@@ -172,7 +172,8 @@ class _Position:
     def state_dict(self) -> dict[str, Any]:
         loop = self.loop
         import mindspore as ms
-        name, keys, pos, has_gauss, cached = np.random.get_state()
+        state: Any = np.random.get_state()
+        name, keys, pos, has_gauss, cached = state
         return {"epoch_start": loop.epoch_start, "epoch_end": loop.epoch_ended,
                 "epoch_steps": loop.epoch_steps,
                 "numpy_rng": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)],
@@ -329,8 +330,9 @@ class Loop:
         last = self.epoch_steps is not None and step - self.epoch_start >= self.epoch_steps
         self.epoch_ended = last
         self.params.update(cur_step_num=step, cur_epoch_num=self.epoch, net_outputs=loss)
+        parts: dict[str, Any] = {k: to_float(v) for k, v in components.items()}
         record = StepRecord(step, self.epoch, last, to_float(loss), to_float(grad_norm),
-                            {k: to_float(v) for k, v in components.items()}, self._lr(step),
+                            parts, self._lr(step),
                             {}, loss if grad_norm is None else (loss, grad_norm))
         self.callbacks.on_train_step_record(record, self.context)
         self._note_stop()
@@ -493,7 +495,7 @@ def _callbacks(loop: Loop, grad_norm: bool, components: tuple[str, ...]) -> Any:
     cbs.extend([system] if system is not None else [])
     if parts.early_stop is not None:
         cbs.append(parts.early_stop)
-    best = {"monitor": s.checkpoint_monitor, "keep_best": s.keep_best} \
+    best: dict[str, Any] = {"monitor": s.checkpoint_monitor, "keep_best": s.keep_best} \
         if s.checkpoint_monitor else {}
     flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]
     parts.checkpoint = Checkpoint(d, every_epochs=None, keep_last=s.keep_checkpoints,
