@@ -76,10 +76,9 @@ def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | No
         early_stop: a hand-written loop stops early (``run.should_stop``) when
             this value (``loss``, or ``eval_<metric>`` of ``run.log_eval``)
             has not improved for ``patience`` epochs by more than ``min_delta``.
-        checkpoint_monitor: ``run.log_eval``'s metric (``eval_<metric>``) or
-            ``loss`` by which the ``keep_best`` best checkpoints are kept
-            (``load_run(RUN).network("best", net=...)``); its direction comes
-            from its name (:func:`mindexp.callbacks.metric_direction`).
+        checkpoint_monitor: ``loss`` or ``eval_<metric>`` (of ``run.log_eval``)
+            by which ``keep_best`` checkpoints are kept, its direction from its
+            name (:func:`mindexp.callbacks.metric_direction`).
         keep_checkpoints: regular checkpoints ``run.save`` keeps (None: all).
 
     Raises:
