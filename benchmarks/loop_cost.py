@@ -11,7 +11,8 @@ neighbour's burst of load lands on all four alike):
   ``run.step(loss, net=..., grad_norm=..., optimizer=...)`` after each step
   (loss.csv, params.csv, grad_norm.csv, system.csv every step, as a Model run);
 - ``model off``: ``Model(TrainStep).train`` without callbacks;
-- ``model on``:  the same with ``run.callbacks(model)``.
+- ``model on``:  the same with ``run.callbacks(model, checkpoint_every=None)``
+  (the loop saves no checkpoint unless asked: neither path saves one per epoch).
 
 Each training is timed from the end of its first step (the graph compile)
 to the end of its last. Prints the median seconds per step over the rounds
@@ -94,7 +95,9 @@ def _model(w, out, tracked):
         model.train(w.epochs, dataset, callbacks=[clock], dataset_sink_mode=False)
         return clock.times
     with mindexp.track(out, "model", {"workload": w.key}) as run:
-        model.train(w.epochs, dataset, callbacks=run.callbacks(model) + [clock],
+        # no checkpoint each epoch: the loop saves only when asked (both save at the end)
+        model.train(w.epochs, dataset, callbacks=run.callbacks(model, checkpoint_every=None)
+                    + [clock],
                     dataset_sink_mode=False)
     return clock.times
 

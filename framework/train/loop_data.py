@@ -9,7 +9,6 @@ asks for the epoch from the batch its checkpoint reached.
 """
 from __future__ import annotations
 
-import copy
 import os
 from typing import Any, Iterator
 
@@ -79,8 +78,10 @@ def _tensors(source: BatchSource) -> Iterator[tuple[Any, ...]]:
 def _dataset_batches(data: Any, batch_size: int, shuffle: bool, drop_last: bool, seed: int,
                      epoch: int, first_batch: int, shards: int, shard: int) -> _Batches:
     """mindexp's sampler on the dataset's leaf (the order of ``epoch``), batched."""
+    from .._mindspore import fresh_pipeline
     # a copy each epoch: a pipeline node takes one consumer (one batch op) only
-    source = SampleSource(lambda: copy.deepcopy(data), data.get_col_names(), "train", first=data)
+    source = SampleSource(lambda: fresh_pipeline(data), data.get_col_names(), "train",
+                          first=data)
     batched = source.dataset(batch_size, shuffle, seed, epoch, shards, shard, drop_last,
                              first_batch)
     count = int(batched.get_dataset_size())
