@@ -21,18 +21,20 @@ import os
 import signal
 import sys
 import types
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..callbacks import schema
 from ..callbacks._registry import register_log, run_declared
 from ..define.entry import is_script_entry, script_entry
 from ..errors import ConfigError, MindexpError
-from ..rundir.io import check_label
+from ..rundir.io import MAX_JSON_DEPTH, check_label, too_deep
 from ..rundir.meta import read_meta
 from ..rundir.record import RunRecord
 from ..rundir.run_lock import acquire
 from . import failures, mlflow_stream
 from .lifecycle import RunLifecycle, Stopped, hold_new_run, hold_signals, open_record
+from .loop import Loop, LoopSettings
+from .monitors import stateful_callbacks
 from .signals import SignalStop
 
 __all__ = ["track", "TrackedRun"]
@@ -42,7 +44,10 @@ logger = logging.getLogger(__name__)
 
 def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | None = None, *,
           tags: Iterable[str] = (), note: str | None = None,
-          resume: str | os.PathLike[str] | None = None, mlflow: str | None = None) -> TrackedRun:
+          resume: str | os.PathLike[str] | None = None, mlflow: str | None = None,
+          seed: int | None = None, early_stop: str | None = None, patience: int = 5,
+          min_delta: float = 0.0, checkpoint_monitor: str | None = None, keep_best: int = 1,
+          keep_checkpoints: int | None = 3) -> TrackedRun:
     """A tracked run of a plain MindSpore script, as a context manager.
 
     ``with mindexp.track(out, name, config) as run:`` creates
@@ -66,14 +71,27 @@ def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | No
             good checkpoint: ``run.load(network)``, ``run.position(steps)``).
         mlflow: an MLflow tracking URI the run streams to while it runs
             (a sender process of its own; the block never waits for it).
+        seed: seeds MindSpore, NumPy and the order of ``run.batches``
+            (default: the config's ``seed``, else 0; config.json records it).
+        early_stop: a hand-written loop stops early (``run.should_stop``) when
+            this value (``loss``, or ``eval_<metric>`` of ``run.log_eval``)
+            has not improved for ``patience`` epochs by more than ``min_delta``.
+        checkpoint_monitor: ``loss`` or ``eval_<metric>`` (of ``run.log_eval``)
+            by which ``keep_best`` checkpoints are kept, its direction from its
+            name (:func:`mindexp.callbacks.metric_direction`).
+        keep_checkpoints: regular checkpoints ``run.save`` keeps (None: all).
 
     Raises:
         ConfigError: a bad name or a config that is not JSON, before
             anything is created.
     """
     script = _caller_file(sys._getframe(1))
+    given = {} if not isinstance(config, Mapping) else config
+    settings = LoopSettings(seed=_seed_of(seed, given), early_stop=early_stop, patience=patience,
+                            min_delta=min_delta, checkpoint_monitor=checkpoint_monitor,
+                            keep_best=keep_best, keep_checkpoints=keep_checkpoints).check()
     return TrackedRun(out, name, config, tags=tags, note=note, resume=resume, script=script,
-                      mlflow=mlflow)
+                      mlflow=mlflow, loop=settings)
 
 
 class TrackedRun(RunLifecycle):
@@ -86,9 +104,12 @@ class TrackedRun(RunLifecycle):
     def __init__(self, out: str | os.PathLike[str], name: str,
                  config: Mapping[str, Any] | None = None, *, tags: Iterable[str] = (),
                  note: str | None = None, resume: str | os.PathLike[str] | None = None,
-                 script: str | None = None, mlflow: str | None = None) -> None:
+                 script: str | None = None, mlflow: str | None = None,
+                 loop: LoopSettings | None = None) -> None:
         super().__init__()
         self.config = _checked_config(config)
+        self.settings = loop or LoopSettings(seed=_seed_of(None, self.config))
+        self.config.update(self.settings.config())  # config.json: the resolved settings too
         self.mlflow = None if mlflow is None else _mlflow_uri(mlflow)
         self.name = check_label(name, "track()'s name")
         self.out, self.tags, self.note, self.script = out, list(tags or ()), note, script
@@ -99,11 +120,25 @@ class TrackedRun(RunLifecycle):
         self.writer = True  # False on a rank other than 0 under msrun: it records nothing
         self._loss_cb: Any = None
         self._timer: Any = None
+        self._loop: Loop | None = None
 
     # -- the block (RunLifecycle's __enter__/__exit__) ----------------------------
     def __enter__(self) -> TrackedRun:
         super().__enter__()
         return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: types.TracebackType | None) -> bool:
+        if self._loop is not None:
+            try:
+                self._loop.end(exc)  # the loop's last epoch end and final checkpoint
+            except BaseException as error:  # the run fails with it (its record says why)
+                if exc is None:
+                    exc_type, exc, tb = type(error), error, error.__traceback__
+                else:  # the block's own exception says why the run ended
+                    logger.warning("ending the loop after %s failed too: %s",
+                                   type(exc).__name__, failures.one_line(error))
+        return super().__exit__(exc_type, exc, tb)
 
     def _open(self) -> None:
         """Signals, the run folder and its record, before the block runs."""
@@ -116,6 +151,7 @@ class TrackedRun(RunLifecycle):
             # every log opened inside the run folder registers with it (resume cuts
             # each back), a rank's own files too
             self._held.enter_context(run_declared(self.dir))
+        self._loop = Loop(self, self.settings, self._stopper)
 
     def register_log(self, path: str | os.PathLike[str],
                      step_column: str | None = "step") -> None:
@@ -159,11 +195,72 @@ class TrackedRun(RunLifecycle):
         cbs.append(self._stopper)  # last: a signal during any callback of step s stops at s
         return cbs
 
+    # -- a hand-written loop (train.loop) ---------------------------------------
+    def epochs(self, n: int) -> Iterator[int]:
+        """``for epoch in run.epochs(n):`` the run's epochs as ``range(n)`` gives
+        them (0-based; the logs count from 1), from the checkpoint's after a
+        resume; ends early when :attr:`should_stop`."""
+        return self._the_loop().epochs(n)
+
+    def batches(self, data: Any, batch_size: int = 1, shuffle: bool = True,
+                drop_last: bool = True) -> Iterator[tuple[Any, ...]]:
+        """``for x, y in run.batches(data, batch_size=B):`` this epoch's batches
+        as tuples of Tensors in column order (like ``create_tuple_iterator()``).
+        ``data``: a tuple of equal-length arrays, a random-access source or an
+        unbatched MindSpore dataset; the order of epoch ``e`` comes from the
+        seed and ``e`` (the order a ``Model`` run of the same data has), each
+        rank takes its share under msrun, and a resumed run continues at the
+        checkpoint's batch. Without :meth:`epochs` each call is one epoch."""
+        return self._the_loop().batches(data, batch_size, shuffle, drop_last)
+
+    def step(self, loss: Any, *, net: Any = None, grad_norm: Any = None, optimizer: Any = None,
+             epoch: int | None = None, **components: Any) -> None:
+        """After each training step: loss.csv, params.csv (on the run's
+        schedule), grad_norm.csv (with ``grad_norm``, e.g.
+        :func:`mindexp.callbacks.global_norm`), system.csv, from the callbacks
+        that write them in a ``Model`` run. ``net``: the network or train cell
+        (its parameters, and its checkpoints); ``optimizer``: the lr column
+        (a train cell's own optimizer is found); ``components``: further
+        loss terms by name (more columns of loss.csv). Steps count from 1
+        in epoch 1, ``epoch=`` moves to another epoch (counted from 1)."""
+        self._the_loop().step(loss, net, grad_norm, optimizer, epoch, components)
+
+    def log_eval(self, **metrics: Any) -> None:
+        """After an evaluation: eval.csv (``epoch,step,<metric>...``, a row per
+        completed epoch, as a ``Model.fit`` run's; ``eval_`` is left off the
+        column names) and what ``early_stop`` and ``checkpoint_monitor`` watch.
+        Call it after the epoch's steps and before :meth:`save`."""
+        self._the_loop().log_eval(metrics)
+
+    def save(self, net: Any = None, optimizer: Any = None) -> None:
+        """A checkpoint of the run's own: every log of the run flushed (a
+        ``CsvLog`` of the user's too), then ``checkpoints/`` and
+        checkpoints.csv as a ``Model`` run writes them (its naming, keep-last
+        and keep-best), with the loop's data position and NumPy's RNG state,
+        so ``track(resume=RUN)`` continues exactly there."""
+        self._the_loop().save(net, optimizer)
+
+    @property
+    def should_stop(self) -> bool:
+        """True once early stopping, a non-finite loss or a signal (SIGINT,
+        SIGTERM: the run ends ``interrupted``) asks the loop to end;
+        :meth:`epochs` and :meth:`batches` end by themselves then."""
+        return self._loop is not None and self._loop.should_stop
+
+    def _the_loop(self) -> Loop:
+        assert self._loop is not None, "the loop API is for inside the with block"
+        return self._loop
+
     # -- resuming --------------------------------------------------------------
-    def load(self, network: Any) -> None:
+    def load(self, network: Any, optimizer: Any = None) -> None:
         """Load the resume point's weights (and optimizer state) into ``network``
-        (the train cell or ``Model.train_network``); nothing for a new run."""
-        if self.resumed is not None:
+        (the train cell or ``Model.train_network``; or a loop's network and
+        its ``optimizer``); nothing for a new run."""
+        if self.resumed is None:
+            return
+        if optimizer is not None:
+            self._the_loop().load(network, optimizer)
+        else:
             self.resumed.load(_train_cell(network))
 
     def position(self, steps_per_epoch: int) -> tuple[int, int]:
@@ -225,14 +322,21 @@ class TrackedRun(RunLifecycle):
         return record
 
     def _stopped(self) -> Stopped:
+        loop = self._loop
+        if self._loss_cb is None and loop is not None:
+            return Stopped(diverged=loop.diverged(), reason=loop.stop_reason())
         return Stopped(diverged=self._loss_cb.stop_reason if self._loss_cb is not None else None)
 
     def _totals(self, meta: dict[str, Any], elapsed: float) -> None:
         """Steps, epochs and final loss from loss.csv, the rate and training time."""
         assert self.record is not None
-        rate = self._timer.steps_per_s if self._timer is not None else None
+        timer = self._timer if self._timer is not None else getattr(self._loop, "timer", None)
+        rate = timer.steps_per_s if timer is not None else None
+        totals = _totals(self.dir, meta, elapsed, self.resumed)
+        if not rate and elapsed > 0:  # no Timer (a script's own logs): the block's mean rate
+            rate = (totals["steps"] - (self.resumed.step if self.resumed else 0)) / elapsed
         self.record.ended(meta["status"], steps_per_s=round(rate, 2) if rate else None,
-                          **_totals(self.dir, meta, elapsed, self.resumed))
+                          **totals)
 
     def _outcome(self, status: str | None, exc: BaseException | None) -> bool:
         """What leaves the block: the block's own exception, or the signal's exit."""
@@ -262,22 +366,15 @@ class _BlockStop(SignalStop):
             raise KeyboardInterrupt
 
 
-# -- shared with Experiment.run's runner (train.launch) --------------------------
-
-def stateful_callbacks(cbs: Iterable[Any], resume: Any = None) -> list[Any]:
-    """The callbacks of ``cbs`` that keep state beyond their files (opt-in:
-    ``state_dict()`` and ``load_state_dict(state)``), saved with each
-    checkpoint; on a resume (``resume``, a Resume) they get their state back
-    here, before training starts."""
-    from ..callbacks.checkpoint import load_callback_state
-    stateful = [cb for cb in cbs if callable(getattr(cb, "state_dict", None))
-                and callable(getattr(cb, "load_state_dict", None))]
-    if resume is not None and stateful:
-        load_callback_state(resume.params, stateful)
-    return stateful
-
-
 # -- helpers -------------------------------------------------------------------
+
+def _seed_of(seed: int | None, config: Mapping[str, Any]) -> int:
+    """The run's seed: ``seed``, else the config's ``seed``, else 0."""
+    value = seed if seed is not None else config.get("seed", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError("track()'s seed (or the config's 'seed') must be an integer >= 0. "
+                          f"Received: seed={value!r}", field="seed")
+    return value
 
 def _checked_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """A copy of ``config``; ConfigError naming the first key JSON cannot hold."""
@@ -290,13 +387,36 @@ def _checked_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         if not isinstance(key, str):
             raise ConfigError("track()'s config keys must be strings. "
                               f"Received: key {key!r}", field="config")
-        try:
-            json.dumps(value, allow_nan=True)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"track()'s config key {key!r} is not JSON-serialisable ({exc}); "
-                              "accepted: numbers, strings, booleans, None, lists and dicts of "
-                              f"them. Received: {key}={_shown(value)}", field=key) from None
+        _check_value(key, value)
     return dict(config)
+
+
+def _check_value(key: str, value: Any) -> None:
+    """ConfigError (one line) when JSON cannot hold ``value`` as a finite value: a
+    NaN or Infinity cannot be compared, grouped or searched."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError as exc:
+        if "Out of range float" not in str(exc):
+            raise _not_json(key, value, exc) from None
+        raise ConfigError(f"track()'s config key {key!r} holds a number that is not finite "
+                          "(NaN or Infinity cannot be compared, grouped or searched); "
+                          f"accepted: finite numbers. Received: {key}={_shown(value)}",
+                          field=key) from None
+    except TypeError as exc:
+        raise _not_json(key, value, exc) from None
+    except RecursionError:
+        pass     # deeper than Python's recursion limit: said below
+    if too_deep(value, MAX_JSON_DEPTH - 1):     # config.json adds its own level
+        raise ConfigError(f"track()'s config key {key!r} nests lists or dicts too deeply; "
+                          f"accepted: up to {MAX_JSON_DEPTH - 1} levels. Received: {key}="
+                          f"<a value nested deeper>", field=key)
+
+
+def _not_json(key: str, value: Any, exc: Exception) -> ConfigError:
+    return ConfigError(f"track()'s config key {key!r} is not JSON-serialisable ({exc}); "
+                       "accepted: numbers, strings, booleans, None, lists and dicts of "
+                       f"them. Received: {key}={_shown(value)}", field=key)
 
 
 def _mlflow_uri(uri: str) -> str:
