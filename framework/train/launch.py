@@ -55,6 +55,8 @@ def train(request: RunRequest, finish: Finish | None = None,
         finish = None  # ranks leave the cluster together: no rank 0 drawing alone
     workers = request.config.workers
     plan = prepare(request.experiment, workers=workers)
+    from ..provenance.capture import check_ignore_file
+    check_ignore_file(request.experiment)  # what capture would exclude, known before the folder
     with contextlib.ExitStack() as held:
         # msrun's launcher forwards a signal to its workers (distributed.launch):
         # only a run trained here keeps SIGINT/SIGTERM until run.json is final.
