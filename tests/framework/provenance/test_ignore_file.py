@@ -53,8 +53,10 @@ def _latin1(path):
 def test_an_ignore_file_that_cannot_be_read_refuses_the_run_before_it_exists(
         cli, project, tmp_path, plant, said):
     plant(str(project / ".mindexpignore"))
+    # a FIFO opened blocking would hang: a process of its own, with a timeout
+    env = {"PYTHONUNBUFFERED": "1"} if plant is _fifo else {}
     done = cli("run", f"{project}/exp_main.py:TwoModules", "--set", "epochs=1",
-               "--out", tmp_path / "out", "--quiet", timeout=60)  # a FIFO opened blocking hangs
+               "--out", tmp_path / "out", "--quiet", timeout=60, **env)
     assert done.returncode == 2, done.stderr
     assert said in done.stderr and str(project / ".mindexpignore") in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
