@@ -64,6 +64,9 @@ def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | No
         note: the run's note (``mindexp note`` changes it later).
         resume: a script run's folder to continue in place (from its latest
             good checkpoint: ``run.load(network)``, ``run.position(steps)``).
+            The folder is left as it was until ``run.load`` succeeded (or
+            ``run.callbacks`` is asked for, or the block ends without either):
+            a network or optimizer the checkpoint does not fit changes nothing.
         mlflow: an MLflow tracking URI the run streams to while it runs
             (a sender process of its own; the block never waits for it).
 
@@ -110,7 +113,7 @@ class TrackedRun(RunLifecycle):
         self._stopper = hold_signals(self._held, _BlockStop())
         self.dir = self._hold_folder()
         self.run_id = os.path.basename(self.dir)
-        if self.writer:
+        if self.writer and self.resumed is None:  # a resumed one waits for its load
             self.record = self._start_record()
         if os.path.isdir(self.dir):
             # every log opened inside the run folder registers with it (resume cuts
@@ -141,6 +144,7 @@ class TrackedRun(RunLifecycle):
         from ..callbacks import (Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker,
                                  Timer, TrainStep)
         assert self._stopper is not None, "run.callbacks() is for inside the with block"
+        self._begin_resumed()
         d, spe, point = self.dir, steps_per_epoch, self.resumed
         self._loss_cb = LossMonitor(d, every=every, on_nan="stop", steps_per_epoch=spe,
                                     time_offset=point.time_offset if point else 0.0)
@@ -164,7 +168,8 @@ class TrackedRun(RunLifecycle):
         """Load the resume point's weights (and optimizer state) into ``network``
         (the train cell or ``Model.train_network``); nothing for a new run."""
         if self.resumed is not None:
-            self.resumed.load(_train_cell(network))
+            self.resumed.load(_train_cell(network))  # raises before anything is changed
+            self._begin_resumed()
 
     def position(self, steps_per_epoch: int) -> tuple[int, int]:
         """``(initial_epoch, first_batch)``: where ``Model.train`` starts after a
@@ -197,8 +202,9 @@ class TrackedRun(RunLifecycle):
         return distributed.unseen_rank_dir(self.out, self.name, rank)
 
     def _hold_resumed(self, run_dir: str) -> str:
-        """Take a script run's lock and put it back at its latest good checkpoint."""
-        from .resume import check_run_dir, resume_point, run_logs, truncate_logs
+        """Take a script run's lock and find its latest good checkpoint (nothing
+        is changed yet: see :meth:`_begin_resumed`)."""
+        from .resume import check_run_dir, resume_point, run_logs
         from .resume_checks import check_logs_readable
         run_dir = check_run_dir(run_dir)
         self._held.callback(acquire(run_dir, "resume").release)
@@ -210,8 +216,25 @@ class TrackedRun(RunLifecycle):
                                f"{meta.get('experiment')!r}, entry={meta['entry']!r}")
         check_logs_readable(run_dir, run_logs(run_dir))  # before anything is cut
         self.resumed = resume_point(run_dir, meta)
-        truncate_logs(run_dir, self.resumed.step)  # each step once in every log
         return run_dir
+
+    def _begin_resumed(self) -> None:
+        """A resumed run changes its folder from here on (once): its logs cut
+        back to the checkpoint, run.json ``running`` with this resume. Until
+        then a failure in the block (a checkpoint that does not fit the
+        script's network or optimizer) leaves the run as it was, resumable."""
+        if self.resumed is None or self.record is not None or not self.writer:
+            return
+        from .resume import truncate_logs
+        truncate_logs(self.dir, self.resumed.step)  # each step once in every log
+        self.record = self._start_record()
+
+    def conclude(self, exc: BaseException | None, elapsed: float) -> str | None:
+        """The run's end (see RunLifecycle); a resumed block that ended normally
+        without loading its checkpoint is recorded as resumed all the same."""
+        if exc is None and self._stopper is not None and self._stopper.signum is None:
+            self._begin_resumed()
+        return super().conclude(exc, elapsed)
 
     def _start_record(self) -> RunRecord:
         """run.json ``running``, config.json and provenance, before the block runs."""
