@@ -57,6 +57,9 @@ def train(request: RunRequest, finish: Finish | None = None,
     plan = prepare(request.experiment, workers=workers)
     from ..provenance.capture import check_ignore_file
     check_ignore_file(request.experiment)  # what capture would exclude, known before the folder
+    if resume is not None:  # before any file of the run changes
+        from .resume import check_checkpoint_loads
+        check_checkpoint_loads(request.experiment, resume, plan.steps_per_epoch)
     with contextlib.ExitStack() as held:
         # msrun's launcher forwards a signal to its workers (distributed.launch):
         # only a run trained here keeps SIGINT/SIGTERM until run.json is final.
