@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import types
 from typing import Any, Callable, Iterable, Mapping
 
@@ -113,6 +114,8 @@ class TrackedRun(RunLifecycle):
         self._stopper = hold_signals(self._held, _BlockStop())
         self.dir = self._hold_folder()
         self.run_id = os.path.basename(self.dir)
+        if self.writer and threading.current_thread() is not threading.main_thread():
+            self._held.callback(_watched_from_outside(self.dir))  # before the lock is released
         if self.writer and self.resumed is None:  # a resumed one waits for its load
             self.record = self._start_record()
         if os.path.isdir(self.dir):
@@ -374,6 +377,18 @@ def _capture(record: RunRecord, script: str | None, config: dict[str, Any], poin
     meta.update({k: point.meta.get(k) for k in (F.META_KEY, F.RERUN_KEY)})
     meta["resumes"][-1][F.META_KEY] = capture.capture_script(
         script, record.run_dir, config, number=len(meta["resumes"]))
+
+
+def _watched_from_outside(run_dir: str) -> Callable[[], None]:
+    """A block outside the main thread cannot hear signals (Python installs
+    handlers only there): one warning, and a watcher process that records the
+    run interrupted when a signal ends the process (train.watcher)."""
+    from .watcher import start_watcher
+    logger.warning("mindexp.track() outside the main thread: Python installs signal handlers "
+                   "only in the main thread, so SIGINT/SIGTERM cannot stop this run at a step "
+                   "end; if a signal ends the process, a watcher records the run interrupted "
+                   "(resumable from its last checkpoint)")
+    return start_watcher(run_dir)
 
 
 def _msrun_rank() -> int | None:
