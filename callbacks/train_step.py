@@ -134,7 +134,7 @@ class TrainStep(nn.TrainOneStepCell):
             for grad in grads:
                 flat = flat + (grad.reshape(-1).astype(mstype.float32),)  # type: ignore[assignment]
             every = ops.cat(flat)
-            grad_norm = ops.sqrt(ops.reduce_sum(every * every))
+            grad_norm = ops.sqrt(fixed_order_sum(every * every))
         if self.clip is not None:
             scale = self.clip / ops.maximum(grad_norm, self.clip)
             grads = self.hyper_map(ops.partial(_scale, scale), grads)
@@ -220,7 +220,9 @@ SUM_ROW = 256
 
 
 def fixed_order_sum(v: Tensor) -> Tensor:
-    """The sum of a 1-D tensor in an order fixed by its length alone.
+    """The sum of a 1-D tensor in an order fixed by its length alone (the
+    gradient norm's and ``param_stats``' sums: the same values give the same
+    bits at any load, so clipping and the logs do not depend on it).
 
     MindSpore 2.10's CPU ReduceSum of a whole tensor splits it between
     threads by timing its first launches (the split it finds fastest), so the
@@ -238,7 +240,7 @@ def fixed_order_sum(v: Tensor) -> Tensor:
 
 
 def _square_sum(grad: Tensor) -> Tensor:
-    return ops.reduce_sum(ops.square(grad.astype("float32")))
+    return fixed_order_sum(ops.square(grad.astype("float32")).reshape(-1))
 
 
 def _scale(factor: Any, grad: Tensor) -> Tensor:

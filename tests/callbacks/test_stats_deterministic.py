@@ -102,10 +102,11 @@ def test_params_csv_is_the_same_on_one_cpu_and_on_all(tmp_path, stats):
     assert found[0] == found[1] and found[0].count(b"\n") > 8
 
 
-def test_train_step_param_stats_of_the_same_weights_are_the_same_at_every_step(ms_graph):
+def test_train_step_sums_of_the_same_values_are_the_same_at_every_step(ms_graph):
     """MindSpore's CPU ReduceSum picks its thread split by timing its first
-    launches: summed whole, the same weights gave other last bits a few steps
-    in. Weights an SGD of rate 0 leaves as they are must give one row of sums."""
+    launches: summed whole, the same weights (and gradients) gave other last
+    bits a few steps in. Weights an SGD of rate 0 leaves as they are, on the
+    same batch, must give one row of sums and one gradient norm."""
     from mindexp.callbacks import TrainStep
     net = nn.Dense(1024, 1024)
     cell = TrainStep(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.0),
@@ -113,5 +114,6 @@ def test_train_step_param_stats_of_the_same_weights_are_the_same_at_every_step(m
     rng = np.random.default_rng(0)
     x = Tensor(rng.standard_normal((8, 1024)).astype(np.float32))
     y = Tensor(rng.standard_normal((8, 1024)).astype(np.float32))
-    seen = {cell(x, y)[-1].asnumpy().tobytes() for _ in range(40)}
-    assert len(seen) == 1
+    outs = [cell(x, y) for _ in range(40)]
+    assert len({out[-1].asnumpy().tobytes() for out in outs}) == 1  # the parameters' sums
+    assert len({out[1].asnumpy().tobytes() for out in outs}) == 1  # the gradient norm
