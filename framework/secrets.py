@@ -11,7 +11,7 @@ environment, never their command line).
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Mapping, Sequence
 
 MASK = "***"
 
@@ -28,6 +28,18 @@ def masked(text: str) -> str:
     (``user:PASSWORD@`` and ``password=`` in a query); anything else unchanged."""
     text = _USERINFO.sub(lambda m: m.group("head") + MASK + "@", text)
     return _QUERY.sub(lambda m: m.group("head") + MASK, text)
+
+
+# An environment variable named like a credential is masked whole, whatever its value.
+SECRET_NAME_WORDS = ("URL", "URI", "TOKEN", "PASSWORD", "SECRET", "KEY")
+
+
+def masked_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """Environment variables as they may be recorded: the value of each whose
+    name holds one of :data:`SECRET_NAME_WORDS` (any case) is ``***``, every
+    other value :func:`masked` (a URL's password in any variable)."""
+    return {name: MASK if any(word in name.upper() for word in SECRET_NAME_WORDS)
+            else masked(str(value)) for name, value in env.items()}
 
 
 def masked_argv(argv: Sequence[str]) -> list[str]:

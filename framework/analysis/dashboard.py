@@ -31,6 +31,7 @@ import html
 import ipaddress
 import json
 import logging
+import math
 import mimetypes
 import os
 import re
@@ -541,7 +542,11 @@ class Handler(BaseHTTPRequestHandler):
         raise FileNotFoundError(path)
 
     def _send_json(self, answer, status=HTTPStatus.OK):
-        body = json.dumps(answer, separators=(",", ":"), allow_nan=False, default=str)
+        try:
+            body = json.dumps(answer, separators=(",", ":"), allow_nan=False, default=str)
+        except ValueError:   # a NaN or infinity planted in a run's files: no JSON word
+            body = json.dumps(_finite(answer), separators=(",", ":"), allow_nan=False,
+                              default=str)
         # masked again here: a run recorded before masking kept its storage URL
         self._send(status, masked(body).encode(), "application/json")
 
@@ -715,6 +720,18 @@ def _plotly_bytes():
     if not _PLOTLY:
         _PLOTLY.append(interactive.plotly_js().encode())
     return _PLOTLY[0]
+
+
+def _finite(value):
+    """``value`` with each NaN as None and each infinity as the text ``inf`` or
+    ``-inf`` (as the table's cells show them), for a browser's JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if value != value else str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def make_server(paths, host="127.0.0.1", port=0, cache_bytes=DEFAULT_CACHE_BYTES):

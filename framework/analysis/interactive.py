@@ -93,6 +93,7 @@ def page(title, data, plotly_inline=None, plotly_src=None):
 <label>filter <input id="filter" type="search" placeholder="status, config value, id..."></label>
 <label>smoothing <input id="smooth" type="range" min="0" max="0.99" step="0.01">
 <span id="smooth-value"></span></label>
+<label title="one mean curve per group of runs sharing these config values, its 95 % interval shaded">group by <select id="group-by"></select></label>
 <button id="show-all" type="button" title="show every hidden run again">show all runs</button>
 <span class="hint">click a header to sort; a legend entry or a swatch hides a run</span>
 </header>

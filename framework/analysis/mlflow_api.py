@@ -409,12 +409,48 @@ def _auth(parts: urllib.parse.SplitResult) -> dict[str, str]:
     token = os.environ.get("MLFLOW_TRACKING_TOKEN")
     if token:
         return {"Authorization": f"Bearer {token}"}
-    user = os.environ.get("MLFLOW_TRACKING_USERNAME") or parts.username
-    password = os.environ.get("MLFLOW_TRACKING_PASSWORD") or parts.password or ""
+    from_uri = _credentials(parts)
+    user = os.environ.get(_USER) or from_uri.get(_USER)
+    password = os.environ.get(_PASSWORD) or from_uri.get(_PASSWORD) or ""
     if not user:
         return {}
     pair = base64.b64encode(f"{user}:{password}".encode()).decode()
     return {"Authorization": f"Basic {pair}"}
+
+
+_USER, _PASSWORD = "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"
+
+
+def _credentials(parts: urllib.parse.SplitResult) -> dict[str, str]:
+    """MLflow's variables for the ``user:password@`` of an http(s) URI (decoded), or {}."""
+    if parts.scheme.lower() not in ("http", "https") or parts.username is None:
+        return {}
+    return {_USER: urllib.parse.unquote(parts.username),
+            _PASSWORD: urllib.parse.unquote(parts.password or "")}
+
+
+def plain_uri(uri: str) -> str:
+    """An http(s) ``uri`` without its ``user:password@`` (urllib cannot open a URL
+    holding one; MLflow takes them from its variables); any other URI as it is."""
+    parts = urllib.parse.urlsplit(uri)
+    if not _credentials(parts):
+        return uri
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+@contextlib.contextmanager
+def uri_credentials(uri: str) -> Iterator[str]:
+    """Inside the block MLflow's MLFLOW_TRACKING_USERNAME/_PASSWORD hold the
+    credentials of ``uri``'s ``user:password@`` (where the user set none; put
+    back after); yields the URI without them, for ``mlflow.set_tracking_uri``."""
+    added = {k: v for k, v in _credentials(urllib.parse.urlsplit(uri)).items()
+             if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield plain_uri(uri)
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
 
 
 def check_uri(tracking_uri: str) -> str:
@@ -488,8 +524,10 @@ def connect(tracking_uri):
 def _check_reachable(uri):
     import urllib.error
     import urllib.request
+    health = urllib.request.Request(plain_uri(uri).rstrip("/") + "/health",
+                                    headers=_auth(urllib.parse.urlsplit(uri)))
     try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=30) as answer:
+        with urllib.request.urlopen(health, timeout=30) as answer:
             status = answer.status
     except urllib.error.HTTPError as exc:
         status = exc.code

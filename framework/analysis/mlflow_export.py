@@ -42,7 +42,7 @@ from ..rundir.record import update_meta
 from . import mlflow_points as P
 from . import mlflow_record as R
 from .mlflow_api import RUN_ID_TAG, SYNC_TIMEOUT_S, Client, Rest, _Calls, _check_reachable, \
-    check_uri, connect, quiet_mlflow  # noqa: F401
+    check_uri, connect, quiet_mlflow, uri_credentials  # noqa: F401
 from ..rundir.run import Run
 from .reports import as_runs
 
@@ -353,9 +353,10 @@ def _log_model(uri, run_id, run, entry, register):
         except ImportError:  # the points and files went over REST; the model needs mlflow
             raise MindexpError("mindexp mlflow needs mlflow to log a finished run's model: "
                                "pip install 'mindexp[mlflow]'") from None
-        mlflow.set_tracking_uri(uri)
-        with quiet_mlflow(), mlflow.start_run(run_id=run_id):  # (the status is set after it)
-            entry["model_uri"] = log_run_model(run, checkpoint, register)
+        with uri_credentials(uri) as plain, quiet_mlflow():
+            mlflow.set_tracking_uri(plain)   # (the password through MLflow's variables)
+            with mlflow.start_run(run_id=run_id):  # (the status is set after it)
+                entry["model_uri"] = log_run_model(run, checkpoint, register)
     entry["model"] = mark
     if register:
         entry["registered"] = register

@@ -14,7 +14,7 @@
   var boot = JSON.parse(document.getElementById("mindexp-data").textContent);
   var state = {data: null, hidden: {}, filter: "", sortKey: null, sortDir: 1, labels: [],
                smooth: 0.6, logy: {}, version: null, inflight: false, plots: {},
-               imageAt: {}, imagesShown: null};
+               imageAt: {}, imagesShown: null, groupBy: ""};
 
   // -- small helpers ---------------------------------------------------------------
   function el(tag, attrs, text) {
@@ -406,6 +406,122 @@
     return {traces: traces, range: range};
   }
 
+  // -- groups: runs sharing the values of config fields, drawn as one mean curve
+  // per group with its 95 % t-interval shaded (as mindexp.history(group_by=...)
+  // and `mindexp plot --group-by`): per step, the runs of the group that reached
+  // it (a run's value between two of its logged steps is interpolated, so
+  // downsampled curves still line up); no band where fewer than two runs count.
+  var GROUP_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                      "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+  var T975 = [12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.306, 2.2622, 2.2281,
+              2.201, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.093, 2.086,
+              2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423];
+  function tQuantile(df) {  // t(0.975, df): the table, then Cornish-Fisher (error < 1e-5)
+    if (df <= T975.length) return T975[df - 1];
+    var z = 1.959963984540054, z3 = z * z * z, z5 = z3 * z * z, z7 = z5 * z * z;
+    return z + (z3 + z) / (4 * df) + (5 * z5 + 16 * z3 + 3 * z) / (96 * df * df) +
+      (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * df * df * df);
+  }
+  function groupFields() {
+    var fields = (state.data.differing || []).filter(function (f) { return f !== "seed"; });
+    if (!state.groupBy) return null;
+    return state.groupBy === "auto" ? fields : [state.groupBy];
+  }
+  function groupKey(run, fields) {
+    return fields.map(function (f) { return f + "=" + fieldOf(run, f); }).join(", ") || "all runs";
+  }
+  function compareKeys(a, b) { return a.localeCompare(b, undefined, {numeric: true}); }
+  function valueAt(t, x) {  // the run's value at step x; null outside its logged steps
+    var lo = 0, hi = t.x.length - 1;
+    if (hi < 0 || x < t.x[0] || x > t.x[hi]) return null;
+    while (hi - lo > 1) { var mid = (lo + hi) >> 1; if (t.x[mid] <= x) lo = mid; else hi = mid; }
+    var i = t.x[hi] === x ? hi : lo;
+    if (t.x[i] === x) return t.y[i];
+    var a = t.y[lo], b = t.y[hi];
+    if (a === null || b === null) return null;
+    return a + (b - a) * (x - t.x[lo]) / (t.x[hi] - t.x[lo]);
+  }
+  function groupStats(members) {
+    var seen = {}, xs = [];
+    members.forEach(function (t) { t.x.forEach(function (x) { if (!seen[x]) { seen[x] = true; xs.push(x); } }); });
+    xs.sort(function (a, b) { return a - b; });
+    var out = {x: xs, mean: [], lo: [], hi: [], n: []};
+    xs.forEach(function (x) {
+      var v = [];
+      members.forEach(function (t) { var y = valueAt(t, x); if (y !== null && isFinite(y)) v.push(y); });
+      var n = v.length, mean = n ? v.reduce(function (s, y) { return s + y; }, 0) / n : null, half = null;
+      var same = n >= 1 && v.every(function (y) { return y === v[0]; });
+      if (same) { mean = v[0]; half = n >= 2 ? 0 : null; }  // no band of rounding noise
+      else if (n >= 2) {
+        var ss = v.reduce(function (s, y) { return s + (y - mean) * (y - mean); }, 0);
+        half = tQuantile(n - 1) * Math.sqrt(ss / (n - 1)) / Math.sqrt(n);
+      }
+      out.mean.push(mean); out.n.push(n);
+      out.lo.push(half === null ? null : mean - half); out.hi.push(half === null ? null : mean + half);
+    });
+    return out;
+  }
+  function groupOrder(fields) {
+    var keys = {};
+    state.data.runs.forEach(function (run) { keys[groupKey(run, fields)] = true; });
+    return Object.keys(keys).sort(compareKeys);
+  }
+  function rgba(hex, alpha) {
+    var v = parseInt(hex.slice(1), 16);
+    return "rgba(" + (v >> 16) + "," + ((v >> 8) & 255) + "," + (v & 255) + "," + alpha + ")";
+  }
+  function groupTraces(fig, log) {
+    var d = state.data, fields = groupFields(), order = groupOrder(fields), series = {}, names = [];
+    fig.traces.forEach(function (t) {
+      var run = d.runs[t.run];
+      if (!shown(run, t.run) || !t.x.length) return;
+      var id = t.kind + "\u0000" + t.name, key = groupKey(run, fields);
+      if (!series[id]) { series[id] = {kind: t.kind, name: t.name, groups: {}}; names.push(id); }
+      (series[id].groups[key] = series[id].groups[key] || []).push(t);
+    });
+    var traces = [], sets = [], inLegend = {};
+    names.forEach(function (id) {
+      var s = series[id];
+      order.forEach(function (key, k) {
+        if (!s.groups[key]) return;
+        var g = groupStats(s.groups[key]), color = GROUP_COLORS[k % GROUP_COLORS.length];
+        var vis = state.hidden["group:" + key] ? "legendonly" : true, most = Math.max.apply(null, g.n);
+        if (vis === true) {
+          sets.push({y: g.lo.concat(g.hi, g.mean).filter(function (y) { return y !== null; }), healthy: true});
+        }
+        var common = {x: g.x, type: "scatter", legendgroup: "group:" + key, meta: "group:" + key,
+                      visible: vis, hoverinfo: "skip", showlegend: false};
+        traces.push(Object.assign({}, common, {y: g.lo, mode: "lines", line: {width: 0, color: color}}));
+        traces.push(Object.assign({}, common, {y: g.hi, mode: "lines", fill: "tonexty",
+                                               fillcolor: rgba(color, 0.22), line: {width: 0, color: color}}));
+        traces.push(Object.assign({}, common, {
+          y: g.mean, customdata: g.n, name: esc(key) + " (n=" + most + ")", showlegend: !inLegend[key],
+          mode: s.kind === "eval" ? "lines+markers" : "lines", hoverinfo: undefined,
+          line: {color: color, width: 2, dash: s.kind === "eval" ? "dot" : "solid"}, marker: {size: 5},
+          hovertemplate: "<b>" + esc(key) + "</b><br>" + esc(s.name) + " mean = %{y:.5g} (n=%{customdata})" +
+            "<br>step %{x}<extra></extra>"}));
+        inLegend[key] = true;
+      });
+    });
+    return {traces: traces, range: fitRange(sets, [], log)};
+  }
+  function renderGroupOptions() {
+    var select = document.getElementById("group-by");
+    if (!select) return;
+    var fields = (state.data.differing || []).filter(function (f) { return f !== "seed"; });
+    var options = [["", "none (a curve per run)"]].concat(fields.map(function (f) { return [f, f]; }));
+    if (fields.length > 1) options.push(["auto", "auto (" + fields.join(", ") + ")"]);
+    if (state.groupBy && options.every(function (o) { return o[0] !== state.groupBy; })) state.groupBy = "";
+    var text = JSON.stringify(options);
+    if (select.dataset.options !== text) {
+      select.innerHTML = "";
+      options.forEach(function (o) { select.appendChild(el("option", {value: o[0]}, o[1])); });
+      select.dataset.options = text;
+    }
+    select.value = state.groupBy;
+    select.parentNode.style.display = fields.length ? "" : "none";
+  }
+
   // A log axis by default when the healthy runs' values are all positive and
   // span more than two decades (a diverged run does not decide it).
   function autoLog(fig) {
@@ -420,7 +536,7 @@
   function drawLines(c, fig) {
     var log = fig.id in state.logy ? state.logy[fig.id] : (fig.log === null ? autoLog(fig) : fig.log);
     c.check.checked = log;
-    var built = lineTraces(fig, log);
+    var built = groupFields() ? groupTraces(fig, log) : lineTraces(fig, log);
     var shapes = [], notes = [];
     (fig.targets || []).forEach(function (g) {
       shapes.push({type: "line", xref: "paper", x0: 0, x1: 1, y0: g.y, y1: g.y,
@@ -437,7 +553,7 @@
                   yaxis: yaxis, shapes: shapes, annotations: notes, hovermode: "closest",
                   legend: {font: {size: 11}, itemclick: "toggle", itemdoubleclick: false,
                            tracegroupgap: 2},
-                  uirevision: fig.id + (log ? ":log" : ":lin") + ":" + state.smooth};
+                  uirevision: fig.id + (log ? ":log" : ":lin") + ":" + state.smooth + ":" + state.groupBy};
     Plotly.react(c.plot, built.traces, layout, {displaylogo: false, responsive: true})
       .then(function () { titleLegend(c.plot); });
   }
@@ -486,6 +602,7 @@
       return;
     }
     var d = state.data, wanted = {};
+    renderGroupOptions();
     state.listed = listedRuns();
     state.labels = legendLabels(d.runs, state.listed);
     d.figures.forEach(function (fig) {
@@ -577,6 +694,8 @@
         state.filter = filter.value; renderTable(); renderPlots();
       }, 150);
     });
+    var group = document.getElementById("group-by");
+    group.addEventListener("change", function () { state.groupBy = group.value; renderPlots(); });
     var all = document.getElementById("all-columns");
     all.addEventListener("change", function () { state.allColumns = all.checked; renderRuns(); });
     document.getElementById("show-all").addEventListener("click", function () {

@@ -9,7 +9,7 @@ import collections
 import logging
 import math
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from ..callbacks import schema
 from .. import layout
@@ -201,8 +201,8 @@ def _load_records(path):
 
 # -- comparing ---------------------------------------------------------------
 
-def compare(runs_or_paths, sort="final_loss", columns=None):
-    """One row per run, as a pandas DataFrame.
+def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, against=None):
+    """One row per run, as a pandas DataFrame (one row per group with ``group_by``).
 
     Columns: ``experiment, run_id, status, tags`` (comma-separated),
     ``note``; every config field under its
@@ -232,8 +232,25 @@ def compare(runs_or_paths, sort="final_loss", columns=None):
     run.json, identity, labels, config fields, ``final_loss``, ``min_loss``,
     ``steps``, ``train_time_s``, ``steps_per_s`` and ``run_dir`` are read as
     columns from the run catalog, without a file of any run.
+
+    ``group_by``: config fields (a name or a list), or ``"auto"`` (the fields
+    whose values differ, except ``seed``): one row per group of runs sharing
+    their values, in the order of those values: the fields, ``n`` (its runs)
+    and, for each numeric outcome ``m`` (the outcome, eval and final
+    parameter columns above; never a config field), ``m_mean``, ``m_std``
+    (ddof 1), ``m_ci_low`` and ``m_ci_high`` (the 95 % t-interval of the
+    mean). ``against``: the baseline group's value (``{field: value}`` when
+    grouping by several fields) adds, per group, ``test`` (``paired``: both
+    groups hold the same seeds, runs matched by ``seed``; else ``welch``),
+    ``m_diff`` (its mean minus the baseline's) with ``m_diff_ci_low`` and
+    ``m_diff_ci_high`` (95 %), ``m_p`` (the t-test's p-value) and
+    ``m_p_holm`` (Holm-corrected over the groups compared). A group with
+    fewer than two values of ``m`` has no interval and no test (NaN);
+    unreadable runs are left out. See :mod:`mindexp.analysis.groups`.
     """
     import pandas as pd
+    if group_by is not None or against is not None:
+        return _grouped(compare(runs_or_paths, sort), group_by, against)
     if columns is not None:
         columns = list(columns)
         table = _compare_from_catalog(runs_or_paths, sort, columns)
@@ -258,6 +275,25 @@ def compare(runs_or_paths, sort="final_loss", columns=None):
     if file is not None:
         snapshot.store(file, fingerprint, table)
     return sort_table(table, sort)
+
+
+def _grouped(table, group_by, against):
+    """compare()'s per-run ``table`` as one row per group (:func:`.groups.group_table`)."""
+    from .groups import group_fields, group_table
+    if group_by is None:
+        raise ConfigError(f"against needs group_by: the baseline is one of the groups. "
+                          f"Received: against={against!r}", field="against")
+    table = table[~table["status"].isin((UNREADABLE, "skipped"))]
+    columns = {_field_of(c): c for c in table.attrs.get("config_columns", [])}
+    differing = [f for f, c in columns.items()
+                 if table[c].astype(str).nunique(dropna=False) > 1]
+    fields = group_fields(group_by, list(columns), differing)
+    return group_table(table.reset_index(drop=True), [columns[f] for f in fields], against)
+
+
+def _field_of(column):
+    """The config field of a compare() config column (``config.<name>`` or ``<name>``)."""
+    return column[len("config."):] if column.startswith("config.") else column
 
 
 def catalog_columns(path, columns):
@@ -405,7 +441,8 @@ def _eval_table(run):
 
 # -- history -----------------------------------------------------------------
 
-def history(runs: RunsOrPaths, metric: str = "loss") -> pd.DataFrame:
+def history(runs: RunsOrPaths, metric: str = "loss",
+            group_by: str | Sequence[str] | None = None) -> pd.DataFrame:
     """Every logged value of ``metric`` in long format, never sampled.
 
     Columns: ``run_id, step, epoch, <metric>`` then the config fields that
@@ -417,9 +454,20 @@ def history(runs: RunsOrPaths, metric: str = "loss") -> pd.DataFrame:
     no run logged it, and saying so when ``metric`` is a config field
     (``eval_every``): history is for logged values, config fields are
     compare()'s columns.
+
+    ``group_by`` (config fields, or ``"auto"`` as for compare()): one row
+    per group and step instead: the fields, ``step``, ``n`` (the runs of the
+    group that logged that step: early-stopped and diverged runs drop out),
+    ``<metric>_mean``, ``<metric>_std``, ``<metric>_ci_low`` and
+    ``<metric>_ci_high`` (the 95 % t-interval; NaN where ``n`` < 2).
     """
     runs = as_runs(runs, _load_records)
     varying = differing_config(runs)
+    fields = None
+    if group_by is not None:
+        from .groups import group_fields
+        fields = group_fields(group_by, _union(run.config for run in runs), varying)
+        varying = fields
     found = [(run, arrays) for run, arrays in zip(runs, _each_run(_readable_metric_arrays, runs, metric))
              if arrays is not None]
     if not found:
@@ -431,7 +479,11 @@ def history(runs: RunsOrPaths, metric: str = "loss") -> pd.DataFrame:
                               f"Received: metric={metric!r}", field="metric")
         raise ConfigError(f"no run logged the metric {metric!r}; available: "
                           f"{', '.join(available)}. Received: metric={metric!r}", field="metric")
-    return _long_table(found, metric, varying)
+    table = _long_table(found, metric, varying)
+    if fields is None:
+        return table
+    from .groups import group_history
+    return group_history(table, metric, list(table.columns[4:]))
 
 
 def _each_run(read, runs, metric):

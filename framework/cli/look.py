@@ -20,13 +20,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cmp.add_argument("--csv", metavar="FILE", help="write the full table as CSV")
     cmp.add_argument("--html", metavar="FILE",
                      help="write the interactive offline HTML report (needs mindexp[report])")
+    _add_group_args(cmp, "one row per group of runs: n, mean and 95 %% interval of each outcome")
+    cmp.add_argument("--against", action="append", default=[], metavar="VALUE",
+                     help="the baseline group (FIELD=VALUE, repeatable, when grouping by "
+                          "several fields): each group's difference to it, a t-test (paired "
+                          "by seed when the seeds match, else Welch's) and Holm's correction")
     cmp.set_defaults(handler=_compare_runs)
     plot = subparsers.add_parser("plot", help="draw the plots of runs (and overlays of several)")
     plot.add_argument("paths", nargs="+", metavar="RUN_OR_FOLDER")
     plot.add_argument("--out", metavar="DIR", help="write here instead of each run's plots/ "
                       "(default for overlays: plots/ in the runs' common folder)")
+    _add_group_args(plot, "loss, parameter and eval plots with one mean curve per group and "
+                    "its 95 %% interval shaded")
     plot.set_defaults(handler=_plot_runs)
     _add_view_commands(subparsers)
+
+
+def _add_group_args(parser, what):
+    parser.add_argument("--group-by", action="append", metavar="FIELD",
+                        help=f"config field(s) whose values make a group, or auto (those that "
+                             f"differ, except seed); repeatable or comma-separated: {what}")
+
+
+def _group_by(args):
+    """``--group-by`` as compare()'s ``group_by`` (None without it)."""
+    if not args.group_by:
+        return None
+    names = [n.strip() for item in args.group_by for n in item.split(",") if n.strip()]
+    return "auto" if names == ["auto"] else names
 
 
 def _add_view_commands(sub):
@@ -60,10 +81,32 @@ def _add_view_commands(sub):
 
 def _compare_runs(args: argparse.Namespace) -> int:
     from ..analysis.reports import compare, display_table, format_table, load_runs
+    if args.against and not args.group_by:
+        raise MindexpError(f"--against needs --group-by FIELD: the baseline is one of the "
+                           f"groups. Received: --against {args.against[0]}")
     runs = load_runs(args.paths)
+    if args.group_by:
+        return _compare_groups(runs, args)
     table = compare(runs, sort=args.sort)
     files = _report_files(table, runs, args)  # all made before any is written
     print(format_table(display_table(table)))
+    for path, text in files.items():
+        _write_atomically(path, text)
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _compare_groups(runs, args):
+    """The grouped table, one line per group and outcome (``--csv``: the full table)."""
+    from ..analysis.reports import compare
+    from ._groups import against_value, group_lines
+    group_by = _group_by(args)
+    table = compare(runs, group_by=group_by)   # the group fields, for --against
+    if args.against:
+        table = compare(runs, group_by=group_by,
+                        against=against_value(args.against, table.attrs["group_by"]))
+    files = _report_files(table, runs, args)
+    print("\n".join(group_lines(table)))
     for path, text in files.items():
         _write_atomically(path, text)
         print(f"wrote {path}")
@@ -163,18 +206,27 @@ def _plot_runs(args: argparse.Namespace) -> int:
     from ..analysis.plots import save_overlay_plots, save_run_plots
     from ..analysis.reports import load_runs
     runs = load_runs(args.paths)
+    common = os.path.join(os.path.commonpath([r.dir for r in runs]), layout.PLOTS_DIR)
     written = []
     try:
-        for run in runs:
-            found = save_run_plots(run, os.path.join(args.out, run.run_id) if args.out else None)
-            if not found:
-                print(f"mindexp: warning: {run.dir} has no loss rows yet; no plots",
-                      file=sys.stderr)
-            written += found
-        if len(runs) > 1:
-            common = os.path.join(os.path.commonpath([r.dir for r in runs]), layout.PLOTS_DIR)
-            written += save_overlay_plots(runs, args.out or common)
+        if args.group_by:   # the groups' curves only: a plot per run is what --group-by avoids
+            from ..analysis.group_plots import save_group_plots
+            written = save_group_plots(runs, args.out or common, _group_by(args))
+        else:
+            written = _plot_each(runs, args, save_run_plots)
+            if len(runs) > 1:
+                written += save_overlay_plots(runs, args.out or common)
     except OSError as exc:
         raise MindexpError(f"cannot write the plots: {exc.strerror}: {exc.filename}") from None
     print("\n".join(written))
     return EXIT_OK
+
+
+def _plot_each(runs, args, save_run_plots):
+    written = []
+    for run in runs:
+        found = save_run_plots(run, os.path.join(args.out, run.run_id) if args.out else None)
+        if not found:
+            print(f"mindexp: warning: {run.dir} has no loss rows yet; no plots", file=sys.stderr)
+        written += found
+    return written

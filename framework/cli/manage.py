@@ -103,7 +103,8 @@ def _add_filter_args(p, statuses=None):
                    help="only runs with this tag (repeatable: all of them)")
     p.add_argument("--since", metavar="AGE|DATE", help="started since: 2h, 3d, or a date")
     p.add_argument("--where", metavar="EXPR",
-                   help="pandas query over config fields and outcomes, e.g. \"lr > 0.01\"")
+                   help="condition over config fields and outcomes, e.g. \"lr > 0.01 and "
+                        "optimizer == 'adam'\" (never run as code: see docs/many-runs.md)")
 
 
 def _add_removal_args(p):
@@ -139,7 +140,7 @@ def _list_runs(args: argparse.Namespace) -> int:
     if args.csv or args.json:
         text = table.to_csv(index=False) if args.csv else table.to_json(orient="records",
                                                                         indent=1) + "\n"
-        print(_for_stdout(text), end="")
+        print(_csv_safe(text) if args.csv else _for_stdout(text), end="")
         return EXIT_OK
     more = len(table) - screen if screen and len(table) > screen else 0
     table = table.head(len(table) - more)
@@ -170,6 +171,14 @@ def _for_stdout(text):
     from ..manage.terminal import visible_lines
     isatty = getattr(sys.stdout, "isatty", None)
     return visible_lines(text) if isatty and isatty() else text
+
+
+def _csv_safe(text):
+    """CSV text with its control characters escaped (``\\x1b``) wherever it goes:
+    a file or a pipe is read on a terminal later (``cat``, ``less -r``); tabs
+    and line ends stay (a cell's line end is quoted, as CSV has it)."""
+    from ..manage.terminal import visible_lines
+    return visible_lines(text)
 
 
 def _show_run(args: argparse.Namespace) -> int:

@@ -22,8 +22,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _add_sweep_command(sub):
     sweep = sub.add_parser("sweep", help="run the cartesian product of a config grid")
     sweep.add_argument("experiment", help="a shipped name or path/file.py:Class")
-    sweep.add_argument("--grid", action="append", required=True, metavar="FIELD=V1,V2",
-                       help="values of one config field (repeatable)")
+    sweep.add_argument("--grid", action="append", default=[], metavar="FIELD=V1,V2",
+                       help="values of one config field (repeatable; needed unless --seeds)")
+    sweep.add_argument("--seeds", metavar="N|S1,S2",
+                       help="train every grid point with each seed: N for seeds 0..N-1, or a "
+                            "list (3,7,11); recorded as the config field seed")
     add_config_args(sweep)
     sweep.add_argument("--workers", type=positive_int, metavar="N",
                        help="runs at the same time on this machine (default: the number of "
@@ -93,9 +96,14 @@ def _run_sweep(args: argparse.Namespace) -> int:
     mlflow = mlflow_uri(args)  # before anything is built
     from ..define.catalog import resolve_spec
     from ..define.config import load_toml, parse_assignments
-    from ..search.sweeps import Sweep, check_points, parse_grid
+    from ..search.sweeps import Sweep, check_points, parse_grid, parse_seeds, with_seeds
+    if not args.grid and args.seeds is None:
+        raise ConfigError("sweep needs --grid FIELD=V1,V2 (repeatable) or --seeds N, or both. "
+                          "Received: neither")
     cls, entry = resolve_spec(args.experiment)
     grid, sets = parse_grid(args.grid, cls), parse_assignments(args.set)
+    seeds = None if args.seeds is None else [str(s) for s in parse_seeds(args.seeds)]
+    grid = with_seeds(grid, seeds, sets)   # as text, as --grid values are
     check_points(cls, grid, sets, load_toml(args.config) if args.config else {})
     spec = entry if ":" in args.experiment or args.experiment.endswith(".py") else args.experiment
     sweep = Sweep(spec, grid, sets, args.config, args.out, args.workers, args.name, entry=entry,

@@ -5,6 +5,7 @@ import datetime as _dt
 import re
 
 from ..errors import ConfigError
+from . import condition
 
 STATUSES = ("running", "completed", "failed", "interrupted", "diverged", "pruned")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
@@ -22,6 +23,8 @@ class Filters:
         self.since = parse_time(since, "--since") if since else None
         self.older = parse_time(older, "--older") if older else None
         self.where = where
+        if where:
+            condition.parse(where)   # refused here, before any run or catalog is read
 
 
 def check_statuses(text):

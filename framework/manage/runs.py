@@ -17,6 +17,7 @@ from ..analysis.cells import format_age
 from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, sort_table,
                                 unreadable_rows)
 from ..rundir.run_lock import GONE, shown_status
+from . import condition
 from .table_text import fitted_columns
 
 OUTCOMES = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
@@ -94,38 +95,24 @@ def _plain_mask(table, filters):
 
 
 def where(table, expression):
-    """``table.query(expression)``; a column only the logs give adds compare()'s
-    columns first. ConfigError (one line) for an unknown column or bad syntax."""
-    import pandas as pd
-    try:
-        return _query(table, expression)
-    except pd.errors.UndefinedVariableError:
+    """The rows of ``table`` matching ``--where`` (:mod:`.condition`: checked,
+    never run as code); a column only the logs give adds compare()'s columns
+    first. ConfigError (one line) for an unknown column or a refused expression."""
+    checked = condition.parse(expression)
+    if not len(table):
+        return table
+    if any(name not in table.columns for name in checked.columns):
         table = with_log_columns(table)
     try:
-        return _query(table, expression)
-    except pd.errors.UndefinedVariableError as exc:
-        found = re.search(r"'([^']+)'", str(exc))
-        name = found[1] if found else str(exc)
+        keep = condition.evaluate(checked, table)
+    except condition.UnknownColumn as exc:
+        name = exc.args[0]
         close = difflib.get_close_matches(name, list(map(str, table.columns)), n=1, cutoff=0.5)
         hint = f" Did you mean {close[0]}?" if close else ""
         raise ConfigError(f"--where names an unknown column {name!r}.{hint} Valid columns: "
                           f"{', '.join(map(str, table.columns))}. "
                           f"Received: --where {expression!r}", field="where") from None
-
-
-def _query(table, expression):
-    import pandas as pd
-    if not len(table):
-        return table
-    try:
-        return table.query(expression, engine="python").reset_index(drop=True)
-    except pd.errors.UndefinedVariableError:
-        raise
-    except Exception as exc:  # SyntaxError, TypeError, ValueError, KeyError from pandas
-        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ConfigError(f"--where must be a pandas query over the run columns, such as "
-                          f"\"lr > 0.01 and optimizer == 'adam'\" ({detail}). "
-                          f"Received: --where {expression!r}", field="where") from None
+    return table[keep].reset_index(drop=True)
 
 
 def with_log_columns(table):

@@ -3,8 +3,9 @@
 A note or a tag is whatever its writer typed, and a shared output folder
 holds records written by anyone: ESC, BEL or a C1 control printed raw could
 recolour, retitle or rewrite the terminal that lists it. Tables and ``show``
-escape them always (``\\x1b``, visible); ``--csv`` and ``--json`` keep the
-data exact, escaped only when standard output is a terminal.
+escape them always (``\\x1b``, visible), and so does ``--csv`` (a file or a
+pipe is read on a terminal later); ``--json`` keeps the data exact (JSON
+escapes them itself), escaped again only when standard output is a terminal.
 """
 from __future__ import annotations
 

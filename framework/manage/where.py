@@ -14,7 +14,8 @@ pandas.
 Anything else (``&``, ``|``, ``in``, chained comparisons, arithmetic, a
 column only the logs give such as ``min_loss``, a config field holding
 booleans, lists or mixed types, a field named like an outcome) raises
-:class:`Unsupported`, and ``mindexp runs`` asks pandas instead, as before.
+:class:`Unsupported`, and ``mindexp runs`` answers it over the runs' table
+in memory with :mod:`.condition` (the whole grammar; never run as code).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ NUMBER_COLUMNS = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s"
 
 
 class Unsupported(Exception):
-    """The expression is outside the subset: pandas answers it."""
+    """The expression is outside the subset: :mod:`.condition` answers it."""
 
 
 # -- parsing ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ import sys
 from .. import layout
 from ..errors import ConfigError
 from ..rundir.io import now_iso, read_json, write_file
-from ..secrets import masked_argv
+from ..secrets import masked_argv, masked_environment
 from . import files as F
 from . import modules
 from .data import fingerprint as data_fingerprint
@@ -211,9 +211,11 @@ def _name_version(dist):
 
 
 def mindspore_env():
-    """The environment variables that change MindSpore's behaviour, sorted."""
-    return {k: v for k, v in sorted(os.environ.items())
-            if k in F.ENV_VARS or any(k.startswith(p) for p in F.ENV_VARS if p.endswith("_"))}
+    """The environment variables that change MindSpore's behaviour, sorted, with
+    credentials masked (:func:`..secrets.masked_environment`)."""
+    return masked_environment({k: v for k, v in sorted(os.environ.items())
+                               if k in F.ENV_VARS or
+                               any(k.startswith(p) for p in F.ENV_VARS if p.endswith("_"))})
 
 
 # -- git -----------------------------------------------------------------------

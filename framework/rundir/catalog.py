@@ -29,12 +29,14 @@ there, not here). The URL's password is never written or printed
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 import math
 import os
 import platform
+import re
 import sqlite3
 import stat
 from typing import Any, Iterator, Sequence
@@ -105,6 +107,28 @@ def _ddl(dialect: str) -> list[str]:
         "CREATE TABLE roots (host TEXT NOT NULL, root TEXT NOT NULL, folder_id TEXT, "
         "PRIMARY KEY (host, root))",
     ]
+
+
+_TABLES = ("runs", "records", "folders", "fields", "roots")
+
+
+@functools.lru_cache(maxsize=1)
+def _columns_as_made() -> dict[str, list[str]]:
+    """Each SQLite table's columns as :func:`_ddl` makes them (in a database in memory)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for statement in _ddl("sqlite"):
+            conn.execute(statement)
+        return {t: [row[1] for row in conn.execute(f"PRAGMA table_info({t})")] for t in _TABLES}
+    finally:
+        conn.close()
+
+
+def _tables_as_made(db) -> bool:
+    """Whether every table of the SQLite catalog ``db`` has the columns :func:`_ddl`
+    gives it (a file of this version but another shape is made again)."""
+    return all([row[1] for row in db.execute(f"PRAGMA table_info({table})")] == columns
+               for table, columns in _columns_as_made().items())
 
 
 # version -> the statements that lead from it to version + 1 (none yet: 1 is the first)
@@ -401,10 +425,24 @@ class Catalog:
                     for statement in MIGRATIONS[old]:
                         db.execute(statement)
                 db.execute("UPDATE catalog_version SET version = ?", (VERSION,))
+                if db.dialect == "sqlite" and not _tables_as_made(db):
+                    self._make_again()
             self._commit()
         except BaseException:
             self._rollback()
             raise
+
+    def _make_again(self) -> None:
+        """Drop this SQLite catalog's tables and make them empty (it is derived:
+        the next listing scans the runs into it), inside the caller's transaction."""
+        logger.warning("the run catalog in %s has tables of another shape; building it "
+                       "again from the runs", self.root)
+        for table in (*_TABLES, "catalog_version"):
+            self.db.execute(f"DROP TABLE IF EXISTS {table}")
+        self.db.execute("CREATE TABLE catalog_version (version INTEGER NOT NULL)")
+        for statement in _ddl("sqlite"):
+            self.db.execute(statement)
+        self.db.execute("INSERT INTO catalog_version (version) VALUES (?)", (VERSION,))
 
     def _version(self):
         db = self.db
@@ -900,6 +938,8 @@ def _each_catalog(run_dir, change):
     if catalog_url(None):
         targets.append((shared_root, catalog_url(None)))
     for root, url in targets:
+        if not url and not plain_catalog_file(database_path(root)):
+            continue   # a link or a non-folder is never written through; the listing warns
         try:
             catalog = (Catalog(_connect_postgres(url), root, os.path.realpath(root), True,
                                shared=True) if url else
@@ -998,8 +1038,8 @@ def _read_run(run_dir):
     run = Run.found(run_dir)
     try:
         meta, config = run.meta, run.config
-        config_text = json.dumps(config, allow_nan=True, default=str)
-        meta_text = json.dumps(meta, allow_nan=True, default=str)
+        config_text = sqlite_json(config)
+        meta_text = sqlite_json(meta)
     except (RunDirError, OSError, ValueError, TypeError, RecursionError) as exc:
         status = UNREADABLE if isinstance(exc, UnreadableRun) else "skipped"
         flat = {"run_id": os.path.basename(run_dir), "status": status, "tags": "", "note": "",
@@ -1010,6 +1050,19 @@ def _read_run(run_dir):
         fields.append(("", "nan"))
     return (_flat(run_dir, meta), (config_text, int(_has_nan(config)), signature), meta_text,
             fields)
+
+
+# A JSON string, or a number JSON has no word for (Python writes them; SQLite's JSON
+# functions refuse them, and one such run made every query of its root fail).
+_NON_FINITE = re.compile(r'"(?:[^"\\]|\\.)*"|-?Infinity|NaN')
+_FINITE_SPELLING = {"NaN": "null", "Infinity": "9e999", "-Infinity": "-9e999"}
+
+
+def sqlite_json(value: Any) -> str:
+    """``value`` as JSON that SQLite's JSON functions read: NaN as null, an
+    infinity as ``9e999`` (read back as an infinity by SQLite and Python)."""
+    text = json.dumps(value, allow_nan=True, default=str)
+    return _NON_FINITE.sub(lambda m: _FINITE_SPELLING.get(m.group(), m.group()), text)
 
 
 def _kind(value):

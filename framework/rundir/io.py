@@ -10,6 +10,10 @@ from .. import layout
 from ..errors import ConfigError, RunDirError
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}$")
+# Lists and dicts nested deeper than this in a run's JSON files (or a config) are
+# refused: no config needs them, and every reader that walks a value would
+# otherwise meet Python's recursion limit (about 1,000) at a depth JSON accepts.
+MAX_JSON_DEPTH = 100
 
 
 def check_label(label, what="--name"):
@@ -85,7 +89,8 @@ def read_json(path):
     directory: :func:`schema.open_file`, which never follows nor blocks)."""
     try:
         with schema.open_file(path, "r", encoding="utf-8") as f:
-            return json.load(f)
+            text = f.read()
+        data = json.loads(text)
     except FileNotFoundError:
         raise RunDirError(f"{path} does not exist") from None
     except schema.NotAFileError as exc:
@@ -95,6 +100,26 @@ def read_json(path):
     except RecursionError:  # [[[[...]]]] 100,000 deep: damaged like any other
         raise RunDirError(f"{path} is not valid JSON (nested deeper than the parser "
                           "allows)") from None
+    # (no value nests deeper than its text has brackets: most files need no walk)
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and too_deep(data):
+        raise RunDirError(f"{path} nests lists or objects deeper than {MAX_JSON_DEPTH} "
+                          "levels")
+    return data
+
+
+def too_deep(value, limit=MAX_JSON_DEPTH):
+    """Whether ``value`` nests lists, tuples or dicts more than ``limit`` levels
+    deep (walked without recursion: it is what the deep value would break)."""
+    level = [value]
+    for depth in range(1, limit + 2):
+        level = [item for item in level if isinstance(item, (list, tuple, dict))]
+        if not level:
+            return False
+        if depth > limit:
+            return True
+        level = [child for item in level
+                 for child in (item.values() if isinstance(item, dict) else item)]
+    return True
 
 
 def is_run_dir(path):

@@ -96,7 +96,8 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
 def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[Any]],
           config: Mapping[str, Any] | None = None, out: str | os.PathLike[str] = "outputs",
           workers: int = 1, storage: str | os.PathLike[str] | None = None, retries: int = 0,
-          name: str | None = None, mlflow: str | None = None) -> Runs:
+          name: str | None = None, mlflow: str | None = None,
+          seeds: int | Sequence[int] | None = None) -> Runs:
     """Train every point of ``grid`` (the cartesian product of its values) and
     return the points' runs (``Runs``; ``.compare()`` gives the table).
 
@@ -120,20 +121,27 @@ def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[An
         name: label for the sweep id and its runs' ids.
         mlflow: an MLflow tracking URI: the sweep is a parent run there and each
             run streams to it as a child while it trains.
+        seeds: train every point with each seed, recorded as the config field
+            ``seed``: ``5`` for seeds 0..4, or a list (``[3, 7, 11]``); the same
+            seeds for every point.
 
     Raises ConfigError (nothing started) for a bad grid, config, ``workers``,
     ``retries`` or storage; KeyboardInterrupt when a signal stopped the sweep
     (its runs are interrupted, resumable by the same call).
     """
     from ..analysis.notebook import load_runs
-    from .sweeps import Sweep, check_grid, check_points
+    from .sweeps import Sweep, check_grid, check_points, parse_seeds, with_seeds
     uri = _mlflow_uri(mlflow)
     cls, entry = _experiment(experiment)
     if entry.split(":")[0] == "__main__":
         raise ConfigError(f"a sweep trains in worker processes, which cannot import "
                           f"{cls.__name__} from __main__; move it into a module. "
                           f"Received: experiment={cls.__name__}", field="experiment")
-    points = check_grid(grid, cls)
+    points = check_grid(grid, cls) if grid or seeds is None else {}
+    if seeds is not None:
+        listed = str(seeds) if isinstance(seeds, int) and not isinstance(seeds, bool) else \
+            ",".join(map(str, seeds)) if isinstance(seeds, (list, tuple, range)) else repr(seeds)
+        points = with_seeds(points, parse_seeds(listed), dict(config or {}))
     check_points(cls, points, dict(config or {}))
     spec = experiment if isinstance(experiment, str) else entry
     job = Sweep(spec, points, dict(config or {}), out=out, workers=workers, name=name,

@@ -32,7 +32,7 @@ import itertools
 import json
 import logging
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..define.config import did_you_mean, load_toml
 from ..errors import ConfigError, MindexpError
@@ -74,6 +74,43 @@ def parse_grid(items: list[str], exp_cls: Any) -> dict[str, list[str]]:
                               f"no empty item. Received: {item!r}", field=key)
         grid[key] = values
     return grid
+
+
+SEED = "seed"   # the config field every experiment has (Experiment.Config)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds``: ``"5"`` -> seeds 0..4, ``"3,7,11"`` -> those seeds (ConfigError
+    for anything else: a count below 1, a seed that is not an integer in
+    [0, 2**32), a seed listed twice)."""
+    items = [item.strip() for item in str(text).split(",")]
+    accepted = "a count N (seeds 0..N-1) or a list of seeds such as 3,7,11"
+    if not all(item.isdigit() for item in items):
+        raise ConfigError(f"--seeds expects {accepted}. Received: --seeds {text}", field=SEED)
+    numbers = [int(item) for item in items]
+    if len(numbers) == 1:
+        if numbers[0] < 1:
+            raise ConfigError(f"--seeds expects {accepted} (a count of at least 1). "
+                              f"Received: --seeds {text}", field=SEED)
+        return list(range(numbers[0]))
+    if len(set(numbers)) < len(numbers) or max(numbers) >= 2 ** 32:
+        raise ConfigError(f"--seeds expects {accepted}, each seed once and below 2**32. "
+                          f"Received: --seeds {text}", field=SEED)
+    return numbers
+
+
+def with_seeds(grid: dict, seeds: Sequence[int | str] | None, sets: dict | None = None) -> dict:
+    """``grid`` with ``seed`` as its last axis (every point trained with each of
+    ``seeds``, the same seeds for every point); ``grid`` itself when ``seeds``
+    is None. ConfigError when the grid or ``sets`` already give ``seed``."""
+    if seeds is None:
+        return grid
+    for given, option in ((grid, "--grid"), (sets or {}, "--set")):
+        if SEED in given:
+            raise ConfigError(f"--seeds and {option} seed=... both give the seed; keep one "
+                              f"(--seeds N trains every point with seeds 0..N-1). "
+                              f"Received: {option} seed={given[SEED]}", field=SEED)
+    return {**grid, SEED: list(seeds)}
 
 
 def check_grid(grid: Any, exp_cls: Any) -> dict[str, list]:

@@ -28,7 +28,7 @@ from ..callbacks import schema
 from ..callbacks._registry import register_log, run_declared
 from ..define.entry import is_script_entry, script_entry
 from ..errors import ConfigError, MindexpError
-from ..rundir.io import check_label
+from ..rundir.io import MAX_JSON_DEPTH, check_label, too_deep
 from ..rundir.meta import read_meta
 from ..rundir.record import RunRecord
 from ..rundir.run_lock import acquire
@@ -316,13 +316,36 @@ def _checked_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         if not isinstance(key, str):
             raise ConfigError("track()'s config keys must be strings. "
                               f"Received: key {key!r}", field="config")
-        try:
-            json.dumps(value, allow_nan=True)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"track()'s config key {key!r} is not JSON-serialisable ({exc}); "
-                              "accepted: numbers, strings, booleans, None, lists and dicts of "
-                              f"them. Received: {key}={_shown(value)}", field=key) from None
+        _check_value(key, value)
     return dict(config)
+
+
+def _check_value(key: str, value: Any) -> None:
+    """ConfigError (one line) when JSON cannot hold ``value`` as a finite value: a
+    NaN or Infinity cannot be compared, grouped or searched."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError as exc:
+        if "Out of range float" not in str(exc):
+            raise _not_json(key, value, exc) from None
+        raise ConfigError(f"track()'s config key {key!r} holds a number that is not finite "
+                          "(NaN or Infinity cannot be compared, grouped or searched); "
+                          f"accepted: finite numbers. Received: {key}={_shown(value)}",
+                          field=key) from None
+    except TypeError as exc:
+        raise _not_json(key, value, exc) from None
+    except RecursionError:
+        pass     # deeper than Python's recursion limit: said below
+    if too_deep(value, MAX_JSON_DEPTH - 1):     # config.json adds its own level
+        raise ConfigError(f"track()'s config key {key!r} nests lists or dicts too deeply; "
+                          f"accepted: up to {MAX_JSON_DEPTH - 1} levels. Received: {key}="
+                          f"<a value nested deeper>", field=key)
+
+
+def _not_json(key: str, value: Any, exc: Exception) -> ConfigError:
+    return ConfigError(f"track()'s config key {key!r} is not JSON-serialisable ({exc}); "
+                       "accepted: numbers, strings, booleans, None, lists and dicts of "
+                       f"them. Received: {key}={_shown(value)}", field=key)
 
 
 def _mlflow_uri(uri: str) -> str:

@@ -234,8 +234,13 @@ def _to_float(raw: Any) -> float:
     else:
         raise TypeError("")
     if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError("not a finite number")
+        raise _NotFinite(" that is finite (NaN and Infinity cannot be compared, grouped or "
+                         "searched)")
     return value
+
+
+class _NotFinite(ValueError):
+    """NaN or an infinity; its text completes "expects a number"."""
 
 
 def _check_type(name: str, value: Any, hint: Any) -> None:
@@ -247,7 +252,7 @@ def _check_type(name: str, value: Any, hint: Any) -> None:
 
 
 def _bits(exc: Exception) -> str:
-    return str(exc) if isinstance(exc, _TooLarge) else ""
+    return str(exc) if isinstance(exc, (_TooLarge, _NotFinite)) else ""
 
 
 def _type_name(hint: Any) -> str:

@@ -359,11 +359,12 @@ class _Flaky:
     ``times`` batches of metric points and artifact uploads (a busy or restarting
     server), and forwards everything else."""
 
-    def __init__(self, upstream, times=1):
+    def __init__(self, upstream, times=1, require=None):
         import http.server
         import threading
         self.upstream, self.refused, self.lock = upstream, [], threading.Lock()
         self.times = times
+        self.require = require  # the Authorization header asked of every request (else 401)
         self.seen = []  # (method, path, Authorization header) of every request
         flaky = self
 
@@ -379,6 +380,13 @@ class _Flaky:
                     refuse = kind and flaky.refused.count(kind) < flaky.times
                     if refuse:
                         flaky.refused.append(kind)
+                if flaky.require and self.headers.get("Authorization") != flaky.require:
+                    with flaky.lock:
+                        flaky.refused.append("unauthorized")
+                    self.send_response(401)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if refuse:
                     self.send_response(503)
                     self.send_header("Content-Length", "0")
@@ -479,6 +487,62 @@ def test_the_rest_sync_sends_mlflows_credentials_and_writes_them_nowhere(
         for name in files:
             with open(os.path.join(root, name), "rb") as f:
                 assert secret.encode() not in f.read(), name
+
+
+def _files_hold(folder, secret):
+    """The files below ``folder`` whose bytes hold ``secret``."""
+    found = []
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                if secret.encode() in f.read():
+                    found.append(os.path.join(root, name))
+    return found
+
+
+@pytest.mark.slow  # a run in a subprocess, its live sender, the model's upload
+def test_credentials_in_the_uri_reach_a_server_that_asks_for_them_and_stay_out_of_files(
+        server, tmp_path, capsys):
+    """``--mlflow http://alice:PASSWORD@HOST`` (a server behind Basic auth): the live
+    sender streams, the end-of-run sync sends params, status and the model; then
+    ``mindexp mlflow RUN --tracking-uri`` the same URI copies it again. Every request
+    carries the header (none refused); the password is in no file and no output."""
+    import base64
+    from mlflow.tracking import MlflowClient
+    from mindexp.analysis.mlflow_record import entry_of
+    from mindexp.rundir.meta import read_meta
+    import uuid
+    secret = f"Pw-{uuid.uuid4().hex}"   # made here: in no file (a diff of this one, say)
+    guard = _Flaky(server, times=0,
+                   require="Basic " + base64.b64encode(f"alice:{secret}".encode()).decode())
+    uri = guard.uri.replace("http://", f"http://alice:{secret}@")
+    client = MlflowClient(server)
+    try:
+        run = _mindexp_proc(tmp_path, "run", "linear", "--set", "epochs=2", "--out",
+                            tmp_path / "out", "--quiet", "--mlflow", uri,
+                            MINDEXP_MLFLOW_POLL_S="0.1")
+        out, err = run.communicate(timeout=600)
+        assert run.returncode == 0 and "does not answer" not in err, err
+        [run_dir] = (tmp_path / "out" / "linear").iterdir()
+
+        def finished():   # the sender's end-of-run sync, in a process of its own
+            rid = entry_of(str(run_dir), uri).get("run_id")
+            return rid and client.get_run(rid).info.status == "FINISHED" and rid
+        _wait_for(finished, "the end-of-run sync through the guarded server", timeout=300)
+        found = client.get_run(finished())
+        assert found.data.params["epochs"] == "2" and len(client.get_metric_history(
+            found.info.run_id, "loss")) == read_meta(str(run_dir))["steps"]
+        assert entry_of(str(run_dir), uri).get("model_uri")   # the model went up too
+        capsys.readouterr()
+        assert main(["mlflow", str(run_dir), "--tracking-uri", uri, "--experiment",
+                     "copied"]) == 0
+        said = capsys.readouterr()
+    finally:
+        guard.close()
+    assert guard.refused == [] and guard.seen
+    assert secret not in out + err + said.out + said.err
+    assert list(read_meta(str(run_dir))["mlflow"]) == [uri.replace(secret, "***")]
+    assert _files_hold(run_dir, secret) == []
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ folder or a link where a record, a log or a lock should be, JSON nested
 100,000 deep. Beside a good run, every command that lists, shows or deletes
 answers (a hang fails the test instead of blocking the suite), still lists
 the good run, names the bad file in one line, and touches nothing outside."""
+import json
 import os
 import threading
 
@@ -190,14 +191,16 @@ class _Terminal:
 
 
 @pytest.mark.parametrize("form", ["--csv", "--json"])
-def test_csv_and_json_keep_the_data_exact_in_a_pipe_and_never_raw_on_a_terminal(
+def test_csv_is_escaped_everywhere_json_exact_in_a_pipe_and_never_raw_on_a_terminal(
         form, tmp_path, capsys, monkeypatch):
     root = str(tmp_path / "out")
     make_run(root, "good", meta={"note": NOTE})
     status, piped, _ = _answer(["runs", form, root], capsys)
     assert status == 0
-    if form == "--csv":
-        assert NOTE in piped  # the data, exact, for a program that reads it
+    if form == "--csv":   # a file or a pipe is read on a terminal later: never raw
+        assert _raw_controls(piped) == [] and "bell\\x07 esc\\x1b[31mred" in piped
+    else:                 # JSON escapes them itself (\u001b): the data, exact, when parsed
+        assert json.loads(piped)[0]["note"] == NOTE
     terminal = _Terminal()
     monkeypatch.setattr("sys.stdout", terminal)
     assert main(["runs", form, root]) == 0

@@ -204,3 +204,33 @@ def _served_and_exported_without(root, password, mlruns, capsys, monkeypatch):
     # each run.json uploaded (a run's artifacts, and its model's copy of the run)
     assert len([d for d, _, names in os.walk(mlruns) if "run.json" in names]) >= 2
     assert _files_holding(mlruns, password.encode()) == []
+
+
+def test_the_environment_recorded_with_a_run_masks_credentials_but_not_the_config(
+        tmp_path, monkeypatch):
+    """run.json's record of the MS_* variables: a name holding URL, URI, TOKEN,
+    PASSWORD, SECRET or KEY is ``***`` whole, a URL's password in any other is
+    ``***``; the config is the user's own, kept as given (a rerun needs it)."""
+    import json
+    import mindexp
+    password = secrets.token_hex(8)
+    given = {"MS_DB_URL": f"postgresql://u:{password}@h/db", "MS_API_TOKEN": password,
+             "MS_SECRET_KEY": password, "MS_PASSWORD": password, "MS_DEV_URI": password,
+             "MS_NOTE": f"see https://bob:{password}@example.org/x", "MS_PLAIN": "1"}
+    for name, value in given.items():
+        monkeypatch.setenv(name, value)
+    with mindexp.track(tmp_path / "out", "envtest",
+                       config={"db": f"postgresql://u:{password}@h/db"}) as run:
+        pass
+    with open(os.path.join(run.dir, "run.json"), encoding="utf-8") as f:
+        recorded = json.load(f)["provenance"]["env"]
+    assert {k: v for k, v in recorded.items() if k in given} == {
+        "MS_DB_URL": "***", "MS_API_TOKEN": "***", "MS_SECRET_KEY": "***", "MS_PASSWORD": "***",
+        "MS_DEV_URI": "***", "MS_NOTE": "see https://bob:***@example.org/x", "MS_PLAIN": "1"}
+    with open(os.path.join(run.dir, "config.json"), encoding="utf-8") as f:
+        assert json.load(f)["db"] == f"postgresql://u:{password}@h/db"
+    for root, _dirs, files in os.walk(run.dir):
+        for name in files:
+            if name != "config.json" and "source" not in root:
+                with open(os.path.join(root, name), "rb") as f:
+                    assert password.encode() not in f.read(), name

@@ -147,7 +147,7 @@ def _wait_for_loss_rows(folder, runs, timeout):
                                              "Received: '0'"),
     (["--grid", "lr=0.1", "--workers", "two"], "argument --workers: must be an integer >= 1"),
     (["--grid", "lr=0.1", "--name", "../up"], "--name must be 1-64 characters"),
-    ([], "the following arguments are required: --grid"),
+    ([], "sweep needs --grid FIELD=V1,V2 (repeatable) or --seeds N, or both. Received: neither"),
 ])
 def test_bad_grids_are_one_line_and_start_nothing(tmp_path, capsys, args, message):
     out = tmp_path / "out"
