@@ -12,6 +12,7 @@ finds it final and leaves it.
 """
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from typing import Callable
 LOCK_WAIT_S = 30.0
 ENDED_UNHEARD = ("the process ended before the run's final record (a signal: track() ran "
                  "outside the main thread, where no signal handler can be installed)")
+logger = logging.getLogger(__name__)
 _started: list[subprocess.Popen[bytes]] = []  # kept: reaped by later Popen calls, never waited
 
 
@@ -34,6 +36,11 @@ def start_watcher(run_dir: str) -> Callable[[], None]:
         _started.append(subprocess.Popen(
             [sys.executable, "-m", "mindexp.train.watcher", run_dir], stdin=read,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+    except OSError as exc:  # no process to spare: the run itself goes on
+        os.close(write)
+        logger.warning("no watcher for %s (%s): if a signal ends this process, run.json "
+                       "stays running", run_dir, exc)
+        return lambda: None
     finally:
         os.close(read)
     return lambda: os.close(write)
