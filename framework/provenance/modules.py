@@ -167,10 +167,15 @@ def read_ignore_file(path: str) -> list[str]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     if kind is None:  # checked again on the open descriptor: it may be swapped meanwhile
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there never blocks
-        with os.fdopen(fd, "rb") as f:
-            kind = _file_kind(os.fstat(fd).st_mode)
-            data = f.read() if kind is None else b""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there never blocks
+            with os.fdopen(fd, "rb") as f:
+                kind = _file_kind(os.fstat(fd).st_mode)
+                data = f.read() if kind is None else b""
+        except OSError as exc:
+            raise ConfigError(f"{path} cannot be read ({exc.strerror}), so what it excludes is "
+                              f"unknown. Received: {type(exc).__name__} {exc.errno}",
+                              field=IGNORE_FILE) from None
     if kind is not None:
         raise ConfigError(f"{path} must be a regular text file of patterns (like .gitignore); "
                           f"it was not read. Received: a {kind}", field=IGNORE_FILE)
