@@ -1,7 +1,7 @@
 """The global gradient norm and clipping for a hand-written train step.
 
 ``global_norm(grads)`` is the number ``TrainStep`` returns as its second
-output (the same arithmetic: one reduction over the concatenated gradients
+output (the same arithmetic, in the same fixed order: one sum over the concatenated gradients
 for networks up to ``CONCAT_NORM_MAX_ELEMENTS`` elements, a sum of
 per-gradient square sums above), so a functional loop
 (``mindspore.value_and_grad`` and a ``train_step`` under ``@mindspore.jit``)
@@ -16,7 +16,7 @@ from typing import Any
 from mindspore import Tensor, ops
 from mindspore import dtype as mstype
 
-from .train_step import CONCAT_NORM_MAX_ELEMENTS
+from .train_step import CONCAT_NORM_MAX_ELEMENTS, fixed_order_sum
 
 __all__ = ["global_norm", "clip_by_global_norm"]
 
@@ -31,10 +31,10 @@ def global_norm(grads: Any) -> Tensor:
         for grad in grads:
             flat = flat + (grad.reshape(-1).astype(mstype.float32),)
         every = ops.cat(flat)
-        return ops.sqrt(ops.reduce_sum(every * every))
+        return ops.sqrt(fixed_order_sum(every * every))
     squares: tuple[Any, ...] = ()
     for grad in grads:
-        squares = squares + (ops.reduce_sum(ops.square(grad.astype(mstype.float32))),)
+        squares = squares + (fixed_order_sum(ops.square(grad.astype(mstype.float32)).reshape(-1)),)
     return ops.sqrt(ops.addn(squares))
 
 

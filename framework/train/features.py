@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from ..define.config import Config
     from ..define.experiment import BaseExperiment
-    from .resume import Resume
+    from .resume_point import Resume
 
 # The modules whose import registers their features (in this package).
 FEATURE_MODULES = ("steps", "signals", "logs", "monitors", "system", "figures", "progress")

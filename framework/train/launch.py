@@ -40,7 +40,7 @@ def train(request: RunRequest, finish: Finish | None = None, keep: Keep | None =
 
     A new run goes to a new directory under ``request.out``, locked from its
     creation to its final record; with ``request.resume`` (a
-    :class:`~mindexp.train.resume.Resume` from ``prepare_resume``, whose
+    :class:`~mindexp.train.resume_point.Resume` from ``prepare_resume``, whose
     caller holds the run's lock) the run continues in its own directory.
     ``finish(run_dir, status)`` (the plots) runs before run.json is final. From
     before the folder exists until run.json is final, SIGINT/SIGTERM only
@@ -99,6 +99,7 @@ class InProcess:
     def start(self, request: RunRequest) -> str | None:
         """Prepare, hold the run's folder and train it (see :func:`train`)."""
         plan = prepare(request.experiment, workers=request.config.workers)
+        _check_before_writing(request, plan)
         with contextlib.ExitStack() as held:
             stopper = hold_signals(held) if self.holds_signals else None
             run_dir, previous = _hold_run_dir(request, held)  # released last
@@ -188,6 +189,18 @@ def _hold_run_dir(request: RunRequest,
     from .resume import truncate_logs
     truncate_logs(resume.run_dir, resume.step)
     return resume.run_dir, resume.meta
+
+
+def _check_before_writing(request: RunRequest, plan: Plan) -> None:
+    """What is refused before a new run's folder exists, or before a resumed
+    run's files change: a ``.mindexpignore`` that cannot be read (what capture
+    must leave out is unknown), a checkpoint the config's network and
+    optimizer cannot load (another optimizer, another shape)."""
+    from ..provenance.capture import check_ignore_file
+    check_ignore_file(request.experiment)
+    if request.resume is not None:
+        from .resume import check_checkpoint_loads
+        check_checkpoint_loads(request.experiment, request.resume, plan.steps_per_epoch)
 
 
 def launch_workers(request: RunRequest, run_dir: str, previous: dict[str, Any] | None = None,

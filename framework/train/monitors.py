@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..callbacks.early_stopping import EarlyStopping
     from ..define.experiment import BaseExperiment
-    from .resume import Resume
+    from .resume_point import Resume
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from ..define.config import Config
     from ..define.experiment import BaseExperiment
-    from .resume import Resume
+    from .resume_point import Resume
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

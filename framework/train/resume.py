@@ -1,6 +1,5 @@
 """Resume a run exactly from its latest good checkpoint."""
 from typing import Any, Mapping
-import dataclasses
 import logging
 import os
 
@@ -12,54 +11,9 @@ from ..errors import MindexpError, RunDirError
 from ..rundir.io import read_json
 from ..rundir.meta import read_meta
 from . import resume_checks
+from .resume_point import Resume
 
 logger = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, slots=True, eq=False)
-class Resume:
-    """Where a resumed run starts, built by :func:`resume_point` alone.
-
-    ``path``, ``params``, ``step``, ``epoch``: the latest good checkpoint,
-    its loaded parameters, global step and (1-based) epoch; ``time_offset``:
-    the run's training time up to that step and ``loss`` the loss logged
-    there (loss.csv's ``time_s`` and ``loss``, None when not logged);
-    ``early_stopped``: the run had stopped early (its patience counter then
-    restarts); ``run_dir``, ``meta`` (run.json), ``entry``: the run itself.
-    """
-
-    path: str
-    params: dict
-    step: int
-    epoch: int
-    time_offset: float
-    loss: float | None
-    early_stopped: bool
-    run_dir: str
-    meta: dict
-    entry: str
-
-    def load(self, cell: Any) -> None:
-        """Load weights and optimizer state into the train cell."""
-        import mindspore as ms
-        # The learning rate comes from the (possibly changed) config, not the
-        # checkpoint: `resume --set lr=...` must train with the new value.
-        from ..callbacks.checkpoint import CALLBACK_STATE_KEY
-        state = {k: v for k, v in self.params.items()
-                 if k not in ("step", "epoch", "learning_rate", CALLBACK_STATE_KEY)}
-        not_loaded, _ = ms.load_param_into_net(cell, state, strict_load=True)
-        not_loaded = [n for n in not_loaded if n != "learning_rate"]
-        if not_loaded:
-            raise MindexpError(f"checkpoint {self.path} does not match the network: "
-                               f"missing {not_loaded[:5]}")
-
-    def position(self, steps_per_epoch: int) -> tuple[int, int]:
-        """``(initial_epoch, first_batch)`` for Model.train: the 0-based epoch
-        to start in and the batches of it already done."""
-        done_in_epoch = self.step - (self.epoch - 1) * steps_per_epoch
-        if done_in_epoch >= steps_per_epoch:
-            return self.epoch, 0
-        return self.epoch - 1, done_in_epoch
 
 
 def prepare_resume(run_dir: str, overrides: Mapping[str, Any] | None = None) -> tuple[Any, Resume]:
@@ -136,6 +90,31 @@ def _check_checkpoint_fits(exp: Any, resume: Resume, overrides: Mapping[str, Any
                            f"{os.path.basename(resume.path)}, {shapes[name]} in the network); "
                            f"keep the values that shape the network, or start a new run. "
                            f"Received: {given}")
+
+
+def check_checkpoint_loads(exp: Any, resume: Resume, steps_per_epoch: int) -> None:
+    """MindexpError (one line) when the checkpoint does not load into the train
+    step the config builds (another optimizer, whose state it lacks; another
+    network): loaded in memory, into a network and optimizer of its own, before
+    any file of the run changes (a failed resume leaves the run resumable)."""
+    from .session import train_cell
+    cell, _ = train_cell(exp, exp.network(), steps_per_epoch)
+    try:
+        resume.load(cell)
+    except (MindexpError, RuntimeError, ValueError, TypeError) as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        given = " ".join(f"{k}={v}" for k, v in _changed_config(resume.run_dir, exp).items())
+        raise MindexpError(f"cannot resume {resume.run_dir}: its checkpoint does not load into "
+                           f"the network and optimizer of this config ({why}); keep the values "
+                           f"that shape them (optimizer, network), or start a new run. Nothing "
+                           f"was changed. Received: {given or 'its own config'}") from None
+
+
+def _changed_config(run_dir: str, exp: Any) -> dict[str, Any]:
+    """The config values of ``exp`` that differ from the run's config.json."""
+    old = read_json(os.path.join(run_dir, layout.CONFIG_JSON))
+    new = _config.to_dict(exp.config)
+    return {k: v for k, v in new.items() if not isinstance(old, dict) or old.get(k) != v}
 
 
 def _network_name(key: str, names: Any) -> str | None:

@@ -7,7 +7,7 @@ from ..callbacks import schema
 from .features import Build, feature
 
 if TYPE_CHECKING:
-    from .resume import Resume
+    from .resume_point import Resume
     from ..callbacks.system_monitor import SystemMonitor
 
 logger = logging.getLogger(__name__)

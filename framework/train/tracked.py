@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import types
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -69,6 +70,9 @@ def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | No
         note: the run's note (``mindexp note`` changes it later).
         resume: a script run's folder to continue in place (from its latest
             good checkpoint: ``run.load(network)``, ``run.position(steps)``).
+            The folder is left as it was until ``run.load`` succeeded (or
+            ``run.callbacks`` is asked for, or the block ends without either):
+            a network or optimizer the checkpoint does not fit changes nothing.
         mlflow: an MLflow tracking URI the run streams to while it runs
             (a sender process of its own; the block never waits for it).
         seed: seeds MindSpore, NumPy and the order of ``run.batches``
@@ -145,7 +149,9 @@ class TrackedRun(RunLifecycle):
         self._stopper = hold_signals(self._held, _BlockStop())
         self.dir = self._hold_folder()
         self.run_id = os.path.basename(self.dir)
-        if self.writer:
+        if self.writer and threading.current_thread() is not threading.main_thread():
+            self._held.callback(_watched_from_outside(self.dir))  # before the lock is released
+        if self.writer and self.resumed is None:  # a resumed one waits for its load
             self.record = self._start_record()
         if os.path.isdir(self.dir):
             # every log opened inside the run folder registers with it (resume cuts
@@ -177,6 +183,7 @@ class TrackedRun(RunLifecycle):
         from ..callbacks import (Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker,
                                  Timer, TrainStep)
         assert self._stopper is not None, "run.callbacks() is for inside the with block"
+        self._begin_resumed()
         d, spe, point = self.dir, steps_per_epoch, self.resumed
         self._loss_cb = LossMonitor(d, every=every, on_nan="stop", steps_per_epoch=spe,
                                     time_offset=point.time_offset if point else 0.0)
@@ -255,13 +262,15 @@ class TrackedRun(RunLifecycle):
     def load(self, network: Any, optimizer: Any = None) -> None:
         """Load the resume point's weights (and optimizer state) into ``network``
         (the train cell or ``Model.train_network``; or a loop's network and
-        its ``optimizer``); nothing for a new run."""
+        its ``optimizer``); nothing for a new run. The run's folder changes
+        only once the checkpoint has loaded."""
         if self.resumed is None:
             return
         if optimizer is not None:
-            self._the_loop().load(network, optimizer)
+            self._the_loop().load(network, optimizer)  # raises before anything is changed
         else:
             self.resumed.load(_train_cell(network))
+        self._begin_resumed()
 
     def position(self, steps_per_epoch: int) -> tuple[int, int]:
         """``(initial_epoch, first_batch)``: where ``Model.train`` starts after a
@@ -294,8 +303,9 @@ class TrackedRun(RunLifecycle):
         return distributed.unseen_rank_dir(self.out, self.name, rank)
 
     def _hold_resumed(self, run_dir: str) -> str:
-        """Take a script run's lock and put it back at its latest good checkpoint."""
-        from .resume import check_run_dir, resume_point, run_logs, truncate_logs
+        """Take a script run's lock and find its latest good checkpoint (nothing
+        is changed yet: see :meth:`_begin_resumed`)."""
+        from .resume import check_run_dir, resume_point, run_logs
         from .resume_checks import check_logs_readable
         run_dir = check_run_dir(run_dir)
         self._held.callback(acquire(run_dir, "resume").release)
@@ -307,8 +317,25 @@ class TrackedRun(RunLifecycle):
                                f"{meta.get('experiment')!r}, entry={meta['entry']!r}")
         check_logs_readable(run_dir, run_logs(run_dir))  # before anything is cut
         self.resumed = resume_point(run_dir, meta)
-        truncate_logs(run_dir, self.resumed.step)  # each step once in every log
         return run_dir
+
+    def _begin_resumed(self) -> None:
+        """A resumed run changes its folder from here on (once): its logs cut
+        back to the checkpoint, run.json ``running`` with this resume. Until
+        then a failure in the block (a checkpoint that does not fit the
+        script's network or optimizer) leaves the run as it was, resumable."""
+        if self.resumed is None or self.record is not None or not self.writer:
+            return
+        from .resume import truncate_logs
+        truncate_logs(self.dir, self.resumed.step)  # each step once in every log
+        self.record = self._start_record()
+
+    def conclude(self, exc: BaseException | None, elapsed: float) -> str | None:
+        """The run's end (see RunLifecycle); a resumed block that ended normally
+        without loading its checkpoint is recorded as resumed all the same."""
+        if exc is None and self._stopper is not None and self._stopper.signum is None:
+            self._begin_resumed()
+        return super().conclude(exc, elapsed)
 
     def _start_record(self) -> RunRecord:
         """run.json ``running``, config.json and provenance, before the block runs."""
@@ -471,6 +498,18 @@ def _capture(record: RunRecord, script: str | None, config: dict[str, Any], poin
     meta.update({k: point.meta.get(k) for k in (F.META_KEY, F.RERUN_KEY)})
     meta["resumes"][-1][F.META_KEY] = capture.capture_script(
         script, record.run_dir, config, number=len(meta["resumes"]))
+
+
+def _watched_from_outside(run_dir: str) -> Callable[[], None]:
+    """A block outside the main thread cannot hear signals (Python installs
+    handlers only there): one warning, and a watcher process that records the
+    run interrupted when a signal ends the process (train.watcher)."""
+    from .watcher import start_watcher
+    logger.warning("mindexp.track() outside the main thread: Python installs signal handlers "
+                   "only in the main thread, so SIGINT/SIGTERM cannot stop this run at a step "
+                   "end; if a signal ends the process, a watcher records the run interrupted "
+                   "(resumable from its last checkpoint)")
+    return start_watcher(run_dir)
 
 
 def _msrun_rank() -> int | None:
