@@ -201,7 +201,8 @@ def _load_records(path):
 
 # -- comparing ---------------------------------------------------------------
 
-def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, against=None):
+def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, against=None,
+            where=None):
     """One row per run, as a pandas DataFrame (one row per group with ``group_by``).
 
     Columns: ``experiment, run_id, status, tags`` (comma-separated),
@@ -247,8 +248,14 @@ def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, again
     ``m_p_holm`` (Holm-corrected over the groups compared). A group with
     fewer than two values of ``m`` has no interval and no test (NaN);
     unreadable runs are left out. See :mod:`mindexp.analysis.groups`.
+
+    ``where``: only the runs matching this condition, in ``mindexp runs
+    --where``'s grammar (:mod:`mindexp.rundir.where`; never run as code) over
+    the columns above, before ``columns`` and ``group_by`` apply.
     """
     import pandas as pd
+    if where is not None:
+        return _compare_where(runs_or_paths, sort, columns, group_by, against, where)
     if group_by is not None or against is not None:
         return _grouped(compare(runs_or_paths, sort), group_by, against)
     if columns is not None:
@@ -275,6 +282,15 @@ def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, again
     if file is not None:
         snapshot.store(file, fingerprint, table)
     return sort_table(table, sort)
+
+
+def _compare_where(runs_or_paths, sort, columns, group_by, against, where):
+    """compare() of the runs matching ``where``, then its columns or groups."""
+    from ..rundir.where import select
+    table = select(compare(runs_or_paths, sort), where)
+    if group_by is not None or against is not None:
+        return _grouped(table, group_by, against)
+    return table if columns is None else _selected(table, columns)
 
 
 def _grouped(table, group_by, against):
