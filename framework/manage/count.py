@@ -1,7 +1,7 @@
 """``mindexp runs ROOT --count``: how many runs of each status the listing would
 show, by the same filters and ``--where``. One folder with a run catalog is
-answered by one grouped query (the running runs matched on their live loss,
-as the listing does); anything else by the runs table the listing falls back to.
+answered by one grouped query (and, when some runs are running, one more that
+matches them on their live loss, as the listing does); anything else by the runs table the listing falls back to.
 """
 from __future__ import annotations
 
@@ -45,14 +45,18 @@ def _catalog_counts(path, filters, url, rebuild):
         if plan is None:
             return None
         found: dict[str, int] = {}
+        running = False
         for status, broken, number in catalog.db.execute(
                 f"SELECT status, problem IS NOT NULL, COUNT(*) FROM runs WHERE {plan.scope} "
-                f"AND {plan.condition} AND (status IS NULL OR status <> 'running') "
-                f"GROUP BY status, problem IS NOT NULL",
+                f"AND {plan.condition} GROUP BY status, problem IS NOT NULL",
                 list(plan.params) + list(plan.values)).fetchall():
+            if status == "running":   # shown and matched on their live loss: below
+                running = True
+                continue
             shown = UNREADABLE if broken else str(status)
             found[shown] = found.get(shown, 0) + number
-        for record in queried.running_records(catalog, plan):
+        # a second query only when there are running runs (most counts need one)
+        for record in queried.running_records(catalog, plan) if running else ():
             found[record["status"]] = found.get(record["status"], 0) + 1
         return found
     finally:
