@@ -1,7 +1,8 @@
 """``mindexp runs ROOT --count``: how many runs of each status the listing would
 show, by the same filters and ``--where``. One folder with a run catalog is
 answered by one grouped query (and, when some runs are running, one more that
-matches them on their live loss, as the listing does); anything else by the runs table the listing falls back to.
+matches them on their live loss, as the listing does); anything else by the
+runs table the listing falls back to.
 """
 from __future__ import annotations
 

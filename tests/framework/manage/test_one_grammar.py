@@ -151,3 +151,17 @@ def test_sql_and_pandas_back_ends_agree(tree, table, text):
     sql = _sql_ids(tree, text)
     if sql is not None:
         assert sql == _pandas_ids(table, text), text
+
+
+def test_compare_where_takes_the_grammar_and_refuses_in_one_line(tmp_path):
+    for i, lr in enumerate((0.01, 0.1)):
+        make_run(tmp_path, f"k{i}", config={"lr": lr}, losses=(1.0, 0.5 - 0.1 * i))
+    assert list(mindexp.compare(str(tmp_path), where="lr > 0.05 and min_loss < 0.5")
+                ["run_id"]) == ["k1"]
+    grouped = mindexp.compare(str(tmp_path), where="`lr` in [0.01]", group_by="lr")
+    assert list(grouped["n"]) == [1]
+    for text, said in (("lrate > 1", "unknown column 'lrate'. Did you mean lr?"),
+                       ("__import__('os')", "a function call")):
+        with pytest.raises(ConfigError, match="--where") as caught:
+            mindexp.compare(str(tmp_path), where=text)
+        assert said in str(caught.value) and "\n" not in str(caught.value)
