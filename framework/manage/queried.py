@@ -27,9 +27,6 @@ if TYPE_CHECKING:
 _BASE = ("host", "root", "rel", "status", "problem", "tags", "started_ts", "steps",
          "final_loss", "note")
 SHOWN = ("path", "status", "tags", "age", "steps", "final_loss")
-# The runs table's columns that are flat in the catalog: text ones and number ones.
-TEXT_COLUMNS = ("run_id", "experiment", "status", "tags", "note", "started_at", "ended_at")
-NUMBER_COLUMNS = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
 
 
 PAGE = 5000   # rows fetched and formatted at a time: a piped listing holds one page
@@ -154,28 +151,7 @@ def _matching_count(catalog, plan):
 def _kinds(catalog, scope, params, names):
     """name -> (``flat``|``config``, ``number``|``text``) for each name the query
     uses; Unsupported for a name the catalog cannot answer like pandas would."""
-    out = {}
-    for name in dict.fromkeys(names):
-        field_kinds = _field_kinds(catalog, scope, params, name)
-        if field_kinds:
-            if name in NUMBER_COLUMNS + TEXT_COLUMNS or len(field_kinds) > 1 or \
-                    field_kinds[0] not in ("number", "text"):
-                raise w.Unsupported(f"config field {name}: {field_kinds}")
-            out[name] = ("config", field_kinds[0])
-        elif name in NUMBER_COLUMNS:
-            out[name] = ("flat", "number")
-        elif name in TEXT_COLUMNS:
-            out[name] = ("flat", "text")
-        else:
-            raise w.Unsupported(f"unknown column {name}")
-    return out
-
-
-def _field_kinds(catalog, scope, params, name):
-    """The kinds of value config field ``name`` holds in the scope ([]: no run has it)."""
-    if catalog.has_nan_config():
-        raise w.Unsupported("a config holds NaN")
-    return catalog.field_kinds(scope, params, name)
+    return {name: w.catalog_kind(catalog, scope, params, name) for name in dict.fromkeys(names)}
 
 
 def _condition(catalog, filters, tree, kinds):
@@ -206,8 +182,7 @@ def _condition(catalog, filters, tree, kinds):
 
 def _sql_columns(db, kinds):
     """Each named column as the SQL back end of ``--where`` takes it."""
-    return {name: w.Column(name, (), kind) if place == "flat" else
-            w.Column(db.typed_field(kind), (db.key(name),), kind)
+    return {name: w.catalog_column(db, name, place, kind)
             for name, (place, kind) in kinds.items()}
 
 

@@ -33,7 +33,7 @@ import ast
 import keyword
 import operator
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 from ..errors import ConfigError
 
@@ -318,6 +318,49 @@ class Column(NamedTuple):
     sql: str
     params: tuple
     kind: str
+
+
+# The runs table's columns a run catalog holds as columns of its own: text ones
+# and number ones (every other name is a config field, read from its JSON).
+TEXT_COLUMNS = ("run_id", "experiment", "status", "tags", "note", "started_at", "ended_at")
+NUMBER_COLUMNS = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
+
+
+def catalog_kind(catalog, scope: str, params: Sequence, name: str) -> tuple[str, str]:
+    """``(flat|config, number|text)``: where and how ``catalog`` holds column
+    ``name`` for the runs of ``scope``; Unsupported for a name the catalog cannot
+    answer as the runs table would (a column only the logs give, a config field
+    of booleans, lists or mixed kinds, one named like a column, a NaN in a config)."""
+    if catalog.has_nan_config():
+        raise Unsupported("a config holds NaN")
+    kinds = catalog.field_kinds(scope, params, name)
+    if kinds:
+        if name in NUMBER_COLUMNS + TEXT_COLUMNS or len(kinds) > 1 or \
+                kinds[0] not in ("number", "text"):
+            raise Unsupported(f"config field {name}: {kinds}")
+        return "config", kinds[0]
+    if name in NUMBER_COLUMNS:
+        return "flat", "number"
+    if name in TEXT_COLUMNS:
+        return "flat", "text"
+    raise Unsupported(f"unknown column {name}")
+
+
+def catalog_column(db, name: str, place: str, kind: str) -> Column:
+    """The :class:`Column` of ``name`` held as ``place`` (:func:`catalog_kind`)."""
+    if place == "flat":
+        return Column(name, (), kind)
+    return Column(db.typed_field(kind), (db.key(name),), kind)
+
+
+def catalog_sql(catalog, scope: str, params: Sequence, condition: Condition
+                ) -> tuple[str, list]:
+    """:func:`to_sql` of ``condition`` over ``catalog``'s runs of ``scope``."""
+    columns = {}
+    for name in condition.columns:
+        columns[name] = catalog_column(catalog.db, name, *catalog_kind(catalog, scope,
+                                                                         params, name))
+    return to_sql(condition, columns)
 
 
 def to_sql(condition: Condition, columns: dict[str, Column]) -> tuple[str, list]:

@@ -1,7 +1,7 @@
 """One ``--where`` grammar, two back ends: the catalog's SQL and the runs
 table's pandas evaluation give the same runs for any condition, and ``runs
---where``, ``gc --where`` and ``compare(where=)`` select the same runs on a tree
-with damaged, running and planted folders.
+--where``, ``gc --where``, ``compare(where=)`` and the dashboard's table select
+the same runs on a tree with damaged, running and planted folders.
 
 The tree holds TREE_RUNS runs (300; ``MINDEXP_WHERE_RUNS=10000`` for the
 issue's size: minutes)."""
@@ -75,6 +75,25 @@ def _gc_ids(cli, root, text):
     return _ids(line.split()[0] for line in result.stdout.splitlines() if line.startswith("  "))
 
 
+@pytest.fixture(scope="module")
+def dashboard(tree):
+    from mindexp.analysis.dashboard import make_server
+    server = make_server([str(tree)], port=0)
+    yield server.RequestHandlerClass.index
+    server.server_close()
+
+
+def _dashboard_ids(index, text):
+    """The runs the dashboard's table lists for ``where`` (its pages, 500 rows each)."""
+    dirs, offset = [], 0
+    while True:
+        rows = index.runs_page(offset, 500, where=text)["rows"]
+        dirs += [row["dir"] for row in rows]
+        if len(rows) < 500:
+            return [i for i in _ids(dirs) if i != "damaged"]   # unreadable: listed too
+        offset += 500
+
+
 def _compare_ids(root, text):
     table = mindexp.compare(str(root), where=f"({text}) and status != 'unreadable'")
     return _ids(table["run_dir"])
@@ -87,11 +106,26 @@ def _compare_ids(root, text):
     "`lr` * 10 >= 0.5", "min_loss < 0.35", "eval_accuracy >= 0.3 or best_step == 3",
     "w_error < 0.5", "status == 'failed' | final_loss != 0.2",
 ])
-def test_runs_gc_and_compare_select_the_same_runs(cli, tree, text):
+def test_runs_gc_compare_and_the_dashboard_select_the_same_runs(cli, tree, dashboard, text):
     runs = _runs_ids(cli, tree, text)
     assert runs, "a condition that selects nothing proves nothing"
     assert _gc_ids(cli, tree, text) == runs
     assert _compare_ids(tree, text) == runs
+    if any(name in text for name in ("min_loss", "best_step", "eval_", "_error", "*")):
+        with pytest.raises(ValueError, match="mindexp runs --where"):   # not in SQL
+            dashboard.runs_page(0, 10, where=text)
+    else:
+        assert _dashboard_ids(dashboard, text) == runs
+
+
+def test_the_dashboards_table_takes_the_grammar_and_refuses_in_one_line(dashboard):
+    assert _dashboard_ids(dashboard, "lr > 0.07 and optimizer == 'adam'") == sorted(
+        ["planted", "s10"] + [f"c{n:05d}" for n in range(12, TREE_RUNS) if n % 12 == 10])
+    for text, said in (("__import__('os')", "a function call"),
+                       ("min_loss < 1", "Received: where='min_loss < 1'")):
+        with pytest.raises(ValueError, match="where") as caught:
+            dashboard.runs_page(0, 10, where=text)
+        assert said in str(caught.value) and "\n" not in str(caught.value)
 
 
 # -- the two back ends agree on generated conditions ---------------------------------
