@@ -20,6 +20,7 @@ _EXPORTS = {
     "SystemMonitor": "system_monitor",
     "TensorBoardLogger": "tensorboard_logger",
     "Timer": "timer", "TrainStep": "train_step", "metric_direction": "direction",
+    "global_norm": "gradients", "clip_by_global_norm": "gradients",
 }
 __all__ = sorted(_EXPORTS)
 

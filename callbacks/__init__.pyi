@@ -24,6 +24,8 @@ from .system_monitor import SystemMonitor as SystemMonitor
 from .tensorboard_logger import TensorBoardLogger as TensorBoardLogger
 from .timer import Timer as Timer
 from .train_step import TrainStep as TrainStep
+from .gradients import clip_by_global_norm as clip_by_global_norm
+from .gradients import global_norm as global_norm
 
 __all__: list[str]
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Callable, Iterator
+import weakref
+from typing import Any, Callable, Iterator
 
 # (folder, the function that registers a log with it), innermost last
 _active: list[tuple[str, Callable[[str, str | None], object]]] = []
+# per active folder: the logs made inside it, each flushed before a checkpoint of
+# the run (a user's own CsvLog too: its rows never lag behind the checkpoint)
+_logs: dict[str, Any] = {}
 
 
 @contextlib.contextmanager
@@ -21,6 +25,21 @@ def declared(folder: str, register: Callable[[str, str | None], object]) -> Iter
         yield folder
     finally:
         _active.remove(entry)
+        if not any(f == folder for f, _ in _active):
+            _logs.pop(folder, None)
+
+
+def note_log(log: Any) -> None:
+    """Keep ``log`` (a CsvLog, weakly) with the active run holding its path."""
+    folder = holding(log.path)
+    if folder is not None:
+        _logs.setdefault(folder, weakref.WeakSet()).add(log)
+
+
+def flush_logs(folder: str) -> None:
+    """Flush every log made inside the active run ``folder`` (absolute)."""
+    for log in list(_logs.get(folder, ())):
+        log.flush()
 
 
 def holding(path: str | os.PathLike[str]) -> str | None:

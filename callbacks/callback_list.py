@@ -10,7 +10,7 @@ from ._common import check_steps_per_epoch
 from ._mindspore import runs_in_evaluation
 from ._quiet_callback import QuietCallback
 from ._recorder import Recorder
-from .step_record import RECORD_KEY
+from .step_record import RECORD_KEY, StepRecord
 
 if TYPE_CHECKING:
     from mindspore.train import RunContext
@@ -96,6 +96,29 @@ class CallbackList(QuietCallback):
                 record = self._recorder.record(cb_params)
                 cb_params[RECORD_KEY] = record   # Recorder.publish, inline: every step
             end(record, run_context)
+
+    def on_train_step_record(self, record: StepRecord, run_context: RunContext) -> None:
+        """End a step whose record the caller made: a hand-written loop's
+        driver (``mindexp.track``'s ``run.step``), or an enclosing list. Each
+        part gets what :meth:`on_train_step_end` gives it, this record."""
+        run_context.original_args()[RECORD_KEY] = record
+        for end, takes_record in self._ends:
+            if takes_record:
+                end(record, run_context)
+            else:
+                end(run_context)
+
+    def insert(self, index: int, callback: Callback, run_context: RunContext) -> None:
+        """Add ``callback`` at ``index`` while training runs (a part known only
+        later, e.g. a loop's eval log at its first evaluation): it is entered as
+        a context like the others (left when the list's context ends) and gets
+        ``on_train_begin`` now."""
+        if self._stacks:
+            target = self._stacks[0].enter_context(callback)
+            callback = target if isinstance(target, Callback) else callback
+        callback.on_train_begin(run_context)
+        self.callbacks.insert(index, callback)
+        self._bind()
 
     def on_train_begin(self, run_context: RunContext) -> None:
         self._bind()

@@ -155,6 +155,14 @@ class Checkpoint(QuietCallback):
             self._index.close()
 
     # -- saving --------------------------------------------------------------
+    def save_now(self, run_context: RunContext) -> None:
+        """Save the current step now as a periodic save does (the flushes, the
+        index, the retention): a hand-written loop's ``run.save``. Nothing when
+        this step is saved already, or on a rank that saves nothing."""
+        cb_params = run_context.original_args()
+        if self.ckpt_dir is not None and self.last_saved_step != self._step(cb_params):
+            self._save(cb_params, run_context, kind="last")
+
     def _save_if_due(self, cb_params: Any, run_context: RunContext) -> None:
         if self.ckpt_dir is None or self.last_saved_step == self._step(cb_params):
             return

@@ -9,7 +9,7 @@ import time
 from typing import IO, TYPE_CHECKING, Any, Collection, Iterable, Literal, Sequence
 
 from ._files import atomic_write, open_file
-from ._runs import register_if_in_run
+from ._runs import note_log, register_if_in_run
 
 __all__ = ["CsvLog", "CsvFormatError", "read_arrays", "read_csv", "read_header", "read_rows",
            "release_memory"]
@@ -79,6 +79,7 @@ class CsvLog:
         self._file: IO[str] | None = None
         self._writer: Any = None
         self._last_flush = time.monotonic()
+        note_log(self)  # inside an active run: flushed with its logs before a loop's checkpoint
 
     # -- writing -----------------------------------------------------------
     def check(self) -> CsvLog:

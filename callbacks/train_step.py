@@ -134,7 +134,7 @@ class TrainStep(nn.TrainOneStepCell):
             for grad in grads:
                 flat = flat + (grad.reshape(-1).astype(mstype.float32),)  # type: ignore[assignment]
             every = ops.cat(flat)
-            grad_norm = ops.sqrt(ops.reduce_sum(every * every))
+            grad_norm = ops.sqrt(fixed_order_sum(every * every))
         if self.clip is not None:
             scale = self.clip / ops.maximum(grad_norm, self.clip)
             grads = self.hyper_map(ops.partial(_scale, scale), grads)
@@ -156,7 +156,8 @@ class TrainStep(nn.TrainOneStepCell):
             flat = ops.depend(self.weights[i], updated).reshape(-1).astype(mstype.float32)
             shift = flat[0]
             d = flat - shift
-            row = ops.stack([d.sum(), (d * d).sum(), shift, flat.min(), flat.max()])
+            row = ops.stack([fixed_order_sum(d), fixed_order_sum(d * d), shift, flat.min(),
+                             flat.max()])
             rows = rows + (row,)  # type: ignore[assignment]
         return ops.stack(rows)
 
@@ -214,8 +215,32 @@ def _stats_positions(weights: Any, chosen: Any) -> tuple[int, ...]:
         chosen is True or any(fnmatch.fnmatchcase(p.name, pat) for pat in chosen)))
 
 
+# Width of the rows fixed_order_sum sums one by one.
+SUM_ROW = 256
+
+
+def fixed_order_sum(v: Tensor) -> Tensor:
+    """The sum of a 1-D tensor in an order fixed by its length alone (the
+    gradient norm's and ``param_stats``' sums: the same values give the same
+    bits at any load, so clipping and the logs do not depend on it).
+
+    MindSpore 2.10's CPU ReduceSum of a whole tensor splits it between
+    threads by timing its first launches (the split it finds fastest), so the
+    same values summed twice, or beside a busy process, can differ in the
+    last bits. Sums along rows of ``SUM_ROW`` (zero-padded) are each taken
+    whole, in order (checked on 2.10, also under load and on one CPU): the
+    tensor is summed row by row, then the row sums likewise, until one row
+    is left. Shapes are static: the levels are fixed when the graph compiles."""
+    while v.shape[0] > SUM_ROW:
+        pad = (-v.shape[0]) % SUM_ROW
+        if pad:
+            v = ops.concat((v, ops.zeros(pad, v.dtype)))
+        v = v.reshape(-1, SUM_ROW).sum(axis=1)
+    return v.sum()
+
+
 def _square_sum(grad: Tensor) -> Tensor:
-    return ops.reduce_sum(ops.square(grad.astype("float32")))
+    return fixed_order_sum(ops.square(grad.astype("float32")).reshape(-1))
 
 
 def _scale(factor: Any, grad: Tensor) -> Tensor:

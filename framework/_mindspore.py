@@ -121,6 +121,18 @@ def tuple_iterator_dataset(make_iterator):
 
 
 # -- the global context ------------------------------------------------------------
+def fresh_pipeline(dataset):
+    """A copy of a MindSpore dataset pipeline that takes a consumer of its own.
+
+    Checked on 2.10: a pipeline node takes one consumer (a second ``batch()``
+    of the same dataset fails when iterated: "The data pipeline is not a
+    tree"); ``copy.deepcopy`` of the dataset is an independent pipeline over
+    the same source (a loop's ``run.batches`` batches one copy per epoch).
+    """
+    import copy
+    return copy.deepcopy(dataset)
+
+
 def reset_graph_kernel():
     """Turn graph-kernel fusion off when an earlier run of this process left it on.
 

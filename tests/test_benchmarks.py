@@ -117,3 +117,12 @@ def test_conv_cpu_times_each_formulation():
     bad = subprocess.run([sys.executable, os.path.join("benchmarks", "conv_cpu.py"), "nope"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "unknown variant(s) nope; choose from conv" in bad.stderr
+
+
+@pytest.mark.slow
+def test_loop_cost_prints_both_paths_ratios(tmp_path):
+    proc = forkserver.run([sys.executable, os.path.join("benchmarks", "loop_cost.py"), "--quick",
+                           "--rounds", "1", "--workload", "FB"], cwd=ROOT,
+                          env=cli_env(GLOG_v="3"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"^FB +(?:[0-9.]+m +){4}[0-9.]+ +[0-9.]+$", proc.stdout, re.M), proc.stdout

@@ -101,7 +101,7 @@ COMMAND_STARTS = ("mindexp ", "python -c ", "msrun ", "hostA$ ", "hostB$ ")
 BLOCK = re.compile(r"^(?:<!-- not run: (.+?) -->\n)?```(\w*)\n(.*?)^```", flags=re.S | re.M)
 
 DRIVER = r'''
-import contextlib, io, json, os, re, shlex, subprocess, sys
+import contextlib, io, json, os, re, shlex, subprocess, sys, tempfile
 import numpy as np
 pages, files = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 plots_pages = set(json.load(open(sys.argv[3])))
@@ -147,9 +147,10 @@ def _shell_line(args):
     return done.returncode, done.stderr
 
 
+snippets = tempfile.mkdtemp(prefix="mindexp-doc-snippets-")  # outside the working folder
 driver_names = set(namespace) | {"driver_names", "page", "steps", "i", "kind", "text", "code",
                                  "args", "status", "err", "leftover", "_cli_line", "plots_pages",
-                                 "_shell_line"}
+                                 "_shell_line", "snippets", "source", "f"}
 for page, steps in pages:
     for leftover in set(namespace) - driver_names:  # each page starts afresh
         del namespace[leftover]
@@ -164,7 +165,11 @@ for page, steps in pages:
                          f"{err[-3000:]}")
             continue
         print(f"--- {page} snippet {i + 1}", flush=True)
-        exec(compile(with_runs(text), f"{page} snippet {i + 1}", "exec"), namespace)
+        # from a file, as a user's script is: MindSpore's @jit reads its function's source
+        source = os.path.join(snippets, f"{page.replace('/', '_')}-{i + 1}.py")
+        with open(source, "w", encoding="utf-8") as f:
+            f.write(with_runs(text))
+        exec(compile(with_runs(text), source, "exec"), namespace)
 print("--- all snippets ran", flush=True)
 '''
 

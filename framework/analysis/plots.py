@@ -234,7 +234,7 @@ def save_run_plots(run, out_dir=None):
         _refuse_linked_out(run.dir)
     out_dir = out_dir or os.path.join(run.dir, layout.PLOTS_DIR)
     plots = [("loss.png", loss_plot)]
-    if any(True for _ in _param_series(run.params)):
+    if _param_groups(run.params):  # what params_plot draws: name[i] elements too
         plots.append(("params.png", params_plot))
     if len(run.grad_norm):
         plots.append(("grad_norm.png", grad_norm_plot))

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from .. import layout
+from ..errors import ConfigError
 from ..rundir.io import now_iso, read_json, write_file
 from ..secrets import masked_argv, masked_environment
 from . import files as F
@@ -56,10 +57,20 @@ def capture_built(exp, config, plan, record):
     if not is_shipped(type(exp)):  # a shipped one imports only mindexp
         try:
             modules.capture_modules(exp, record.run_dir, block)
-        except OSError as exc:  # provenance is a record, never a reason to fail training
+        except (OSError, ConfigError) as exc:  # a record, never a reason to fail training
+            # (an ignore file made unreadable since check_ignore_file: nothing it might exclude)
             logger.warning("could not capture the modules of %s: %s", record.run_dir, exc)
             block["source_missing"] = f"capture of the modules failed: {exc}"
     block[F.DATA_KEY] = _data_fingerprints(exp, config, plan)
+
+
+def check_ignore_file(exp):
+    """ConfigError (one line) when the ``.mindexpignore`` beside ``exp``'s file
+    cannot be read as patterns (not a regular file, not UTF-8): checked before
+    the run is created, since the modules it would exclude cannot be told."""
+    path = class_file(type(exp))
+    if path is not None and not is_shipped(type(exp)):
+        modules.read_ignore_file(os.path.join(os.path.dirname(path), modules.IGNORE_FILE))
 
 
 def _data_fingerprints(exp, config, plan):

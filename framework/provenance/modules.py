@@ -6,20 +6,22 @@ library and site-packages and is not mindexp's (by package name: an editable
 install of mindexp lives in a user's folder too). Of those, a run captures the
 ones the experiment reached: imported by its file (at any depth through the
 user's modules) or lying below its file's folder. ``.mindexpignore`` in that
-folder excludes modules (gitignore-like patterns); a total size cap keeps a
-run folder small.
+folder excludes modules (``.gitignore``'s patterns and meaning, matched by
+pathspec); a total size cap keeps a run folder small.
 """
 from __future__ import annotations
 
-import fnmatch
+import codecs
 import os
+import stat
 import site
 import sys
 import sysconfig
 from types import ModuleType
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .. import layout
+from ..errors import ConfigError
 from ..define.entry import USER_PREFIX, is_user_module, remember_user_modules
 from ..rundir.io import write_file
 from . import files as F
@@ -41,13 +43,13 @@ def capture_modules(exp: Any, run_dir: str, block: dict[str, Any]) -> None:
     found = user_modules(sys.modules.get(type(exp).__module__), folder)
     remember_user_modules(found)  # imported afresh by the next experiment file
     entry_file = source["entry_file"]
-    patterns = _ignore_patterns(os.path.join(folder, IGNORE_FILE))
+    ignored_by = ignore_rules(folder)
     modules: dict[str, Any] = {}
     skipped: dict[str, Any] = {}
     total = 0
     for name, path in sorted(found.items()):
         rel = module_file(name, path)
-        why = _ignored_by(rel, patterns)
+        why = ignored_by(rel)
         if rel == entry_file:
             if os.path.realpath(path) != os.path.realpath(source["origin"]):
                 skipped[name] = {"origin": path, "why": f"its name is the experiment file's ({rel})"}
@@ -132,40 +134,67 @@ def module_file(name: str, path: str) -> str:
     return "/".join(parts[:-1] + [parts[-1] + ".py"])
 
 
-def _ignore_patterns(path: str) -> list[str]:
+def ignore_rules(folder: str) -> Callable[[str], str | None]:
+    """What ``folder``'s ``.mindexpignore`` says of a path below the source folder
+    (``pkg/sub.py``): the pattern that excludes it, or None. ``.gitignore``'s
+    meaning (pathspec's GitIgnoreSpec): a pattern without a ``/`` but at its end
+    matches a name at any depth, one with a ``/`` the path from the folder,
+    ``*`` never crosses a ``/``, ``**`` does, ``!`` takes a path back.
+
+    Raises ConfigError (one line) when the file is not a regular file (read
+    never: a FIFO would block) or not UTF-8 text: what it would exclude is
+    unknown, so nothing may be captured. A UTF-8 BOM and CRLF line ends are
+    fine; no file excludes nothing."""
+    from pathspec import GitIgnoreSpec
+    lines = read_ignore_file(os.path.join(folder, IGNORE_FILE))
+    if not lines:
+        return lambda rel: None
+    spec = GitIgnoreSpec.from_lines(lines)
+
+    def ignored_by(rel: str) -> str | None:
+        found = spec.check_file(rel)
+        if not found.include or found.index is None:
+            return None
+        return str(getattr(spec.patterns[found.index], "pattern", "")).strip()
+    return ignored_by
+
+
+def read_ignore_file(path: str) -> list[str]:
+    """The lines of the ignore file ``path`` (``[]`` when there is none); see
+    :func:`ignore_rules` for what is refused."""
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        kind = _file_kind(os.stat(path).st_mode)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    if kind is None:  # checked again on the open descriptor: it may be swapped meanwhile
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there never blocks
+            with os.fdopen(fd, "rb") as f:
+                kind = _file_kind(os.fstat(fd).st_mode)
+                data = f.read() if kind is None else b""
+        except OSError as exc:
+            raise ConfigError(f"{path} cannot be read ({exc.strerror}), so what it excludes is "
+                              f"unknown. Received: {type(exc).__name__} {exc.errno}",
+                              field=IGNORE_FILE) from None
+    if kind is not None:
+        raise ConfigError(f"{path} must be a regular text file of patterns (like .gitignore); "
+                          f"it was not read. Received: a {kind}", field=IGNORE_FILE)
+    try:
+        return data.removeprefix(codecs.BOM_UTF8).decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {data[exc.start]:#04x} at offset "
+                          f"{exc.start}), so what it excludes is unknown; save it as UTF-8 "
+                          f"(a BOM is fine). Received: {data[max(0, exc.start - 20):exc.start + 20]!r}",
+                          field=IGNORE_FILE) from None
 
 
-def _ignored_by(rel: str, patterns: list[str]) -> str | None:
-    """The last pattern deciding ``rel`` when it excludes it, else None; gitignore-like:
-    ``*``, ``?``, ``[...]``, ``**/``; a pattern without ``/`` matches a name at any
-    depth, one with ``/`` the path from the folder; ``dir/`` a folder; ``!`` re-includes."""
-    verdict = None
-    for pattern in patterns:
-        negated = pattern.startswith("!")
-        body = pattern[1:] if negated else pattern
-        if _matches(rel, body):
-            verdict = None if negated else pattern
-    return verdict
-
-
-def _matches(rel: str, pattern: str) -> bool:
-    folder_only = pattern.endswith("/")
-    anchored = "/" in pattern.rstrip("/")  # a leading or middle / : the path from the folder
-    pattern = pattern.strip("/")
-    parts = rel.split("/")
-    candidates = ["/".join(parts[:i]) for i in range(1, len(parts))]  # its folders
-    if not folder_only:
-        candidates.append(rel)
-    if not anchored:  # a name at any depth
-        return any(fnmatch.fnmatchcase(c.rsplit("/", 1)[-1], pattern) for c in candidates)
-    pattern = pattern.replace("**/", "*")
-    return any(fnmatch.fnmatchcase(c, pattern) for c in candidates)
+def _file_kind(mode: int) -> str | None:
+    """None for a regular file, else what it is (for the message)."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"),
+             (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"))
+    return next((name for test, name in kinds if test(mode)), "special file")
 
 
 def changed_modules(block: dict[str, Any]) -> list[str]:

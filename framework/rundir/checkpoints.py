@@ -204,10 +204,12 @@ def checkpoint_direction(run: Any) -> str:
     read as the run read it (early_stop_mode applies when it is also early_stop's
     value; an experiment's metrics() may rename an eval metric)."""
     from ..define.config import monitor_mode
+    from ..define.entry import is_script_entry
     cfg = run.config
     monitor = cfg.get("checkpoint_monitor") or ""
     mode = cfg.get("early_stop_mode", "auto") if monitor == cfg.get("early_stop") else "auto"
-    metrics = run.experiment().metrics() if monitor.startswith("eval_") else None
+    script = is_script_entry(run.meta.get("entry"))  # a script's run: no metrics() to rename
+    metrics = run.experiment().metrics() if monitor.startswith("eval_") and not script else None
     direction = monitor_mode(monitor, mode, metrics) if monitor else None
     if direction is None:
         raise RunDirError(f"cannot rank the best checkpoints of {run.dir}: its config names "

@@ -166,16 +166,24 @@ class Run:
         from .checkpoints import choose_checkpoint
         return choose_checkpoint(self, checkpoint).path
 
-    def network(self, checkpoint: str | int = "last", best: bool = False) -> nn.Cell:
+    def network(self, checkpoint: str | int = "last", best: bool = False,
+                net: nn.Cell | None = None) -> nn.Cell:
         """Rebuild the experiment's network with a checkpoint loaded into it,
         ready for inference: ``checkpoint`` is ``"last"``, ``"best"``, a step
-        number or a path (``best=True`` is the older spelling of ``"best"``)."""
+        number or a path (``best=True`` is the older spelling of ``"best"``).
+        ``net``: a network the caller built to load it into instead (a
+        script's run records no class to rebuild from); every one of its
+        parameters must be in the checkpoint."""
         import mindspore as ms
         from .checkpoints import choose_checkpoint
         chosen = choose_checkpoint(self, "best" if best else checkpoint)
-        net = self.experiment().network()
-        ms.load_param_into_net(net, chosen.params, strict_load=False)
-        return net
+        target = self.experiment().network() if net is None else net
+        missing, _ = ms.load_param_into_net(target, chosen.params, strict_load=False)
+        if net is not None and missing:
+            raise RunDirError(f"checkpoint {chosen.path} does not fit the network given: it "
+                              f"lacks {', '.join(missing[:5])}; accepted: a network with the "
+                              f"run's parameter names. Received: net={type(net).__name__}")
+        return target
 
     def predictor(self, checkpoint: str | int = "last") -> Callable[[Any], np.ndarray]:
         """A function from raw inputs (an array of samples of the first column) to

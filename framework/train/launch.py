@@ -55,6 +55,7 @@ def train(request: RunRequest, finish: Finish | None = None,
         finish = None  # ranks leave the cluster together: no rank 0 drawing alone
     workers = request.config.workers
     plan = prepare(request.experiment, workers=workers)
+    _check_before_writing(request, plan)
     with contextlib.ExitStack() as held:
         # msrun's launcher forwards a signal to its workers (distributed.launch):
         # only a run trained here keeps SIGINT/SIGTERM until run.json is final.
@@ -83,6 +84,18 @@ def train(request: RunRequest, finish: Finish | None = None,
         if keep is not None and done is not None:
             keep(done)  # before the lock is released (``held``): gc may remove it after
         return done
+
+
+def _check_before_writing(request: RunRequest, plan: Any) -> None:
+    """What is refused before a new run's folder exists, or before a resumed
+    run's files change: a ``.mindexpignore`` that cannot be read (what capture
+    must leave out is unknown), a checkpoint the config's network and
+    optimizer cannot load (another optimizer, another shape)."""
+    from ..provenance.capture import check_ignore_file
+    check_ignore_file(request.experiment)
+    if request.resume is not None:
+        from .resume import check_checkpoint_loads
+        check_checkpoint_loads(request.experiment, request.resume, plan.steps_per_epoch)
 
 
 def launch_workers(request: RunRequest, run_dir: str, previous: dict[str, Any] | None = None,

@@ -10,7 +10,7 @@ where the uninterrupted run would have.
 """
 import logging
 import math
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..define import config as _config
 from ..callbacks import schema
@@ -137,7 +137,6 @@ def _checkpoint(run: Build, before: Sequence[Any]) -> object:
     and the experiment's: anything with a flush()), so no log is ever
     behind a checkpoint."""
     from ..callbacks import Checkpoint
-    from .tracked import stateful_callbacks
     cfg = run.cfg
     flush = [cb for cb in before if callable(getattr(cb, "flush", None))]
     return Checkpoint(run.run_dir, every_epochs=cfg.checkpoint_every or None,
@@ -145,3 +144,16 @@ def _checkpoint(run: Build, before: Sequence[Any]) -> object:
                       flush=flush, steps_per_epoch=run.steps_per_epoch,
                       stateful=stateful_callbacks(before, run.resume),  # state in each checkpoint
                       **best_checkpoint_args(run.exp))
+
+
+def stateful_callbacks(cbs: Iterable[Any], resume: Any = None) -> list[Any]:
+    """The callbacks of ``cbs`` that keep state beyond their files (opt-in:
+    ``state_dict()`` and ``load_state_dict(state)``), saved with each
+    checkpoint; on a resume (``resume``, a Resume) they get their state back
+    here, before training starts."""
+    from ..callbacks.checkpoint import load_callback_state
+    stateful = [cb for cb in cbs if callable(getattr(cb, "state_dict", None))
+                and callable(getattr(cb, "load_state_dict", None))]
+    if resume is not None and stateful:
+        load_callback_state(resume.params, stateful)
+    return stateful

@@ -138,6 +138,31 @@ def _check_checkpoint_fits(exp: Any, resume: Resume, overrides: Mapping[str, Any
                            f"Received: {given}")
 
 
+def check_checkpoint_loads(exp: Any, resume: Resume, steps_per_epoch: int) -> None:
+    """MindexpError (one line) when the checkpoint does not load into the train
+    step the config builds (another optimizer, whose state it lacks; another
+    network): loaded in memory, into a network and optimizer of its own, before
+    any file of the run changes (a failed resume leaves the run resumable)."""
+    from .session import train_cell
+    cell, _ = train_cell(exp, exp.network(), steps_per_epoch)
+    try:
+        resume.load(cell)
+    except (MindexpError, RuntimeError, ValueError, TypeError) as exc:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        given = " ".join(f"{k}={v}" for k, v in _changed_config(resume.run_dir, exp).items())
+        raise MindexpError(f"cannot resume {resume.run_dir}: its checkpoint does not load into "
+                           f"the network and optimizer of this config ({why}); keep the values "
+                           f"that shape them (optimizer, network), or start a new run. Nothing "
+                           f"was changed. Received: {given or 'its own config'}") from None
+
+
+def _changed_config(run_dir: str, exp: Any) -> dict[str, Any]:
+    """The config values of ``exp`` that differ from the run's config.json."""
+    old = read_json(os.path.join(run_dir, layout.CONFIG_JSON))
+    new = _config.to_dict(exp.config)
+    return {k: v for k, v in new.items() if not isinstance(old, dict) or old.get(k) != v}
+
+
 def _network_name(key: str, names: Any) -> str | None:
     """The network parameter a checkpoint entry is (``body.0.weight``) or holds
     optimizer state of (``moment1.body.0.weight``): the longest matching name."""

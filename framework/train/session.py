@@ -56,18 +56,10 @@ class Session:
             self._train(resume)
 
     def _train(self, resume: Any) -> None:
-        from ..callbacks import TrainStep
-
         _set_context(self.cfg, self.run_dir)
         self.net = _amp(self.exp.network(), self.cfg.amp_level, self.run_dir)
-        loss_net = self.exp.loss_network(self.net)
-        lr = self.exp.learning_rate(self.plan.steps_per_epoch)
+        cell, lr = train_cell(self.exp, self.net, self.plan.steps_per_epoch)
         self.lr = _lr_to_log(self.exp, lr)
-        opt = self.exp.make_optimizer(self.net.trainable_params(), lr)
-        cell = TrainStep(loss_net, opt, clip_grad_norm=self.cfg.clip_grad_norm,
-                         sens=self.cfg.loss_scale, accumulation_steps=self.cfg.grad_accumulation,
-                         components=tuple(self.exp.loss_components),
-                         param_stats=_graph_param_stats(self.cfg))
         if self.on_built is not None:  # what they imported is now loaded (provenance)
             self.on_built()
         initial_epoch, first_batch = 0, 0
@@ -217,6 +209,20 @@ def startup_objects_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+def train_cell(exp: Any, net: Any, steps_per_epoch: int) -> tuple[Any, Any]:
+    """The train step ``exp``'s config builds around ``net`` (a TrainStep: its
+    loss, optimizer, schedule, clipping, accumulation) and the learning rate
+    handed to the optimizer."""
+    from ..callbacks import TrainStep
+    cfg = exp.config
+    lr = exp.learning_rate(steps_per_epoch)
+    opt = exp.make_optimizer(net.trainable_params(), lr)
+    cell = TrainStep(exp.loss_network(net), opt, clip_grad_norm=cfg.clip_grad_norm,
+                     sens=cfg.loss_scale, accumulation_steps=cfg.grad_accumulation,
+                     components=tuple(exp.loss_components), param_stats=_graph_param_stats(cfg))
+    return cell, lr
 
 
 def _lr_to_log(exp: Any, lr: Any) -> Any:

@@ -20,8 +20,9 @@ import logging
 import os
 import signal
 import sys
+import threading
 import types
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..callbacks import schema
 from ..callbacks._registry import register_log, run_declared
@@ -33,6 +34,8 @@ from ..rundir.record import RunRecord
 from ..rundir.run_lock import acquire
 from . import failures, mlflow_stream
 from .lifecycle import RunLifecycle, Stopped, hold_new_run, hold_signals, open_record
+from .loop import Loop, LoopSettings
+from .monitors import stateful_callbacks
 from .signals import SignalStop
 
 __all__ = ["track", "TrackedRun"]
@@ -42,7 +45,10 @@ logger = logging.getLogger(__name__)
 
 def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | None = None, *,
           tags: Iterable[str] = (), note: str | None = None,
-          resume: str | os.PathLike[str] | None = None, mlflow: str | None = None) -> TrackedRun:
+          resume: str | os.PathLike[str] | None = None, mlflow: str | None = None,
+          seed: int | None = None, early_stop: str | None = None, patience: int = 5,
+          min_delta: float = 0.0, checkpoint_monitor: str | None = None, keep_best: int = 1,
+          keep_checkpoints: int | None = 3) -> TrackedRun:
     """A tracked run of a plain MindSpore script, as a context manager.
 
     ``with mindexp.track(out, name, config) as run:`` creates
@@ -64,16 +70,32 @@ def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | No
         note: the run's note (``mindexp note`` changes it later).
         resume: a script run's folder to continue in place (from its latest
             good checkpoint: ``run.load(network)``, ``run.position(steps)``).
+            The folder is left as it was until ``run.load`` succeeded (or
+            ``run.callbacks`` is asked for, or the block ends without either):
+            a network or optimizer the checkpoint does not fit changes nothing.
         mlflow: an MLflow tracking URI the run streams to while it runs
             (a sender process of its own; the block never waits for it).
+        seed: seeds MindSpore, NumPy and the order of ``run.batches``
+            (default: the config's ``seed``, else 0; config.json records it).
+        early_stop: a hand-written loop stops early (``run.should_stop``) when
+            this value (``loss``, or ``eval_<metric>`` of ``run.log_eval``)
+            has not improved for ``patience`` epochs by more than ``min_delta``.
+        checkpoint_monitor: ``loss`` or ``eval_<metric>`` (of ``run.log_eval``)
+            by which ``keep_best`` checkpoints are kept, its direction from its
+            name (:func:`mindexp.callbacks.metric_direction`).
+        keep_checkpoints: regular checkpoints ``run.save`` keeps (None: all).
 
     Raises:
         ConfigError: a bad name or a config that is not JSON, before
             anything is created.
     """
     script = _caller_file(sys._getframe(1))
+    given = {} if not isinstance(config, Mapping) else config
+    settings = LoopSettings(seed=_seed_of(seed, given), early_stop=early_stop, patience=patience,
+                            min_delta=min_delta, checkpoint_monitor=checkpoint_monitor,
+                            keep_best=keep_best, keep_checkpoints=keep_checkpoints).check()
     return TrackedRun(out, name, config, tags=tags, note=note, resume=resume, script=script,
-                      mlflow=mlflow)
+                      mlflow=mlflow, loop=settings)
 
 
 class TrackedRun(RunLifecycle):
@@ -86,9 +108,12 @@ class TrackedRun(RunLifecycle):
     def __init__(self, out: str | os.PathLike[str], name: str,
                  config: Mapping[str, Any] | None = None, *, tags: Iterable[str] = (),
                  note: str | None = None, resume: str | os.PathLike[str] | None = None,
-                 script: str | None = None, mlflow: str | None = None) -> None:
+                 script: str | None = None, mlflow: str | None = None,
+                 loop: LoopSettings | None = None) -> None:
         super().__init__()
         self.config = _checked_config(config)
+        self.settings = loop or LoopSettings(seed=_seed_of(None, self.config))
+        self.config.update(self.settings.config())  # config.json: the resolved settings too
         self.mlflow = None if mlflow is None else _mlflow_uri(mlflow)
         self.name = check_label(name, "track()'s name")
         self.out, self.tags, self.note, self.script = out, list(tags or ()), note, script
@@ -99,23 +124,40 @@ class TrackedRun(RunLifecycle):
         self.writer = True  # False on a rank other than 0 under msrun: it records nothing
         self._loss_cb: Any = None
         self._timer: Any = None
+        self._loop: Loop | None = None
 
     # -- the block (RunLifecycle's __enter__/__exit__) ----------------------------
     def __enter__(self) -> TrackedRun:
         super().__enter__()
         return self
 
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: types.TracebackType | None) -> bool:
+        if self._loop is not None:
+            try:
+                self._loop.end(exc)  # the loop's last epoch end and final checkpoint
+            except BaseException as error:  # the run fails with it (its record says why)
+                if exc is None:
+                    exc_type, exc, tb = type(error), error, error.__traceback__
+                else:  # the block's own exception says why the run ended
+                    logger.warning("ending the loop after %s failed too: %s",
+                                   type(exc).__name__, failures.one_line(error))
+        return super().__exit__(exc_type, exc, tb)
+
     def _open(self) -> None:
         """Signals, the run folder and its record, before the block runs."""
         self._stopper = hold_signals(self._held, _BlockStop())
         self.dir = self._hold_folder()
         self.run_id = os.path.basename(self.dir)
-        if self.writer:
+        if self.writer and threading.current_thread() is not threading.main_thread():
+            self._held.callback(_watched_from_outside(self.dir))  # before the lock is released
+        if self.writer and self.resumed is None:  # a resumed one waits for its load
             self.record = self._start_record()
         if os.path.isdir(self.dir):
             # every log opened inside the run folder registers with it (resume cuts
             # each back), a rank's own files too
             self._held.enter_context(run_declared(self.dir))
+        self._loop = Loop(self, self.settings, self._stopper)
 
     def register_log(self, path: str | os.PathLike[str],
                      step_column: str | None = "step") -> None:
@@ -141,6 +183,7 @@ class TrackedRun(RunLifecycle):
         from ..callbacks import (Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker,
                                  Timer, TrainStep)
         assert self._stopper is not None, "run.callbacks() is for inside the with block"
+        self._begin_resumed()
         d, spe, point = self.dir, steps_per_epoch, self.resumed
         self._loss_cb = LossMonitor(d, every=every, on_nan="stop", steps_per_epoch=spe,
                                     time_offset=point.time_offset if point else 0.0)
@@ -159,12 +202,75 @@ class TrackedRun(RunLifecycle):
         cbs.append(self._stopper)  # last: a signal during any callback of step s stops at s
         return cbs
 
+    # -- a hand-written loop (train.loop) ---------------------------------------
+    def epochs(self, n: int) -> Iterator[int]:
+        """``for epoch in run.epochs(n):`` the run's epochs as ``range(n)`` gives
+        them (0-based; the logs count from 1), from the checkpoint's after a
+        resume; ends early when :attr:`should_stop`."""
+        return self._the_loop().epochs(n)
+
+    def batches(self, data: Any, batch_size: int = 1, shuffle: bool = True,
+                drop_last: bool = True) -> Iterator[tuple[Any, ...]]:
+        """``for x, y in run.batches(data, batch_size=B):`` this epoch's batches
+        as tuples of Tensors in column order (like ``create_tuple_iterator()``).
+        ``data``: a tuple of equal-length arrays, a random-access source or an
+        unbatched MindSpore dataset; the order of epoch ``e`` comes from the
+        seed and ``e`` (the order a ``Model`` run of the same data has), each
+        rank takes its share under msrun, and a resumed run continues at the
+        checkpoint's batch. Without :meth:`epochs` each call is one epoch."""
+        return self._the_loop().batches(data, batch_size, shuffle, drop_last)
+
+    def step(self, loss: Any, *, net: Any = None, grad_norm: Any = None, optimizer: Any = None,
+             epoch: int | None = None, **components: Any) -> None:
+        """After each training step: loss.csv, params.csv (on the run's
+        schedule), grad_norm.csv (with ``grad_norm``, e.g.
+        :func:`mindexp.callbacks.global_norm`), system.csv, from the callbacks
+        that write them in a ``Model`` run. ``net``: the network or train cell
+        (its parameters, and its checkpoints); ``optimizer``: the lr column
+        (a train cell's own optimizer is found); ``components``: further
+        loss terms by name (more columns of loss.csv). Steps count from 1
+        in epoch 1, ``epoch=`` moves to another epoch (counted from 1)."""
+        self._the_loop().step(loss, net, grad_norm, optimizer, epoch, components)
+
+    def log_eval(self, **metrics: Any) -> None:
+        """After an evaluation: eval.csv (``epoch,step,<metric>...``, a row per
+        completed epoch, as a ``Model.fit`` run's; ``eval_`` is left off the
+        column names) and what ``early_stop`` and ``checkpoint_monitor`` watch.
+        Call it after the epoch's steps and before :meth:`save`."""
+        self._the_loop().log_eval(metrics)
+
+    def save(self, net: Any = None, optimizer: Any = None) -> None:
+        """A checkpoint of the run's own: every log of the run flushed (a
+        ``CsvLog`` of the user's too), then ``checkpoints/`` and
+        checkpoints.csv as a ``Model`` run writes them (its naming, keep-last
+        and keep-best), with the loop's data position and NumPy's RNG state,
+        so ``track(resume=RUN)`` continues exactly there."""
+        self._the_loop().save(net, optimizer)
+
+    @property
+    def should_stop(self) -> bool:
+        """True once early stopping, a non-finite loss or a signal (SIGINT,
+        SIGTERM: the run ends ``interrupted``) asks the loop to end;
+        :meth:`epochs` and :meth:`batches` end by themselves then."""
+        return self._loop is not None and self._loop.should_stop
+
+    def _the_loop(self) -> Loop:
+        assert self._loop is not None, "the loop API is for inside the with block"
+        return self._loop
+
     # -- resuming --------------------------------------------------------------
-    def load(self, network: Any) -> None:
+    def load(self, network: Any, optimizer: Any = None) -> None:
         """Load the resume point's weights (and optimizer state) into ``network``
-        (the train cell or ``Model.train_network``); nothing for a new run."""
-        if self.resumed is not None:
+        (the train cell or ``Model.train_network``; or a loop's network and
+        its ``optimizer``); nothing for a new run. The run's folder changes
+        only once the checkpoint has loaded."""
+        if self.resumed is None:
+            return
+        if optimizer is not None:
+            self._the_loop().load(network, optimizer)  # raises before anything is changed
+        else:
             self.resumed.load(_train_cell(network))
+        self._begin_resumed()
 
     def position(self, steps_per_epoch: int) -> tuple[int, int]:
         """``(initial_epoch, first_batch)``: where ``Model.train`` starts after a
@@ -197,8 +303,9 @@ class TrackedRun(RunLifecycle):
         return distributed.unseen_rank_dir(self.out, self.name, rank)
 
     def _hold_resumed(self, run_dir: str) -> str:
-        """Take a script run's lock and put it back at its latest good checkpoint."""
-        from .resume import check_run_dir, resume_point, run_logs, truncate_logs
+        """Take a script run's lock and find its latest good checkpoint (nothing
+        is changed yet: see :meth:`_begin_resumed`)."""
+        from .resume import check_run_dir, resume_point, run_logs
         from .resume_checks import check_logs_readable
         run_dir = check_run_dir(run_dir)
         self._held.callback(acquire(run_dir, "resume").release)
@@ -210,8 +317,25 @@ class TrackedRun(RunLifecycle):
                                f"{meta.get('experiment')!r}, entry={meta['entry']!r}")
         check_logs_readable(run_dir, run_logs(run_dir))  # before anything is cut
         self.resumed = resume_point(run_dir, meta)
-        truncate_logs(run_dir, self.resumed.step)  # each step once in every log
         return run_dir
+
+    def _begin_resumed(self) -> None:
+        """A resumed run changes its folder from here on (once): its logs cut
+        back to the checkpoint, run.json ``running`` with this resume. Until
+        then a failure in the block (a checkpoint that does not fit the
+        script's network or optimizer) leaves the run as it was, resumable."""
+        if self.resumed is None or self.record is not None or not self.writer:
+            return
+        from .resume import truncate_logs
+        truncate_logs(self.dir, self.resumed.step)  # each step once in every log
+        self.record = self._start_record()
+
+    def conclude(self, exc: BaseException | None, elapsed: float) -> str | None:
+        """The run's end (see RunLifecycle); a resumed block that ended normally
+        without loading its checkpoint is recorded as resumed all the same."""
+        if exc is None and self._stopper is not None and self._stopper.signum is None:
+            self._begin_resumed()
+        return super().conclude(exc, elapsed)
 
     def _start_record(self) -> RunRecord:
         """run.json ``running``, config.json and provenance, before the block runs."""
@@ -225,14 +349,21 @@ class TrackedRun(RunLifecycle):
         return record
 
     def _stopped(self) -> Stopped:
+        loop = self._loop
+        if self._loss_cb is None and loop is not None:
+            return Stopped(diverged=loop.diverged(), reason=loop.stop_reason())
         return Stopped(diverged=self._loss_cb.stop_reason if self._loss_cb is not None else None)
 
     def _totals(self, meta: dict[str, Any], elapsed: float) -> None:
         """Steps, epochs and final loss from loss.csv, the rate and training time."""
         assert self.record is not None
-        rate = self._timer.steps_per_s if self._timer is not None else None
+        timer = self._timer if self._timer is not None else getattr(self._loop, "timer", None)
+        rate = timer.steps_per_s if timer is not None else None
+        totals = _totals(self.dir, meta, elapsed, self.resumed)
+        if not rate and elapsed > 0:  # no Timer (a script's own logs): the block's mean rate
+            rate = (totals["steps"] - (self.resumed.step if self.resumed else 0)) / elapsed
         self.record.ended(meta["status"], steps_per_s=round(rate, 2) if rate else None,
-                          **_totals(self.dir, meta, elapsed, self.resumed))
+                          **totals)
 
     def _outcome(self, status: str | None, exc: BaseException | None) -> bool:
         """What leaves the block: the block's own exception, or the signal's exit."""
@@ -262,22 +393,15 @@ class _BlockStop(SignalStop):
             raise KeyboardInterrupt
 
 
-# -- shared with Experiment.run's runner (train.launch) --------------------------
-
-def stateful_callbacks(cbs: Iterable[Any], resume: Any = None) -> list[Any]:
-    """The callbacks of ``cbs`` that keep state beyond their files (opt-in:
-    ``state_dict()`` and ``load_state_dict(state)``), saved with each
-    checkpoint; on a resume (``resume``, a Resume) they get their state back
-    here, before training starts."""
-    from ..callbacks.checkpoint import load_callback_state
-    stateful = [cb for cb in cbs if callable(getattr(cb, "state_dict", None))
-                and callable(getattr(cb, "load_state_dict", None))]
-    if resume is not None and stateful:
-        load_callback_state(resume.params, stateful)
-    return stateful
-
-
 # -- helpers -------------------------------------------------------------------
+
+def _seed_of(seed: int | None, config: Mapping[str, Any]) -> int:
+    """The run's seed: ``seed``, else the config's ``seed``, else 0."""
+    value = seed if seed is not None else config.get("seed", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError("track()'s seed (or the config's 'seed') must be an integer >= 0. "
+                          f"Received: seed={value!r}", field="seed")
+    return value
 
 def _checked_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """A copy of ``config``; ConfigError naming the first key JSON cannot hold."""
@@ -374,6 +498,18 @@ def _capture(record: RunRecord, script: str | None, config: dict[str, Any], poin
     meta.update({k: point.meta.get(k) for k in (F.META_KEY, F.RERUN_KEY)})
     meta["resumes"][-1][F.META_KEY] = capture.capture_script(
         script, record.run_dir, config, number=len(meta["resumes"]))
+
+
+def _watched_from_outside(run_dir: str) -> Callable[[], None]:
+    """A block outside the main thread cannot hear signals (Python installs
+    handlers only there): one warning, and a watcher process that records the
+    run interrupted when a signal ends the process (train.watcher)."""
+    from .watcher import start_watcher
+    logger.warning("mindexp.track() outside the main thread: Python installs signal handlers "
+                   "only in the main thread, so SIGINT/SIGTERM cannot stop this run at a step "
+                   "end; if a signal ends the process, a watcher records the run interrupted "
+                   "(resumable from its last checkpoint)")
+    return start_watcher(run_dir)
 
 
 def _msrun_rank() -> int | None:

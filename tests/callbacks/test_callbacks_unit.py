@@ -482,3 +482,34 @@ def test_early_stopping_says_when_the_value_improved_by_less_than_min_delta(run_
     drive(cb, ctx, epochs=3, steps=1, outputs=lambda step: (Tensor(np.float32(losses[step])),))
     assert cb.stopped_epoch == 3
     assert cb.stop_reason == "loss improved by less than min_delta=0.1 on 1 for 2 epochs"
+
+
+class Spread(nn.Cell):
+    """Parameters of 17, 300 and 1,024 elements around 0 (std far above |mean|),
+    as trained weights are: their statistics come from the block path (at most
+    1,024 elements, summarised per block of steps), not its float64 fallback."""
+
+    def __init__(self):
+        super().__init__()
+        rng = np.random.default_rng(7)
+        for size in (17, 300, 1024):
+            values = (rng.standard_normal(size) * 0.05).astype(np.float32)
+            setattr(self, f"p{size}", Parameter(Tensor(values), name=f"p{size}"))
+
+    def construct(self, x):
+        return x
+
+
+def test_parameter_tracker_std_of_17_to_1024_elements_is_the_population_std(
+        tmp_path, run_context):
+    """params.csv's ``name:std`` is numpy's std with ddof=0 (n, not n - 1: 3 % apart at 17)."""
+    net = Spread()
+    drive(ParameterTracker(tmp_path), run_context(train_network=net,
+                                                   optimizer=nn.SGD(net.trainable_params())), 1, 2)
+    values = {(r["step"], r["param"]): float(r["value"]) for r in rows_of(tmp_path / "params.csv")}
+    for p in net.trainable_params():
+        x = p.asnumpy().astype(np.float64)
+        for step in ("1", "2"):
+            assert values[(step, f"{p.name}:std")] == pytest.approx(x.std(ddof=0), rel=1e-6)
+            assert values[(step, f"{p.name}:mean")] == pytest.approx(x.mean(), rel=1e-5, abs=1e-9)
+            assert values[(step, f"{p.name}:norm")] == pytest.approx(np.linalg.norm(x), rel=1e-6)

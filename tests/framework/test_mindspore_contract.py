@@ -515,3 +515,21 @@ def test_a_denormal_loaded_before_a_graphs_first_run_becomes_zero_and_after_it_s
     cell(x, x)
     assert float(opt.beta1_power.asnumpy()) == float(denormal)
     assert np.float32(1) - np.float32(2.9e-8) == np.float32(1)   # why no weight changes
+
+
+def test_a_pipeline_takes_one_consumer_and_a_deep_copy_another():
+    """framework._mindspore.fresh_pipeline: run.batches batches one copy per epoch."""
+    def samples():
+        return ds.NumpySlicesDataset((np.arange(6, dtype=np.float32),), column_names=["x"],
+                                     shuffle=False)
+
+    def firsts(batched):
+        return [int(b[0].asnumpy()[0]) for b in batched.create_tuple_iterator(num_epochs=1)]
+
+    data = samples()
+    data.batch(2)
+    with pytest.raises(Exception, match="not a tree"):
+        firsts(data.batch(3))
+    data = samples()
+    assert firsts(fw.fresh_pipeline(data).batch(2)) == [0, 2, 4]
+    assert firsts(fw.fresh_pipeline(data).batch(3)) == [0, 3]

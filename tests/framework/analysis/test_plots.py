@@ -121,6 +121,12 @@ def test_save_run_plots_writes_whole_files_and_skips_empty_plots(tmp_path):
     assert sorted(os.listdir(os.path.join(run_dir, "plots"))) == ["loss.png", "params.png"]
 
 
+def test_params_png_is_drawn_for_parameters_logged_only_element_by_element(tmp_path):
+    run_dir = make_run(tmp_path, params={"w[0]": [0.5, 1.0, 1.5], "w[1]": [0.1, 0.2, 0.3]})
+    written = plots.save_run_plots(run_dir)
+    assert [os.path.basename(p) for p in written] == ["loss.png", "params.png"]
+
+
 def test_a_run_without_loss_rows_gets_no_plots(tmp_path):
     run_dir = make_run(tmp_path, losses=())
     assert plots.save_run_plots(run_dir) == []

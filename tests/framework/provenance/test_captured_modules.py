@@ -169,7 +169,13 @@ def test_capture_takes_packages_and_outside_modules_honours_the_ignore_file_and_
     ("pkg/net.py", ["/net.py"], None),
     ("pkg/deep/keys.py", ["**/keys.py"], "**/keys.py"),
     ("pkg/keys.py", ["keys.py"], "keys.py"),
+    # .gitignore's meaning: ** is any folders, not a prefix of a name; * stays in one folder
+    ("mysecrets.py", ["**/secret*.py"], None),
+    ("pkg/secret_a.py", ["**/secret*.py"], "**/secret*.py"),
+    ("pkg/sub/deep.py", ["pkg/*.py"], None),
+    ("pkg/top.py", ["pkg/*.py"], "pkg/*.py"),
 ])
-def test_ignore_patterns_read_like_gitignore(rel, patterns, ignored):
-    from mindexp.provenance.modules import _ignored_by
-    assert _ignored_by(rel, patterns) == ignored
+def test_ignore_patterns_read_like_gitignore(tmp_path, rel, patterns, ignored):
+    from mindexp.provenance.modules import ignore_rules
+    (tmp_path / ".mindexpignore").write_text("# comment\n\n" + "\n".join(patterns) + "\n")
+    assert ignore_rules(str(tmp_path))(rel) == ignored
