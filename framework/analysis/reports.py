@@ -201,7 +201,8 @@ def _load_records(path):
 
 # -- comparing ---------------------------------------------------------------
 
-def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, against=None):
+def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, against=None,
+            where=None):
     """One row per run, as a pandas DataFrame (one row per group with ``group_by``).
 
     Columns: ``experiment, run_id, status, tags`` (comma-separated),
@@ -240,7 +241,13 @@ def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, again
     group with fewer than two values of ``m`` has NaN there; unreadable runs
     are left out. See the manual's "Compare and plot" page and
     :mod:`mindexp.analysis.groups`.
+
+    ``where``: only the runs matching this condition, in ``mindexp runs
+    --where``'s grammar (:mod:`mindexp.rundir.where`; never run as code) over
+    the columns above, before ``columns`` and ``group_by`` apply.
     """
+    if where is not None:
+        return _compare_where(runs_or_paths, sort, columns, group_by, against, where)
     if group_by is not None or against is not None:
         return _grouped(compare(runs_or_paths, sort), group_by, against)
     if columns is not None:
@@ -279,6 +286,15 @@ def _compare_all(runs_or_paths, sort):
     if file is not None:
         snapshot.store(file, fingerprint, table)
     return sort_table(table, sort)
+
+
+def _compare_where(runs_or_paths, sort, columns, group_by, against, where):
+    """compare() of the runs matching ``where``, then its columns or groups."""
+    from ..rundir.where import select
+    table = select(compare(runs_or_paths, sort), where)
+    if group_by is not None or against is not None:
+        return _grouped(table, group_by, against)
+    return table if columns is None else _selected(table, columns)
 
 
 def _grouped(table, group_by, against):
