@@ -239,12 +239,10 @@ def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, again
     seeds; else ``welch``), ``m_diff`` with ``m_diff_ci_low`` and
     ``m_diff_ci_high`` (95 %), ``m_p`` and ``m_p_holm`` (Holm-corrected). A
     group with fewer than two values of ``m`` has NaN there; unreadable runs
-    are left out. See the manual's "Compare and plot" page and
-    :mod:`mindexp.analysis.groups`.
+    are left out (the manual's "Compare and plot"; :mod:`.groups`).
 
-    ``where``: only the runs matching this condition, in ``mindexp runs
-    --where``'s grammar (:mod:`mindexp.rundir.where`; never run as code) over
-    the columns above, before ``columns`` and ``group_by`` apply.
+    ``where``: only the runs matching it, before ``columns`` and ``group_by``
+    (``mindexp runs --where``'s grammar, :mod:`mindexp.rundir.where`).
     """
     if where is not None:
         return _compare_where(runs_or_paths, sort, columns, group_by, against, where)
