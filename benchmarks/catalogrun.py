@@ -1,4 +1,4 @@
-"""The run catalog at 10,000 and 100,000 runs (issue 43), whole processes.
+"""The run catalog at 10,000 and 100,000 runs, whole processes.
 
     python benchmarks/catalogrun.py N OUT [--before PYTHON] [--template RUN]  ->  one JSON line
 
