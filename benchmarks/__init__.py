@@ -1,1 +1,1 @@
-"""Performance benchmarks (issue 7): `python benchmarks/run.py`; not run by CI."""
+"""Performance benchmarks: `python benchmarks/run.py`; not run by CI."""

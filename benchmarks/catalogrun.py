@@ -1,4 +1,4 @@
-"""The run catalog at 10,000 and 100,000 runs (issue 43), whole processes.
+"""The run catalog at 10,000 and 100,000 runs, whole processes.
 
     python benchmarks/catalogrun.py N OUT [--before PYTHON] [--template RUN]  ->  one JSON line
 
@@ -13,6 +13,8 @@ interpreter that has another mindexp installed (main's, say):
 - ``runs_first_s``: ``mindexp runs ROOT``, no catalog (or index) yet;
 - ``runs_s``: the same again; ``first_line_s``: until its first line;
 - ``where_s``: ``runs ROOT --where "lr < 0.001 and final_loss < 0.01"``;
+- ``count_s``: ``runs ROOT --count``; ``count_where_s``: with that ``--where``
+  (an interpreter whose mindexp has no ``--count`` gives neither);
 - ``compare_s``: ``compare(ROOT)`` inside Python (import excluded), the first
   after the catalog was made; ``compare_again_s``: the next one, in a new
   process (read from compare()'s snapshot when the runs are unchanged);
@@ -35,7 +37,7 @@ interpreter that has another mindexp installed (main's, say):
   busy machine disturbs least).
 
 ``--only dashboard,pty,piped`` measures only those (the runs and their catalog
-kept from an earlier call; ``piped``: ``runs_s`` and ``where_s``).
+kept from an earlier call; ``piped``: ``runs_s``, ``where_s`` and the counts).
 """
 import argparse
 import json
@@ -217,6 +219,13 @@ def measure_listing(runs):
     res["where_s"], res["where_rss_mb"], _, lines, res["where_cpu_s"] = \
         timed_process(runs + ["--where", WHERE])
     res["where_rows"] = max(0, lines - 1)
+    try:
+        res["count_s"], res["count_rss_mb"], _, _, res["count_cpu_s"] = \
+            timed_process(runs + ["--count"])
+        res["count_where_s"], _, _, _, res["count_where_cpu_s"] = \
+            timed_process(runs + ["--count", "--where", WHERE])
+    except RuntimeError:   # an older mindexp: no --count
+        pass
     return res
 
 

@@ -10,7 +10,7 @@ run id), starts ``mindexp serve`` on them (its own process, 127.0.0.1, port
 (``/api/data?run=<key>``), reading the server's resident memory
 (``/proc/PID/status`` VmRSS) as it goes; then removes the runs and polls
 (``/api/data``); then draws one run whose loss.csv is ``--huge-mb`` MB.
-Issue 40 measured an unbounded cache at 32 -> 505 MB over 300 runs of 6,000
+An unbounded cache measured 32 -> 505 MB over 300 runs of 6,000
 steps, kept after the runs were deleted, and 564 MB for good after one
 129 MB loss.csv. The server's cache is bounded by ``--cache-mb``.
 """

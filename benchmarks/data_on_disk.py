@@ -1,4 +1,4 @@
-"""Data on disk (issue 16), printed as ratios of one run of this script.
+"""Data on disk, printed as ratios of one run of this script.
 
     python benchmarks/data_on_disk.py            # 0.5 GB vs 2 GB, 2 rounds (~10 min on 2 cores)
     python benchmarks/data_on_disk.py --quick    # tiny sizes: checks the script works

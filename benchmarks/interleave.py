@@ -135,7 +135,7 @@ def chunking(w, n_sets):
 def default_sets(pkg_by_name, out):
     """name -> the four default callbacks of a callbacks package, as the runner
     sets them: inside one CallbackList (one record a step) when the package
-    has it (issue 44), else one by one."""
+    has it, else one by one."""
     sets = {}
     for name, pkg in pkg_by_name.items():
         if pkg is None:

@@ -1,4 +1,4 @@
-"""Listing, comparing, polling and drawing many runs (issue 26), one process.
+"""Listing, comparing, polling and drawing many runs, one process.
 
     python benchmarks/manyrun.py N OUT [--full-data] [--report] [--steps S]  ->  one JSON line
 

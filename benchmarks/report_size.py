@@ -1,4 +1,4 @@
-"""The interactive report at scale: 50 runs x 10,000 steps (issue 13's budget:
+"""The interactive report at scale: 50 runs x 10,000 steps (the budget:
 under 20 MB, drawn by Chromium in under 5 s).
 
 Writes the runs by hand (loss with lr and time, two tracked parameters, eval

@@ -1,4 +1,4 @@
-"""mindexp's benchmark suite (issues 7 and 17): prints one table of goal ratios with PASS/MISS.
+"""mindexp's benchmark suite: prints one table of goal ratios with PASS/MISS.
 
     python benchmarks/run.py [--quick] [--rounds N] [--skip SECTIONS] [--json FILE]
 
@@ -291,7 +291,7 @@ def bench_compare(args, gate, out):
     return res
 
 
-# -- scaling (issue 26) -------------------------------------------------------------
+# -- scaling ------------------------------------------------------------------------
 # (model, steps): H of an MLP 1-H-H-H-1, or the transformer experiment (default config)
 SCALING_SIZES = (("256", 1400), ("1024", 700), ("2048", 240), ("4096", 80), ("transformer", 200))
 SCALING_QUICK = (("256", 96), ("1024", 48))
@@ -319,7 +319,7 @@ def bench_scaling(args, gate, out):
 
 
 def render_scaling(data):
-    """The table of issue 26 per statistics source: hook time per step and per
+    """The scaling table per statistics source: hook time per step and per
     million parameters, on/off (mean chunk time against no callbacks)."""
     rows = (data.get("scaling") or {}).get("rows") or []
     if not rows:
@@ -348,7 +348,7 @@ def render_scaling(data):
     return lines
 
 
-# -- many runs (issue 26) -----------------------------------------------------------
+# -- many runs ----------------------------------------------------------------------
 MANY_SIZES = (100, 1000, 10000)
 FULL_DATA_MAX = 1000   # the full /api/data answer grows with every run: measured up to here
 
@@ -377,7 +377,7 @@ def bench_many(args, gate, out):
     return {"rows": rows, "catalog": bench_catalog(args, gate, out)}
 
 
-CATALOG_SIZES = (10_000, 100_000)   # issue 43: 100,000 runs take ~1 GB of disk
+CATALOG_SIZES = (10_000, 100_000)   # 100,000 runs take ~1 GB of disk
 
 
 def bench_catalog(args, gate, out):
@@ -416,7 +416,7 @@ MANY_COLUMNS = (  # (key, heading, format, goal)
 
 
 def render_many(data):
-    """Each figure against its goal (issue 26), per number of runs."""
+    """Each figure against its goal, per number of runs."""
     rows = (data.get("many") or {}).get("rows") or []
     if not rows:
         return []
@@ -466,13 +466,13 @@ CATALOG_ROWS = (  # (key, what, goal at 100,000 runs)
 
 
 def render_catalog(data):
-    """Before (``--many-before``) and after, per number of runs (issue 43)."""
+    """The run catalog before (``--many-before``) and after, per number of runs."""
     rows = (data.get("many") or {}).get("catalog") or []
     if not rows:
         return []
     heads = [f"{'':50}"] + [f"{r['runs']:>9,} {side:<6}" for r in rows
                             for side in ("before", "after")]
-    lines = ["", "Run catalog (issue 43; whole processes on copies of one real run)",
+    lines = ["", "Run catalog (whole processes on copies of one real run)",
              "  ".join(heads) + "  goal at 100,000"]
     for key, text, goal in CATALOG_ROWS:
         cells = []
@@ -486,7 +486,7 @@ def render_catalog(data):
     return lines
 
 
-# -- mlflow (issue 28) ---------------------------------------------------------------
+# -- mlflow --------------------------------------------------------------------------
 def bench_mlflow(args, gate, out):
     """``to_mlflow`` of 1,000 and 10,000 steps x 3 metrics (100 with --quick), in its own
     process (mlflow_sync.py) so that mlflow's import stays out of the other sections."""
@@ -546,12 +546,14 @@ def _ratio(res, key, num, den, invert=False):
             paired_ratio(res, key, num, den, invert, stat="median_step_ms"))
 
 
-# goal 1's targets (issue 44): callbacks on / off, interleaved
+# goal 1's targets: time with callbacks on / off, interleaved in one run
 GOAL_ON_OFF = {"W1b": 1.10, "W2": 1.05, "FB": 1.05, "W3": 1.10}
 
 
 def goals(data, args):
-    """The goals of issue 17 (round 2), numbered as there."""
+    """Every goal, numbered as the table prints it: 1 what the callbacks cost, 2 against
+    Lightning, 3 against a hand loop, 4 W3 with its evaluation, 5 compare() and history(),
+    6 the CLI's start, a sweep and memory, 28 mlflow."""
     gs = []
     tp = data.get("throughput")
     res = tp["results"] if tp else None
@@ -731,7 +733,7 @@ def main(argv=None):
     unknown = (args.skip | only) - set(SECTIONS) - {"lightning"}
     if unknown:
         p.error(f"unknown section(s): {', '.join(sorted(unknown))}")
-    # scaling and many take long and measure issue 26's goals: only when asked for (--only)
+    # scaling and many take long and measure the goals at scale: only when asked for (--only)
     sections = [s for s in SECTIONS if s not in args.skip and
                 (s in only if only else s not in OPT_IN)]
 

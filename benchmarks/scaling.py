@@ -1,4 +1,4 @@
-"""ParameterTracker's cost as the model grows (issue 26), one model per process.
+"""ParameterTracker's cost as the model grows, one model per process.
 
     python benchmarks/scaling.py MODEL STEPS OUT [--rev REV] [--sets host,loss,...]   ->  one JSON line
 

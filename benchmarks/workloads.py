@@ -1,4 +1,4 @@
-"""The benchmark workloads of issue 7, shared by the MindSpore and the Lightning side.
+"""The benchmark workloads, shared by the MindSpore and the Lightning side.
 
 Imports only numpy and the standard library: the Lightning side runs this
 module in its own venv, without MindSpore or mindexp.
@@ -40,7 +40,7 @@ FULL = {
                    "mlp", 20_000, 64, 3, "adam", 1e-3),
     "FB": Workload("FB", "seed full batch: Dense(1,1), 100 samples, batch 100, 300 epochs, SGD",
                    "linear", 100, 100, 300, "sgd", 0.2),
-    # MindSpore 2.10's CPU Conv2d(16->32) takes ~50 ms a batch here: few steps (issue 17)
+    # MindSpore 2.10's CPU Conv2d(16->32) takes ~50 ms a batch here: few steps
     "W3": Workload("W3", "Conv(1-16,3x3)-Conv(16-32,3x3)-MaxPool-Dense(512-64)-Dense(64-10), "
                    "8x8 images, 1,344 samples, batch 64, 3 epochs, Adam, eval accuracy per epoch",
                    "conv", 1_344, 64, 3, "adam", 1e-3, eval_samples=256),

@@ -315,12 +315,13 @@ class RunIndex:
         self.feed.query(self.listing.columns)
         return_freed_memory()
 
-    def runs_page(self, offset=0, limit=100, query="", sort="-started"):
-        """One page of the runs table (see listing.py): counted, filtered, sorted and
-        paged in SQL on the server's private catalog (on the root's own while that
-        is made), whatever the number of runs."""
+    def runs_page(self, offset=0, limit=100, query="", sort="-started", where=""):
+        """One page of the runs table (see listing.py): counted, filtered (``where``:
+        ``mindexp runs --where``'s grammar), sorted and paged in SQL on the server's
+        private catalog (on the root's own while that is made), whatever the number
+        of runs."""
         answer, cursor = self._on_catalogs(lambda served: self.listing.page(
-            served, offset, limit, query, sort))
+            served, offset, limit, query, sort, where))
         # the cursor of this state: the page's next poll asks for what changed after it
         return answer | {"cursor": cursor}
 
@@ -551,7 +552,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send(status, masked(body).encode(), "application/json")
 
     def _send_runs(self, query):
-        """``/api/runs?offset=&limit=&q=&sort=``; a bad value is a 400 naming it."""
+        """``/api/runs?offset=&limit=&q=&sort=&where=``; a bad value is a 400 naming it."""
         def first(name, default):
             return (query.get(name) or [default])[0]
 
@@ -562,7 +563,8 @@ class Handler(BaseHTTPRequestHandler):
             return int(text)
         try:
             offset, limit = whole("offset", "0"), whole("limit", str(PAGE_ROWS))
-            answer = self.index.runs_page(offset, limit, first("q", ""), first("sort", "-started"))
+            answer = self.index.runs_page(offset, limit, first("q", ""), first("sort", "-started"),
+                                          first("where", ""))
         except ValueError as exc:
             return self._send_json({"error": _one_line(exc)}, HTTPStatus.BAD_REQUEST)
         self._send_json(answer)

@@ -17,6 +17,8 @@ import os
 from typing import Callable
 
 from ..callbacks import schema
+from ..errors import ConfigError
+from ..rundir import where as grammar
 from ..rundir.meta import UNREADABLE
 from ..rundir.private_catalog import FAILED
 from ..rundir.run import Run
@@ -42,11 +44,14 @@ class Listing:
         self._columns: dict[str, tuple] = {}   # served root -> (config mark, columns)
 
     def page(self, served: list, offset: int = 0, limit: int = 100, query: str = "",
-             sort: str = "-started") -> dict:
+             sort: str = "-started", where: str = "") -> dict:
         """``{"total", "matched", "offset", "columns", "rows"}``: the runs of
         ``served`` (``[(root, private catalog)]``) holding every word of
-        ``query``, sorted by ``sort`` (``-`` first: descending;
-        ``config.<field>``), from ``offset``, at most ``limit`` (at most MAX_LIMIT)."""
+        ``query`` and matching ``where`` (``mindexp runs --where``'s grammar, in
+        SQL: a running run by its run.json), sorted by ``sort`` (``-`` first:
+        descending; ``config.<field>``), from ``offset``, at most ``limit`` (at
+        most MAX_LIMIT). ValueError for a ``where`` outside the grammar or that
+        SQL cannot answer (a column only the logs give, arithmetic)."""
         limit = max(1, min(int(limit), MAX_LIMIT))
         offset = max(0, int(offset))
         expression, values = _sort_expression(sort)
@@ -58,10 +63,14 @@ class Listing:
             scope, params = catalog.scope(root, other_hosts=False)
             here = catalog.select(["COUNT(*)"], scope, params)[0][0]
             match, match_values = _matching(words, columns)
+            if where:
+                condition, condition_values = _where_sql(catalog, scope, params, where)
+                match, match_values = f"{match} AND {condition}", match_values + condition_values
             # one root: its page in SQL; several: the first offset + limit of each, merged
             first, count = (offset, limit) if len(served) == 1 else (0, offset + limit)
             rows, found = _ordered(catalog, f"{scope} AND {match}", list(params) + match_values,
-                                   expression, values, sort, count, first, bool(words))
+                                   expression, values, sort, count, first,
+                                   bool(words or where))
             total += here
             matched += here if found is None else found
             picked += [(value, root, catalog, rel) for value, rel in rows]
@@ -145,6 +154,21 @@ class Listing:
             "final_loss": _number(meta.get("final_loss")), "min_loss": _number(summary.get("min")),
             "steps": meta.get("steps"), "config": {k: _cell(config[k]) for k in columns if k in config},
             "progress": _progress(run, meta)}
+
+
+def _where_sql(catalog, scope, params, text):
+    """SQL of ``where`` over ``catalog``'s runs; ValueError in one line for text
+    outside the grammar or a condition SQL cannot answer."""
+    try:
+        return grammar.catalog_sql(catalog, scope, params, grammar.parse(text))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    except grammar.Unsupported:
+        raise ValueError("where takes comparisons of config fields and of "
+                         f"{', '.join(grammar.NUMBER_COLUMNS + grammar.TEXT_COLUMNS)} with "
+                         "numbers, quoted strings and lists, joined by and, or, not (columns "
+                         "only the logs give and arithmetic: mindexp runs --where). "
+                         f"Received: where={text!r}") from None
 
 
 def _sort_expression(sort):

@@ -33,7 +33,7 @@ DEFAULT_PARAMS = "summary"
 SUMMARY_STATS = ("norm", "mean", "std")
 # A summary's points per parameter statistic: the first logged step, every k-th step
 # (k from the run's planned or done steps) and the last one sent. A chart needs no
-# more; at every step they were 84 % of a 2,800-step run's points (issue 42).
+# more; at every step they were 84 % of a 2,800-step run's points.
 SUMMARY_POINTS = 100
 # system.csv column -> MLflow's own system metric name (the others keep theirs)
 SYSTEM_NAMES = {schema.Col.MACHINE_CPU_PERCENT: "cpu_utilization_percentage"}

@@ -53,10 +53,11 @@ class Run(_RunReader):
 
 def compare(runs_or_paths: RunsOrPaths, sort: str = "final_loss",
             columns: Sequence[str] | None = None,
-            group_by: str | Sequence[str] | None = None, against: Any = None) -> pd.DataFrame:
+            group_by: str | Sequence[str] | None = None, against: Any = None,
+            where: str | None = None) -> pd.DataFrame:
     if group_by is not None or against is not None:   # one row per group: no run to draw
-        return reports.compare(runs_or_paths, group_by=group_by, against=against)
-    return run_table(reports.compare(runs_or_paths, sort=sort, columns=columns))
+        return reports.compare(runs_or_paths, group_by=group_by, against=against, where=where)
+    return run_table(reports.compare(runs_or_paths, sort=sort, columns=columns, where=where))
 
 
 compare.__doc__ = (reports.compare.__doc__ or "") + """

@@ -201,62 +201,71 @@ def _load_records(path):
 
 # -- comparing ---------------------------------------------------------------
 
-def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, against=None):
+def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, against=None,
+            where=None):
     """One row per run, as a pandas DataFrame (one row per group with ``group_by``).
 
     Columns: ``experiment, run_id, status, tags`` (comma-separated),
-    ``note``; every config field under its
-    own name; ``final_loss, min_loss, best_step, steps, epochs_done,
-    train_time_s, steps_per_s`` (``epochs_done`` because ``epochs`` is the
-    config field); ``final_<name>`` of each loss component (the last
-    loss.csv value of that column); the final value of each tracked scalar parameter;
-    ``<param>_error`` (absolute error to the run's ``targets``);
-    ``eval_<metric>`` (the last evaluation) and ``best_eval_<metric>``
-    from eval.csv, so an eval metric named ``loss`` is ``eval_loss`` and
-    never hides the training ``final_loss``; ``git_commit`` and ``dirty`` of
-    the experiment file's repository (None outside git); ``run_dir``.
-    A config field named like an identity column or an eval column
-    (a field ``eval_loss`` beside the metric) is ``config.<name>``;
-    ``table.attrs["config_columns"]`` and ``attrs["eval_columns"]`` say
-    which columns are which (never guess from a name: ``eval_every`` is a
-    config field).
+    ``note``; every config field under its own name; ``final_loss, min_loss,
+    best_step, steps, epochs_done, train_time_s, steps_per_s``
+    (``epochs_done`` because ``epochs`` is the config field); ``final_<name>``
+    of each loss component (the last loss.csv value of that column); the
+    final value of each tracked scalar parameter; ``<param>_error`` (absolute
+    error to the run's ``targets``); ``eval_<metric>`` (the last evaluation)
+    and ``best_eval_<metric>`` from eval.csv, so an eval metric named ``loss``
+    is ``eval_loss`` and never hides the training ``final_loss``;
+    ``git_commit`` and ``dirty`` of the experiment file's repository (None
+    outside git); ``run_dir``. A config field named like an identity column
+    or an eval column (a field ``eval_loss`` beside the metric) is
+    ``config.<name>``; ``table.attrs["config_columns"]`` and
+    ``attrs["eval_columns"]`` say which columns are which (never guess from a
+    name: ``eval_every`` is a config field).
 
     ``sort`` names a column (prefix ``-`` for descending); missing values go
     last. An unknown column raises ConfigError listing the valid ones.
 
-    compare() of one folder is kept as a columnar snapshot beside the run
-    catalog and used while the runs are as they were (:mod:`.snapshot`).
-
     ``columns``: only these columns, in this order (``sort`` may name
-    another). For one folder whose runs all ended with their summary in
-    run.json, identity, labels, config fields, ``final_loss``, ``min_loss``,
-    ``steps``, ``train_time_s``, ``steps_per_s`` and ``run_dir`` are read as
-    columns from the run catalog, without a file of any run.
+    another). Of one folder, they come from the run catalog when it can tell
+    them, and the full table is kept as a columnar snapshot while the runs are
+    as they were (:mod:`.snapshot`; the manual's "Many runs" page says which).
 
     ``group_by``: config fields (a name or a list), or ``"auto"`` (the fields
-    whose values differ, except ``seed``): one row per group of runs sharing
-    their values, in the order of those values: the fields, ``n`` (its runs)
-    and, for each numeric outcome ``m`` (the outcome, eval and final
-    parameter columns above; never a config field), ``m_mean``, ``m_std``
-    (ddof 1), ``m_ci_low`` and ``m_ci_high`` (the 95 % t-interval of the
-    mean). ``against``: the baseline group's value (``{field: value}`` when
-    grouping by several fields) adds, per group, ``test`` (``paired``: both
-    groups hold the same seeds, runs matched by ``seed``; else ``welch``),
-    ``m_diff`` (its mean minus the baseline's) with ``m_diff_ci_low`` and
-    ``m_diff_ci_high`` (95 %), ``m_p`` (the t-test's p-value) and
-    ``m_p_holm`` (Holm-corrected over the groups compared). A group with
-    fewer than two values of ``m`` has no interval and no test (NaN);
-    unreadable runs are left out. See :mod:`mindexp.analysis.groups`.
+    whose values differ, except ``seed``): one row per group, in the order of
+    its values, with ``n`` (its runs) and, per numeric outcome ``m`` (never a
+    config field), ``m_mean``, ``m_std`` (ddof 1), ``m_ci_low`` and
+    ``m_ci_high`` (the 95 % t-interval of the mean). ``against``: the baseline
+    group's value (``{field: value}`` for several fields) adds ``test``
+    (``paired``, runs matched by ``seed``, when both groups hold the same
+    seeds; else ``welch``), ``m_diff`` with ``m_diff_ci_low`` and
+    ``m_diff_ci_high`` (95 %), ``m_p`` and ``m_p_holm`` (Holm-corrected). A
+    group with fewer than two values of ``m`` has NaN there; unreadable runs
+    are left out (the manual's "Compare and plot"; :mod:`.groups`).
+
+    ``where``: only the runs matching it, before ``columns`` and ``group_by``
+    (``mindexp runs --where``'s grammar, :mod:`mindexp.rundir.where`).
     """
-    import pandas as pd
+    if where is not None:
+        return _compare_where(runs_or_paths, sort, columns, group_by, against, where)
     if group_by is not None or against is not None:
         return _grouped(compare(runs_or_paths, sort), group_by, against)
     if columns is not None:
-        columns = list(columns)
-        table = _compare_from_catalog(runs_or_paths, sort, columns)
-        if table is not None:
-            return table
-        return _selected(compare(runs_or_paths, sort), columns)
+        return _compare_columns(runs_or_paths, sort, list(columns))
+    return _compare_all(runs_or_paths, sort)
+
+
+def _compare_columns(runs_or_paths, sort, columns):
+    """compare() of ``columns`` alone: from the run catalog when it can tell
+    them, else cut from the full table."""
+    table = _compare_from_catalog(runs_or_paths, sort, columns)
+    if table is not None:
+        return table
+    return _selected(compare(runs_or_paths, sort), columns)
+
+
+def _compare_all(runs_or_paths, sort):
+    """compare() with every column: the folder's snapshot while its runs are as
+    they were, else every run read (and the snapshot written anew)."""
+    import pandas as pd
     from . import snapshot
     file, fingerprint, kept = snapshot.lookup(runs_or_paths)
     if kept is not None:
@@ -275,6 +284,15 @@ def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, again
     if file is not None:
         snapshot.store(file, fingerprint, table)
     return sort_table(table, sort)
+
+
+def _compare_where(runs_or_paths, sort, columns, group_by, against, where):
+    """compare() of the runs matching ``where``, then its columns or groups."""
+    from ..rundir.where import select
+    table = select(compare(runs_or_paths, sort), where)
+    if group_by is not None or against is not None:
+        return _grouped(table, group_by, against)
+    return table if columns is None else _selected(table, columns)
 
 
 def _grouped(table, group_by, against):

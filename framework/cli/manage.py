@@ -38,6 +38,9 @@ def _add_listing_commands(sub):
     form = runs.add_mutually_exclusive_group()
     form.add_argument("--csv", action="store_true", help="every column as CSV on stdout")
     form.add_argument("--json", action="store_true", help="every column as JSON on stdout")
+    form.add_argument("--count", action="store_true",
+                      help="how many runs of each status would be listed (unreadable "
+                           "folders on a line of their own)")
     runs.set_defaults(handler=_list_runs)
     show = sub.add_parser("show", help="everything about one run")
     show.add_argument("run", metavar="RUN", help="a run directory, or a run id below --out")
@@ -120,6 +123,8 @@ def _list_runs(args: argparse.Namespace) -> int:
     from ..manage.filters import Filters
     filters = Filters(args.experiment, args.status, args.tag, args.since, where=args.where)
     paths = args.paths or ["outputs"]
+    if args.count:
+        return _count_runs(paths, filters, args)
     screen = None if args.limit or args.all or args.csv or args.json else _screen_rows()
     if not (args.csv or args.json) and len(paths) == 1:
         from ..manage.queried import listed
@@ -151,6 +156,23 @@ def _list_runs(args: argparse.Namespace) -> int:
     if more:
         from ..manage.table_text import more_line
         print(more_line(more))
+    return EXIT_OK
+
+
+def _count_runs(paths, filters, args):
+    """Print the runs of each status the listing would show, then the total."""
+    from ..errors import ConfigError
+    from ..manage.count import counts
+    for option in ("sort", "limit"):
+        if getattr(args, option):
+            raise ConfigError(f"--count counts every matching run: it takes --experiment, "
+                              f"--status, --tag, --since and --where, not --{option}. "
+                              f"Received: --{option} {getattr(args, option)}", field=option)
+    found = counts(paths, filters, args.catalog, args.rebuild)
+    width = max(len(status) for status in [*found, "total"])
+    for status, number in found.items():
+        print(f"{status:<{width}}  {number:>7}")
+    print(f"{'total':<{width}}  {sum(found.values()):>7}")
     return EXIT_OK
 
 

@@ -5,7 +5,7 @@ import datetime as _dt
 import re
 
 from ..errors import ConfigError
-from . import condition
+from ..rundir import where as condition
 
 STATUSES = ("running", "completed", "failed", "interrupted", "diverged", "pruned")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")

@@ -1,8 +1,8 @@
-"""``mindexp runs`` answered by the run catalog: filters, ``--where`` (its
-SQL subset), ``--sort`` and ``--limit`` as one query, the table printed
+"""``mindexp runs`` answered by the run catalog: filters, ``--where`` (the
+grammar's SQL back end), ``--sort`` and ``--limit`` as one query, the table printed
 without pandas. Prints exactly what :mod:`.runs` prints from a DataFrame;
 whatever this module cannot answer (``--csv``/``--json``, a ``--where``
-outside the subset, a column only the logs give, several folders, a folder
+the SQL back end cannot answer, a column only the logs give, several folders, a folder
 without runs) returns None and the DataFrame path answers, as before.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from ..analysis.cells import format_age
 from ..callbacks import schema
@@ -18,7 +18,7 @@ from .. import layout
 from ..rundir.catalog import open_catalog
 from ..rundir.meta import UNREADABLE
 from ..rundir.run_lock import shown_status
-from . import where as w
+from ..rundir import where as w
 from .table_text import TableSpool, fitted_columns, more_line, short_paths, short_paths_below
 
 if TYPE_CHECKING:
@@ -66,10 +66,23 @@ class _Plan(NamedTuple):
     values: list
     order: str
     order_values: list
-    tree: Any            # the parsed ``--where`` (running runs are matched in Python)
+    tree: w.Condition | None   # the checked ``--where`` (running runs: matched in Python)
     kinds: dict          # name -> (flat|config, number|text) of each name the query uses
     extra: list          # the columns shown after the usual ones
     wide: bool
+
+
+def plan(catalog, folder: str, filters: Filters) -> _Plan | None:
+    """Which runs a listing of ``folder`` by ``filters`` asks ``catalog`` for, or
+    None when the catalog cannot answer it as pandas would."""
+    return _plan(catalog, folder, filters, None, False)
+
+
+def running_records(catalog, plan: _Plan) -> list[dict]:
+    """The running runs ``plan`` lists (matched in Python on their live loss),
+    each as the record :func:`_row_pages` gives, by folder."""
+    return _rows(catalog, plan._replace(scope=f"{plan.scope} AND status = 'running'",
+                                        order="rel", order_values=[]), None)
 
 
 def _plan(catalog, folder, filters, sort, wide):
@@ -80,7 +93,7 @@ def _plan(catalog, folder, filters, sort, wide):
         return None      # no run loads: the DataFrame path says why, as before
     try:
         tree = w.parse(filters.where) if filters.where else None
-        kinds = _kinds(catalog, scope, params, (w.names(tree) if tree else []) +
+        kinds = _kinds(catalog, scope, params, (list(tree.columns) if tree else []) +
                        ([sort.lstrip("-")] if sort else []))
         condition, values = _condition(catalog, filters, tree, kinds)
         order, order_values = _order(catalog, sort, kinds)
@@ -132,36 +145,13 @@ def _matching_count(catalog, plan):
         return catalog.select(["COUNT(*)"], f"{plan.scope} AND {plan.condition}", bound)[0][0]
     done = catalog.select(["COUNT(*)"], f"{plan.scope} AND {plan.condition} AND (status IS "
                           "NULL OR status <> 'running')", bound)[0][0]
-    running = _rows(catalog, plan._replace(scope=f"{plan.scope} AND status = 'running'",
-                                           order="rel", order_values=[]), None)
-    return done + len(running)
+    return done + len(running_records(catalog, plan))
 
 
 def _kinds(catalog, scope, params, names):
     """name -> (``flat``|``config``, ``number``|``text``) for each name the query
     uses; Unsupported for a name the catalog cannot answer like pandas would."""
-    out = {}
-    for name in dict.fromkeys(names):
-        field_kinds = _field_kinds(catalog, scope, params, name)
-        if field_kinds:
-            if name in w.NUMBER_COLUMNS + w.TEXT_COLUMNS or len(field_kinds) > 1 or \
-                    field_kinds[0] not in ("number", "text"):
-                raise w.Unsupported(f"config field {name}: {field_kinds}")
-            out[name] = ("config", field_kinds[0])
-        elif name in w.NUMBER_COLUMNS:
-            out[name] = ("flat", "number")
-        elif name in w.TEXT_COLUMNS:
-            out[name] = ("flat", "text")
-        else:
-            raise w.Unsupported(f"unknown column {name}")
-    return out
-
-
-def _field_kinds(catalog, scope, params, name):
-    """The kinds of value config field ``name`` holds in the scope ([]: no run has it)."""
-    if catalog.has_nan_config():
-        raise w.Unsupported("a config holds NaN")
-    return catalog.field_kinds(scope, params, name)
+    return {name: w.catalog_kind(catalog, scope, params, name) for name in dict.fromkeys(names)}
 
 
 def _condition(catalog, filters, tree, kinds):
@@ -184,10 +174,16 @@ def _condition(catalog, filters, tree, kinds):
         parts.append("COALESCE(ended_ts, started_ts) <= ?")
         values.append(filters.older)
     if tree is not None:
-        sql, params = w.to_sql(tree, kinds, catalog.db)
+        sql, params = w.to_sql(tree, _sql_columns(catalog.db, kinds))
         parts.append(f"({sql} OR status = 'running')")
         values += params
     return " AND ".join(parts) or "1 = 1", values
+
+
+def _sql_columns(db, kinds):
+    """Each named column as the SQL back end of ``--where`` takes it."""
+    return {name: w.catalog_column(db, name, place, kind)
+            for name, (place, kind) in kinds.items()}
 
 
 def _order(catalog, sort, kinds):

@@ -7,7 +7,6 @@ A ``--where`` or ``--sort`` that names a column only the logs give
 ``compare()``'s columns, read from each run's CSV logs.
 """
 import datetime as _dt
-import difflib
 import os
 import re
 
@@ -17,7 +16,7 @@ from ..analysis.cells import format_age
 from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, sort_table,
                                 unreadable_rows)
 from ..rundir.run_lock import GONE, shown_status
-from . import condition
+from ..rundir import where as condition
 from .table_text import fitted_columns
 
 OUTCOMES = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
@@ -95,24 +94,13 @@ def _plain_mask(table, filters):
 
 
 def where(table, expression):
-    """The rows of ``table`` matching ``--where`` (:mod:`.condition`: checked,
+    """The rows of ``table`` matching ``--where`` (:mod:`..rundir.where`: checked,
     never run as code); a column only the logs give adds compare()'s columns
     first. ConfigError (one line) for an unknown column or a refused expression."""
     checked = condition.parse(expression)
-    if not len(table):
-        return table
-    if any(name not in table.columns for name in checked.columns):
+    if len(table) and any(name not in table.columns for name in checked.columns):
         table = with_log_columns(table)
-    try:
-        keep = condition.evaluate(checked, table)
-    except condition.UnknownColumn as exc:
-        name = exc.args[0]
-        close = difflib.get_close_matches(name, list(map(str, table.columns)), n=1, cutoff=0.5)
-        hint = f" Did you mean {close[0]}?" if close else ""
-        raise ConfigError(f"--where names an unknown column {name!r}.{hint} Valid columns: "
-                          f"{', '.join(map(str, table.columns))}. "
-                          f"Received: --where {expression!r}", field="where") from None
-    return table[keep].reset_index(drop=True)
+    return condition.select(table, expression)
 
 
 def with_log_columns(table):

@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Callable
 
+from .. import layout
+
 # the run's process ended: how long the watcher tries for its lock (a resume
 # or gc may take it first; the kernel frees a dead holder's at once)
 LOCK_WAIT_S = 30.0
@@ -38,8 +40,8 @@ def start_watcher(run_dir: str) -> Callable[[], None]:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
     except OSError as exc:  # no process to spare: the run itself goes on
         os.close(write)
-        logger.warning("no watcher for %s (%s): if a signal ends this process, run.json "
-                       "stays running", run_dir, exc)
+        logger.warning("no watcher for %s (%s): if a signal ends this process, %s "
+                       "stays running", run_dir, exc, layout.RUN_JSON)
         return lambda: None
     finally:
         os.close(read)

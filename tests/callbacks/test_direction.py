@@ -1,6 +1,6 @@
-"""One direction rule (issue 39, point 5): whether a watched value is minimised
-or maximised, said by ``mindexp.callbacks.direction`` for every reader, the
-callbacks first."""
+"""One direction rule: whether a watched value is minimised or maximised,
+said by ``mindexp.callbacks.direction`` for every reader, the callbacks
+first."""
 import numpy as np
 import pytest
 from mindspore import Parameter, Tensor, nn

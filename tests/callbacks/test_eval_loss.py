@@ -1,5 +1,5 @@
 """The eval loss is the eval set's sample-weighted mean, computed by mindexp
-(issue 23, point 1), and what the end of a run prints (point 5).
+(not MindSpore's last-batch eval_loss), and what the end of a run prints.
 
 One CLI run of a tiny experiment whose eval set (50 samples, batch 32) ends
 with a partial batch that disagrees with the rest: its last batch alone (what

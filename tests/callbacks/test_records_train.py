@@ -1,4 +1,4 @@
-"""Issue 11's record rules on real Model.fit/Model.train runs in a plain
+"""The callbacks' record rules on real Model.fit/Model.train runs in a plain
 script (no framework): throughput with evaluations, eval rows of complete
 finite epochs only, metric names, GradNormMonitor's check before any file,
 LossMonitor raising on NaN, TrainStep.model with metrics."""

@@ -1,4 +1,4 @@
-"""Issue 11's record rules, callback by callback, with a real RunContext over
+"""The callbacks' record rules, callback by callback, with a real RunContext over
 hand-built params: Model.fit's nested eval contexts, partial and diverged
 epochs, metric names, no checkpoint of NaN weights."""
 import csv

@@ -1,5 +1,5 @@
 """The shipped `digits` experiment end to end: a real eval split, and the
-records issue 11 found wrong on it (throughput, eval names, partial epochs
+records that once went wrong on it (throughput, eval names, partial epochs
 after resume), checked against the files themselves."""
 import json
 import os

@@ -731,7 +731,7 @@ def test_the_table_lists_exactly_the_runs_on_disk_and_their_new_status(served):
     assert rows[1]["error"] == "boom"
 
 
-# -- many runs: nothing per request grows with the runs (issue 43) ---------------------
+# -- many runs: nothing per request grows with the runs --------------------------------
 
 @contextlib.contextmanager
 def _run_json_stats(monkeypatch):
@@ -867,7 +867,7 @@ def test_without_a_roots_catalog_the_server_scans_a_batch_at_a_time(tmp_path, mo
     assert not (root / ".mindexp-catalog").exists()   # the server wrote nothing there
 
 
-# -- the first page while the private copy is made (issue 43) --------------------------
+# -- the first page while the private copy is made -------------------------------------
 
 @contextlib.contextmanager
 def _copy_held(monkeypatch, fails=None):
@@ -1049,7 +1049,7 @@ def test_the_roots_catalog_is_read_when_it_is_sound(tmp_path, monkeypatch):
 
 
 def _columns_as_before(catalog, root):
-    """listing._differing as it was written before issue 43's rework (the
+    """listing._differing as it was written before its rework for 100,000 runs (the
     reference: the sampled fields shown must not change)."""
     from mindexp.analysis import listing
     scope, params = catalog.scope(root, other_hosts=False, alias="runs.")

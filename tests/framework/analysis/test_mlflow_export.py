@@ -213,7 +213,7 @@ def test_a_summary_sends_a_parameter_at_a_hundred_steps_and_the_loss_at_every_st
         server, tmp_path):
     """A 1,000-step run (run.json: total_steps): the default summary sends each statistic
     at the first step, every 10th and the last; the loss goes at every step; --params all
-    sends every row (the 12-run sync's points: issue 42)."""
+    sends every row (at every step a parameter's statistics were most of a sync's points)."""
     from mlflow.tracking import MlflowClient
     from mindexp import to_mlflow
     n = 1000

@@ -1,4 +1,4 @@
-"""``--config FILE`` that is no TOML text (issue 40): UTF-16, invalid UTF-8,
+"""``--config FILE`` that is no TOML text: UTF-16, invalid UTF-8,
 nesting 5,000 deep, a FIFO, a directory, a huge file: one line naming the
 file, exit 2, nothing created, never a hang."""
 import os

@@ -1,7 +1,7 @@
-"""What a killed removal or report leaves is cleaned by the next command
-(issue 40): ``.<run>.removing-PID`` folders of dead pids go at the next
-``rm`` or ``gc``; a live remover's folder, and another host's, stay; a
-killed report's temporary file goes at the next report into its folder."""
+"""What a killed removal or report leaves is cleaned by the next command:
+``.<run>.removing-PID`` folders of dead pids go at the next ``rm`` or
+``gc``; a live remover's folder, and another host's, stay; a killed
+report's temporary file goes at the next report into its folder."""
 import os
 import platform
 import subprocess

@@ -1,7 +1,7 @@
 """A read-only run folder (a copy on a read-only mount, a colleague's runs):
 resume, rm and gc answer in one line without a traceback; evaluate, which
 only reads the run, still prints its metrics and warns that it recorded
-nothing (issue 40)."""
+nothing."""
 import os
 import subprocess
 

@@ -1,4 +1,4 @@
-"""A run killed while it starts (issue 38's finding): SIGKILL between the
+"""A run killed while it starts: SIGKILL between the
 ``mkdir`` of its folder and its run.json leaves a folder holding its lock
 file and config.json. It is not a run (no listing shows it); ``gc`` removes
 it once no process holds its lock, and keeps everything else. A start that

@@ -1,12 +1,13 @@
-"""``mindexp runs --where`` in SQL: each form of the subset gives what pandas
-gives, a value is always data, and anything else is pandas' answer."""
+"""``mindexp runs --where`` in SQL: each form the SQL back end takes gives what
+pandas gives, a value is always data, and anything else is pandas' answer."""
 import json
 import os
 import shutil
 
 import pytest
 
-from mindexp.manage import queried, runs as runs_module, where as w
+from mindexp.manage import queried, runs as runs_module
+from mindexp.rundir import where as w
 from mindexp.rundir import catalog as cat
 
 from rundirs import make_run
@@ -61,10 +62,17 @@ def _sql_answer(cli, root, monkeypatch, *args):
     ("optimizer == 3", []),
     ("lr == 'adam'", []),
     ("tags == 'keep' and (lr > 0.0009 or lr < 0)", ["r2", "r1"]),
+    ("lr < 0.001 & final_loss < 0.01", ["r0"]),              # pandas' operators
+    ("lr > 0.05 | optimizer == 'adam'", ["r5", "r4", "r1"]),
+    ("optimizer in ['sgd', 'adam']", ["nan", "r4", "r3", "r1", "r0"]),
+    ("optimizer not in ('sgd', 3)", ["r5", "r4", "r2", "r1", "broken"]),
+    ("optimizer == ['momentum']", ["r5", "r2"]),
+    ("0.0001 < lr < 0.005", ["nan", "r3", "r2", "r1", "r0"]),   # chained
+    ("lr > -0.5 and lr < +0.005", ["nan", "r3", "r2", "r1", "r0"]),   # signed numbers
+    ("`lr` >= 0.01 and ~(optimizer == 'sgd')", ["r5", "r4"]),
 ])
 def test_each_supported_form_answers_in_sql_as_pandas_does(cli, root, monkeypatch, expression,
                                                            ids):
-    w.parse(expression)   # inside the subset
     sql = _sql_answer(cli, root, monkeypatch, "--where", expression)
     assert sql.returncode == 0, sql.stderr
     pandas = _pandas_answer(cli, root, monkeypatch, "--where", expression)
@@ -85,17 +93,18 @@ def test_filters_sort_and_limit_answer_in_sql_as_pandas_does(cli, root, monkeypa
 
 
 @pytest.mark.parametrize("expression", [
-    "lr < 0.001 & final_loss < 0.01",        # pandas' operators
-    "optimizer in ['sgd', 'adam']",
-    "0.0001 < lr < 0.005",                   # chained
     "min_loss < 0.01",                       # a column only the logs give
-    "lr * 2 < 0.002",
+    "lr * 2 < 0.002",                        # arithmetic
+    "lr < width",                            # a column against a column
+    "-lr > -0.005",                          # a sign before a column
 ])
 def test_an_unsupported_form_falls_back_to_pandas_with_the_same_answer(cli, root, monkeypatch,
                                                                        expression):
     with pytest.raises(w.Unsupported):
-        w.parse(expression) if "min_loss" not in expression else \
+        if "min_loss" in expression:
             queried._kinds(*_scoped(root), ["min_loss"])
+        else:
+            w.to_sql(w.parse(expression), {n: w.Column(n, (), "number") for n in ("lr", "width")})
     listed = cli("runs", root, "--where", expression)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout == _pandas_answer(cli, root, monkeypatch, "--where", expression).stdout

@@ -1,12 +1,13 @@
 """``--where`` is never run as code: mindexp's own condition language
-(:mod:`mindexp.manage.condition`) answers everything outside the catalog's SQL
+(:mod:`mindexp.rundir.where`) answers everything outside the catalog's SQL
 subset; code is refused in one line before any run or catalog is read."""
 import pathlib
 import re
 
 import pytest
 
-from mindexp.manage import condition, queried
+from mindexp.manage import queried
+from mindexp.rundir import where as condition
 
 from rundirs import make_run
 

@@ -1,4 +1,4 @@
-"""Files of a run folder that are not what they say (issue 40): a FIFO, a
+"""Files of a run folder that are not what they say: a FIFO, a
 folder or a link where a record, a log or a lock should be, JSON nested
 100,000 deep. Beside a good run, every command that lists, shows or deletes
 answers (a hang fails the test instead of blocking the suite), still lists

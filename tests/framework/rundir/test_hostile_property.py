@@ -1,6 +1,6 @@
 """Property: whatever a shared output folder holds beside good runs, every
 reader of a run folder and every command that lists, shows or deletes
-answers (issue 40).
+answers.
 
 Random file kinds (garbage, directory, symlink into and out of the root,
 dangling symlink, FIFO, empty, truncated, huge, JSON nested 100,000 deep,

@@ -1,5 +1,5 @@
-"""A run's checkpoints/, plots/ or figures/ linked out of the run folder
-(issue 40): resume's checkpoint retention and the plots never delete or
+"""A run's checkpoints/, plots/ or figures/ linked out of the run folder:
+resume's checkpoint retention and the plots never delete or
 write through the link; resume refuses in one line naming it."""
 import os
 import shutil

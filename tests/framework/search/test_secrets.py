@@ -1,5 +1,5 @@
 """A password in a storage URL is never written, printed, served or put on a
-worker's command line (issue 40): a real PostgreSQL study given a random
+worker's command line: a real PostgreSQL study given a random
 password, every file, both output streams and every worker's
 /proc/<pid>/cmdline searched for it."""
 import os
@@ -174,7 +174,7 @@ def _run_jsons(root):
 @pytest.mark.slow
 def test_a_password_given_through_the_environment_reaches_no_file_page_artifact_or_command_line(
         postgres, tmp_path, capsys, monkeypatch):
-    """The done-when of issue 40: a random password reaches a real PostgreSQL study the
+    """The promise: a random password reaches a real PostgreSQL study the
     way the docs say to give it (the driver's own PGPASSWORD, no password on a command
     line), and is found in no run file, no catalog, neither output stream, no answer
     of the dashboard, no MLflow artifact and no worker's /proc/<pid>/cmdline."""

@@ -50,7 +50,8 @@ class Spiky(Linear):
 @pytest.fixture
 def diverged(cli, tmp_path):
     """A run that diverges in epoch 4 (after a sane checkpoint at step 30) and,
-    as runs made before issue 11 part A do, saved one more of the inf weights."""
+    as runs made before Checkpoint refused non-finite weights do, saved one more of
+    the inf weights."""
     (tmp_path / "spiky.py").write_text(SPIKY)
     done = cli("run", "spiky.py:Spiky", "--out", "out", "--set", "epochs=6",
                "--set", "checkpoint_interval_s=0", "--quiet")

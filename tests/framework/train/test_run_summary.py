@@ -1,4 +1,4 @@
-"""run.json's log summary (issue 17): equal to the CSVs, and compare() the same both ways."""
+"""run.json's log summary: equal to the CSVs, and compare() the same both ways."""
 import json
 import os
 import shutil
@@ -106,7 +106,7 @@ def test_compare_reads_no_csv_of_a_finished_run(runs, tmp_path, monkeypatch):
 def test_a_runs_end_reads_its_logs_without_pandas(tmp_path):
     """The end of a run (its summary in run.json, the eval lines printed) reads the
     logs as arrays: without plots, ``mindexp run`` never imports pandas (half a
-    CPU-second of every run's end, issue 38)."""
+    CPU-second of every run's end)."""
     import sys
     from conftest import cli_env
     code = ("import sys; from mindexp.cli.main import main; "

@@ -1,4 +1,4 @@
-"""mindexp.track: a plain Model.train script as a run (issue 39, point 2)."""
+"""mindexp.track: a plain Model.train script as a run."""
 import csv
 import json
 import os

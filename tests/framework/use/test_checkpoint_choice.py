@@ -1,4 +1,4 @@
-"""One checkpoint chooser (issue 39, point 5) and evaluate's whole eval row (point 6).
+"""One checkpoint chooser for every command and evaluate's whole eval row.
 
 One tiny run whose best checkpoint is not the newest best file: trained on
 y = 2x and evaluated on y = x, its eval loss falls while the weight nears 1
@@ -98,7 +98,7 @@ def test_evaluate_keeps_working_on_an_evaluations_csv_written_before(crossing, m
                                                                      tmp_path):
     """mindexp 0.3 wrote evaluations.csv without the implicit loss column: evaluate
     still prints the whole row, appends under the file's own header and says which
-    column it could not record there (issue 39, point 8)."""
+    column it could not record there."""
     import shutil
     run_dir = str(tmp_path / "copy")
     shutil.copytree(crossing.dir, run_dir)

@@ -19,6 +19,13 @@ Grammar (the safe part of pandas' query syntax, with its meaning)::
 ``&`` and ``|`` bind like ``and`` and ``or`` (as in pandas). ``==``/``!=``
 against a list mean ``in``/``not in``. Arithmetic takes numbers only. A
 missing value (NaN) matches only ``!=`` and ``not in``, as in pandas.
+
+One parse, two back ends over the same checked tree: :func:`evaluate` over a
+table's columns (every column compare() has, the logs' included) and
+:func:`to_sql` for a run catalog (every value a parameter, never the text).
+The SQL back end takes comparisons of a column with constants (lists too),
+chained or joined by and/or/not; anything else raises :class:`Unsupported`
+and the caller evaluates the table instead, with the same answer.
 """
 from __future__ import annotations
 
@@ -26,7 +33,7 @@ import ast
 import keyword
 import operator
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 from ..errors import ConfigError
 
@@ -64,6 +71,10 @@ class Condition(NamedTuple):
 
 class _Outside(Exception):
     """A node outside the grammar; its text names it ("a function call")."""
+
+
+class Unsupported(Exception):
+    """The SQL back end cannot answer this condition: :func:`evaluate` does."""
 
 
 class UnknownColumn(Exception):
@@ -108,6 +119,26 @@ def evaluate(condition: Condition, table: pd.DataFrame) -> pd.Series:
                        f"compares values that cannot be compared ({detail})") from None
     except RecursionError:
         raise _refused(condition.text, "is nested too deeply") from None
+
+
+def select(table: pd.DataFrame, text: str) -> pd.DataFrame:
+    """The rows of ``table`` matching ``--where`` ``text`` (renumbered); ConfigError
+    (one line) for a refused condition or a column ``table`` lacks, naming the
+    columns it has."""
+    checked = parse(text)
+    if not len(table):
+        return table
+    try:
+        keep = evaluate(checked, table)
+    except UnknownColumn as exc:
+        import difflib
+        name, valid = exc.args[0], list(map(str, table.columns))
+        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        raise ConfigError(f"--where names an unknown column {name!r}.{hint} Valid columns: "
+                          f"{', '.join(valid)}. Received: --where {text!r}",
+                          field="where") from None
+    return table[keep].reset_index(drop=True)
 
 
 def _refused(text, why):
@@ -266,3 +297,150 @@ def _mask(value, table):
         if all(isinstance(v, bool) or v is None or v != v for v in value):
             return value.map(lambda v: v is True).astype(bool)
     raise TypeError("it is not true or false for each run")
+
+
+def matches(condition: Condition, row: dict) -> bool:
+    """Whether one row (column -> value) matches ``condition``, by :func:`evaluate`."""
+    import pandas as pd
+    return bool(evaluate(condition, pd.DataFrame([row])).iloc[0])
+
+
+# -- SQL -------------------------------------------------------------------------
+
+_SQL_OPS = {ast.Eq: "=", ast.NotEq: "=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
+            ast.GtE: ">="}
+_FLIPPED = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}
+
+
+class Column(NamedTuple):
+    """How a catalog holds one column: ``sql`` (its SQL, with ``params`` before
+    the compared value's) and ``kind`` (``number`` or ``text``)."""
+    sql: str
+    params: tuple
+    kind: str
+
+
+# The runs table's columns a run catalog holds as columns of its own: text ones
+# and number ones (every other name is a config field, read from its JSON).
+TEXT_COLUMNS = ("run_id", "experiment", "status", "tags", "note", "started_at", "ended_at")
+NUMBER_COLUMNS = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
+
+
+def catalog_kind(catalog, scope: str, params: Sequence, name: str) -> tuple[str, str]:
+    """``(flat|config, number|text)``: where and how ``catalog`` holds column
+    ``name`` for the runs of ``scope``; Unsupported for a name the catalog cannot
+    answer as the runs table would (a column only the logs give, a config field
+    of booleans, lists or mixed kinds, one named like a column, a NaN in a config)."""
+    if catalog.has_nan_config():
+        raise Unsupported("a config holds NaN")
+    kinds = catalog.field_kinds(scope, params, name)
+    if kinds:
+        if name in NUMBER_COLUMNS + TEXT_COLUMNS or len(kinds) > 1 or \
+                kinds[0] not in ("number", "text"):
+            raise Unsupported(f"config field {name}: {kinds}")
+        return "config", kinds[0]
+    if name in NUMBER_COLUMNS:
+        return "flat", "number"
+    if name in TEXT_COLUMNS:
+        return "flat", "text"
+    raise Unsupported(f"unknown column {name}")
+
+
+def catalog_column(db, name: str, place: str, kind: str) -> Column:
+    """The :class:`Column` of ``name`` held as ``place`` (:func:`catalog_kind`)."""
+    if place == "flat":
+        return Column(name, (), kind)
+    return Column(db.typed_field(kind), (db.key(name),), kind)
+
+
+def catalog_sql(catalog, scope: str, params: Sequence, condition: Condition
+                ) -> tuple[str, list]:
+    """:func:`to_sql` of ``condition`` over ``catalog``'s runs of ``scope``."""
+    columns = {}
+    for name in condition.columns:
+        columns[name] = catalog_column(catalog.db, name, *catalog_kind(catalog, scope,
+                                                                         params, name))
+    return to_sql(condition, columns)
+
+
+def to_sql(condition: Condition, columns: dict[str, Column]) -> tuple[str, list]:
+    """``(sql, params)`` true exactly for the rows :func:`evaluate` keeps (never
+    NULL), given each column's :class:`Column`; Unsupported for a form only the
+    table evaluation answers (arithmetic, a column against a column, a column of
+    true/false values, True/False)."""
+    return _sql(condition.tree, columns)
+
+
+def _sql(node, columns):
+    if isinstance(node, ast.BoolOp):
+        # the sides reading fewer config fields first: SQLite stops at the first
+        # side that decides, and a flat column costs no JSON parse
+        parts = sorted((_sql(value, columns) for value in node.values),
+                       key=lambda part: part[0].count("config"))
+        joiner = " AND " if isinstance(node.op, ast.And) else " OR "
+        return "(" + joiner.join(p[0] for p in parts) + ")", [v for p in parts for v in p[1]]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert)):
+        inner, params = _sql(node.operand, columns)
+        return f"(NOT {inner})", params
+    if isinstance(node, ast.Compare):
+        parts, left = [], node.left
+        for op, right in zip(node.ops, node.comparators):
+            parts.append(_sql_pair(left, op, right, columns))
+            left = right
+        return "(" + " AND ".join(p[0] for p in parts) + ")", [v for p in parts for v in p[1]]
+    raise Unsupported(type(node).__name__)
+
+
+def _sql_pair(left, op, right, columns):
+    """One comparison of a column with a constant (or a list) in SQL."""
+    if not isinstance(left, ast.Name) and isinstance(right, ast.Name) and type(op) in _SQL_OPS:
+        left, op, right = right, _FLIPPED.get(type(op), type(op))(), left
+    if not isinstance(left, ast.Name) or left.id not in columns:
+        raise Unsupported("not a column compared with a constant")
+    column, value = columns[left.id], _sql_constant(right)
+    if isinstance(value, list) and isinstance(op, (ast.Eq, ast.NotEq)):
+        op = ast.In() if isinstance(op, ast.Eq) else ast.NotIn()
+    if isinstance(op, (ast.In, ast.NotIn)):
+        return _sql_in(column, value if isinstance(value, list) else [value],
+                       isinstance(op, ast.NotIn))
+    if isinstance(value, list):
+        raise Unsupported("a list compared by order")
+    if _kind(value) != column.kind:   # as pandas: never equal; ordered: refused there
+        if isinstance(op, (ast.Eq, ast.NotEq)):
+            return ("(1 = 1)" if isinstance(op, ast.NotEq) else "(1 = 0)"), []
+        raise Unsupported("text ordered against a number")
+    if column.kind == "text" and not isinstance(op, (ast.Eq, ast.NotEq)):
+        raise Unsupported("ordering of text")
+    test = f"COALESCE({column.sql} {_SQL_OPS[type(op)]} ?, FALSE)"
+    return (f"(NOT {test})" if isinstance(op, ast.NotEq) else f"({test})",
+            [*column.params, value])
+
+
+def _sql_in(column, values, negated):
+    same = [v for v in values if _kind(v) == column.kind]
+    if not same:
+        return ("(1 = 1)" if negated else "(1 = 0)"), []
+    test = (f"COALESCE({column.sql} IN ({', '.join('?' for _ in same)}), FALSE)")
+    return (f"(NOT {test})" if negated else f"({test})"), [*column.params, *same]
+
+
+def _sql_constant(node):
+    """The value of a constant (or a list of them); Unsupported for anything else."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_sql_constant(element) for element in node.elts]
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        sign, node = (-1 if isinstance(node.op, ast.USub) else 1), node.operand
+        if not (isinstance(node, ast.Constant) and _kind(node.value) == "number"):
+            raise Unsupported("a sign before something else than a number")
+    if not isinstance(node, ast.Constant) or _kind(node.value) is None:
+        raise Unsupported("not a constant")
+    return node.value * sign if sign == -1 else node.value
+
+
+def _kind(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return "number"
+    return "text" if isinstance(value, str) else None
