@@ -1,10 +1,15 @@
 """Build MindSpore pieces from config names (mindspore imported lazily)."""
-from typing import Any
+from typing import TYPE_CHECKING, Sequence
 from .._mindspore import quiet_sparse_deprecation
 from ..errors import ConfigError
 
+if TYPE_CHECKING:
+    from mindspore import Parameter, nn
 
-def build_loss(name: str) -> Any:
+    from .config import Config
+
+
+def build_loss(name: str) -> "nn.Cell":
     """A ``mindspore.nn`` loss cell for a config ``loss`` name."""
     from mindspore import nn
     table = {
@@ -21,7 +26,8 @@ def build_loss(name: str) -> Any:
     return table[name]()
 
 
-def build_optimizer(config: Any, params: Any, learning_rate: Any) -> Any:
+def build_optimizer(config: "Config", params: "Sequence[Parameter]",
+                    learning_rate: float | Sequence[float]) -> "nn.Optimizer":
     """A ``mindspore.nn`` optimizer for ``config.optimizer``."""
     from mindspore import nn
     wd, mom = config.weight_decay, config.momentum
@@ -40,7 +46,7 @@ def build_optimizer(config: Any, params: Any, learning_rate: Any) -> Any:
         return table[config.optimizer]()
 
 
-def build_learning_rate(config: Any, steps_per_epoch: int) -> float | list[float]:
+def build_learning_rate(config: "Config", steps_per_epoch: int) -> float | list[float]:
     """A float (constant) or a per-step list from MindSpore's dynamic-LR helpers.
 
     The list covers every optimizer update of the run, so the ``lr`` column

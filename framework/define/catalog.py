@@ -36,7 +36,7 @@ def shipped() -> list[ExperimentInfo]:
     return sorted(found, key=lambda i: i.name)
 
 
-def _infos(tree: Any, module: str) -> Iterator[ExperimentInfo]:
+def _infos(tree: ast.Module, module: str) -> Iterator[ExperimentInfo]:
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             name = _class_attr(node, "name")
@@ -46,7 +46,7 @@ def _infos(tree: Any, module: str) -> Iterator[ExperimentInfo]:
                                      _fields(node))
 
 
-def _class_attr(node: Any, attr: str) -> Any:
+def _class_attr(node: ast.ClassDef, attr: str) -> Any:
     for stmt in node.body:
         if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr
                                                 for t in stmt.targets):
@@ -57,7 +57,7 @@ def _class_attr(node: Any, attr: str) -> Any:
     return None
 
 
-def _fields(node: Any) -> list[tuple[str, str, str]]:
+def _fields(node: ast.ClassDef) -> list[tuple[str, str, str]]:
     """Common fields with this experiment's overrides, then its own fields."""
     common = {name: (type_, repr(default)) for name, type_, default in field_defaults(Config)}
     own = {}

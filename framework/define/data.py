@@ -7,13 +7,16 @@ and still hands ``Model`` a ``GeneratorDataset``.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 import logging
 
 import numpy as np
 
 from .._mindspore import tuple_iterator_dataset
 from ..errors import DataError
+
+if TYPE_CHECKING:
+    from mindspore.dataset import GeneratorDataset
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +192,7 @@ def _rows_of(array: Any, rows: Any) -> Any:
 def make_dataset(arrays: Sequence[Any], columns: Sequence[str], batch_size: int, shuffle: bool,
                  seed: int, start_epoch: int = 0, num_shards: int = 1, shard_id: int = 0,
                  drop_last: bool = True, first_batch: int = 0,
-                 epoch_data: Callable[[int], Sequence[Any]] | None = None) -> Any:
+                 epoch_data: Callable[[int], Sequence[Any]] | None = None) -> GeneratorDataset:
     """A ``GeneratorDataset`` over a :class:`BatchSource` (one worker: in-memory
     data with more workers is up to 400x slower).
 

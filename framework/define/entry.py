@@ -1,7 +1,7 @@
 """An experiment's entry: the text ``module:Class`` or ``/path/file.py:Class``
 that names its class, stored in run.json so a run can be rebuilt (resume,
 msrun workers, sweep workers, ``Run.network``)."""
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import sys
+import types
 
 from ..callbacks import schema
 from .. import layout
@@ -73,7 +74,7 @@ def load_experiment(entry: str) -> type[BaseExperiment]:
     return experiment_class(module, class_name, target)
 
 
-def import_file(path: str) -> Any:
+def import_file(path: str) -> types.ModuleType:
     """Import a user's experiment file as a module of its own, its folder first
     on the import path (as Python does for a script), so it imports its siblings;
     the siblings an earlier file imported are imported afresh."""
@@ -168,7 +169,7 @@ def captured_tree(path: str) -> dict[str, str] | None:
     return None
 
 
-def _tree_of(folder: str, source: Any) -> dict[str, str]:
+def _tree_of(folder: str, source: Mapping[str, Any]) -> dict[str, str]:
     tree = {name: info["origin"] for name, info in (source.get("not_captured") or {}).items()
             if isinstance(info, dict) and isinstance(info.get("origin"), str)}
     tree.update({name: os.path.join(folder, info["file"])
@@ -251,7 +252,8 @@ class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
         return self.source_to_code(self.get_data(path), path)
 
 
-def experiment_class(module: Any, class_name: str, where: str) -> type[BaseExperiment]:
+def experiment_class(module: types.ModuleType, class_name: str,
+                     where: str) -> type[BaseExperiment]:
     """The Experiment subclass ``class_name`` of ``module`` (the only one when no name)."""
     candidates = [v for v in vars(module).values() if isinstance(v, type)
                   and issubclass(v, BaseExperiment) and v.__module__ == module.__name__]

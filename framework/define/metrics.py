@@ -1,13 +1,22 @@
 """Eval metrics by name (MindSpore's own nn.Metric classes, plus max_error and
 mindexp's eval-set loss)."""
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, Union
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from mindspore import nn
+    from mindspore.train import Metric
+
+    from ..callbacks.eval_loss import EvalCell
+
+# an experiment's metrics(): names, or a dict of column -> name or Metric (None: none)
+MetricSpec = Union[Sequence[str], Mapping[str, Union[str, "Metric"]], None]
 
 METRIC_NAMES = ("mae", "mse", "rmse", "max_error", "accuracy", "top5", "loss")
 LOSS = "loss"   # the eval.csv column of the eval loss, eval_loss everywhere else
 
 
-def build_metrics(spec: Any) -> dict[str, Any]:
+def build_metrics(spec: MetricSpec) -> dict[str, "Metric"]:
     """``{"mae": "mae", "acc": Accuracy()}`` or ``["mae"]`` -> dict of Metric objects.
 
     ``"loss"`` is mindexp's :class:`~mindexp.callbacks.EvalLoss` (the eval
@@ -25,14 +34,14 @@ def build_metrics(spec: Any) -> dict[str, Any]:
             for name, metric in items}
 
 
-def eval_network(net: Any, loss_fn: Any) -> Any:
+def eval_network(net: "nn.Cell", loss_fn: "nn.Cell") -> "EvalCell":
     """The eval network runs and ``mindexp evaluate`` use, with
     ``eval_indexes=[0, 1, 2]``: (loss per sample, prediction, label)."""
     from ..callbacks import EvalCell
     return EvalCell(net, loss_fn)
 
 
-def with_eval_loss(spec: Any, watched: Any) -> Any:
+def with_eval_loss(spec: MetricSpec, watched: Iterable[str]) -> MetricSpec:
     """The experiment's metrics ``spec``, plus ``"loss"`` when one of the
     ``watched`` values (early_stop, checkpoint_monitor) is ``eval_loss`` and
     the metrics lack it: the value stopped on or ranked by is then an
@@ -45,7 +54,7 @@ def with_eval_loss(spec: Any, watched: Any) -> Any:
     return names + [LOSS]
 
 
-def check_metric_names(spec: Any) -> None:
+def check_metric_names(spec: MetricSpec) -> None:
     """Reject unknown metric names, and MindSpore's ``Loss`` (use ``"loss"``),
     before anything runs."""
     items = list(spec.values() if isinstance(spec, dict) else (spec or ()))

@@ -23,12 +23,15 @@ same sharding), so the kinds are interchangeable.
 """
 import inspect
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
 from .data import as_arrays, convert_column, shard_batches
 from ..errors import DataError
+
+if TYPE_CHECKING:
+    from mindspore.dataset import Dataset
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +105,7 @@ class LazyRows:
             raise DataError(f"source({self.split!r}) items differ in shape: {exc}") from None
 
 
-def load_split(exp: Any, split: str, raw: Any) -> Any:
+def load_split(exp: Any, split: str, raw: Any) -> "Split | None":
     """What preflight keeps of ``source(split)``: arrays, ``LazyRows`` or a
     ``SampleSource`` (None for None)."""
     if raw is None:
@@ -123,7 +126,7 @@ def first_rows(data: Any, k: int) -> Any:
     return None
 
 
-def split_size(data: Any) -> int:
+def split_size(data: "Split") -> int:
     """Samples in a split (a ``Finished`` split: its batches)."""
     return len(data[0]) if isinstance(data, tuple) else len(data)
 
@@ -146,7 +149,7 @@ class SampleSource:
 
     def dataset(self, batch_size: int, shuffle: bool = True, seed: int = 0, start_epoch: int = 0,
                 num_shards: int = 1, shard_id: int = 0, drop_last: bool = True,
-                first_batch: int = 0) -> Any:
+                first_batch: int = 0) -> "Dataset":
         """The batched dataset of this split: seeded order per epoch, this rank's batches."""
         data = self.make()
         leaf = _leaf(data)
@@ -311,7 +314,7 @@ class Finished:
     def __len__(self) -> int:
         return self.steps
 
-    def dataset(self, start_epoch: int = 0, first_batch: int = 0, num_shards: int = 1) -> Any:
+    def dataset(self, start_epoch: int = 0, first_batch: int = 0, num_shards: int = 1) -> "Dataset":
         """A fresh dataset that starts after ``start_epoch`` epochs and
         ``first_batch`` batches (read and dropped: slower than a source)."""
         if num_shards > 1:
@@ -379,3 +382,8 @@ class _Length:
 
     def __getitem__(self, i: int) -> Any:
         raise IndexError("read through create_tuple_iterator()")
+
+
+# A split as preflight keeps it (load_split; Finished: the experiment's own
+# batched dataset); a split the experiment does not have is None
+Split = Union[tuple[Any, ...], LazyRows, SampleSource, Finished]

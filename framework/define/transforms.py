@@ -17,13 +17,19 @@ from __future__ import annotations
 import io
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..callbacks import schema
 from .. import layout
 from ..errors import ConfigError, RunDirError
+
+if TYPE_CHECKING:
+    from mindspore import nn
+
+    from .experiment import BaseExperiment
+    from .sources import Split
 
 META_KEY = "input_transform"   # run.json: {"kind", "column", "file"}
 
@@ -42,7 +48,7 @@ class InputTransform:
         """``x`` transformed with ``state``, in ``x``'s dtype."""
         raise NotImplementedError
 
-    def cell(self, state: dict[str, np.ndarray]) -> Any:
+    def cell(self, state: dict[str, np.ndarray]) -> nn.Cell:
         """The transform as a ``mindspore.nn.Cell`` (export folds it in)."""
         raise NotImplementedError
 
@@ -66,7 +72,7 @@ class Standardize(InputTransform):
         return ((x.astype(kind, copy=False) - state["mean"].astype(kind))
                 / state["std"].astype(kind)).astype(kind, copy=False)
 
-    def cell(self, state: dict[str, np.ndarray]) -> Any:
+    def cell(self, state: dict[str, np.ndarray]) -> nn.Cell:
         from mindspore import Tensor, nn
 
         class _Standardize(nn.Cell):
@@ -83,7 +89,7 @@ class Standardize(InputTransform):
 KINDS: dict[str, type[InputTransform]] = {Standardize.kind: Standardize}
 
 
-def declared(exp: Any) -> InputTransform | None:
+def declared(exp: BaseExperiment) -> InputTransform | None:
     """The experiment's ``input_transform`` (None: none); ConfigError for another value."""
     transform = getattr(exp, "input_transform", None)
     if transform is None or isinstance(transform, InputTransform) and transform.kind in KINDS:
@@ -93,7 +99,8 @@ def declared(exp: Any) -> InputTransform | None:
                       f"Received: {transform!r}", field="input_transform")
 
 
-def fit_splits(exp: Any, train: Any, eval_: Any) -> tuple[Any, Any, dict[str, np.ndarray] | None]:
+def fit_splits(exp: BaseExperiment, train: Split, eval_: Split | None
+               ) -> tuple[Split, Split | None, dict[str, np.ndarray] | None]:
     """``(train, eval, state)``: the splits with the declared transform fitted on
     train's first column and applied to both (unchanged, state None, without one)."""
     transform = declared(exp)
@@ -105,12 +112,14 @@ def fit_splits(exp: Any, train: Any, eval_: Any) -> tuple[Any, Any, dict[str, np
                           "dataset transforms its own samples. Received: "
                           f"{type(train).__name__}", field="input_transform")
     state = transform.fit(train[0])
-    apply = (lambda split: None if split is None
-             else (transform.apply(split[0], state),) + tuple(split[1:]))
-    return apply(train), apply(eval_), state
+
+    def apply(split: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (transform.apply(split[0], state),) + tuple(split[1:])
+    return apply(train), None if eval_ is None else apply(eval_), state
 
 
-def save_state(run_dir: str, exp: Any, state: dict[str, np.ndarray]) -> dict[str, Any]:
+def save_state(run_dir: str, exp: BaseExperiment,
+               state: dict[str, np.ndarray]) -> dict[str, Any]:
     """Write ``state`` to ``input_transform.npz`` in ``run_dir``; returns run.json's entry."""
     buf = io.BytesIO()
     np.savez(buf, **{k: np.asarray(v) for k, v in state.items()})

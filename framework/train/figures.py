@@ -7,7 +7,7 @@ rendered and written by one background thread, so the next step does not
 wait for them. A hook that raises fails nothing: one warning line, and the
 traceback goes to ``figures.log`` beside ``error.txt``.
 """
-from typing import Any
+from typing import TYPE_CHECKING, Any
 import io
 import logging
 import os
@@ -22,6 +22,9 @@ from ..callbacks._quiet_callback import QuietCallback
 from ..callbacks._mindspore import eval_results
 from ..callbacks._common import step_info
 from .features import Build, feature
+
+if TYPE_CHECKING:
+    from ..define.experiment import BaseExperiment
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ def drawing_wanted() -> bool:
     return value not in ("0", "false", "no", "off")
 
 
-def has_figures(exp: Any) -> bool:
+def has_figures(exp: "BaseExperiment") -> bool:
     """True when the experiment implements the optional ``figures`` hook and
     drawing is wanted (:func:`drawing_wanted`)."""
     return callable(getattr(exp, "figures", None)) and drawing_wanted()
@@ -66,7 +69,7 @@ class Figures(QuietCallback):
     ``"eval"``), or at the end of training when the run has no evaluation
     (split ``"train"``), and saves what it returns under ``figures/``."""
 
-    def __init__(self, exp: Any, network: Any, run_dir: str, evaluates: bool,
+    def __init__(self, exp: "BaseExperiment", network: Any, run_dir: str, evaluates: bool,
                  steps_per_epoch: int | None = None) -> None:
         super().__init__()
         self.exp, self.network, self.run_dir = exp, network, run_dir
@@ -102,9 +105,11 @@ class Figures(QuietCallback):
     def draw(self, split: str, epoch: int) -> None:
         """Call the hook and queue its figures for writing; never raises."""
         was_training = getattr(self.network, "training", False)
+        hook = self.exp.figures
+        assert hook is not None, "a Figures callback is made for a figures() hook only"
         try:
             self.network.set_train(False)
-            figures = as_named(self.exp.figures(self.network, split))
+            figures = as_named(hook(self.network, split))
         except Exception as exc:
             self._failed(f"{type(self.exp).__name__}.figures() raised at epoch {epoch}", exc)
             return

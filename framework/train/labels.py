@@ -5,15 +5,18 @@ given float labels or class ids out of range fails deep inside a kernel (or
 trains on garbage). Each check here rejects one such case with one line
 naming the split, the column, the first bad row and what is accepted.
 """
-from typing import Any
+from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DataError
 
+if TYPE_CHECKING:
+    from ..define.experiment import BaseExperiment
+
 SPARSE_LOSSES = ("cross_entropy",)
 
 
-def check_data(exp: Any, splits: dict[str, Any], out_shape: Any = None) -> None:
+def check_data(exp: "BaseExperiment", splits: dict[str, Any], out_shape: Any = None) -> None:
     """Check every split's columns; ``splits`` is ``{"train": arrays, "eval":
     arrays or None}``, ``out_shape`` the network's output shape on one batch
     (None when unknown: the class-range check is then skipped)."""
@@ -26,7 +29,7 @@ def check_data(exp: Any, splits: dict[str, Any], out_shape: Any = None) -> None:
             _check_class_ids(exp, arrays[1], split, out_shape)
 
 
-def check_label_types(exp: Any, splits: dict[str, Any]) -> None:
+def check_label_types(exp: "BaseExperiment", splits: dict[str, Any]) -> None:
     """Reject float labels given to a sparse cross-entropy. Runs before the
     network's output shape is probed: float regression targets with
     ``loss=cross_entropy`` are a wrong loss, not a wrong network."""
@@ -35,14 +38,14 @@ def check_label_types(exp: Any, splits: dict[str, Any]) -> None:
             _check_label_dtype(exp, arrays[1], split)
 
 
-def _sparse_labels(exp: Any, arrays: Any) -> bool:
+def _sparse_labels(exp: "BaseExperiment", arrays: Any) -> bool:
     """True when the default loss network feeds the second column to a sparse
     cross-entropy (a custom loss cell or loss_fn decides for itself)."""
     return (len(arrays) == 2 and exp.config.loss in SPARSE_LOSSES
             and not exp.has_own_loss_network() and not _overridden(exp, "loss_fn"))
 
 
-def _overridden(exp: Any, method: str) -> bool:
+def _overridden(exp: "BaseExperiment", method: str) -> bool:
     """True when a subclass redefines ``method`` of the base class."""
     return sum(method in vars(c) for c in type(exp).__mro__) > 1
 
@@ -58,7 +61,7 @@ def _check_finite(array: Any, name: str, split: str) -> None:
                         f"Received: {name}[{row}] holds {array[row].reshape(-1)[:4].tolist()}")
 
 
-def _check_label_dtype(exp: Any, labels: Any, split: str) -> None:
+def _check_label_dtype(exp: "BaseExperiment", labels: Any, split: str) -> None:
     name, loss = exp.columns[1], exp.config.loss
     if labels.dtype.kind not in "iub":
         raise DataError(f"column {name!r} of source({split!r}) holds {labels.dtype} values, but "
@@ -67,7 +70,7 @@ def _check_label_dtype(exp: Any, labels: Any, split: str) -> None:
                         f"regression targets use loss=mse or mae). Received: dtype={labels.dtype}")
 
 
-def _check_class_ids(exp: Any, labels: Any, split: str, out_shape: Any) -> None:
+def _check_class_ids(exp: "BaseExperiment", labels: Any, split: str, out_shape: Any) -> None:
     _check_label_dtype(exp, labels, split)
     name = exp.columns[1]
     if out_shape is None or len(out_shape) != 2:

@@ -2,13 +2,19 @@
 grad_norm.csv and eval.csv, as the config asks (registered features)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .features import Build, feature
 
+if TYPE_CHECKING:
+    from ..callbacks.eval_monitor import EvalMonitor
+    from ..callbacks.grad_norm_monitor import GradNormMonitor
+    from ..callbacks.loss_monitor import LossMonitor
+    from ..callbacks.parameter_tracker import ParameterTracker
+
 
 @feature("loss", order=30)
-def _loss(run: Build, before: object) -> Any:
+def loss_log(run: Build, before: object) -> LossMonitor:
     """loss.csv (and lr, time, loss components); a NaN loss ends the run diverged."""
     from ..callbacks import LossMonitor
     cfg, resume = run.cfg, run.resume
@@ -19,7 +25,7 @@ def _loss(run: Build, before: object) -> Any:
 
 
 @feature("params", order=40)
-def _params(run: Build, before: object) -> Any:
+def params_log(run: Build, before: object) -> ParameterTracker | None:
     """params.csv, when track_params."""
     from ..callbacks import ParameterTracker
     cfg = run.cfg
@@ -33,7 +39,7 @@ def _params(run: Build, before: object) -> Any:
 
 
 @feature("grad_norm", order=50)
-def _grad_norm(run: Build, before: object) -> Any:
+def _grad_norm(run: Build, before: object) -> GradNormMonitor:
     """grad_norm.csv (TrainStep returns the norm before clipping)."""
     from ..callbacks import GradNormMonitor
     cfg = run.cfg
@@ -42,7 +48,7 @@ def _grad_norm(run: Build, before: object) -> Any:
 
 
 @feature("eval", order=60)
-def _eval(run: Build, before: object) -> Any:
+def _eval(run: Build, before: object) -> EvalMonitor | None:
     """eval.csv, when the experiment has an eval split and metrics."""
     if not run.metrics:
         return None

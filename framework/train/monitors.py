@@ -16,11 +16,17 @@ from ..define import config as _config
 from ..callbacks import schema
 from ..errors import ConfigError
 from .features import Build, feature
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..callbacks.early_stopping import EarlyStopping
+    from ..define.experiment import BaseExperiment
+    from .resume_point import Resume
 
 logger = logging.getLogger(__name__)
 
 
-def check_monitors(exp: Any, eval_: Any, workers: int = 1) -> None:
+def check_monitors(exp: "BaseExperiment", eval_: Any, workers: int = 1) -> None:
     """early_stop / checkpoint_monitor name a value this run has, with a known direction."""
     cfg = exp.config
     if cfg.early_stop == "loss" and workers > 1:
@@ -44,7 +50,7 @@ def check_monitors(exp: Any, eval_: Any, workers: int = 1) -> None:
                               f"value). Received: {field}={name!r}", field=field)
 
 
-def monitored_values(exp: Any, eval_: Any) -> list[str]:
+def monitored_values(exp: "BaseExperiment", eval_: Any) -> list[str]:
     """Values early_stop / checkpoint_monitor can watch: loss, eval_loss, eval_<metric>."""
     metrics = exp.metrics() if eval_ is not None else []
     names = list(metrics) if metrics else []
@@ -52,14 +58,15 @@ def monitored_values(exp: Any, eval_: Any) -> list[str]:
     return ["loss"] + evals
 
 
-def monitor_mode_of(exp: Any, name: str) -> str | None:
+def monitor_mode_of(exp: "BaseExperiment", name: str) -> str | None:
     """``"min"``/``"max"`` for a watched value; early_stop_mode applies to early_stop's value."""
     cfg = exp.config
     mode = cfg.early_stop_mode if name == cfg.early_stop else "auto"
     return _config.monitor_mode(name, mode, exp.metrics())
 
 
-def early_stopping(exp: Any, run_dir: str, resume: Any, steps_per_epoch: int) -> Any:
+def early_stopping(exp: "BaseExperiment", run_dir: str, resume: "Resume | None",
+                   steps_per_epoch: int) -> "EarlyStopping | None":
     """The run's EarlyStopping, or None when ``early_stop`` is off.
 
     On a resume its state is replayed from the logs (an interrupted run
@@ -77,7 +84,7 @@ def early_stopping(exp: Any, run_dir: str, resume: Any, steps_per_epoch: int) ->
     return callback
 
 
-def best_checkpoint_args(exp: Any) -> dict[str, Any]:
+def best_checkpoint_args(exp: "BaseExperiment") -> dict[str, Any]:
     """``monitor``, ``mode`` and ``keep_best`` for the Checkpoint callback."""
     cfg = exp.config
     if not cfg.checkpoint_monitor:
@@ -86,7 +93,8 @@ def best_checkpoint_args(exp: Any) -> dict[str, Any]:
             "mode": monitor_mode_of(exp, cfg.checkpoint_monitor)}
 
 
-def replay_early_stop(callback: Any, run_dir: str, step: int, steps_per_epoch: int) -> bool:
+def replay_early_stop(callback: "EarlyStopping", run_dir: str, step: int,
+                      steps_per_epoch: int) -> bool:
     """Feed ``callback`` the values of the epochs completed by ``step``.
 
     Returns False (and warns; the counter starts afresh) when the logs lack
@@ -127,7 +135,7 @@ def _number(text: Any) -> float | None:
 
 
 @feature("early_stop", order=110)
-def _early_stop(run: Build, before: object) -> object:
+def early_stop_callback(run: Build, before: object) -> "EarlyStopping | None":
     return early_stopping(run.exp, run.run_dir, run.resume, run.steps_per_epoch)
 
 

@@ -1,30 +1,36 @@
 """Before a run directory exists: load and check the data, the data-dependent
 config limits, the network's output shape, the labels' values, the eval
 metrics, the device."""
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from ..define import sources, transforms
 from ..errors import ConfigError, DataError, MindexpError
 from ..define.metrics import check_metric_names
 from .failures import user_code_error
 from .labels import check_data, check_label_types
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..define.experiment import BaseExperiment
+    from ..define.sources import Split
+
 
 class Plan:
     """Everything checked before a run directory exists."""
 
-    def __init__(self, train: Any, eval_: Any, steps_per_epoch: int,
-                 input_state: Any = None) -> None:
+    def __init__(self, train: "Split", eval_: "Split | None", steps_per_epoch: int,
+                 input_state: "dict[str, np.ndarray] | None" = None) -> None:
         self.train, self.eval = train, eval_
         self.steps_per_epoch = steps_per_epoch
         self.input_state = input_state  # the fitted input transform's state (None: none)
 
 
-def prepare(exp: Any, workers: int = 1, check_network: bool = True) -> Plan:
+def prepare(exp: "BaseExperiment", workers: int = 1, check_network: bool = True) -> Plan:
     """Load and check the data, the data-dependent config limits, the eval
     metrics and the device."""
     cfg = exp.config
     check_device(cfg.device)
-    train, eval_ = _split(exp, "train"), _split(exp, "eval")
+    train, eval_ = _train_split(exp), _split(exp, "eval")
     train, eval_, input_state = transforms.fit_splits(exp, train, eval_)
     n, per_step = sources.split_size(train), cfg.batch_size * cfg.grad_accumulation
     if isinstance(train, sources.Finished):  # its batches are the user's
@@ -59,7 +65,7 @@ def prepare(exp: Any, workers: int = 1, check_network: bool = True) -> Plan:
 _ELEMENTWISE = ("mse", "mae", "l1", "huber", "bce")
 
 
-def check_output_shape(exp: Any, train: Any) -> Any:
+def check_output_shape(exp: "BaseExperiment", train: Any) -> Any:
     """Run the network on one batch (PyNative, before anything is created) and
     reject an output that cannot match the labels, naming both shapes.
     Returns the output shape (None when not probed)."""
@@ -81,7 +87,7 @@ def check_output_shape(exp: Any, train: Any) -> Any:
     return out_shape
 
 
-def _forward_shape(exp: Any, batch: Any) -> Any:
+def _forward_shape(exp: "BaseExperiment", batch: Any) -> Any:
     import mindspore as ms
     mode = ms.get_context("mode")
     ms.set_context(mode=ms.PYNATIVE_MODE)
@@ -93,7 +99,7 @@ def _forward_shape(exp: Any, batch: Any) -> Any:
         ms.set_context(mode=mode)
 
 
-def check_loss_components(exp: Any, train: Any) -> None:
+def check_loss_components(exp: "BaseExperiment", train: Any) -> None:
     """With ``loss_components`` declared, run the loss network on one batch
     (PyNative) and reject outputs other than ``(total, c1, ..., ck)`` scalars."""
     names = tuple(exp.loss_components)
@@ -114,7 +120,7 @@ def check_loss_components(exp: Any, train: Any) -> None:
                             f"Received: {name} of shape {shape}")
 
 
-def _loss_outputs(exp: Any, batch: Any) -> Any:
+def _loss_outputs(exp: "BaseExperiment", batch: Any) -> Any:
     import mindspore as ms
     mode = ms.get_context("mode")
     ms.set_context(mode=ms.PYNATIVE_MODE)
@@ -131,7 +137,7 @@ def _in_memory(data: Any) -> bool:
     return isinstance(data, tuple) and not any(isinstance(a, np.memmap) for a in data)
 
 
-def _check_eval(exp: Any, eval_: Any) -> None:
+def _check_eval(exp: "BaseExperiment", eval_: "Split | None") -> None:
     """Metric names are known, and asked for only when there is an eval split."""
     if eval_ is not None:
         check_metric_names(exp.metrics())
@@ -141,7 +147,18 @@ def _check_eval(exp: Any, eval_: Any) -> None:
                           f"Received: metrics={','.join(exp.config.metrics)}", field="metrics")
 
 
-def _split(exp: Any, split: str) -> Any:
+def _train_split(exp: "BaseExperiment") -> "Split":
+    """The train split, which every run needs."""
+    train = _split(exp, "train")
+    if train is None:
+        method, accepted = ("dataset", "a mindspore.dataset Dataset") \
+            if sources.takes_only_split(exp) else ("source", sources.ACCEPTED)
+        raise DataError(f"{type(exp).__name__}.{method}('train') must give the training data; "
+                        f"accepted: {accepted}. Received: None")
+    return train
+
+
+def _split(exp: "BaseExperiment", split: str) -> "Split | None":
     """A split's data as the session takes it (see :mod:`mindexp.define.sources`)."""
     if sources.takes_only_split(exp):
         first = _user_call(exp.dataset, exp, "dataset", split)
@@ -149,7 +166,7 @@ def _split(exp: Any, split: str) -> Any:
     return sources.load_split(exp, split, _user_call(exp.source, exp, "source", split))
 
 
-def _user_call(method: Any, exp: Any, name: str, split: str) -> Any:
+def _user_call(method: Any, exp: "BaseExperiment", name: str, split: str) -> Any:
     try:
         return method(split)
     except MindexpError:

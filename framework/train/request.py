@@ -12,8 +12,11 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
+    from mindspore.train import Callback
+
+    from ..define.config import Config
     from ..define.experiment import BaseExperiment
-    from .resume import Resume
+    from .resume_point import Resume
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -41,7 +44,7 @@ class RunRequest:
     """
 
     experiment: BaseExperiment
-    config: Any = None
+    config: Config = None  # type: ignore[assignment]  # None: the experiment's (__post_init__)
     out: str = "outputs"
     label: str | None = None
     tags: tuple[str, ...] = ()
@@ -50,7 +53,7 @@ class RunRequest:
     entry: str | None = None
     rerun_of: Mapping[str, Any] | None = None
     config_set: tuple[str, ...] | None = None
-    callbacks: tuple[Any, ...] = ()
+    callbacks: tuple[Callback, ...] = ()
     resume: Resume | None = None
     quiet: bool = True
     created: Callable[[str], None] | None = None
@@ -85,6 +88,6 @@ class RunRequest:
             names = getattr(self.experiment, "config_set", None)
         return None if names is None else list(names)
 
-    def with_config(self, config: Any) -> RunRequest:
+    def with_config(self, config: Config) -> RunRequest:
         """The same request training with ``config``."""
         return dataclasses.replace(self, config=config)

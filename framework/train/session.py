@@ -3,7 +3,9 @@ callbacks, and ``Model.train``/``Model.fit``. How the run ended is not decided
 here: the run's lifecycle (``train.lifecycle.RunLifecycle``) asks
 :meth:`Session.stopped` what the callbacks said and :meth:`Session.summarize`
 for the totals."""
-from typing import Any, Callable, Iterator
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 import contextlib
 import gc
 import logging
@@ -15,10 +17,27 @@ from ..rundir.io import now_iso
 from . import compile_dumps
 from .lifecycle import Stopped
 
+if TYPE_CHECKING:
+    from mindspore.nn import Cell
+    from mindspore.train import Callback, Metric, Model
+
+    from ..callbacks.early_stopping import EarlyStopping
+    from ..callbacks.loss_monitor import LossMonitor
+    from ..callbacks.parameter_tracker import ParameterTracker
+    from ..callbacks.timer import Timer
+    from ..callbacks.train_step import TrainStep
+    from ..define.config import Config
+    from ..define.experiment import BaseExperiment
+    from .preflight import Plan
+    from .request import RunRequest
+    from .resume_point import Resume
+    from .signals import SignalStop
+    from .steps import RunSteps
+
 logger = logging.getLogger(__name__)
 
 
-def _eval_epochs(cfg: Any) -> list[int]:
+def _eval_epochs(cfg: Config) -> list[int]:
     """Epochs that end with an evaluation: every ``eval_every``-th and the last."""
     return [e for e in range(1, cfg.epochs + 1) if e % cfg.eval_every == 0 or e == cfg.epochs]
 
@@ -31,9 +50,11 @@ class Session:
     this rank)`` under data parallelism.
     """
 
-    def __init__(self, request: Any, plan: Any, run_dir: str, shard: tuple[int, int] = (1, 0),
-                 stopper: Any = None, on_built: Callable[[], None] | None = None) -> None:
-        self.exp, self.plan, self.run_dir = request.experiment, plan, run_dir
+    def __init__(self, request: RunRequest, plan: Plan, run_dir: str,
+                 shard: tuple[int, int] = (1, 0), stopper: SignalStop | None = None,
+                 on_built: Callable[[], None] | None = None) -> None:
+        self.exp: BaseExperiment = request.experiment
+        self.plan, self.run_dir = plan, run_dir
         self.quiet = request.quiet
         self.added = request.callbacks  # after the experiment's own (a trial's pruning)
         self.on_built = on_built  # called once network, data, loss and optimizer are built
@@ -41,15 +62,18 @@ class Session:
         self.cfg = request.config
         from .signals import SignalStop
         self.stopper = stopper or SignalStop()  # the runner's, held until run.json is final
-        self.steps: Any = None  # the RunSteps heading the callbacks (see _callbacks)
-        self.loss_cb = None
-        self.param_cb = None
-        self.early_stop_cb = None
-        self.cbs: list[Any] = []
-        self.net: Any = None
-        self.lr = None  # the learning rate handed to the optimizer, logged by LossMonitor
+        # what the features built (see _callbacks): the step count heading them, the
+        # ones the run's totals and status read, and all of them in their order
+        self.steps: RunSteps | None = None
+        self.timer: Timer | None = None
+        self.loss_cb: LossMonitor | None = None
+        self.param_cb: ParameterTracker | None = None
+        self.early_stop_cb: EarlyStopping | None = None
+        self.cbs: list[Callback] = []
+        self.net: Cell | None = None
+        self.lr: Any = None  # the learning rate handed to the optimizer, logged by LossMonitor
 
-    def execute(self, resume: Any = None) -> None:
+    def execute(self, resume: Resume | None = None) -> None:
         """Train (from ``resume`` when given). Whatever ends the training, an
         exception or a signal, is the run lifecycle's to judge: it propagates."""
         with compile_dumps.kept_in(self.run_dir):
@@ -78,8 +102,9 @@ class Session:
         if initial_epoch < self.cfg.epochs and not (trained and self._stopped()):
             self._fit(model, metrics, self.cfg.epochs, initial_epoch, cbs)
 
-    def _fit(self, model: Any, metrics: Any, epochs: int, initial_epoch: int, cbs: list[Any],
-             first_batch: int = 0) -> None:
+    def _fit(self, model: Model, metrics: dict[str, Metric], epochs: int, initial_epoch: int,
+             cbs: list[Callback], first_batch: int = 0) -> None:
+        assert self.steps is not None, "the callbacks are built before a fit"
         self.steps.steps_before = initial_epoch * self.plan.steps_per_epoch + first_batch
         train_ds = self._dataset("train", initial_epoch, first_batch)
         eval_ds = self._dataset("eval") if self.plan.eval is not None and metrics else None
@@ -115,7 +140,7 @@ class Session:
             return None
         return f"early stop at epoch {cb.stopped_epoch}: {cb.stop_reason}"
 
-    def _model(self, cell: Any) -> tuple[Any, Any]:
+    def _model(self, cell: TrainStep) -> tuple[Model, dict[str, Metric]]:
         from mindspore import nn
         from mindspore.train import Model
         from ..define.metrics import build_metrics, eval_network, with_eval_loss
@@ -126,20 +151,24 @@ class Session:
         eval_net = eval_network(self.net, self.exp.loss_fn())
         return Model(cell, eval_network=eval_net, metrics=metrics, eval_indexes=[0, 1, 2]), metrics
 
-    def _callbacks(self, metrics: Any, resume: Any) -> list[Any]:
+    def _callbacks(self, metrics: dict[str, Metric], resume: Resume | None) -> list[Callback]:
         """Every feature's callbacks (train/features.py), in one CallbackList:
         one MindSpore dispatch per hook, one record per step for all."""
         from ..callbacks import CallbackList
         from .features import Build, build_callbacks
+        from .logs import loss_log, params_log
+        from .monitors import early_stop_callback
+        from .steps import run_steps, timer
         run = Build(exp=self.exp, cfg=self.cfg, run_dir=self.run_dir,
                     steps_per_epoch=self.plan.steps_per_epoch, resume=resume, metrics=metrics,
                     quiet=self.quiet, shard_id=self.shard_id, stopper=self.stopper, net=self.net,
                     added=self.added)
         built = build_callbacks(run)
-        (self.steps,), (self.timer,), (self.loss_cb,) = built["steps"], built["timer"], built["loss"]
-        self.param_cb = next(iter(built["params"]), None)
-        self.early_stop_cb = next(iter(built["early_stop"]), None)
-        self.cbs = [cb for cbs in built.values() for cb in cbs]
+        self.steps, self.timer, self.loss_cb = built.the(run_steps), built.the(timer), \
+            built.the(loss_log)
+        self.param_cb = built.one(params_log)
+        self.early_stop_cb = built.one(early_stop_callback)
+        self.cbs = built.all
         return [CallbackList(self.cbs, steps_per_epoch=self.plan.steps_per_epoch, lr=self.lr)]
 
     def stopped(self) -> Stopped:
@@ -153,10 +182,10 @@ class Session:
                 return Stopped(status=cb.stop_status, reason=getattr(cb, "stop_reason", None))
         return Stopped(reason=self._early_stop_reason())
 
-    def summarize(self, meta: dict[str, Any], elapsed: float, resume: Any = None) -> None:
+    def summarize(self, meta: dict[str, Any], elapsed: float, resume: Resume | None = None) -> None:
         """The run's totals into ``meta``: steps and final loss (loss.csv's),
         epochs, training time and rate, the scalar parameters."""
-        timer = getattr(self, "timer", None)
+        timer = self.timer
         steps, final_loss = self._last_logged()
         if not steps and resume is not None:  # resumed with nothing left to train
             steps, final_loss = resume.step, resume.loss
@@ -249,7 +278,7 @@ def _graph_param_stats(cfg: Any) -> Any:
     return list(cfg.track_names) or True
 
 
-def _set_context(cfg: Any, run_dir: str) -> None:
+def _set_context(cfg: Config, run_dir: str) -> None:
     import mindspore as ms
     mode = ms.GRAPH_MODE if cfg.mode == "graph" else ms.PYNATIVE_MODE
     ms.set_context(mode=mode)
@@ -264,7 +293,7 @@ def _set_context(cfg: Any, run_dir: str) -> None:
     np.random.seed(cfg.seed)
 
 
-def _set_memory_level(level: Any) -> None:
+def _set_memory_level(level: str) -> None:
     """MindSpore's memory_optimize_level (O1: SOMAS memory reuse, less peak memory).
 
     Set through ``set_context`` (deprecated there in favour of
@@ -291,7 +320,7 @@ def set_device(device: str) -> None:
                           field="device") from None
 
 
-def _enable_graph_kernel(cfg: Any) -> None:
+def _enable_graph_kernel(cfg: Config) -> None:
     import mindspore as ms
     if cfg.device == "CPU":
         # MindSpore accepts the switch on CPU but then fails compiling fused kernels (no AKG).
@@ -305,14 +334,14 @@ def _enable_graph_kernel(cfg: Any) -> None:
     ms.set_context(enable_graph_kernel=True)
 
 
-def _amp(net: Any, level: str, run_dir: str) -> Any:
+def _amp(net: Cell, level: str, run_dir: str) -> Cell:
     if level == "O0":
         return net
     # O1's rewritten network source goes into the run directory, not the cwd.
     return mixed_precision(net, level, run_dir)
 
 
-def _scalar_params(net: Any) -> dict[str, Any]:
+def _scalar_params(net: Cell | None) -> dict[str, float]:
     if net is None:
         return {}
     out = {}

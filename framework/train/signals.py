@@ -8,7 +8,7 @@ import threading
 
 from ..callbacks._quiet_callback import QuietCallback
 from .failures import signal_name
-from .features import Build, feature
+from .features import Build, Stopper, feature
 from ..rundir.record import stop_waiting_when
 
 logger = logging.getLogger(__name__)
@@ -136,6 +136,6 @@ def _take_back(run: Build, before: object) -> TakeBack:
 
 
 @feature("signals", order=1000)
-def _signal_stop(run: Build, before: object) -> SignalStop:
+def _signal_stop(run: Build, before: object) -> Stopper:
     """Last, so a signal that arrives during any callback of step s stops at s."""
     return run.stopper

@@ -1,10 +1,13 @@
 """The run's step count in what every callback reads: after a resume,
 ``cb_params.cur_step_num`` counts from the run's start, as ``cur_epoch_num``
 does (MindSpore restarts the step count in each ``Model.train`` call)."""
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from ..callbacks._common import count_steps_from
 from ..callbacks._quiet_callback import QuietCallback
 from .features import Build, feature
+
+if TYPE_CHECKING:
+    from ..callbacks.timer import Timer
 
 
 class RunSteps(QuietCallback):
@@ -24,13 +27,13 @@ class RunSteps(QuietCallback):
 
 
 @feature("steps", order=0)
-def _run_steps(run: Build, before: object) -> RunSteps:
+def run_steps(run: Build, before: object) -> RunSteps:
     """First: every callback after it reads the run's step."""
     return RunSteps()
 
 
 @feature("timer", order=20)
-def _timer(run: Build, before: object) -> object:
+def timer(run: Build, before: object) -> "Timer":
     """Training time and steps per second for run.json."""
     from ..callbacks import Timer
     return Timer()

@@ -1,16 +1,21 @@
 """system.csv for a run: the SystemMonitor the config asks for, when psutil is there."""
-from typing import Any
+from typing import TYPE_CHECKING, Any
 import logging
 import os
 
 from ..callbacks import schema
 from .features import Build, feature
 
+if TYPE_CHECKING:
+    from .resume_point import Resume
+    from ..callbacks.system_monitor import SystemMonitor
+
 logger = logging.getLogger(__name__)
 _warned: list[bool] = []
 
 
-def system_monitor(cfg: Any, run_dir: str, resume: Any = None) -> Any:
+def system_monitor(cfg: Any, run_dir: str,
+                   resume: "Resume | None" = None) -> "SystemMonitor | None":
     """A :class:`~mindexp.callbacks.SystemMonitor` sampling every
     ``cfg.system_every_s`` seconds, or None when that is 0 or psutil (the
     optional extra ``system``) is missing (one warning per process).

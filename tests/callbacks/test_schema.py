@@ -170,8 +170,8 @@ _COLUMN_CALLS = {"get", "groupby", "drop_duplicates", "sort_values", "set_index"
 NOT_COLUMNS = {
     ("framework/train/resume_checks.py", "lr", "old_config"): "a config field of the old run",
     ("framework/cli/search.py", "value", "event"): "a trial's value in a search event",
-    ("framework/train/resume.py", "step", '"learning_rate"'): "an entry of the .ckpt file",
-    ("framework/train/resume.py", "epoch", '"learning_rate"'): "an entry of the .ckpt file",
+    ("framework/train/resume_point.py", "step", '"learning_rate"'): "an entry of the .ckpt file",
+    ("framework/train/resume_point.py", "epoch", '"learning_rate"'): "an entry of the .ckpt file",
     ("framework/manage/show.py", "step", "r.get('step')"): "a resume event of run.json",
     ("framework/manage/show.py", "checkpoint", "r.get('checkpoint')"): "a resume event of run.json",
     ("framework/manage/cleanup.py", "loss", '"min_loss"'): "a compare table's column",
@@ -190,7 +190,6 @@ NOT_COLUMNS = {
     ("framework/provenance/data.py", "file", "column['file']"): "a data fingerprint's entry",
     ("framework/provenance/data.py", "kind", "item.get('kind')"): "a data fingerprint's entry",
     ("framework/train/mlflow_stream.py", "file", '"file", "sqlite"'): "a URI scheme",
-    ("framework/train/session.py", "loss", 'built["loss"]'): "a feature's name (train/features.py)",
     ("framework/analysis/tensorboard_export.py", "epoch", 'frame["epoch"]'): "a figure frame "
                                                                               "of payload.images",
 }

@@ -61,6 +61,11 @@ class BadShapes(nn.Cell):
 class CompileFails(Linear):
     def network(self):
         return BadShapes()
+
+
+class NoTrainData(Linear):
+    def source(self, split):
+        return None
 '''
 
 
@@ -124,6 +129,17 @@ def test_a_failing_source_names_the_users_frame_and_creates_nothing(main_cli, tm
     assert runs_in(tmp_path / "out") == []
     verbose = main_cli("run", "user_exp.py:SourceFails", "--out", "out", "--quiet", "--verbose")
     assert verbose.returncode == 2 and f'File "{user_file}", line 9' in verbose.stderr
+
+
+def test_a_source_without_training_data_is_bad_input_and_creates_nothing(main_cli, tmp_path,
+                                                                       user_file):
+    done = main_cli("run", "user_exp.py:NoTrainData", "--out", "out", "--quiet")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "mindexp: error: NoTrainData.source('train') must give the training data; accepted: "
+        "a tuple of arrays, a random-access source (__getitem__/__len__; lazy = True to read it "
+        "from disk batch by batch), or an unbatched mindspore.dataset Dataset. Received: None"]
+    assert runs_in(tmp_path / "out") == []
 
 
 @pytest.mark.slow

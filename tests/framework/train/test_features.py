@@ -55,3 +55,32 @@ def test_one_registration_wires_a_new_log_into_every_run(tmp_path, monkeypatch):
         rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows] == list(range(1, 9))
     assert [float(r["loss"]) for r in rows] == run.loss["loss"].tolist()
+
+
+def _built(tmp_path, **config):
+    from mindexp.train.signals import SignalStop
+    exp = Linear(epochs=1, system_every_s=0, **config)
+    stopper = SignalStop()
+    run = features.Build(exp=exp, cfg=exp.config, run_dir=str(tmp_path), steps_per_epoch=4,
+                         resume=None, metrics={}, quiet=True, shard_id=0, stopper=stopper,
+                         net=exp.network())
+    return features.build_callbacks(run), stopper
+
+
+def test_a_builder_is_the_key_to_the_callbacks_it_built(tmp_path, monkeypatch):
+    from mindexp.callbacks import LossMonitor, ParameterTracker
+    from mindexp.train import logs, monitors, steps
+    monkeypatch.setattr(features, "_FEATURES", dict(features._FEATURES))
+    seen = StepRows(str(tmp_path))
+
+    def steps_seen(run, before):
+        return seen
+    features.feature("steps_seen", order=65)(steps_seen)
+    built, stopper = _built(tmp_path, track_params=True)
+    assert isinstance(built.the(logs.loss_log), LossMonitor)
+    assert isinstance(built.one(logs.params_log), ParameterTracker)
+    assert built.one(monitors.early_stop_callback) is None  # early_stop off
+    assert built.the(steps.run_steps) is built.all[0] and built.all[-1] is stopper
+    assert built.of(steps_seen) == [seen] and built.one(steps_seen) is seen
+    assert built.one(logs.params_log) in built.all
+    assert _built(tmp_path, track_params=False)[0].one(logs.params_log) is None
