@@ -97,10 +97,15 @@ def _start(script, out, run_dir=None):
                             text=True)
 
 
-def _killed_and_resumed(script, out, rng):
-    """Kill the script at random moments once it trains, ``KILLS`` times; resume
+def _killed_and_resumed(script, out, rng, steps):
+    """Kill the script ``KILLS`` times at random points of its training and resume
     it each time from its run (a run killed before its first checkpoint starts
-    again); returns the run folder and the kills."""
+    again); returns the run folder and the kills. The points are chosen in steps
+    (loss.csv's rows, written at least at every checkpoint), each a little past
+    the last, and the kill follows within a few milliseconds: the number of kills
+    does not depend on how fast the machine trains, and every kill leaves rows
+    written after the last checkpoint behind it."""
+    targets = sorted(rng.sample(range(2, int(steps * 0.6)), KILLS))
     kills = 0
     while True:
         run_dir = _run_dir(out)
@@ -110,10 +115,12 @@ def _killed_and_resumed(script, out, rng):
             shutil.rmtree(run_dir)  # nothing to resume from: a new run
         start = _lines(run_dir) if resumable else 0
         proc = _start(script, out, run_dir if resumable else None)
-        while proc.poll() is None and _lines(_run_dir(out)) <= start + 1:
-            time.sleep(0.01)  # until it trains again
-        time.sleep(rng.uniform(0, 0.4))
-        if proc.poll() is None and kills < KILLS:
+        if kills < KILLS:
+            wanted = max(targets[kills], start + 2)  # rows past the header and the resume point
+            while proc.poll() is None and _lines(_run_dir(out)) < wanted:
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0, 0.02))
+            assert proc.poll() is None, f"the run ended before kill {kills + 1} (at step {wanted})"
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             kills += 1
@@ -131,7 +138,8 @@ def test_a_functional_loop_killed_at_random_moments_resumes_to_the_same_logs(tmp
     assert reference.wait(timeout=300) == 0, reference.stderr.read()[-2000:]
     ref_dir = _run_dir(tmp_path / "ref")
     rng = random.Random(int(os.environ.get("MINDEXP_FAULT_SEED", "0")))
-    run_dir, kills = _killed_and_resumed(script, tmp_path / "killed", rng)
+    steps = _lines(ref_dir) - 1
+    run_dir, kills = _killed_and_resumed(script, tmp_path / "killed", rng, steps)
     assert kills == KILLS
     for name in LOGS:
         assert _rows(os.path.join(run_dir, name)) == _rows(os.path.join(ref_dir, name)), name
