@@ -131,6 +131,7 @@ def _killed_and_resumed(script, out, rng, steps):
 
 
 @pytest.mark.slow  # about a dozen short trainings
+@pytest.mark.timeout(1200)  # ~1 min on an idle 2-core machine: started among the first
 def test_a_functional_loop_killed_at_random_moments_resumes_to_the_same_logs(tmp_path):
     script = tmp_path / "digits.py"
     script.write_text(SCRIPT)
