@@ -69,12 +69,10 @@ def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | No
         tags: the run's tags (``mindexp tag`` changes them later).
         note: the run's note (``mindexp note`` changes it later).
         resume: a script run's folder to continue in place (from its latest
-            good checkpoint: ``run.load(network)``, ``run.position(steps)``).
-            The folder is left as it was until ``run.load`` succeeded (or
-            ``run.callbacks`` is asked for, or the block ends without either):
-            a network or optimizer the checkpoint does not fit changes nothing.
-        mlflow: an MLflow tracking URI the run streams to while it runs
-            (a sender process of its own; the block never waits for it).
+            good checkpoint: ``run.load(...)``, ``run.position(steps)``); the
+            folder changes only once ``run.load`` succeeded (or the first
+            ``run.callbacks``/``run.step``): a checkpoint that fails changes nothing.
+        mlflow: an MLflow tracking URI the run streams to (a sender process; never waited for).
         seed: seeds MindSpore, NumPy and the order of ``run.batches``
             (default: the config's ``seed``, else 0; config.json records it).
         early_stop: a hand-written loop stops early (``run.should_stop``) when
@@ -86,8 +84,7 @@ def track(out: str | os.PathLike[str], name: str, config: Mapping[str, Any] | No
         keep_checkpoints: regular checkpoints ``run.save`` keeps (None: all).
 
     Raises:
-        ConfigError: a bad name or a config that is not JSON, before
-            anything is created.
+        ConfigError: a bad name or config (not JSON, not finite), before anything is created.
     """
     script = _caller_file(sys._getframe(1))
     given = {} if not isinstance(config, Mapping) else config
