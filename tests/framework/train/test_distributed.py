@@ -250,3 +250,26 @@ def test_track_on_rank_0_creates_the_run_and_sends_its_id(tmp_path, rank1_of_two
     assert bytes(sent[0].astype(np.uint8)).rstrip(b"\0").decode() == run.run_id
     with open(os.path.join(run.dir, "run.json")) as f:
         assert json.load(f)["status"] == "completed"
+
+
+def test_run_batches_on_rank_1_of_two_takes_every_second_batch_of_the_seeds_order(
+        tmp_path, rank1_of_two_nodes):
+    """A hand-written loop under msrun: rank 1 of 2 gets the batches 1, 3, 5, ...
+    of the order one process trains on (the same permutation of the seed and the
+    epoch as a Model run), and each epoch its own order."""
+    import numpy as np
+    import mindexp
+    from mindexp.define.data import BatchSource
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    y = np.arange(20, dtype=np.float32)
+    (tmp_path / "out" / "script" / RANK0_RUN_ID).mkdir(parents=True)
+    seen = []
+    with mindexp.track(tmp_path / "out", "script", config={"lr": 0.1}, seed=3) as run:
+        for _ in run.epochs(2):
+            seen.append([batch[1].asnumpy().tolist() for batch in run.batches((x, y),
+                                                                               batch_size=2)])
+    for epoch, batches in enumerate(seen):
+        alone = BatchSource((x, y), 2, True, 3, epoch)
+        expected = [alone[i][1].tolist() for i in range(len(alone))][1::2]
+        assert batches == expected and len(batches) == 5
+    assert seen[0] != seen[1]
