@@ -16,7 +16,7 @@ from typing import Any
 from mindspore import Tensor, ops
 from mindspore import dtype as mstype
 
-from .train_step import CONCAT_NORM_MAX_ELEMENTS, fixed_order_sum
+from .train_step import CONCAT_NORM_MAX_ELEMENTS, _square_sum, fixed_order_sum
 
 __all__ = ["global_norm", "clip_by_global_norm"]
 
@@ -34,7 +34,7 @@ def global_norm(grads: Any) -> Tensor:
         return ops.sqrt(fixed_order_sum(every * every))
     squares: tuple[Any, ...] = ()
     for grad in grads:
-        squares = squares + (fixed_order_sum(ops.square(grad.astype(mstype.float32)).reshape(-1)),)
+        squares = squares + (_square_sum(grad),)  # TrainStep's own, so the bits match
     return ops.sqrt(ops.addn(squares))
 
 

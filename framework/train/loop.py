@@ -343,7 +343,7 @@ class Loop:
         and whether it has a gradient norm and components, is known then)."""
         from mindspore.train import RunContext
         from ..callbacks._recorder import LearningRate
-        self.run._begin_resumed()  # a resumed run's logs are cut back before the first row
+        self.run.begin_resumed()  # a resumed run's logs are cut back before the first row
         self.cell = loop_cell(net, optimizer, grad_norm, components)
         self.params.update(train_network=self.cell, network=net, optimizer=self._optimizer(),
                            cur_step_num=self.step_count, cur_epoch_num=self.epoch,

@@ -180,7 +180,7 @@ class TrackedRun(RunLifecycle):
         from ..callbacks import (Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker,
                                  Timer, TrainStep)
         assert self._stopper is not None, "run.callbacks() is for inside the with block"
-        self._begin_resumed()
+        self.begin_resumed()
         d, spe, point = self.dir, steps_per_epoch, self.resumed
         self._loss_cb = LossMonitor(d, every=every, on_nan="stop", steps_per_epoch=spe,
                                     time_offset=point.time_offset if point else 0.0)
@@ -267,7 +267,7 @@ class TrackedRun(RunLifecycle):
             self._the_loop().load(network, optimizer)  # raises before anything is changed
         else:
             self.resumed.load(_train_cell(network))
-        self._begin_resumed()
+        self.begin_resumed()
 
     def position(self, steps_per_epoch: int) -> tuple[int, int]:
         """``(initial_epoch, first_batch)``: where ``Model.train`` starts after a
@@ -301,7 +301,7 @@ class TrackedRun(RunLifecycle):
 
     def _hold_resumed(self, run_dir: str) -> str:
         """Take a script run's lock and find its latest good checkpoint (nothing
-        is changed yet: see :meth:`_begin_resumed`)."""
+        is changed yet: see :meth:`begin_resumed`)."""
         from .resume import check_run_dir, resume_point, run_logs
         from .resume_checks import check_logs_readable
         run_dir = check_run_dir(run_dir)
@@ -316,7 +316,7 @@ class TrackedRun(RunLifecycle):
         self.resumed = resume_point(run_dir, meta)
         return run_dir
 
-    def _begin_resumed(self) -> None:
+    def begin_resumed(self) -> None:
         """A resumed run changes its folder from here on (once): its logs cut
         back to the checkpoint, run.json ``running`` with this resume. Until
         then a failure in the block (a checkpoint that does not fit the
@@ -331,7 +331,7 @@ class TrackedRun(RunLifecycle):
         """The run's end (see RunLifecycle); a resumed block that ended normally
         without loading its checkpoint is recorded as resumed all the same."""
         if exc is None and self._stopper is not None and self._stopper.signum is None:
-            self._begin_resumed()
+            self.begin_resumed()
         return super().conclude(exc, elapsed)
 
     def _start_record(self) -> RunRecord:
