@@ -94,10 +94,8 @@ def save_group_plots(runs: RunsOrPaths, out_dir: str,
     and ``eval_groups.png`` (eval metrics) into ``out_dir``; returns the paths."""
     runs = as_runs(runs)
     colors = group_colors(runs, group_by)
-    fig = _figure()
-    ax = fig.add_subplot()
-    group_curves(runs, schema.Col.LOSS, group_by, ax=ax, colors=colors)
-    _legend_below(fig, ax)
+    fig = group_curves(runs, schema.Col.LOSS, group_by, colors=colors)
+    _legend_below(fig, fig.axes[0])
     written = [save_figure(fig, os.path.join(out_dir, LOSS_GROUPS))]
     for name, metrics in ((PARAMS_GROUPS, _scalar_names(runs)), (EVAL_GROUPS, _eval_names(runs))):
         if metrics:
@@ -108,9 +106,5 @@ def save_group_plots(runs: RunsOrPaths, out_dir: str,
 
 def _eval_names(runs: Any) -> list[str]:
     """``eval_<metric>`` of every metric some run evaluated, in order of appearance."""
-    names: dict[str, None] = {}
-    for run in runs:
-        for column in run.eval.columns:
-            if column not in (schema.Col.EPOCH, schema.Col.STEP):
-                names.setdefault(eval_name(column))
-    return list(names)
+    return list(dict.fromkeys(eval_name(column) for run in runs for column in run.eval.columns
+                              if column not in (schema.Col.EPOCH, schema.Col.STEP)))
