@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 from ..callbacks import schema
 from .cells import format_value
 from .colors import run_colors
-from .plots import _figure, _legend_below, _log_if_wide, _scalar_names, save_figure
+from .plots import _figure, _legend_below, _log_if_wide, _panels, _scalar_names, save_figure
 from .reports import as_runs, compare, eval_name, history
 
 if TYPE_CHECKING:
@@ -79,8 +79,7 @@ def group_colors(runs: RunsOrPaths, group_by: str | Sequence[str]) -> dict[tuple
 
 def _panels_of(runs, metrics, group_by, colors):
     """One figure, a panel per metric, one legend below."""
-    fig = _figure(figsize=(6.4, 0.6 + 2.8 * len(metrics)))
-    axes = fig.subplots(len(metrics), 1, sharex=True, squeeze=False)[:, 0]
+    fig, axes = _panels(None, len(metrics), figsize=(6.4, 0.6 + 2.8 * len(metrics)))
     for metric, ax in zip(metrics, axes):
         group_curves(runs, metric, group_by, ax=ax, colors=colors)
         ax.set_title(metric)

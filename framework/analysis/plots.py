@@ -157,11 +157,7 @@ def params_overlay(runs, ax=None, params=None):
     """
     runs = as_runs(runs)
     names = params or _scalar_names(runs)
-    if ax is None:
-        fig = _figure(figsize=(6.4, 2.6 * max(1, len(names))))
-        axes = fig.subplots(max(1, len(names)), 1, sharex=True, squeeze=False)[:, 0]
-    else:
-        fig, axes = ax.figure, [ax] * max(1, len(names))
+    fig, axes = _panels(ax, len(names), figsize=(6.4, 2.6 * max(1, len(names))))
     labels = config_labels(runs)
     for name, panel in zip(names, axes):
         _overlay_param(panel, runs, labels, name, prefix=f"{name}: " if ax is not None else "")
@@ -346,11 +342,12 @@ def _legend(ax):
         ax.legend(fontsize=8)
 
 
-def _panels(ax, count, height=2.6):
-    """``(figure, axes)``: ``count`` stacked panels, or ``ax`` repeated."""
+def _panels(ax, count, figsize=None):
+    """``(figure, axes)``: ``count`` stacked panels (``figsize``: by default 2.6
+    inches a panel), or ``ax`` repeated."""
     if ax is not None:
         return ax.figure, [ax] * max(1, count)
-    fig = _figure(figsize=(6.4, max(4.0, 0.6 + height * max(1, count))))
+    fig = _figure(figsize=figsize or (6.4, max(4.0, 0.6 + 2.6 * max(1, count))))
     return fig, list(fig.subplots(max(1, count), 1, sharex=True, squeeze=False)[:, 0])
 
 
