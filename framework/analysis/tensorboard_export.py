@@ -73,8 +73,7 @@ def hparam_fields(runs: list[Run], named: Iterable[str] = (),
         chosen = differing_config(runs)
     elif runs:
         defaults = defaults_of(runs[0]) if defaults_of else None
-        config = runs[0].config
-        chosen = [n for n, v in config.items()
+        chosen = [n for n, v in runs[0].config.items()
                   if defaults is None or n not in defaults or not _same(defaults[n], v)]
     else:
         chosen = []
