@@ -40,8 +40,6 @@ MAX_WAIT_S = 30.0        # the longest pause between tries when the server does 
 MAX_BYTES = 4 << 20      # of one log read in one pass
 
 
-
-
 class LiveSender:
     """Streams one run's logs to one tracking URI (see the module's docstring)."""
 

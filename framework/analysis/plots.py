@@ -21,8 +21,6 @@ from .colors import run_colors
 from .reports import as_runs, compare, config_labels, load_run, loss_components
 from ..rundir.run import Run
 
-
-
 DECADES_FOR_LOG = 2  # a curve spanning more than this many decades gets a log axis
 RUN_PLOTS = ("loss.png", "params.png", "grad_norm.png", "eval.png")
 HEALTHY = ("completed", "running", "interrupted", "pruned")

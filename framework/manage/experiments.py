@@ -61,9 +61,6 @@ def _dataclass_docs(config_cls):
     return docs
 
 
-
-
-
 def _class_docs(klass):
     try:
         node = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]

@@ -354,9 +354,6 @@ def _say(text):
         sys.stderr.flush()
 
 
-
-
-
 def _failed(message, code, status="failed"):
     _say(message)
     return _answer(None, status, message, code)

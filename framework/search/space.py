@@ -4,7 +4,6 @@ Everything here runs before a study or a folder exists, so a bad space is
 one line and exit status 2 with nothing created. Optuna is not needed.
 """
 import dataclasses
-
 import math
 import re
 import typing
@@ -173,9 +172,6 @@ def _base_type(hint):
         inner = [a for a in typing.get_args(hint) if a is not type(None)]
         return inner[0] if inner else hint
     return hint
-
-
-
 
 
 def parse_duration(text):

@@ -591,6 +591,3 @@ def read_text(path):
             return f.read()
     except (OSError, TypeError):
         return None
-
-
-
