@@ -132,7 +132,7 @@ def _runs_below(path):
     """The runs at or below ``path`` (a folder's through the run catalog of its
     root; a sweep or study folder's: the runs its sweep.json or study.json names);
     RunDirError as :func:`find_run_dirs` raises it."""
-    from ..rundir.catalog import open_catalog
+    from ..rundir.store import open_store
     from ..rundir.groups import index_name, index_runs
     path = os.fspath(path)
     if is_run_dir(path) or not os.path.isdir(path):
@@ -144,7 +144,7 @@ def _runs_below(path):
             raise RunDirError(f"{path} is a sweep or study folder whose {name} names no run "
                               f"that exists (yet). Received: {path!r}")
         return [Run(d) for d in named]
-    with open_catalog(path) as catalog:
+    with open_store(path) as catalog:
         runs = catalog.runs(os.path.abspath(path))
     if not runs:
         find_run_dirs(path)   # raises the error that says why
@@ -324,12 +324,12 @@ def _compare_from_catalog(path, sort, columns):
     """compare()'s ``columns`` of the runs below the folder ``path``, sorted by
     ``sort``, from the run catalog; None when the catalog cannot tell."""
     import pandas as pd
-    from ..rundir.catalog import open_catalog
+    from ..rundir.store import open_store
     if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path) or is_run_dir(path):
         return None
     key = sort.lstrip("-") if isinstance(sort, str) else None
     names = list(dict.fromkeys(columns + ([key] if key else [])))
-    with open_catalog(path) as catalog:
+    with open_store(path) as catalog:
         found = catalog.compare_columns(os.path.abspath(path), names)
     if found is None:
         return None

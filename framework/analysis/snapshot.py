@@ -4,7 +4,7 @@ of a second instead of a row per run.
 compare() of one folder is kept beside the run catalog
 (``<root>/.mindexp-catalog/compare-<hash>.arrow``, Arrow IPC: columns, no
 pickle, nothing executed on reading) with the catalog's fingerprint of the
-runs it holds (:meth:`~mindexp.rundir.catalog.Catalog.fingerprint`: every
+runs it holds (:meth:`~mindexp.rundir.store.RunStore.fingerprint`: every
 run's folder, run.json and config.json). It is used only while that
 fingerprint is the same; a run added, removed, rewritten, still running or
 unreadable makes compare() read the runs again (and write a new snapshot
@@ -39,14 +39,14 @@ def lookup(path):
     None when no snapshot can be kept for ``path`` (a run's folder, a sweep's
     or study's, a catalog that is not a writable SQLite file, runs that must
     be read)."""
-    from ..rundir.catalog import open_catalog
+    from ..rundir.store import open_store
     from ..rundir.groups import index_name
     from ..rundir.io import is_run_dir
     if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path) or \
             is_run_dir(path) or index_name(os.fspath(path)):
         return None, None, None
     folder = os.path.abspath(os.fspath(path))
-    with open_catalog(folder) as catalog:
+    with open_store(folder) as catalog:
         if catalog.journal not in ("wal", "delete"):
             return None, None, None
         fingerprint = catalog.fingerprint(folder)
