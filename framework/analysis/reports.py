@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 from ..callbacks import schema
 from .. import layout
 from ..errors import ConfigError, RunDirError
-from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
 from ..rundir.meta import UNREADABLE, UnreadableRun
 from .cells import format_value
-from ..rundir.summary import eval_name, log_summary, stored_summary  # noqa: F401
+from ..rundir.summary import compare_cells, eval_name, log_summary, stored_summary  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -122,10 +121,24 @@ def _read_each(paths, read):
             errors.append(Skipped(run_dir, str(exc), skip_status(exc)))
     if not done:
         raise RunDirError(_nothing_loaded(errors))
+    warn_skipped(errors)
+    return done, errors
+
+
+def warn_skipped(errors: Iterable[Skipped]) -> None:
+    """One warning per run that could not be read."""
     for skipped in errors:
         logger.warning("%s: %s", "unreadable run" if skipped.status == UNREADABLE
                        else "skipped a broken run", skipped.error)
-    return done, errors
+
+
+def file_cells(run_dir: str) -> tuple[dict | None, Skipped | None]:
+    """``(cells, None)`` of the run in ``run_dir`` read from its files (a running
+    or old run: its logs too), or ``(None, Skipped)`` when it cannot be read."""
+    try:
+        return cells_of(_load_for_compare(Run.found(run_dir))), None
+    except RunDirError as exc:
+        return None, Skipped(run_dir, str(exc), skip_status(exc))
 
 
 def _runs_below(path):
@@ -225,9 +238,10 @@ def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, again
     last. An unknown column raises ConfigError listing the valid ones.
 
     ``columns``: only these columns, in this order (``sort`` may name
-    another). Of one folder, they come from the run catalog when it can tell
-    them, and the full table is kept as a columnar snapshot while the runs are
-    as they were (:mod:`.snapshot`; the manual's "Many runs" page says which).
+    another). Of one folder, they come from the run store's columns when it
+    can tell them; the full table comes from the store's per-run cells, kept
+    as a columnar snapshot brought up to date with the store's change feed
+    (:mod:`.snapshot`; the manual's "Many runs" page says which).
 
     ``group_by``: config fields (a name or a list), or ``"auto"`` (the fields
     whose values differ, except ``seed``): one row per group, in the order of
@@ -263,27 +277,53 @@ def _compare_columns(runs_or_paths, sort, columns):
 
 
 def _compare_all(runs_or_paths, sort):
-    """compare() with every column: the folder's snapshot while its runs are as
-    they were, else every run read (and the snapshot written anew)."""
-    import pandas as pd
+    """compare() with every column: of one folder through the run store (its
+    snapshot brought up to date, :mod:`.snapshot`), else every run read."""
     from . import snapshot
-    file, fingerprint, kept = snapshot.lookup(runs_or_paths)
-    if kept is not None:
-        return sort_table(kept, sort)
-    runs = as_runs(runs_or_paths, _load_for_compare)
-    summaries = [_summary_of(run) for run in runs]
-    evals = list(dict.fromkeys(k for summary in summaries for k in summary["eval"]))
-    config_names = _union(run.config for run in runs)
-    config = {n: _config_column(n, evals) for n in config_names}
-    rows = [_row(run, config, summary) for run, summary in zip(runs, summaries)]
-    rows += unreadable_rows(getattr(runs, "errors", ()), tags="", note="")
-    table = pd.DataFrame(rows, columns=_column_order(rows, config))
+    table = snapshot.folder_table(runs_or_paths)
+    if table is None:
+        runs = as_runs(runs_or_paths, _load_for_compare)
+        table = table_of([(run.dir, cells_of(run)) for run in runs],
+                         getattr(runs, "errors", ()))
+    return sort_table(table, sort)
+
+
+def cells_of(run: Run) -> dict:
+    """compare()'s values of ``run`` from its files
+    (:func:`~mindexp.rundir.summary.compare_cells`)."""
+    return compare_cells(run.meta, run.config, _summary_of(run))
+
+
+def table_of(entries: Sequence[tuple[str, dict]], errors: Iterable[Skipped] = ()) -> pd.DataFrame:
+    """compare()'s table, unsorted, of ``entries`` (``(run_dir, cells)`` in folder
+    order), then a row per unreadable run of ``errors``: the columns are named
+    here, from every run's config fields and eval metrics."""
+    config = table_config(entries)
+    return frame_of(rows_of(entries, errors, config), config,
+                    _union(cells["eval"] for _, cells in entries))
+
+
+def rows_of(entries: Sequence[tuple[str, dict]], errors: Iterable[Skipped],
+            config: Mapping[str, str]) -> list[dict]:
+    """The rows of :func:`table_of` as dicts."""
+    return [row_of(run_dir, cells, config) for run_dir, cells in entries] + \
+        unreadable_rows(errors, tags="", note="")
+
+
+def frame_of(rows: list[dict], config: Mapping[str, str], evals: list[str]) -> pd.DataFrame:
+    """The DataFrame of :func:`rows_of`'s ``rows``, with its ``attrs``."""
+    import pandas as pd
+    table = pd.DataFrame(rows, columns=column_order(rows, config))
     # what each column is, for readers that must not guess from names
     table.attrs["config_columns"] = list(config.values())
-    table.attrs["eval_columns"] = evals
-    if file is not None:
-        snapshot.store(file, fingerprint, table)
-    return sort_table(table, sort)
+    table.attrs["eval_columns"] = list(evals)
+    return table
+
+
+def table_config(entries: Sequence[tuple[str, dict]]) -> dict[str, str]:
+    """``{config field: its column}`` of a table of ``entries`` (:func:`table_of`)."""
+    evals = _union(cells["eval"] for _, cells in entries)
+    return {n: _config_column(n, evals) for n in _union(cells["config"] for _, cells in entries)}
 
 
 def _compare_where(runs_or_paths, sort, columns, group_by, against, where):
@@ -375,29 +415,28 @@ TRIAL_STATES = {"completed": "COMPLETE", "pruned": "PRUNED", "interrupted": "INT
                 "running": "RUNNING"}
 
 
-def _row(run, config, summary):
-    """One run's row; ``config``: ``{field: its column}``."""
-    row = {name: run.meta.get(name) for name in IDENTITY}
-    row["run_id"] = run.run_id
-    if run.meta.get("study") is not None:  # a trial: its number and state next to the status
-        row.update(study=run.meta["study"], trial=run.meta.get("trial"),
-                   trial_state=TRIAL_STATES.get(run.meta.get("status"), "FAIL"))
-    row.update(tags=",".join(run.meta.get("tags") or []), note=run.meta.get("note") or "")
-    row.update({column: _cell(run.config.get(n)) for n, column in config.items()})
-    row.update({_outcome_column(k, config): v
-                for k, v in _loss_outcomes(run, summary).items()})
-    finals = _final_params(run, summary)
+def row_of(run_dir: str, cells: Mapping[str, Any], config: Mapping[str, str]) -> dict:
+    """One run's row from its cells (:func:`cells_of`); ``config``: ``{field: its column}``."""
+    meta = cells["meta"]
+    row = {name: meta.get(name) for name in IDENTITY}
+    row["run_id"] = meta.get("run_id") or os.path.basename(run_dir)
+    if meta.get("study") is not None:  # a trial: its number and state next to the status
+        row.update(study=meta["study"], trial=meta.get("trial"),
+                   trial_state=TRIAL_STATES.get(meta.get("status"), "FAIL"))
+    row.update(tags=",".join(meta.get("tags") or []), note=meta.get("note") or "")
+    row.update({column: _cell(cells["config"].get(n)) for n, column in config.items()})
+    row.update({_outcome_column(k, config): v for k, v in cells["outcomes"].items()})
+    finals = cells["finals"]
     # A parameter named like a config field (a bare Parameter "lr") must not hide it.
     column = {name: f"param.{name}" if name in row else name for name in finals}
     row.update({column[name]: value for name, value in finals.items()})
     row.update({f"{column[name]}_error": abs(finals[name] - float(target))
-                for name, target in run.targets.items()
+                for name, target in (meta.get("targets") or {}).items()
                 if finals.get(name) is not None and _is_number(target)})
-    row.update(summary["eval"])
-    row.update(summary.get("system") or {})
-    git = provenance_of(run.meta).get("git") or {}
-    row.update(git_commit=git.get("commit"), dirty=git.get("dirty"))
-    row["run_dir"] = run.dir
+    row.update(cells["eval"])
+    row.update(cells["system"])
+    row.update(git_commit=cells["git"][0], dirty=cells["git"][1])
+    row["run_dir"] = run_dir
     return row
 
 
@@ -411,39 +450,18 @@ def _outcome_column(name, config_names):
     return f"{name}_done" if name in config_names else name
 
 
-def _column_order(rows, config):
+def column_order(rows: Sequence[Mapping], config: Mapping[str, str]) -> list[str]:
+    """compare()'s columns of ``rows`` (identity, labels, trial, config, the rest as
+    the rows name them first, ``run_dir``)."""
     trial = [c for c in ("study", "trial", "trial_state") if any(c in row for row in rows)]
     head = list(IDENTITY + LABELS) + trial + list(config.values())
     rest = list(dict.fromkeys(k for row in rows for k in row if k not in head and k != "run_dir"))
     return head + rest + ["run_dir"]
 
 
-def _loss_outcomes(run, summary):
-    meta, loss = run.meta, summary["loss"]
-    return {
-        "final_loss": loss["final"] if loss["rows"] else meta.get("final_loss"),
-        "min_loss": loss["min"],
-        "best_step": loss["best_step"],
-        # run.json holds the totals once the run ended; loss.csv while it runs
-        "steps": meta.get("steps") or (loss["last_step"] if loss["rows"] else 0),
-        "epochs": meta.get("epochs") or (loss["last_epoch"] if loss["rows"] else 0),
-        "train_time_s": meta.get("train_time_s"),
-        "steps_per_s": meta.get("steps_per_s"),
-        **{f"final_{name}": value for name, value in loss.get("components", {}).items()},
-    }
-
-
 def loss_components(run):
     """Names of the loss components a run logged (loss.csv's extra columns)."""
     return [c for c in run.loss.columns if c not in schema.LOSS.columns]
-
-
-def _final_params(run, summary):
-    """Last logged value of each scalar parameter, then run.json's for the untracked."""
-    finals = dict(summary["params"])
-    for name, value in (run.meta.get("params") or {}).items():
-        finals.setdefault(name, value)
-    return finals
 
 
 def _summary_of(run):

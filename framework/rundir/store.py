@@ -799,26 +799,6 @@ class RunStore:
                 i += 1
         return out
 
-    def fingerprint(self, folder: str) -> str | None:
-        """A digest of this host's runs at or below ``folder`` as the catalog read
-        them (each run's folder and run.json's and config.json's size, time and
-        inode); None when compare() must read a run's logs or its files again (a
-        run without its final summary, running, or unreadable), or on a shared
-        catalog (no local snapshot of it)."""
-        import hashlib
-        if self.shared:
-            return None
-        scope, params = self.scope(folder, other_hosts=False)
-        # one pass in the table's order (an ORDER BY walks the key and reads each
-        # row apart: three times the time at 100,000 runs); sorted here
-        rows = self.db.execute(
-            "SELECT rel || char(0) || COALESCE(run_sig, ''), problem IS NOT NULL OR "
-            f"summarized = 0 OR status = 'running' FROM runs WHERE {scope}", params).fetchall()
-        if any(must_read for _, must_read in rows):
-            return None
-        text = "\0".join([self.root, folder] + sorted(row for row, _ in rows))
-        return hashlib.sha256(text.encode()).hexdigest()
-
     def _config_kinds(self, scope, params, name):
         return self.field_kinds(scope, params, name)
 
