@@ -5,9 +5,7 @@ light (``mindexp list`` imports neither pandas nor mindspore).
 """
 from __future__ import annotations
 
-import collections
 import logging
-import math
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
@@ -16,9 +14,12 @@ from .. import layout
 from ..errors import ConfigError, RunDirError
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
-from ..rundir.meta import UNREADABLE, UnreadableRun
+from ..rundir.meta import UNREADABLE
 from .cells import format_value
-from ..rundir.summary import compare_cells, eval_name, log_summary, stored_summary  # noqa: F401
+from .rows import (IDENTITY, LABELS, Skipped, _cell, _config_column,  # noqa: F401
+                   _load_for_compare, _outcome_column, _union, cells_of, skip_status, table_of,
+                   unreadable_rows, warn_skipped)
+from ..rundir.summary import eval_name, log_summary, stored_summary  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,14 +28,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-IDENTITY = ("experiment", "run_id", "status")
-LABELS = ("tags", "note")  # set by the user (mindexp tag / note), after the identity
 OUTCOMES = ("final_loss", "min_loss", "best_step", "steps", "epochs", "train_time_s",
             "steps_per_s")
 _MISSING = object()
-# A run that could not be read: ``status`` is ``unreadable`` when its run.json
-# does not validate (listed with that status), ``skipped`` when a log is broken.
-Skipped = collections.namedtuple("Skipped", "run_dir error status")
 
 
 class RunList(list):
@@ -125,22 +121,6 @@ def _read_each(paths, read):
     return done, errors
 
 
-def warn_skipped(errors: Iterable[Skipped]) -> None:
-    """One warning per run that could not be read."""
-    for skipped in errors:
-        logger.warning("%s: %s", "unreadable run" if skipped.status == UNREADABLE
-                       else "skipped a broken run", skipped.error)
-
-
-def file_cells(run_dir: str) -> tuple[dict | None, Skipped | None]:
-    """``(cells, None)`` of the run in ``run_dir`` read from its files (a running
-    or old run: its logs too), or ``(None, Skipped)`` when it cannot be read."""
-    try:
-        return cells_of(_load_for_compare(Run.found(run_dir))), None
-    except RunDirError as exc:
-        return None, Skipped(run_dir, str(exc), skip_status(exc))
-
-
 def _runs_below(path):
     """The runs at or below ``path`` (a folder's through the run catalog of its
     root; a sweep or study folder's: the runs its sweep.json or study.json names);
@@ -164,18 +144,6 @@ def _runs_below(path):
     return runs
 
 
-def skip_status(error):
-    """``unreadable`` for a run.json that does not validate, ``skipped`` for another error."""
-    return UNREADABLE if isinstance(error, UnreadableRun) else "skipped"
-
-
-def unreadable_rows(errors, **blank):
-    """One row per run of ``errors`` whose run.json does not validate: its id,
-    status ``unreadable``, folder, and ``blank`` (the other columns' empty values)."""
-    return [{"run_id": os.path.basename(s.run_dir), "experiment": None, "status": UNREADABLE,
-             **blank, "run_dir": s.run_dir} for s in errors if s.status == UNREADABLE]
-
-
 def _nothing_loaded(errors):
     if len(errors) == 1:
         return errors[0][1]
@@ -192,17 +160,6 @@ def as_runs(runs_or_paths: RunsOrPaths, read: Callable[[str], Run] | None = None
         return runs_or_paths if isinstance(runs_or_paths, RunList) else runs
     paths = [i.dir if isinstance(i, Run) else i for i in items]
     return load_runs(paths) if read is None else RunList(*_read_each(paths, read))
-
-
-def _load_for_compare(path):
-    """A run with what ``compare`` reads: run.json and config.json, and its
-    logs only when run.json holds no final summary (running or old runs)."""
-    run = path if isinstance(path, Run) else Run(path)
-    parts = ("meta", "config") if stored_summary(run.meta) else \
-        ("meta", "config", "loss", "params", "eval")
-    for part in parts:
-        getattr(run, part)
-    return run
 
 
 def _load_records(path):
@@ -239,9 +196,8 @@ def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, again
 
     ``columns``: only these columns, in this order (``sort`` may name
     another). Of one folder, they come from the run store's columns when it
-    can tell them; the full table comes from the store's per-run cells, kept
-    as a columnar snapshot brought up to date with the store's change feed
-    (:mod:`.snapshot`; the manual's "Many runs" page says which).
+    can tell them; the full table from its per-run cells, as a snapshot kept
+    current with its change feed (:mod:`.snapshot`; the manual's "Many runs").
 
     ``group_by``: config fields (a name or a list), or ``"auto"`` (the fields
     whose values differ, except ``seed``): one row per group, in the order of
@@ -286,44 +242,6 @@ def _compare_all(runs_or_paths, sort):
         table = table_of([(run.dir, cells_of(run)) for run in runs],
                          getattr(runs, "errors", ()))
     return sort_table(table, sort)
-
-
-def cells_of(run: Run) -> dict:
-    """compare()'s values of ``run`` from its files
-    (:func:`~mindexp.rundir.summary.compare_cells`)."""
-    return compare_cells(run.meta, run.config, _summary_of(run))
-
-
-def table_of(entries: Sequence[tuple[str, dict]], errors: Iterable[Skipped] = ()) -> pd.DataFrame:
-    """compare()'s table, unsorted, of ``entries`` (``(run_dir, cells)`` in folder
-    order), then a row per unreadable run of ``errors``: the columns are named
-    here, from every run's config fields and eval metrics."""
-    config = table_config(entries)
-    return frame_of(rows_of(entries, errors, config), config,
-                    _union(cells["eval"] for _, cells in entries))
-
-
-def rows_of(entries: Sequence[tuple[str, dict]], errors: Iterable[Skipped],
-            config: Mapping[str, str]) -> list[dict]:
-    """The rows of :func:`table_of` as dicts."""
-    return [row_of(run_dir, cells, config) for run_dir, cells in entries] + \
-        unreadable_rows(errors, tags="", note="")
-
-
-def frame_of(rows: list[dict], config: Mapping[str, str], evals: list[str]) -> pd.DataFrame:
-    """The DataFrame of :func:`rows_of`'s ``rows``, with its ``attrs``."""
-    import pandas as pd
-    table = pd.DataFrame(rows, columns=column_order(rows, config))
-    # what each column is, for readers that must not guess from names
-    table.attrs["config_columns"] = list(config.values())
-    table.attrs["eval_columns"] = list(evals)
-    return table
-
-
-def table_config(entries: Sequence[tuple[str, dict]]) -> dict[str, str]:
-    """``{config field: its column}`` of a table of ``entries`` (:func:`table_of`)."""
-    evals = _union(cells["eval"] for _, cells in entries)
-    return {n: _config_column(n, evals) for n in _union(cells["config"] for _, cells in entries)}
 
 
 def _compare_where(runs_or_paths, sort, columns, group_by, against, where):
@@ -410,63 +328,9 @@ def sort_table(table, sort):
     return ordered.reset_index(drop=True)
 
 
-# A tuning trial's run status as Optuna's trial state (``mindexp tune``).
-TRIAL_STATES = {"completed": "COMPLETE", "pruned": "PRUNED", "interrupted": "INTERRUPTED",
-                "running": "RUNNING"}
-
-
-def row_of(run_dir: str, cells: Mapping[str, Any], config: Mapping[str, str]) -> dict:
-    """One run's row from its cells (:func:`cells_of`); ``config``: ``{field: its column}``."""
-    meta = cells["meta"]
-    row = {name: meta.get(name) for name in IDENTITY}
-    row["run_id"] = meta.get("run_id") or os.path.basename(run_dir)
-    if meta.get("study") is not None:  # a trial: its number and state next to the status
-        row.update(study=meta["study"], trial=meta.get("trial"),
-                   trial_state=TRIAL_STATES.get(meta.get("status"), "FAIL"))
-    row.update(tags=",".join(meta.get("tags") or []), note=meta.get("note") or "")
-    row.update({column: _cell(cells["config"].get(n)) for n, column in config.items()})
-    row.update({_outcome_column(k, config): v for k, v in cells["outcomes"].items()})
-    finals = cells["finals"]
-    # A parameter named like a config field (a bare Parameter "lr") must not hide it.
-    column = {name: f"param.{name}" if name in row else name for name in finals}
-    row.update({column[name]: value for name, value in finals.items()})
-    row.update({f"{column[name]}_error": abs(finals[name] - float(target))
-                for name, target in (meta.get("targets") or {}).items()
-                if finals.get(name) is not None and _is_number(target)})
-    row.update(cells["eval"])
-    row.update(cells["system"])
-    row.update(git_commit=cells["git"][0], dirty=cells["git"][1])
-    row["run_dir"] = run_dir
-    return row
-
-
-def _config_column(name, metrics=()):
-    # A config field never hides the identity columns, nor a metric of that name.
-    return f"config.{name}" if name in IDENTITY + LABELS or name == "run_dir" \
-        or name in metrics else name
-
-
-def _outcome_column(name, config_names):
-    return f"{name}_done" if name in config_names else name
-
-
-def column_order(rows: Sequence[Mapping], config: Mapping[str, str]) -> list[str]:
-    """compare()'s columns of ``rows`` (identity, labels, trial, config, the rest as
-    the rows name them first, ``run_dir``)."""
-    trial = [c for c in ("study", "trial", "trial_state") if any(c in row for row in rows)]
-    head = list(IDENTITY + LABELS) + trial + list(config.values())
-    rest = list(dict.fromkeys(k for row in rows for k in row if k not in head and k != "run_dir"))
-    return head + rest + ["run_dir"]
-
-
 def loss_components(run):
     """Names of the loss components a run logged (loss.csv's extra columns)."""
     return [c for c in run.loss.columns if c not in schema.LOSS.columns]
-
-
-def _summary_of(run):
-    """run.json's summary of a finished run, else the same computed from its CSVs."""
-    return stored_summary(run.meta) or log_summary(run)
 
 
 def _eval_table(run):
@@ -721,18 +585,4 @@ def format_table(table):
 
 # -- helpers -------------------------------------------------------------------
 
-def _union(dicts):
-    return list(dict.fromkeys(k for d in dicts for k in d))
 
-
-def _cell(value):
-    """A config value fit for a table cell and a set (lists become tuples)."""
-    if isinstance(value, list):
-        return tuple(_cell(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _cell(v)) for k, v in value.items()))
-    return value
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -42,8 +42,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import layout
 from ..callbacks import schema
-from ..rundir.meta import UNREADABLE
-from . import reports
+from .rows import column_order, file_cells, frame_of, rows_of, table_config, warn_skipped
 
 if TYPE_CHECKING:
     import numpy as np
@@ -116,17 +115,17 @@ def _from_store(store: RunStore, folder: str) -> Kept | None:
     for rel, text in listed:
         run_dir = _folder(store, rel)
         cells, skipped = (next(parsed), None) if text is not None else \
-            reports.file_cells(run_dir)
+            file_cells(run_dir)
         if cells is not None:
             entries.append((run_dir, cells))
         else:
             errors.append(skipped)
     if not entries:
         return None
-    reports.warn_skipped(errors)
-    config = reports.table_config(entries)
-    rows = reports.rows_of(entries, errors, config)
-    table = reports.frame_of(rows, config, _union(c["eval"] for _, c in entries))
+    warn_skipped(errors)
+    config = table_config(entries)
+    rows = rows_of(entries, errors, config)
+    table = frame_of(rows, config, _union(c["eval"] for _, c in entries))
     shapes, codes = _shapes_of(rows, _row_cells(entries, rows))
     return Kept(table, codes, shapes, token, seq, config)
 
@@ -137,7 +136,7 @@ def _folder(store, rel):
 
 
 def _row_cells(entries, rows):
-    """``[cells or None]`` per row of :func:`reports.rows_of` (None: unreadable)."""
+    """``[cells or None]`` per row of :func:`~.rows.rows_of` (None: unreadable)."""
     return [cells for _, cells in entries] + [None] * (len(rows) - len(entries))
 
 
@@ -183,12 +182,12 @@ def _updated(kept: Kept, store: RunStore, folder: str) -> tuple[Kept | None, int
     gone = {_folder(store, rel) for rel in redo + changes.dropped}
     keep = ~kept.table["run_dir"].isin(gone).to_numpy()
     entries, errors = _entries(store, redo)
-    rows = reports.rows_of(entries, errors, kept.config)
+    rows = rows_of(entries, errors, kept.config)
     shapes, codes = _shapes_of(rows, _row_cells(entries, rows), kept.shapes)
     table = _spliced(kept, keep, rows, codes, shapes)
     if table is None:
         return None, 0
-    reports.warn_skipped(errors)
+    warn_skipped(errors)
     merged = Kept(table[0], table[1], shapes, kept.token, seq, kept.config)
     return merged, len(changes.changed) + len(changes.dropped)
 
@@ -199,7 +198,7 @@ def _entries(store, rels):
     for rel, text in sorted(store.cells_of(rels).items()):
         run_dir = _folder(store, rel)
         cells, skipped = (json.loads(text), None) if text is not None else \
-            reports.file_cells(run_dir)
+            file_cells(run_dir)
         if cells is not None:
             entries.append((run_dir, cells))
         else:
@@ -239,7 +238,7 @@ def _same_columns(distinct, shapes, kept):
     if _union(s[1] for s in readable) != list(kept.config) or \
             _union(s[2] for s in readable) != table.attrs.get("eval_columns"):
         return False
-    columns = reports.column_order([dict.fromkeys(s[3]) for s in used], kept.config)
+    columns = column_order([dict.fromkeys(s[3]) for s in used], kept.config)
     if columns != list(table.columns):
         return False
     types = {c: set() for c in columns}
@@ -311,9 +310,11 @@ def _encoded(kept, folder):
     as_json = [name for name in table.columns if table[name].dtype == object]
     # pandas' own metadata kept: its dtypes (text, nullable) come back as they were
     arrow = pa.Table.from_pandas(table.drop(columns=as_json), preserve_index=False)
-    for name in as_json:
-        arrow = arrow.append_column(name, pa.array(
-            [json.dumps(_plain(v), allow_nan=True) for v in table[name]], pa.string()))
+    for name in as_json:   # few distinct values: each written once
+        codes, values = _distinct(table[name].tolist())
+        texts = pa.array([json.dumps(_plain(v), allow_nan=True) for v in values], pa.string())
+        arrow = arrow.append_column(name, pa.DictionaryArray.from_arrays(
+            pa.array(codes, pa.int32()), texts).cast(pa.string()))
     arrow = arrow.append_column(_CODES, pa.array(kept.codes, pa.int32()))
     meta = {"version": VERSION, "folder": folder, "token": kept.token, "seq": kept.seq,
             "shapes": kept.shapes, "config": kept.config, "json": as_json,
@@ -324,6 +325,21 @@ def _encoded(kept, folder):
     with pa.ipc.new_file(sink, arrow.schema) as writer:
         writer.write_table(arrow)
     return sink.getvalue().to_pybytes()
+
+
+def _distinct(values):
+    """``(code per value, distinct values)``; None, NaN and each type kept apart
+    (``True`` is not ``1``; pandas' factorize takes None for NaN)."""
+    index, distinct = {}, []
+    codes = []
+    for value in values:
+        key = (type(value), value if value == value else "NaN")
+        code = index.get(key)
+        if code is None:
+            code = index[key] = len(distinct)
+            distinct.append(value)
+        codes.append(code)
+    return codes, distinct
 
 
 def _decoded(data, folder):

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from mindexp import compare, layout
-from mindexp.analysis import reports, snapshot
+from mindexp.analysis import rows, snapshot
 from mindexp.rundir import store as store_module
 from mindexp.rundir.summary import SUMMARY_VERSION
 
@@ -75,8 +75,8 @@ def reads(monkeypatch):
             return real(*args, **kwargs)
         monkeypatch.setattr(module, attribute, wrapper)
     counted("store", store_module, "_read_run")
-    counted("files", reports, "file_cells")
-    counted("rows", reports, "row_of")
+    counted("files", snapshot, "file_cells")
+    counted("rows", rows, "row_of")
     return counts
 
 
