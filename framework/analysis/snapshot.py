@@ -180,6 +180,8 @@ def _updated(kept: Kept, store: RunStore, folder: str) -> tuple[Kept | None, int
         return None, 0
     redo = sorted(set(changes.changed) | set(store.uncelled(folder)))
     gone = {_folder(store, rel) for rel in redo + changes.dropped}
+    if not gone:   # nothing changed, nothing running: the snapshot as it is
+        return kept._replace(seq=seq), 0
     keep = ~kept.table["run_dir"].isin(gone).to_numpy()
     entries, errors = _entries(store, redo)
     rows = rows_of(entries, errors, kept.config)
@@ -212,20 +214,21 @@ def _spliced(kept, keep, rows, codes, shapes):
     their dtypes would not be the cold table's."""
     import numpy as np
     import pandas as pd
-    table, kept_codes = kept.table[keep], kept.codes[keep]
-    dirs = table["run_dir"].tolist()
-    readable = sum(1 for c in kept_codes.tolist() if not shapes[c][0])   # first, then the rest
+    kept_at = np.flatnonzero(keep)   # the rows kept, as positions in the old table
+    dirs = kept.table["run_dir"].to_numpy()[kept_at].tolist()
+    readable = sum(1 for c in kept.codes[kept_at].tolist() if not shapes[c][0])   # then the rest
     new = sorted(range(len(rows)), key=lambda i: (shapes[codes[i]][0], rows[i]["run_dir"]))
     at = [bisect.bisect_left(dirs, rows[i]["run_dir"], *((readable, len(dirs)) if
                                                           shapes[codes[i]][0] else (0, readable)))
           for i in new]
-    order = np.insert(np.arange(len(dirs)), at, len(dirs) + np.arange(len(new)))
-    all_codes = np.concatenate([kept_codes, codes[new]]).astype(np.int32)[order]
+    # positions in old table + new rows, in the cold table's order: one copy of the frame
+    order = np.insert(kept_at, at, len(kept.table) + np.arange(len(new)))
+    all_codes = np.concatenate([kept.codes, codes[new]]).astype(np.int32)[order]
     if not _same_columns(pd.unique(all_codes), shapes, kept):
         return None
     added = pd.DataFrame([rows[i] for i in new], columns=kept.table.columns,
                          dtype=object).astype(kept.table.dtypes.to_dict())
-    merged = pd.concat([table, added], ignore_index=True).take(order).reset_index(drop=True)
+    merged = pd.concat([kept.table, added], ignore_index=True).take(order).reset_index(drop=True)
     merged.attrs = dict(kept.table.attrs)
     return merged, all_codes
 
