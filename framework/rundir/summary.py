@@ -145,7 +145,7 @@ def compare_cells(meta, config, summary):
     (which depend on every run's config fields and eval metrics: the table
     does that, ``reports.compare``). The run store keeps them per finished
     run (:func:`stored_cells`), so a row is one JSON text away."""
-    loss = summary["loss"]
+    loss = summary[schema.LOSS.name]
     outcomes = {
         "final_loss": loss["final"] if loss["rows"] else meta.get("final_loss"),
         "min_loss": loss["min"],
