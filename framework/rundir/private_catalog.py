@@ -15,7 +15,7 @@ current:
   (``PRAGMA data_version``, the file replaced), the rows whose run.json or
   config.json changed are copied over (the writers of runs keep the source
   current: start, end, resume, tag, note, rm, gc);
-- :meth:`Catalog.sync`: what no writer said (a run copied in by hand, or
+- :meth:`RunStore.sync`: what no writer said (a run copied in by hand, or
   written by an older mindexp): a ``stat`` per folder holding runs, and the
   running or unreadable runs' records;
 - a rolling check of :data:`CHECKED_PER_REFRESH` finished runs a refresh,
@@ -33,9 +33,9 @@ import sqlite3
 import tempfile
 from typing import Callable
 
-from .catalog import (FLAT, Catalog, _connect_sqlite, _Database, _folder_id, _read_run,
-                      _run_signature, _uri_path, catalog_root, database_path, is_catalog_of,
-                      plain_catalog_file, read_only_uri, walk)
+from .store import (FLAT, RunStore, _connect_sqlite, _Database, _folder_id, _read_run,
+                    _run_signature, _uri_path, catalog_root, database_path, is_catalog_of,
+                    plain_catalog_file, read_only_uri, walk)
 from ..errors import RunDirError
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ _CHANGES = [
 ]
 
 
-class PrivateCatalog(Catalog):
+class PrivateCatalog(RunStore):
     """A root's catalog copied into a temporary file: read and written by the
     server alone, removed by :meth:`close`."""
 
@@ -319,7 +319,7 @@ class PrivateCatalog(Catalog):
             raise
 
     def rebuild(self) -> int:
-        """:meth:`Catalog.rebuild` (the root has no catalog to copy) a thousand runs
+        """:meth:`RunStore.rebuild` (the root has no catalog to copy) a thousand runs
         at a time: 100,000 runs' records are never held at once."""
         where, params = self._mine()
         count, batch, folders = 0, [], []
@@ -352,7 +352,7 @@ class PrivateCatalog(Catalog):
         return count
 
     def _insert_runs(self, runs):
-        """:meth:`Catalog._insert_runs` keeping the record of the failed runs only
+        """:meth:`RunStore._insert_runs` keeping the record of the failed runs only
         (their error is searched; a page reads the others from their folder)."""
         status = FLAT.index("status")
         super()._insert_runs([(rel, entry if entry[0][status] in FAILED_STATUSES

@@ -27,8 +27,8 @@ import logging
 import os
 import sqlite3
 
-from .catalog import (Catalog, _Database, _folder_id, catalog_root, database_path,
-                      is_catalog_of, plain_catalog_file, read_only_uri)
+from .store import (RunStore, _Database, _folder_id, catalog_root, database_path,
+                    is_catalog_of, plain_catalog_file, read_only_uri)
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ BUSY_TIMEOUT_S = 0.5   # a writer's lock held longer than this: the page waits f
 STARTED_INDEX = "runs_started"   # the root catalog's index on the start time
 
 
-class SourceCatalog(Catalog):
+class SourceCatalog(RunStore):
     """A root's catalog opened read-only for the runs table's pages (see the
     module's docstring); :func:`open_source` opens one."""
 

@@ -617,11 +617,11 @@ def test_a_finished_run_resumed_sends_its_new_rows(served):
 
 
 def test_the_first_scan_knows_which_runs_run_from_a_current_catalog(served, monkeypatch):
-    from mindexp.rundir import catalog, private_catalog
+    from mindexp.rundir import store as catalog, private_catalog
     root, get = served
     for name, status in (("live", "running"), ("done", "completed"), ("resumed", "completed")):
         make_run(root, name, status=status, losses=(1.0, 0.5))
-    catalog.open_catalog(root).close()   # what `mindexp runs` leaves
+    catalog.open_store(root).close()   # what `mindexp runs` leaves
     run_json = root / "toy" / "resumed" / "run.json"   # rewritten after the catalog read it
     run_json.write_text(json.dumps(json.loads(run_json.read_text()) | {"status": "running"}))
     read = []
@@ -788,12 +788,12 @@ def test_a_page_reads_only_its_own_runs(served, monkeypatch):
 
 def test_a_writers_change_to_a_finished_run_is_followed_from_the_roots_catalog(served,
                                                                             monkeypatch):
-    from mindexp.rundir import catalog, private_catalog
+    from mindexp.rundir import store as catalog, private_catalog
     monkeypatch.setattr(private_catalog, "CHECKED_PER_REFRESH", 0, raising=False)
     root, get = served
     done = make_run(root, "done")
     make_run(root, "other")
-    catalog.open_catalog(root).close()   # the root's catalog, as `mindexp runs` leaves it
+    catalog.open_store(root).close()   # the root's catalog, as `mindexp runs` leaves it
     cursor = _changes(get)[0]["cursor"]
     run_json = os.path.join(done, "run.json")
     meta = json.loads(open(run_json).read())
@@ -910,9 +910,9 @@ def _runs_soon(get, query="", seconds=20):
 
 
 def _with_catalog(root, names, **kwargs):
-    from mindexp.rundir import catalog
+    from mindexp.rundir import store as catalog
     dirs = [make_run(root, name, **kwargs) for name in names]
-    catalog.open_catalog(root).close()   # the root's catalog, as `mindexp runs` leaves it
+    catalog.open_store(root).close()   # the root's catalog, as `mindexp runs` leaves it
     return dirs
 
 
@@ -920,7 +920,7 @@ def test_a_page_is_answered_from_the_roots_catalog_while_the_copy_is_made(served
     root, get = served
     _with_catalog(root, ["r0", "r1", "r2"], config={"lr": 0.1})
     make_run(root, "r3", config={"lr": 0.3})
-    from mindexp.rundir import catalog
+    from mindexp.rundir import store as catalog
     catalog.run_written(str(root / "toy" / "r3"))
     with _copy_held(monkeypatch) as reached:
         page = _runs_soon(get, "?sort=run&limit=2")
@@ -935,7 +935,7 @@ def test_a_page_is_answered_from_the_roots_catalog_while_the_copy_is_made(served
 
 
 def test_what_changes_while_the_copy_is_made_reaches_the_next_poll(served, monkeypatch):
-    from mindexp.rundir import catalog
+    from mindexp.rundir import store as catalog
     root, get = served
     live, done, gone = _with_catalog(root, ["live", "done", "gone"])
     _rewrite_meta(live, status="running")
@@ -986,7 +986,7 @@ def test_a_subfolder_is_paged_from_the_roots_catalog(tmp_path, monkeypatch):
     root = tmp_path / "runs"
     _with_catalog(root, ["a0", "a1"])
     make_run(root, "b0", experiment="other")
-    from mindexp.rundir import catalog
+    from mindexp.rundir import store as catalog
     catalog.run_written(str(root / "other" / "b0"))
     with _serve(root / "toy") as get, _copy_held(monkeypatch) as reached:
         page = _runs_soon(get, "?sort=run")
@@ -1014,7 +1014,7 @@ def _edit(path, sql):
                                  "other-folder"])
 def test_an_unsafe_roots_catalog_is_not_read_and_the_page_waits_for_the_copy(
         tmp_path, monkeypatch, how):
-    from mindexp.rundir.catalog import VERSION, database_path
+    from mindexp.rundir.store import VERSION, database_path
     root = tmp_path / "runs"
     _with_catalog(root, ["r0", "r1"])
     path = database_path(str(root))
@@ -1071,7 +1071,7 @@ def _columns_as_before(catalog, root):
 
 def test_the_sampled_config_columns_are_the_same_as_before(tmp_path, monkeypatch):
     from mindexp.analysis import listing
-    from mindexp.rundir.catalog import open_catalog
+    from mindexp.rundir.store import open_store
     monkeypatch.setattr(listing, "COLUMNS_SAMPLE", 5)   # one run in three of the 14 looked at
     root = tmp_path / "runs"
     configs = [{"same": 1, "whole": 1.0 if i % 2 else 1, "flag": i % 3 == 0,
@@ -1080,7 +1080,7 @@ def test_the_sampled_config_columns_are_the_same_as_before(tmp_path, monkeypatch
                for i in range(14)]
     for i, config in enumerate(configs):
         make_run(root, f"r{i:02d}", config=config)
-    with open_catalog(root) as cat:
+    with open_store(root) as cat:
         expected = _columns_as_before(cat, str(root))
         assert listing._differing(cat, str(root)) == expected
     assert "lr" in expected and "same" not in expected and "whole" not in expected
