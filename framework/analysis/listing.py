@@ -1,8 +1,7 @@
 """The dashboard's runs table at any number of runs (``/api/runs``): one row per
-run, filtered, sorted and paged in SQL on the server's private copy of the
-run catalog (:mod:`mindexp.rundir.private_catalog`), or on the root's own
-catalog read in place while that copy is made
-(:mod:`mindexp.rundir.source_catalog`).
+run, filtered, sorted and paged in SQL on the server's replica of the run
+store (:mod:`mindexp.rundir.replica`), or on the root's store itself, read
+in place while the replica is made.
 
 At 100,000 runs the server cannot hold a row per run (1 GB) nor sort them
 in Python per request: a page is one ``COUNT`` and one ``ORDER BY ... LIMIT
@@ -20,7 +19,7 @@ from ..callbacks import schema
 from ..errors import ConfigError
 from ..rundir import where as grammar
 from ..rundir.meta import UNREADABLE
-from ..rundir.private_catalog import FAILED
+from ..rundir.replica import FAILED
 from ..rundir.run import Run
 
 MAX_LIMIT = 500          # rows per page at most
@@ -36,7 +35,7 @@ _SORT_SQL = {"run": "run_id", "status": "status", "started": "COALESCE(started_a
 
 
 class Listing:
-    """Pages of the served runs from the change feed's private catalogs (or the
+    """Pages of the served runs from the change feed's replicas (or the
     roots' own, read in place while those are made)."""
 
     def __init__(self, roots: list[str], key_of: Callable[[str], str]):
@@ -46,7 +45,7 @@ class Listing:
     def page(self, served: list, offset: int = 0, limit: int = 100, query: str = "",
              sort: str = "-started", where: str = "") -> dict:
         """``{"total", "matched", "offset", "columns", "rows"}``: the runs of
-        ``served`` (``[(root, private catalog)]``) holding every word of
+        ``served`` (``[(root, replica)]``) holding every word of
         ``query`` and matching ``where`` (``mindexp runs --where``'s grammar, in
         SQL: a running run by its run.json), sorted by ``sort`` (``-`` first:
         descending; ``config.<field>``), from ``offset``, at most ``limit`` (at
@@ -94,7 +93,7 @@ class Listing:
     def _rows(self, picked, columns):
         """The table's rows of ``picked`` (``(sort key, root, catalog, rel)``): their
         config and problem from the catalog, their record from it when it holds
-        it (the private copy: the failed runs'; the root's catalog, read while
+        it (the replica: the failed runs'; the root's catalog, read while
         the copy is made: every run's), else from the run's folder."""
         found = {}
         for catalog in {id(p[2]): p[2] for p in picked}.values():

@@ -1,0 +1,419 @@
+"""The dashboard's replica of a root's run store: a temporary file of the
+server's own that follows the store's change feed.
+
+``mindexp serve`` answers a poll every second per open page. Scanning the
+runs for each poll cost one ``stat`` per file per run (22 s a poll at
+100,000 runs); querying the root's store for every page would make the
+server a reader that writers wait for (on a rollback journal, the store on a
+network filesystem: a reader's lock holds every commit), and the server
+never writes into the served folders. So the server keeps the store's rows
+in a temporary file outside every served folder (a :class:`RunStore` of the
+same tables, which the table's pages query) and keeps it current:
+
+- :meth:`Replica.follow`: the runs the store wrote after the replica's last
+  value of its feed (:meth:`RunStore.changes`) are copied, :data:`COPY_ROWS`
+  rows per read, each read a statement of its own (a writer waits for none
+  of them longer than that), and the dropped ones removed;
+- :meth:`RunStore.sync`: what no writer said (a run copied in by hand, or
+  written by an older mindexp): a ``stat`` per folder holding runs, and the
+  running runs' records;
+- a rolling check of :data:`CHECKED_PER_REFRESH` finished runs a refresh,
+  so that a finished run's record edited by hand is seen within a pass
+  (at once below that many runs).
+
+Each write to the replica is noted (a run new, changed, of another config,
+removed): :meth:`Replica.refresh` returns them, the dashboard's change feed
+answers from them.
+
+The root's store is read only where it is safe (:func:`open_source`): it
+lies in the served folder, where anyone who can write there may have
+planted something. It and its journals must be regular files in a real
+folder (no link, no FIFO, checked before anything opens it); it opens
+read-only with ``query_only`` and ``trusted_schema=OFF`` (a planted schema's
+views and triggers call no function with side effects) and answers within
+:data:`BUSY_TIMEOUT_S`; it holds this mindexp's schema and was built from
+this very folder (not a store copied with another root).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import tempfile
+from typing import Callable
+
+from .store import (FLAT, RunStore, _columns_as_made, _Database, _folder_id, _read_run,
+                    _run_signature, _uri_path, catalog_root, database_path, is_catalog_of,
+                    plain_catalog_file, read_only_uri, walk)
+from ..errors import RunDirError
+
+logger = logging.getLogger(__name__)
+
+CHECKED_PER_REFRESH = 2000   # finished runs whose record is looked at per refresh
+COPY_ROWS = 1000             # rows copied from the store per read
+BUSY_TIMEOUT_S = 0.5   # a writer's lock held longer than this: followed at the next refresh
+PREFIX = "mindexp-dashboard-"
+STARTED_INDEX = "private_started"   # the runs table's default order, newest first
+FAILED_STATUSES = ("failed", "diverged", "interrupted")   # runs whose record holds an error
+FAILED = "(" + ", ".join(f"'{s}'" for s in FAILED_STATUSES) + ")"   # the same, as SQL
+REBUILD_BATCH = 1000   # runs read from their folders per insert, without a store to copy
+COPY_CACHE_KB = 32 * 1024   # the replica's page cache while it copies
+SERVED_CACHE_KB = 2000      # then (SQLite's default)
+# a row written with other values of these is a change the page shows (config first)
+_SHOWN = ("config", "run_sig", "status", "problem")
+
+
+class Source(RunStore):
+    """The root's store opened read-only (see :func:`open_source`): the feed the
+    replica follows, and the table's first pages while the replica is made."""
+
+    started_index = "runs_started"
+
+    def config_mark(self) -> tuple:
+        """Changes whenever another connection commits to the file (SQLite's
+        ``data_version``): the table's config columns are worked out again."""
+        return ("source", self.db.execute("PRAGMA data_version").fetchone()[0])
+
+
+def open_source(folder: str) -> Source | None:
+    """The store of ``folder``'s root, opened read-only, or None when there is
+    none or it is refused (see the module's docstring)."""
+    root = catalog_root(os.path.realpath(folder))
+    path = database_path(root)
+    if not plain_catalog_file(path):
+        return None
+    try:
+        conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_S,
+                               isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        logger.debug("dashboard: the run store %s was not opened: %s", path, exc)
+        return None
+    source = Source(_Database(conn, "sqlite", journal="read-only"), root, "", False)
+    try:
+        conn.execute("PRAGMA query_only=ON")
+        conn.execute("PRAGMA trusted_schema=OFF")
+        usable = is_catalog_of(source.db, "main", source.host, _folder_id(root))
+    except sqlite3.Error as exc:   # damaged, locked past the timeout
+        logger.debug("dashboard: the run store %s was not read: %s", path, exc)
+        usable = False
+    if not usable:
+        source.close()
+        return None
+    return source
+
+
+class Replica(RunStore):
+    """A root's store replicated into a temporary file: read and written by the
+    server alone, removed by :meth:`close`; :func:`replica` makes one."""
+
+    def __init__(self, db: _Database, root: str, path: str):
+        super().__init__(db, root, "", True)
+        self.path = path                  # the temporary file
+        self._token: str | None = None    # the store's feed followed (None: not yet)
+        self.seq = 0                      # and its value followed up to
+        self.copied = False               # the root's store was copied (not scanned)
+        self.started_index = STARTED_INDEX
+        self._source: Source | None = None
+        self._next_rel = ""               # where the rolling check goes on
+        self._noted: list[tuple[str, str]] = []   # (rel, kind) written since the last refresh
+        self._quiet = False               # writes are not noted (the first copy, a scan)
+        self._config_seq = 0              # bumped when runs came, went or changed config
+
+    def close(self) -> None:
+        """Close the replica and remove its file."""
+        super().close()
+        if self._source is not None:
+            self._source.close()
+        self.remove_files()
+
+    def remove_files(self) -> None:
+        """Remove the replica's file (what has it open keeps reading it)."""
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            try:
+                os.remove(self.path + suffix)
+            except FileNotFoundError:
+                pass
+
+    def config_mark(self) -> int:
+        """The latest change that can change which config fields differ (a run
+        came, went or changed its config)."""
+        return self._config_seq
+
+    # ---- keeping it current
+    def refresh(self) -> list[tuple[str, str]]:
+        """Follow the store, then what writers do not say: the folders' times,
+        the running runs, :data:`CHECKED_PER_REFRESH` others.
+        What changed: ``(rel, kind)``, kind ``new``, ``status`` (run.json
+        changed), ``config`` or ``removed``."""
+        self.follow()
+        self.sync()
+        self._check_some(CHECKED_PER_REFRESH)
+        noted, self._noted = self._noted, []
+        return noted
+
+    def follow(self, on_snapshot: Callable[[list[str]], None] | None = None) -> bool:
+        """Copy what the store wrote since the last call, drop what it dropped
+        (False without a usable store). The first call copies every run; of
+        those, the runs written after its first read are noted as changes.
+        ``on_snapshot(live run folders)``: called after that first read, with
+        the runs the store says run or cannot be read, before any row is copied."""
+        if self._source is None:
+            self._source = open_source(self.root)
+            if self._source is None:
+                return False
+        try:
+            self._follow(self._source, on_snapshot)
+        except sqlite3.Error as exc:   # locked past the timeout, mid-rebuild: caught up later
+            logger.debug("dashboard: the run store of %s was not followed: %s", self.root, exc)
+            self._source.close()
+            self._source = None
+            return False
+        return True
+
+    def _follow(self, source, on_snapshot):
+        token, first = source.feed()[0], self._token is None
+        since = self.seq if token == self._token else 0   # another token: the store made anew
+        seq, changed, dropped = source.changes(self.root, since)
+        if first and on_snapshot is not None:
+            on_snapshot([self._abs(rel) for (rel,) in source.select(
+                ["rel"], "host = ? AND root = ? AND (status = 'running' OR problem IS NOT "
+                "NULL)", (self.host, ""))])
+        if dropped is None or not since:   # every run given: what the store lacks goes
+            dropped = sorted(set(self._rels()) - set(changed))
+        existed = set(changed) if first else set()
+        for start in range(0, len(changed), COPY_ROWS):
+            self._take(source, changed[start:start + COPY_ROWS], seq if first else 0, existed)
+        if changed:
+            self._copy_fields(source)
+        if first:
+            self._copy_folders(source)
+        if dropped:
+            self._transaction(lambda: self._read_again(dropped, from_disk=False))
+        self._token, self.seq = token, seq
+
+    def _rels(self):
+        where, params = self._mine()
+        return [rel for (rel,) in self.db.execute(f"SELECT rel FROM runs WHERE {where}", params)]
+
+    def _take(self, source, rels, quiet_to, existed):
+        """Copy the store's rows of ``rels`` (one read of the rows, one of the
+        failed runs' records); noted when written after the feed's ``quiet_to``."""
+        marks = ", ".join("?" for _ in rels)
+        columns = _columns_as_made()["runs"]
+        rows = source.db.execute(f"SELECT {', '.join(columns)} FROM runs WHERE host = ? AND "
+                                 f"root = '' AND rel IN ({marks})", (self.host, *rels)).fetchall()
+        records = source.db.execute(
+            f"SELECT r.host, r.root, r.rel, c.meta FROM runs r JOIN records c ON c.host = "
+            f"r.host AND c.root = r.root AND c.rel = r.rel WHERE r.host = ? AND r.root = '' "
+            f"AND r.rel IN ({marks}) AND r.status IN {FAILED}", (self.host, *rels)).fetchall()
+        rel_at, seq_at = columns.index("rel"), columns.index("seq")
+        shown = [columns.index(c) for c in _SHOWN]
+        old = self._shown([row[rel_at] for row in rows])
+        for row in rows:
+            rel, now = row[rel_at], tuple(row[i] for i in shown)
+            if row[seq_at] > quiet_to and old.get(rel) != now:
+                self._note(rel, "new" if rel not in old and rel not in existed else
+                           "status" if rel in old and old[rel][0] == now[0] else "config")
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns[3:])
+
+        def write():
+            self.db.executemany(f"INSERT INTO runs ({', '.join(columns)}) VALUES "
+                                f"({', '.join('?' for _ in columns)}) ON CONFLICT (host, root, "
+                                f"rel) DO UPDATE SET {updates}", rows)
+            self.db.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?)", records)
+        self._transaction(write)
+
+    def _shown(self, rels):
+        """``{rel: its values of _SHOWN}`` of the replica's runs among ``rels``."""
+        where, params = self._mine()
+        marks = ", ".join("?" for _ in rels)
+        return {row[0]: row[1:] for row in self.db.execute(
+            f"SELECT rel, {', '.join(_SHOWN)} FROM runs WHERE {where} AND rel IN ({marks})",
+            params + tuple(rels)).fetchall()}
+
+    def _copy_fields(self, source):
+        rows = source.db.execute("SELECT * FROM fields WHERE host = ? AND root = ''",
+                                 (self.host,)).fetchall()
+        self._transaction(lambda: self.db.executemany(
+            "INSERT OR IGNORE INTO fields VALUES (?, ?, ?, ?)", rows))
+
+    def _copy_folders(self, source):
+        """The store's folders and their times: :meth:`sync` lists again those
+        whose time changed since (a run copied in or removed by hand)."""
+        rows = source.db.execute("SELECT rel, mtime_ns FROM folders WHERE host = ? AND root = ''",
+                                 (self.host,)).fetchall()
+        self._transaction(lambda: (self._store_folders(rows), self.db.execute(
+            "INSERT OR REPLACE INTO roots (host, root, folder_id) VALUES (?, '', ?)",
+            (self.host, _folder_id(self.root)))))
+
+    def _transaction(self, work):
+        self._begin()
+        try:
+            work()
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _check_some(self, count):
+        """Compare the next ``count`` runs' records with the disk (a rolling pass)."""
+        if count <= 0:
+            return
+        where, params = self._mine()
+        rows = self.db.execute(f"SELECT rel, run_sig FROM runs WHERE {where} AND rel > ? "
+                               f"ORDER BY rel LIMIT {int(count)}",
+                               params + (self._next_rel,)).fetchall()
+        self._next_rel = rows[-1][0] if len(rows) == count else ""
+        self._read_stale(rows)
+
+    def _read_stale(self, rows):
+        stale = [rel for rel, sig in rows if _run_signature(self._abs(rel)) != sig]
+        if stale:
+            self._transaction(lambda: self._read_again(stale))
+
+    def _read_again(self, rels, from_disk=True):
+        """Each run of ``rels`` read from its folder again, or dropped (gone, or
+        not ``from_disk``)."""
+        for rel in rels:
+            if from_disk and os.path.lexists(self._abs(rel)):
+                self._insert_runs([(rel, _read_run(self._abs(rel)))])
+            else:
+                self._delete_run(rel)
+
+    def rebuild(self) -> int:
+        """:meth:`RunStore.rebuild` (the root has no store to copy) a thousand runs
+        at a time: 100,000 runs' records are never held at once."""
+        where, params = self._mine()
+        count, batch, folders = 0, [], []
+        self._begin()
+        try:
+            for table in ("runs", "records", "folders", "roots", "fields"):
+                self.db.execute(f"DELETE FROM {table} WHERE {where}", params)
+            for kind, rel, value in walk(self.root):
+                (folders if kind == "folder" else batch).append((rel, value))
+                if len(batch) == REBUILD_BATCH:
+                    count += len(batch)
+                    self._insert_runs(batch)
+                    batch.clear()
+            count += len(batch)
+            self._insert_runs(batch)
+            self._store_folders(folders)
+            self.db.execute("INSERT INTO roots (host, root, folder_id) VALUES (?, ?, ?)",
+                            params + (_folder_id(self.root),))
+            self._commit()
+        except BaseException:
+            self._rollback()
+            raise
+        return count
+
+    # ---- what was written
+    def _insert_runs(self, runs):
+        """:meth:`RunStore._insert_runs`, noted, keeping the record of the failed runs
+        only (their error is searched; a page reads the others from their folder)."""
+        status = FLAT.index("status")
+        runs = [(rel, entry if entry[0][status] in FAILED_STATUSES else
+                 entry[:2] + (None,) + entry[3:]) for rel, entry in runs]
+        old = self._shown([rel for rel, _ in runs]) if runs and not self._quiet else {}
+        for rel, entry in runs:
+            self._note(rel, "new" if rel not in old else
+                       "status" if old[rel][0] == entry[1][0] else "config")
+        super()._insert_runs(runs)
+
+    def _note_dropped(self, select, params):
+        """Each run dropped is noted as removed (the replica keeps no feed of its own)."""
+        for (rel,) in self.db.execute(select, params).fetchall():
+            self._note(rel, "removed")
+
+    def _note(self, rel, kind):
+        if self._quiet:
+            return
+        self._noted.append((rel, kind))
+        if kind != "status":
+            self._config_seq += 1
+
+
+def replica(folder: str, directory: str | None = None,
+            on_snapshot: Callable[[list[str]], None] | None = None) -> Replica:
+    """A replica of the store of ``folder``'s root (built from a scan when the
+    root has none, or one refused), current, in a temporary file in
+    ``directory`` (default: the system's temporary folder). ``on_snapshot``:
+    see :meth:`Replica.follow` (not called when nothing is copied).
+
+    Its ``copied`` says whether the root's store was copied. What it noted
+    came after the copy's first read: what the scan then finds beyond the
+    copy (a run copied in by hand since the store was written) is one, so
+    that a page read from the store meanwhile learns it at its next poll."""
+    root = catalog_root(os.path.realpath(folder))
+    directory = directory or tempfile.gettempdir()
+    _remove_orphans(directory)
+    fd, path = tempfile.mkstemp(prefix=f"{PREFIX}{os.getpid()}-", suffix=".sqlite",
+                                dir=directory)
+    os.close(fd)
+    try:
+        made = _open_copy(root, path)
+    except BaseException:
+        os.remove(path)
+        raise
+    try:
+        made.copied = made.follow(on_snapshot)
+        made._quiet = not made.copied   # a scan of every run is no change
+        made.sync()
+        made._quiet = False
+        # the planner's statistics (a sample): one host and root is no filter, an index
+        # on the status or the start time is
+        made.db.execute("PRAGMA analysis_limit=1000")
+        made.db.execute("ANALYZE")
+        made.db.execute(f"PRAGMA cache_size=-{SERVED_CACHE_KB}")   # SQLite's default again
+    except BaseException:
+        made.close()
+        raise
+    return made
+
+
+def _remove_orphans(directory):
+    """Remove the replicas of servers that ended without closing them (killed):
+    their file names hold the process id."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            try:
+                os.remove(os.path.join(directory, name))
+            except OSError:
+                pass
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's: alive
+        return True
+    return True
+
+
+def _open_copy(root, path, again=True):
+    """The replica opened for this process alone (no journal on disk: it is derived)."""
+    conn = sqlite3.connect("file:" + _uri_path(path), uri=True, isolation_level=None,
+                           check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=MEMORY")
+    conn.execute("PRAGMA synchronous=OFF")
+    # the copy builds the indexes as it goes: with SQLite's default 2 MB of page cache
+    # it re-read pages
+    conn.execute(f"PRAGMA cache_size=-{COPY_CACHE_KB}")
+    made = Replica(_Database(conn, "sqlite", journal="private"), root, path)
+    try:
+        made.ensure_schema()
+        made.db.execute(f"CREATE INDEX IF NOT EXISTS {STARTED_INDEX} ON runs "
+                        "(started_at, run_id)")
+    except (RunDirError, sqlite3.DatabaseError):   # another version, damaged: start empty
+        conn.close()
+        if not again:
+            raise
+        open(path, "wb").close()
+        return _open_copy(root, path, again=False)
+    return made
