@@ -45,7 +45,6 @@ from typing import Callable
 from .store import (FLAT, RunStore, _columns_as_made, _Database, _folder_id, _read_run,
                     _run_signature, _uri_path, catalog_root, database_path, is_catalog_of,
                     plain_catalog_file, read_only_uri, walk)
-from ..errors import RunDirError
 
 logger = logging.getLogger(__name__)
 
@@ -396,7 +395,7 @@ def _alive(pid):
     return True
 
 
-def _open_copy(root, path, again=True):
+def _open_copy(root, path):
     """The replica opened for this process alone (no journal on disk: it is derived)."""
     conn = sqlite3.connect("file:" + _uri_path(path), uri=True, isolation_level=None,
                            check_same_thread=False)
@@ -407,13 +406,9 @@ def _open_copy(root, path, again=True):
     conn.execute(f"PRAGMA cache_size=-{COPY_CACHE_KB}")
     made = Replica(_Database(conn, "sqlite", journal="private"), root, path)
     try:
-        made.ensure_schema()
-        made.db.execute(f"CREATE INDEX IF NOT EXISTS {STARTED_INDEX} ON runs "
-                        "(started_at, run_id)")
-    except (RunDirError, sqlite3.DatabaseError):   # another version, damaged: start empty
+        made.ensure_schema()   # an empty file of its own: nothing else to take on
+        conn.execute(f"CREATE INDEX {STARTED_INDEX} ON runs (started_at, run_id)")
+    except BaseException:
         conn.close()
-        if not again:
-            raise
-        open(path, "wb").close()
-        return _open_copy(root, path, again=False)
+        raise
     return made
