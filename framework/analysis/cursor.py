@@ -236,7 +236,7 @@ class ChangeFeed:
         """A copy began reading ``root``'s catalog: the logs of the runs it says run
         are measured now (their rows after this go to the early pages' clients)."""
         for run_dir in live:
-            if _is_within(run_dir, root) and run_dir not in self._tracked:
+            if is_within(run_dir, root) and run_dir not in self._tracked:
                 raw = _raw_sizes(run_dir)
                 self._tracked[run_dir] = _Tracked(raw, _log_sizes(run_dir, raw),
                                                   self._early_cursor)
@@ -273,7 +273,7 @@ class ChangeFeed:
                 continue
             events += [(run_dir, kind) for run_dir, kind in
                        ((catalog._abs(rel), kind) for rel, kind in noted)
-                       if _is_within(run_dir, root)]
+                       if is_within(run_dir, root)]
         grew = self._track_logs(events, first)
         if events or grew:
             self.generation += 1
@@ -373,8 +373,13 @@ class _Tracked:
         return out
 
 
-def _is_within(path, root):
-    return path == root or path.startswith(root.rstrip("/") + "/")
+def is_within(path: str, root: str) -> bool:
+    """Whether the absolute ``path`` is ``root`` or below it, compared by path
+    components (``/a/runs-private`` is not within ``/a/runs``)."""
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # one relative, one absolute
+        return False
 
 
 def _raw_sizes(run_dir):

@@ -48,7 +48,7 @@ from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
 from ..secrets import masked
 from . import interactive, payload
-from .cursor import LOGS, ChangeFeed
+from .cursor import LOGS, ChangeFeed, is_within
 from .listing import Listing
 
 logger = logging.getLogger(__name__)
@@ -434,15 +434,6 @@ def private_folder(roots):
     raise MindexpError("cannot keep the dashboard's run catalog outside the served folders: "
                        "set TMPDIR to a writable folder outside them. Received: "
                        + ", ".join(roots))
-
-
-def is_within(path, root):
-    """Whether the absolute ``path`` is ``root`` or below it, compared by path
-    components (``/a/runs-private`` is not within ``/a/runs``)."""
-    try:
-        return os.path.commonpath([path, root]) == root
-    except ValueError:  # one relative, one absolute
-        return False
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -14,6 +14,7 @@ import json
 import math
 import os
 from typing import Callable
+from urllib.parse import quote
 
 from ..callbacks import schema
 from ..errors import ConfigError
@@ -135,21 +136,21 @@ class Listing:
         runs 138 -> 40 KB)."""
         run = run or Run.found(run_dir)
         key = self.key_of(run_dir)
-        base = {"key": key, "dir": run_dir, "page": f"/run/{_quote(key)}",
-                "href": f"/files/{_quote(key)}/"}
+        base = {"key": key, "dir": run_dir, "page": f"/run/{quote(key)}",
+                "href": f"/files/{quote(key)}/"}
         try:
             meta, config = run.meta, run.config
         except Exception as exc:   # noqa: BLE001 - mid-write or damaged: listed, said why
             name = os.path.basename(run_dir)
             return base | {"id": name, "short": name, "status": UNREADABLE,
                            "error": " ".join(str(exc).split()), "config": {}, "progress": {}}
-        from .payload import short_id
+        from .payload import first_line, short_id
         run_id = meta.get("run_id") or os.path.basename(run_dir)
         summary = (meta.get("summary") or {}).get(schema.LOSS.name) or {}
         return base | {
             "id": run_id, "short": short_id(run_id), "experiment": meta.get("experiment"),
             "status": meta.get("status") or "unknown", "started": meta.get("started_at"),
-            "error": _first_line(meta.get("error")), "stop_reason": meta.get("stop_reason"),
+            "error": first_line(meta.get("error")), "stop_reason": meta.get("stop_reason"),
             "final_loss": _number(meta.get("final_loss")), "min_loss": _number(summary.get("min")),
             "steps": meta.get("steps"), "config": {k: _cell(config[k]) for k in columns if k in config},
             "progress": _progress(run, meta)}
@@ -299,12 +300,3 @@ def _cell(value):
 def _number(value):
     """A finite number, or None (a diverged run's NaN sorts with the missing)."""
     return value if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
-def _first_line(text):
-    return str(text).strip().splitlines()[0] if text else None
-
-
-def _quote(key):
-    from urllib.parse import quote
-    return quote(key)

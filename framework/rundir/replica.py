@@ -40,7 +40,7 @@ import logging
 import os
 import sqlite3
 import tempfile
-from typing import Callable
+from typing import Any, Callable
 
 from .store import (FLAT, RunStore, _columns_as_made, _Database, _folder_id, _read_run,
                     _run_signature, _uri_path, catalog_root, database_path, is_catalog_of,
@@ -283,7 +283,9 @@ class Replica(RunStore):
         """:meth:`RunStore.rebuild` (the root has no store to copy) a thousand runs
         at a time: 100,000 runs' records are never held at once."""
         where, params = self._mine()
-        count, batch, folders = 0, [], []
+        batch: list[tuple[str, Any]]
+        folders: list[tuple[str, Any]]
+        count, batch, folders = 0, [], []   # (rel, run entry), (rel, folder time)
         self._begin()
         try:
             for table in ("runs", "records", "folders", "roots", "fields"):
