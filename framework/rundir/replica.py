@@ -175,19 +175,20 @@ class Replica(RunStore):
         return True
 
     def _follow(self, source, on_snapshot):
-        token, first = source.feed()[0], self._token is None
-        since = self.seq if token == self._token else 0   # another token: the store made anew
-        seq, changed, dropped = source.changes(self.root, since)
-        if first and on_snapshot is not None:
+        (token, snapshot), first = source.feed(), self._token is None
+        if first and on_snapshot is not None:   # the early pages read the store from here
             on_snapshot([self._abs(rel) for (rel,) in source.select(
                 ["rel"], "host = ? AND root = ? AND (status = 'running' OR problem IS NOT "
                 "NULL)", (self.host, ""))])
+        since = self.seq if token == self._token else 0   # another token: the store made anew
+        seq, changed, dropped = source.changes(self.root, since)
         if dropped is None or not since:   # every run given: what the store lacks goes
             dropped = sorted(set(self._rels()) - set(changed))
             since, last = 0, 0   # every row, read in the store's own order: rowid ranges
             existed = set(changed) if first else set()
             while last is not None:
-                last = self._take(source, "rowid > ?", (last,), seq if first else 0, existed)
+                last = self._take(source, "rowid > ?", (last,), snapshot if first else 0,
+                                  existed)
         for start in range(0, len(changed) if since else 0, COPY_ROWS):
             part = changed[start:start + COPY_ROWS]
             self._take(source, f"rel IN ({', '.join('?' for _ in part)})", part, 0, set())
