@@ -47,7 +47,7 @@ LOGS = ("loss", "params", "grad_norm", "eval")
 HISTORY = 64          # generations of log offsets kept per run
 MAX_EVENTS = 100_000  # runs' appearances, changes and removals kept (older cursors: reset)
 SNAPSHOT_WAIT_S = 5.0   # an early page waits this long for the copies' snapshots, at most
-COPY_PAUSE_S = 3.0      # the copies wait this long for the first page and data, at most
+COPY_PAUSE_S = 1.0      # the copies wait this long for the first page and data, at most
 
 
 class ChangeFeed:

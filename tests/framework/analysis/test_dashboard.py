@@ -866,16 +866,18 @@ def test_without_a_roots_catalog_the_server_scans_a_batch_at_a_time(tmp_path, mo
 # -- the first page while the private copy is made -------------------------------------
 
 @contextlib.contextmanager
-def _copy_held(monkeypatch, fails=None):
+def _copy_held(monkeypatch, fails=None, copied=0):
     """The replica's first copy of the root's store, held once it read the
-    store's feed, before it copies a row, until the block ends (yields the
-    event set then); ``fails``: an exception it then raises."""
+    store's feed, before it copies a row (after ``copied`` reads of rows),
+    until the block ends (yields the event set then); ``fails``: an exception
+    it then raises."""
     from mindexp.rundir import replica
     reached, release = threading.Event(), threading.Event()
-    real = replica.Replica._take
+    real, calls = replica.Replica._take, []
 
     def held(self, *args):
-        if not reached.is_set():
+        calls.append(args)
+        if len(calls) > copied and not reached.is_set():
             reached.set()
             release.wait(60)
             if fails is not None:
@@ -965,14 +967,15 @@ def test_a_writer_never_waits_for_the_server_on_a_rollback_journal(served, monke
     """On a network filesystem the store keeps a rollback journal, where a reader's
     lock holds every commit: the server reads the store a short statement at a time
     (here a writer that would wait even a moment fails, and says nothing)."""
-    from mindexp.rundir import store
+    from mindexp.rundir import replica, store
     monkeypatch.setattr(store, "_filesystem_of", lambda path: "nfs")
     root, get = served
     done, _ = _with_catalog(root, ["done", "other"])
     with store.open_store(root, sync=False) as opened:
         assert opened.journal == "delete"
     monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.0)
-    with _copy_held(monkeypatch) as reached:
+    monkeypatch.setattr(replica, "COPY_ROWS", 1)   # held with one row copied, one to come
+    with _copy_held(monkeypatch, copied=1) as reached:
         cursor = _runs_soon(get, "?sort=run")["cursor"]   # read from the store itself
         assert reached.wait(10)                           # the replica's copy under way
         _rewrite_meta(done, tags=["best"])
