@@ -186,18 +186,25 @@ class Replica(RunStore):
         full = dropped is None or not since   # every run given: what the store lacks goes
         if full:
             dropped = sorted(set(self._rels()) - set(changed))
+        if changed or full:
+            self._copy(full, changed, snapshot if first else None)
+        if dropped:
+            self._transaction(lambda: self._read_again(dropped, from_disk=False))
+        self._token, self.seq = token, seq
+
+    def _copy(self, full, changed, snapshot):
+        """Copy every row (``full``) or those of ``changed``, noting those written
+        after the feed's ``snapshot`` (None: not the first copy, all of them)."""
+        first = snapshot is not None
         with self._attached():
             last, existed = (0 if full else None), (set(changed) if first else set())
             while last is not None:   # every row, in the store's own order: rowid ranges
                 last = self._take("s.rowid > ? AND s.rowid <= ?", self._rowids(last),
-                                  snapshot if first else 0, existed)
+                                  snapshot or 0, existed)
             for start in range(0, 0 if full else len(changed), COPY_ROWS):
                 part = changed[start:start + COPY_ROWS]
                 self._take(f"s.rel IN ({', '.join('?' for _ in part)})", part, 0, set())
             self._copy_tables(first)
-        if dropped:
-            self._transaction(lambda: self._read_again(dropped, from_disk=False))
-        self._token, self.seq = token, seq
 
     def _rels(self):
         where, params = self._mine()
@@ -427,6 +434,7 @@ def _open_copy(root, path):
                            check_same_thread=False)
     conn.execute("PRAGMA journal_mode=MEMORY")
     conn.execute("PRAGMA synchronous=OFF")
+    conn.execute("PRAGMA trusted_schema=OFF")   # the store it attaches lies in a served folder
     # the copy builds the indexes as it goes: with SQLite's default 2 MB of page cache
     # it re-read pages
     conn.execute(f"PRAGMA cache_size=-{COPY_CACHE_KB}")
