@@ -178,9 +178,10 @@ class Replica(RunStore):
     def _follow(self, source, on_snapshot):
         (token, snapshot), first = source.feed(), self._token is None
         if first and on_snapshot is not None:   # the early pages read the store from here
-            on_snapshot([self._abs(rel) for (rel,) in source.select(
-                ["rel"], "host = ? AND root = ? AND (status = 'running' OR problem IS NOT "
-                "NULL)", (self.host, ""))])
+            on_snapshot([self._abs(rel) for (rel,) in source.db.execute(   # an index each
+                "SELECT rel FROM runs WHERE host = ? AND root = '' AND status = 'running' "
+                "UNION SELECT rel FROM runs WHERE host = ? AND root = '' AND problem IS NOT "
+                "NULL", (self.host, self.host)).fetchall()])
         since = self.seq if token == self._token else 0   # another token: the store made anew
         seq, changed, dropped = source.changes(self.root, since)
         full = dropped is None or not since   # every run given: what the store lacks goes
