@@ -11,9 +11,11 @@ in a temporary file outside every served folder (a :class:`RunStore` of the
 same tables, which the table's pages query) and keeps it current:
 
 - :meth:`Replica.follow`: the runs the store wrote after the replica's last
-  value of its feed (:meth:`RunStore.changes`) are copied, :data:`COPY_ROWS`
-  rows per read, each read a statement of its own (a writer waits for none
-  of them longer than that), and the dropped ones removed;
+  value of its feed (:meth:`RunStore.changes`) are copied from the store
+  attached read-only (SQLite to SQLite, no row through Python),
+  :data:`COPY_ROWS` rows a statement, each statement a transaction of its
+  own (a writer waits for none longer than that), and the dropped ones
+  removed;
 - :meth:`RunStore.sync`: what no writer said (a run copied in by hand, or
   written by an older mindexp): a ``stat`` per folder holding runs, and the
   running runs' records;
