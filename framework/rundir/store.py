@@ -577,10 +577,11 @@ class RunStore:
         if mtime is None:   # the folder went: everything below it goes too
             self._drop_below(rel)
             return
-        children = _children(folder)
-        present = {_join(rel, name) for name, _ in children}
         old_runs = {r for (r,) in self.db.execute(
             f"SELECT rel FROM runs WHERE {where} AND parent = ?", params + (rel,)).fetchall()}
+        # a run known here is not looked into again (100,000 stats in a big folder)
+        children = _children(folder, {r.rsplit("/", 1)[-1] for r in old_runs})
+        present = {_join(rel, name) for name, _ in children}
         for gone in old_runs - present:
             self._delete_run(gone)
         for sub in [r for r in known if r and os.path.dirname(r) == rel and r not in present]:
@@ -798,26 +799,6 @@ class RunStore:
                     [r[i] for r in rows]
                 i += 1
         return out
-
-    def fingerprint(self, folder: str) -> str | None:
-        """A digest of this host's runs at or below ``folder`` as the catalog read
-        them (each run's folder and run.json's and config.json's size, time and
-        inode); None when compare() must read a run's logs or its files again (a
-        run without its final summary, running, or unreadable), or on a shared
-        catalog (no local snapshot of it)."""
-        import hashlib
-        if self.shared:
-            return None
-        scope, params = self.scope(folder, other_hosts=False)
-        # one pass in the table's order (an ORDER BY walks the key and reads each
-        # row apart: three times the time at 100,000 runs); sorted here
-        rows = self.db.execute(
-            "SELECT rel || char(0) || COALESCE(run_sig, ''), problem IS NOT NULL OR "
-            f"summarized = 0 OR status = 'running' FROM runs WHERE {scope}", params).fetchall()
-        if any(must_read for _, must_read in rows):
-            return None
-        text = "\0".join([self.root, folder] + sorted(row for row, _ in rows))
-        return hashlib.sha256(text.encode()).hexdigest()
 
     def _config_kinds(self, scope, params, name):
         return self.field_kinds(scope, params, name)
@@ -1142,18 +1123,24 @@ def walk(folder: str, rel: str = "") -> Iterator[tuple[str, str, Any]]:
             continue
         yield "folder", rel, mtime
         stack.extend((os.path.join(path, name), _join(rel, name))
-                     for name, _ in _children(path))
+                     for name in _subfolders(path))
 
 
-def _children(folder):
-    """``[(name, is_run)]`` of the visible subfolders of ``folder`` (links not followed)."""
+def _subfolders(folder):
+    """The names of the visible subfolders of ``folder`` (links not followed)."""
     try:
         with os.scandir(folder) as entries:
-            names = [e.name for e in entries
-                     if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+            return [e.name for e in entries
+                    if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
     except OSError:
         return []
-    return [(n, os.path.lexists(os.path.join(folder, n, layout.RUN_JSON))) for n in names]
+
+
+def _children(folder, runs=frozenset()):
+    """``[(name, is_run)]`` of the visible subfolders of ``folder``; the names in
+    ``runs`` (known runs) are taken as runs without a look inside."""
+    return [(n, n in runs or os.path.lexists(os.path.join(folder, n, layout.RUN_JSON)))
+            for n in _subfolders(folder)]
 
 
 def _join(rel, name):
