@@ -75,6 +75,7 @@ class Source(RunStore):
     replica follows, and the table's first pages while the replica is made."""
 
     started_index = "runs_started"
+    file_id: str | None = None   # the file's device:inode when it was opened
 
     def config_mark(self) -> tuple:
         """Changes whenever another connection commits to the file (SQLite's
@@ -96,6 +97,7 @@ def open_source(folder: str) -> Source | None:
         logger.debug("dashboard: the run store %s was not opened: %s", path, exc)
         return None
     source = Source(_Database(conn, "sqlite", journal="read-only"), root, "", False)
+    source.file_id = _folder_id(path)
     try:
         conn.execute("PRAGMA query_only=ON")
         conn.execute("PRAGMA trusted_schema=OFF")
@@ -164,6 +166,10 @@ class Replica(RunStore):
         those, the runs written after its first read are noted as changes.
         ``on_snapshot(live run folders)``: called after that first read, with
         the runs the store says run or cannot be read, before any row is copied."""
+        if self._source is not None and \
+                self._source.file_id != _folder_id(database_path(self.root)):
+            self._source.close()   # the file made anew (a damaged one is): its feed too
+            self._source = None
         if self._source is None:
             self._source = open_source(self.root)
             if self._source is None:

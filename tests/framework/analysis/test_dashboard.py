@@ -987,6 +987,23 @@ def test_a_writer_never_waits_for_the_server_on_a_rollback_journal(served, monke
     assert [r["run_id"] for r in poll["status"]] == ["done"]
 
 
+def test_a_store_made_anew_while_served_is_followed(served, monkeypatch):
+    from mindexp.rundir import replica, store
+    monkeypatch.setattr(replica, "CHECKED_PER_REFRESH", 0)   # only the feed tells
+    root, get = served
+    done, _ = _with_catalog(root, ["done", "other"])
+    cursor = _changes(get)[0]["cursor"]
+    for suffix in ("", "-wal", "-shm"):   # removed, as a damaged file is, and made again
+        path = store.database_path(str(root)) + suffix
+        if os.path.exists(path):
+            os.remove(path)
+    store.open_store(root).close()
+    _rewrite_meta(done, tags=["best"])
+    store.run_written(done)
+    poll, _ = _changes(get, cursor)
+    assert [r["run_id"] for r in poll["status"]] == ["done"] and not poll["new"]
+
+
 @pytest.mark.parametrize("fails", [sqlite3.OperationalError("disk I/O error"),
                                    OSError(28, "No space left on device")],
                          ids=["copy-falls-back-to-a-scan", "copy-raises"])
