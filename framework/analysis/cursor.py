@@ -283,20 +283,12 @@ class ChangeFeed:
                 self._floor = self._events[cut - 1][0]
                 del self._events[:cut]
 
-    def _live_runs(self):
-        """The runs that run (or cannot be read yet: looked at on every refresh)."""
-        out = set()
-        for root, catalog in self._served:
-            scope, params = catalog.scope(root, other_hosts=False)
-            for live in ("status = 'running'", "problem IS NOT NULL"):   # an index each
-                out.update(catalog._abs(rel) for (rel,) in catalog.select(
-                    ["rel"], f"{scope} AND {live}", params))
-        return out
-
     def _track_logs(self, events, first):
-        """Stat the logs of the runs that run, and of those whose record just
-        changed (their last rows); True when a log gained whole lines."""
-        live = self._live_runs()
+        """Stat the logs of the runs that run (or cannot be read yet), and of those
+        whose record just changed (their last rows); True when a log gained whole
+        lines."""
+        from ..rundir.replica import live_runs
+        live = {d for root, catalog in self._served for d in live_runs(catalog, root)}
         touched = {d for d, kind in events}
         for run_dir in [d for d, kind in events if kind == "removed"]:
             self._tracked.pop(run_dir, None)

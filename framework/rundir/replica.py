@@ -83,6 +83,15 @@ class Source(RunStore):
         return ("source", self.db.execute("PRAGMA data_version").fetchone()[0])
 
 
+def live_runs(store: RunStore, folder: str) -> list[str]:
+    """The folders of this host's runs at or below ``folder`` that run or cannot
+    be read (along an index each: with OR, SQLite read every row)."""
+    scope, params = store.scope(folder, other_hosts=False)
+    return [store.location(store.host, store.key_root, rel) for (rel,) in store.db.execute(
+        f"SELECT rel FROM runs WHERE {scope} AND status = 'running' UNION SELECT rel FROM runs "
+        f"WHERE {scope} AND problem IS NOT NULL", params + params).fetchall()]
+
+
 def open_source(folder: str) -> Source | None:
     """The store of ``folder``'s root, opened read-only, or None when there is
     none or it is refused (see the module's docstring)."""
@@ -186,10 +195,7 @@ class Replica(RunStore):
     def _follow(self, source, on_snapshot):
         (token, snapshot), first = source.feed(), self._token is None
         if first and on_snapshot is not None:   # the early pages read the store from here
-            on_snapshot([self._abs(rel) for (rel,) in source.db.execute(   # an index each
-                "SELECT rel FROM runs WHERE host = ? AND root = '' AND status = 'running' "
-                "UNION SELECT rel FROM runs WHERE host = ? AND root = '' AND problem IS NOT "
-                "NULL", (self.host, self.host)).fetchall()])
+            on_snapshot(live_runs(source, self.root))
         since = self.seq if token == self._token else 0   # another token: the store made anew
         seq, changed, dropped = source.changes(self.root, since)
         full = dropped is None or not since   # every run given: what the store lacks goes
