@@ -230,7 +230,10 @@ class Replica(RunStore):
         """The root's store attached as ``src`` (read-only), once it is this root's,
         of this version: rows go from one file to the other without Python
         (a third of the time, and the interpreter free for the page's data)."""
-        self.db.execute("ATTACH DATABASE ? AS src", (read_only_uri(database_path(self.root)),))
+        path = database_path(self.root)
+        if not plain_catalog_file(path):   # swapped for a link or a FIFO since it was opened
+            raise sqlite3.DatabaseError(f"{path} is not a plain file")
+        self.db.execute("ATTACH DATABASE ? AS src", (read_only_uri(path),))
         try:
             if not is_catalog_of(self.db, "src", self.host, _folder_id(self.root)):
                 raise sqlite3.DatabaseError("the store is not this root's")
