@@ -2,6 +2,7 @@
 hand, rewritten by a writer or removed, the snapshot brought up to date with the
 store's change feed equals a cold compare() (values, columns, order, dtypes),
 and only the changed runs are read."""
+import gc
 import json
 import os
 import shutil
@@ -84,6 +85,33 @@ def test_a_cold_compare_from_the_store_equals_one_from_the_files(folder):
     table = compare(str(folder))
     _same(table, _from_files(folder))
     assert table.set_index("run_id")["status"]["broken"] == "unreadable"
+
+
+def test_a_cold_table_is_made_with_the_cycle_collector_off_and_leaves_it_as_it_was(
+        folder, monkeypatch):
+    real, seen = rows.row_of, []
+
+    def row_of(*args):
+        seen.append(gc.isenabled())
+        return real(*args)
+    monkeypatch.setattr(rows, "row_of", row_of)
+    expected = _from_files(folder)
+    seen.clear()
+    _same(compare(str(folder)), expected)   # the first: cold
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        _cold(folder)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+    def broken(*args):
+        raise RuntimeError("planted")
+    monkeypatch.setattr(rows, "row_of", broken)
+    with pytest.raises(RuntimeError, match="planted"):
+        _cold(folder)
+    assert gc.isenabled()
 
 
 def test_compare_after_a_run_copied_in_by_hand_reads_that_run_alone(folder, reads):
