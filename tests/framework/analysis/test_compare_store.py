@@ -114,6 +114,21 @@ def test_a_cold_table_is_made_with_the_cycle_collector_off_and_leaves_it_as_it_w
     assert gc.isenabled()
 
 
+def test_config_fields_named_like_other_columns_missing_or_nested_keep_their_cells(tmp_path):
+    root = tmp_path / "out"
+    _finished(root, "a", 0, status="x", steps=5, w=3, eval_acc=1, opt=None)
+    _finished(root, "b", 1, opt={"k": [1, 2]})
+    table = compare(str(root / "sum")).set_index("run_id")
+    a, b = table.loc["a"], table.loc["b"]
+    assert (a["config.status"], a["status"], a["steps"], a["steps_done"]) == ("x", "completed", 5, 2)
+    assert (a["w"], a["param.w"], a["param.w_error"], a["config.eval_acc"]) == (3, 1.5, 0.5, 1)
+    assert (b["param.w"], b["param.w_error"], b["dims"]) == (2.5, 0.5, (1, 2))
+    assert pd.isna(b["config.status"]) and pd.isna(b["w"]) and pd.isna(a["opt"])
+    assert (b["opt"], a["dims"]) == ((("k", (1, 2)),), (0, 2))
+    assert {"config.status", "steps", "w", "config.eval_acc", "opt"} <= \
+        set(table.attrs["config_columns"])
+
+
 def test_compare_after_a_run_copied_in_by_hand_reads_that_run_alone(folder, reads):
     compare(str(folder))
     shutil.copytree(folder / "s0", folder / "s0copy")
