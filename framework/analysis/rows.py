@@ -96,10 +96,12 @@ def rows_of(entries: Sequence[tuple[str, dict]], errors: Iterable[Skipped],
         unreadable_rows(errors, tags="", note="")
 
 
-def frame_of(rows: list[dict], config: Mapping[str, str], evals: list[str]) -> pd.DataFrame:
-    """The DataFrame of :func:`rows_of`'s ``rows``, with its ``attrs``."""
+def frame_of(rows: list[dict], config: Mapping[str, str], evals: list[str],
+             columns: list[str] | None = None) -> pd.DataFrame:
+    """The DataFrame of :func:`rows_of`'s ``rows``, with its ``attrs``;
+    ``columns``: their :func:`column_order` when the caller knows it."""
     import pandas as pd
-    table = pd.DataFrame(rows, columns=column_order(rows, config))
+    table = pd.DataFrame(rows, columns=columns or column_order(rows, config))
     # what each column is, for readers that must not guess from names
     table.attrs["config_columns"] = list(config.values())
     table.attrs["eval_columns"] = list(evals)

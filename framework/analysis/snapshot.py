@@ -128,8 +128,10 @@ def _from_store(store: RunStore, folder: str) -> Kept | None:
     warn_skipped(errors)
     config = table_config(entries)
     rows = rows_of(entries, errors, config)
-    table = frame_of(rows, config, _union(c["eval"] for _, c in entries))
     shapes, codes = _shapes_of(rows, _row_cells(entries, rows))
+    # the distinct shapes in order of first appearance name what every row does
+    table = frame_of(rows, config, _union(s[2] for s in shapes if not s[0]),
+                     column_order([dict.fromkeys(s[3]) for s in shapes], config))
     return Kept(table, codes, shapes, token, seq, config)
 
 

@@ -18,13 +18,13 @@ from mindexp.rundir.summary import SUMMARY_VERSION
 from rundirs import make_run
 
 
-def _finished(root, run_id, i, experiment="sum", **config):
+def _finished(root, run_id, i, experiment="sum", *, evals=None, **config):
     """A run that ended with its summary in run.json (what the runner writes)."""
     loss = 0.5 / (i + 1)
     return make_run(root, run_id, experiment=experiment, losses=(1.0, loss),
                     config={"lr": 0.1 * (i + 1), "flag": bool(i % 2), "dims": [i, 2], **config},
                     meta={"summary": {"version": SUMMARY_VERSION, "params": {"w": 1.5 + i},
-                                      "eval": {"eval_acc": 0.5 + i / 10},
+                                      "eval": evals or {"eval_acc": 0.5 + i / 10},
                                       "loss": {"rows": 2, "final": loss, "min": loss,
                                                "best_step": 2, "last_step": 2,
                                                "last_epoch": 1, "components": {}}},
@@ -127,6 +127,16 @@ def test_config_fields_named_like_other_columns_missing_or_nested_keep_their_cel
     assert (b["opt"], a["dims"]) == ((("k", (1, 2)),), (0, 2))
     assert {"config.status", "steps", "w", "config.eval_acc", "opt"} <= \
         set(table.attrs["config_columns"])
+
+
+def test_eval_metrics_and_columns_in_order_of_first_appearance(tmp_path):
+    root = tmp_path / "out"
+    _finished(root, "a", 0, evals={"eval_b": 0.5}, late=1)
+    _finished(root, "b", 1, evals={"eval_a": 0.25, "eval_b": 0.75})
+    table = compare(str(root / "sum"))
+    assert table.attrs["eval_columns"] == ["eval_b", "eval_a"]
+    assert list(table.columns).index("eval_b") < list(table.columns).index("eval_a")
+    _same(table, _from_files(root / "sum"))
 
 
 def test_compare_after_a_run_copied_in_by_hand_reads_that_run_alone(folder, reads):
