@@ -195,10 +195,7 @@ def _summary_of(run):
 
 
 def _union(dicts):
-    seen = {}
-    for names in dicts:   # in order of first appearance, each dict at C speed
-        seen.update(dict.fromkeys(names))
-    return list(seen)
+    return list(dict.fromkeys(k for d in dicts for k in d))
 
 
 _NESTED = (list, dict)
