@@ -96,10 +96,12 @@ def rows_of(entries: Sequence[tuple[str, dict]], errors: Iterable[Skipped],
         unreadable_rows(errors, tags="", note="")
 
 
-def frame_of(rows: list[dict], config: Mapping[str, str], evals: list[str]) -> pd.DataFrame:
-    """The DataFrame of :func:`rows_of`'s ``rows``, with its ``attrs``."""
+def frame_of(rows: list[dict], config: Mapping[str, str], evals: list[str],
+             columns: list[str] | None = None) -> pd.DataFrame:
+    """The DataFrame of :func:`rows_of`'s ``rows``, with its ``attrs``;
+    ``columns``: their :func:`column_order` when the caller knows it."""
     import pandas as pd
-    table = pd.DataFrame(rows, columns=column_order(rows, config))
+    table = pd.DataFrame(rows, columns=columns or column_order(rows, config))
     # what each column is, for readers that must not guess from names
     table.attrs["config_columns"] = list(config.values())
     table.attrs["eval_columns"] = list(evals)
@@ -126,14 +128,15 @@ def row_of(run_dir: str, cells: Mapping[str, Any], config: Mapping[str, str]) ->
         row.update(study=meta["study"], trial=meta.get("trial"),
                    trial_state=TRIAL_STATES.get(meta.get("status"), "FAIL"))
     row.update(tags=",".join(meta.get("tags") or []), note=meta.get("note") or "")
-    get = cells["config"].get   # most values are plain: _cell only for lists and objects
-    row.update({column: _cell(v) if type(v := get(n)) in _NESTED else v
-                for n, column in config.items()})
-    row.update({_outcome_column(k, config): v for k, v in cells["outcomes"].items()})
+    _put_config(row, cells["config"], config)
+    outcomes = cells["outcomes"]
+    row.update(outcomes if config.keys().isdisjoint(outcomes) else
+               {_outcome_column(k, config): v for k, v in outcomes.items()})
     finals = cells["finals"]
     # A parameter named like a config field (a bare Parameter "lr") must not hide it.
-    column = {name: f"param.{name}" if name in row else name for name in finals}
-    row.update({column[name]: value for name, value in finals.items()})
+    column = dict(zip(finals, finals)) if row.keys().isdisjoint(finals) else \
+        {name: f"param.{name}" if name in row else name for name in finals}
+    row.update(zip(column.values(), finals.values()))
     row.update({f"{column[name]}_error": abs(finals[name] - float(target))
                 for name, target in (meta.get("targets") or {}).items()
                 if finals.get(name) is not None and _is_number(target)})
@@ -142,6 +145,25 @@ def row_of(run_dir: str, cells: Mapping[str, Any], config: Mapping[str, str]) ->
     row.update(git_commit=cells["git"][0], dirty=cells["git"][1])
     row["run_dir"] = run_dir
     return row
+
+
+def _put_config(row, values, config):
+    """``row``'s config columns (``config``: ``{field: its column}``) from the run's
+    config ``values``: a row per run and a column per field, so at C speed (map,
+    zip, list.index) but for the lists and objects, made cells by :func:`_cell`."""
+    columns = list(config.values())
+    if list(values) == columns and list(config) == columns:   # every field, none renamed
+        row.update(values)
+        got = list(values.values())
+    else:
+        got = list(map(values.get, config))
+        row.update(zip(columns, got))
+    types = list(map(type, got))
+    for kind in _NESTED:
+        at = -1
+        for _ in range(types.count(kind)):
+            at = types.index(kind, at + 1)
+            row[columns[at]] = _cell(got[at])
 
 
 def _config_column(name, metrics=()):

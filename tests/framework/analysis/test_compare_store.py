@@ -2,6 +2,7 @@
 hand, rewritten by a writer or removed, the snapshot brought up to date with the
 store's change feed equals a cold compare() (values, columns, order, dtypes),
 and only the changed runs are read."""
+import gc
 import json
 import os
 import shutil
@@ -17,13 +18,13 @@ from mindexp.rundir.summary import SUMMARY_VERSION
 from rundirs import make_run
 
 
-def _finished(root, run_id, i, experiment="sum", **config):
+def _finished(root, run_id, i, experiment="sum", *, evals=None, **config):
     """A run that ended with its summary in run.json (what the runner writes)."""
     loss = 0.5 / (i + 1)
     return make_run(root, run_id, experiment=experiment, losses=(1.0, loss),
                     config={"lr": 0.1 * (i + 1), "flag": bool(i % 2), "dims": [i, 2], **config},
                     meta={"summary": {"version": SUMMARY_VERSION, "params": {"w": 1.5 + i},
-                                      "eval": {"eval_acc": 0.5 + i / 10},
+                                      "eval": evals or {"eval_acc": 0.5 + i / 10},
                                       "loss": {"rows": 2, "final": loss, "min": loss,
                                                "best_step": 2, "last_step": 2,
                                                "last_epoch": 1, "components": {}}},
@@ -84,6 +85,58 @@ def test_a_cold_compare_from_the_store_equals_one_from_the_files(folder):
     table = compare(str(folder))
     _same(table, _from_files(folder))
     assert table.set_index("run_id")["status"]["broken"] == "unreadable"
+
+
+def test_a_cold_table_is_made_with_the_cycle_collector_off_and_leaves_it_as_it_was(
+        folder, monkeypatch):
+    real, seen = rows.row_of, []
+
+    def row_of(*args):
+        seen.append(gc.isenabled())
+        return real(*args)
+    monkeypatch.setattr(rows, "row_of", row_of)
+    expected = _from_files(folder)
+    seen.clear()
+    _same(compare(str(folder)), expected)   # the first: cold
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        _cold(folder)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+    def broken(*args):
+        raise RuntimeError("planted")
+    monkeypatch.setattr(rows, "row_of", broken)
+    with pytest.raises(RuntimeError, match="planted"):
+        _cold(folder)
+    assert gc.isenabled()
+
+
+def test_config_fields_named_like_other_columns_missing_or_nested_keep_their_cells(tmp_path):
+    root = tmp_path / "out"
+    _finished(root, "a", 0, status="x", steps=5, w=3, eval_acc=1, opt=None)
+    _finished(root, "b", 1, opt={"k": [1, 2]})
+    table = compare(str(root / "sum")).set_index("run_id")
+    a, b = table.loc["a"], table.loc["b"]
+    assert (a["config.status"], a["status"], a["steps"], a["steps_done"]) == ("x", "completed", 5, 2)
+    assert (a["w"], a["param.w"], a["param.w_error"], a["config.eval_acc"]) == (3, 1.5, 0.5, 1)
+    assert (b["param.w"], b["param.w_error"], b["dims"]) == (2.5, 0.5, (1, 2))
+    assert pd.isna(b["config.status"]) and pd.isna(b["w"]) and pd.isna(a["opt"])
+    assert (b["opt"], a["dims"]) == ((("k", (1, 2)),), (0, 2))
+    assert {"config.status", "steps", "w", "config.eval_acc", "opt"} <= \
+        set(table.attrs["config_columns"])
+
+
+def test_eval_metrics_and_columns_in_order_of_first_appearance(tmp_path):
+    root = tmp_path / "out"
+    _finished(root, "a", 0, evals={"eval_b": 0.5}, late=1)
+    _finished(root, "b", 1, evals={"eval_a": 0.25, "eval_b": 0.75})
+    table = compare(str(root / "sum"))
+    assert table.attrs["eval_columns"] == ["eval_b", "eval_a"]
+    assert list(table.columns).index("eval_b") < list(table.columns).index("eval_a")
+    _same(table, _from_files(root / "sum"))
 
 
 def test_compare_after_a_run_copied_in_by_hand_reads_that_run_alone(folder, reads):
