@@ -181,7 +181,7 @@ def column_order(rows: Sequence[Mapping], config: Mapping[str, str]) -> list[str
     the rows name them first, ``run_dir``)."""
     trial = [c for c in ("study", "trial", "trial_state") if any(c in row for row in rows)]
     head = list(IDENTITY + LABELS) + trial + list(config.values())
-    seen = {}
+    seen: dict[str, Any] = {}
     for row in rows:   # every row's names in order of first appearance, at C speed
         seen.update(row)
     skip = set(head) | {"run_dir"}

@@ -88,6 +88,7 @@ def folder_table(path) -> pd.DataFrame | None:
     with open_store(folder) as store:
         file = _file_of(store, folder)
         kept = _read(file, folder) if file else None
+        changed: int | None
         fresh, changed = _updated(kept, store, folder) if kept else (None, 0)
         if fresh is None:
             with _collector_paused():
@@ -121,7 +122,7 @@ def _from_store(store: RunStore, folder: str) -> Kept | None:
             file_cells(run_dir)
         if cells is not None:
             entries.append((run_dir, cells))
-        else:
+        elif skipped is not None:
             errors.append(skipped)
     if not entries:
         return None
@@ -222,7 +223,7 @@ def _entries(store, rels):
             file_cells(run_dir)
         if cells is not None:
             entries.append((run_dir, cells))
-        else:
+        elif skipped is not None:
             errors.append(skipped)
     return entries, errors
 
