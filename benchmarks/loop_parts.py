@@ -13,11 +13,14 @@ that preempts one step moves a mean, not these):
 - ``step``: end of one step to the end of the next, everything included;
 - ``train``: the loop's call of the train cell (the loop arms only);
 - ``run.step``: the loop's whole ``run.step`` (the record and every part);
-- ``record``: ``run.step`` minus the parts' hooks (the step's record, the
-  dispatch, the loop's bookkeeping);
-- one row per callback: its hooks' time (the loop's CallbackList parts or
-  the callbacks ``run.callbacks(model)`` hands ``Model.train``);
-- ``epoch hooks``: the loop's epoch ends and beginnings (``run.epochs``).
+- ``all hooks``: the step hooks of the CallbackList ``run.callbacks(model)``
+  hands ``Model.train`` (the Model arm);
+- ``record``: ``run.step`` (or ``all hooks``) minus its parts' step hooks
+  (the step's record, the dispatch, the loop's bookkeeping);
+- one column per callback: its step hooks' time (a part of the CallbackList,
+  or a callback ``Model.train`` calls itself);
+- ``epoch hooks``: the epoch ends and beginnings (``run.epochs`` moving on,
+  or MindSpore's epoch hooks).
 
 The per-call timers cost ~0.1-0.2 us each; read the rows as where the time
 goes, and loop_cost.py (no timers) for the ratios.
@@ -37,8 +40,10 @@ os.environ.setdefault("GLOG_v", "3")
 from benchmarks import loop_cost  # noqa: E402
 from benchmarks.workloads import FULL, QUICK  # noqa: E402
 
-HOOKS = ("on_train_step_begin", "on_train_step_end", "on_train_step_record",
-         "on_train_epoch_begin", "on_train_epoch_end")
+STEP_HOOKS = ("on_train_step_begin", "on_train_step_end", "on_train_step_record")
+EPOCH_HOOKS = ("on_train_epoch_begin", "on_train_epoch_end")
+EPOCH = "epoch hooks"
+ALL = "all hooks"    # the CallbackList's own step hooks: its parts and its record
 
 
 class Meter:
@@ -70,12 +75,18 @@ class Meter:
                 ns[label] += clock() - t0
         return call
 
-    def wrap_hooks(self, cb):
-        """Time ``cb``'s hooks (instance attributes shadow its class's)."""
-        label = type(cb).__name__
-        for hook in HOOKS:
+    def wrap_hooks(self, cb, epochs=True):
+        """Time ``cb``'s step hooks under its class's name, its epoch hooks as
+        ``epoch hooks``; a CallbackList's as ``all hooks`` and each of its parts'
+        step hooks (instance attributes shadow the class's)."""
+        parts = getattr(cb, "callbacks", None)
+        label = ALL if parts is not None else type(cb).__name__
+        for hook in STEP_HOOKS + (EPOCH_HOOKS if epochs else ()):
             if callable(getattr(cb, hook, None)):
-                setattr(cb, hook, self.timed(getattr(cb, hook), label))
+                name = EPOCH if hook in EPOCH_HOOKS else label
+                setattr(cb, hook, self.timed(getattr(cb, hook), name))
+        for part in parts or ():
+            self.wrap_hooks(part, epochs=False)
 
 
 def _loop_on(w, batches, out, meter):
@@ -87,10 +98,10 @@ def _loop_on(w, batches, out, meter):
     def timed_callbacks(loop, *args):
         cbl = original(loop, *args)
         for cb in cbl.callbacks:
-            meter.wrap_hooks(cb)
+            meter.wrap_hooks(cb, epochs=False)
         loop.step = meter.timed(loop.step, "run.step")
-        loop._close_epoch = meter.timed(loop._close_epoch, "epoch hooks")
-        loop._open_epoch = meter.timed(loop._open_epoch, "epoch hooks")
+        loop._close_epoch = meter.timed(loop._close_epoch, EPOCH)
+        loop._open_epoch = meter.timed(loop._open_epoch, EPOCH)
         return cbl
 
     net, opt, step = loop_cost._parts(w)
@@ -173,10 +184,11 @@ def measure(w, rounds, out):
             gaps = [b - a for a, b in zip(times, times[1:])]
             row = {"step": statistics.median(gaps) * 1e6}
             row.update({k: statistics.median(v) / 1e3 for k, v in meter.steps.items()})
-            if "run.step" in row:
+            whole = "run.step" if "run.step" in row else ALL
+            if whole in row:
                 parts = sum(v for k, v in row.items()
-                            if k not in ("step", "train", "run.step", "epoch hooks"))
-                row["record"] = row["run.step"] - parts
+                            if k not in ("step", "train", "run.step", EPOCH, ALL))
+                row["record"] = row[whole] - parts
             found[arm].append(row)
     return found
 
