@@ -125,4 +125,6 @@ def test_loop_cost_prints_both_paths_ratios(tmp_path):
                            "--rounds", "1", "--workload", "FB"], cwd=ROOT,
                           env=cli_env(GLOG_v="3"), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert re.search(r"^FB +(?:[0-9.]+m +){4}[0-9.]+ +[0-9.]+$", proc.stdout, re.M), proc.stdout
+    for label in ("FB", "  median step", "  CPU"):  # ratios, their difference, us added
+        assert re.search(rf"^{label} +(?:[0-9.]+m +){{4}}[0-9.]+ +[0-9.]+(?: +[+-][0-9.]+){{3}}$",
+                         proc.stdout, re.M), proc.stdout
