@@ -244,7 +244,7 @@ class Loop:
         self._net: Any = None     # the cell's network and optimizer (see _train)
         self._opt: Any = None
         self._lr_at: Any = None   # the lr at a step, from the optimizer
-        self._new_record: Any = None
+        self._make_record: Any = None
         self._read_loss, self._read_norm, self._read_component = \
             _FloatReader(), _FloatReader(), _FloatReader()
         self.callbacks: Any = None  # the CallbackList, from the first step
@@ -366,7 +366,7 @@ class Loop:
         self.params.update(cur_step_num=step, cur_epoch_num=self.epoch, net_outputs=loss)
         read = self._read_component
         parts = {k: read(v) for k, v in components.items()} if components else _NO_VALUES
-        record = self._new_record(step, self.epoch, last, self._read_loss(loss),
+        record = self._make_record(step, self.epoch, last, self._read_loss(loss),
                                   None if grad_norm is None else self._read_norm(grad_norm),
                                   parts, self._lr_at(step), _NO_VALUES,
                                   loss if grad_norm is None else (loss, grad_norm))
@@ -378,9 +378,9 @@ class Loop:
         """The callbacks of the loop, begun at its first step (what it trains,
         and whether it has a gradient norm and components, is known then)."""
         from mindspore.train import RunContext
-        from ..callbacks._recorder import _new_record
+        from ..callbacks._recorder import make_record
         self.run.begin_resumed()  # a resumed run's logs are cut back before the first row
-        self._new_record = _new_record
+        self._make_record = make_record
         self._train(loop_cell(net, optimizer, grad_norm, components))
         self.params.update(cur_step_num=self.step_count, cur_epoch_num=self.epoch,
                            epoch_num=self.epoch)
