@@ -36,7 +36,7 @@ FIGURES_LOG = "figures.log"            # tracebacks of an experiment's figures()
 WORKER_LOCK = "worker-{host}-{pid}.lock"  # a search worker's, in <study>/logs/, held while it lives
 CATALOG = ".mindexp-catalog"          # per output root: a folder holding CATALOG_DB (its journals come and go there, not beside the runs)
 CATALOG_DB = "runs.sqlite"             # the table of the root's runs (derived; rebuilt when missing)
-COMPARE_SNAPSHOT = "compare-{}.arrow"   # in CATALOG: compare() of a folder (its hash), as columns, with the runs fingerprint it holds
+COMPARE_SNAPSHOT = "compare-{}.arrow"   # in CATALOG: compare() of a folder (its hash), as columns, with the feed value it is of
 SUMMARY_INDEX = ".mindexp-index.json"  # what the catalog replaced (0.x): left alone, never read
 
 

@@ -8,28 +8,28 @@ runs that left, and each log's rows appended since then, read from the
 byte offset the log had at that cursor (only whole lines; never a full
 rescan of a CSV). When nothing changed the answer is a few bytes.
 
-Which runs appeared, changed or left comes from the server's private copy
-of each root's run catalog (:mod:`mindexp.rundir.private_catalog`), whose
-triggers record them: a poll follows the root's catalog and stats the
-folders holding runs, never every run (a quiet poll stat-ed every run's
-files: 22 s at 100,000 runs). Only the logs of the runs that still run are
-looked at.
+Which runs appeared, changed or left comes from the server's replica of
+each root's run store (:mod:`mindexp.rundir.replica`), which follows the
+store's change feed and notes what it writes: a poll asks the store what
+it wrote since and stats the folders holding runs, never every run (a
+quiet poll stat-ed every run's files: 22 s at 100,000 runs). Only the logs
+of the runs that still run are looked at.
 
 A cursor is a generation number of this server: each refresh that sees a
 change starts a new one. A cursor this server did not give (another
 server, one older than the history it keeps) gets ``reset``: the client
 fetches the full data again.
 
-The private copies are made in a thread of their own (:meth:`ChangeFeed.start`,
-about a second at 100,000 runs), and the runs table's first pages do not
-wait for them: :meth:`ChangeFeed.early` answers them from each root's own
-catalog read in place (:mod:`mindexp.rundir.source_catalog`) once every
-copy has taken its snapshot of that catalog, with the cursor of that
-snapshot. What changes after it (a writer's commit, a run copied in by
-hand, rows appended to a running run's logs) is recorded as changes of the
-copy, so the client's next poll gets them. A copy that fails (or falls back
-to a scan) after such a page was answered resets the cursors given so far.
-A poll itself waits for the copies.
+The replicas are made in a thread of their own (:meth:`ChangeFeed.start`,
+a second or two at 100,000 runs), and the runs table's first pages do not
+wait for them: :meth:`ChangeFeed.early` answers them from each root's store
+itself, read-only (:func:`mindexp.rundir.replica.open_source`), once every
+replica has read the store's feed, with the cursor of that moment. What
+changes after it (a writer's commit, a run copied in by hand, rows appended
+to a running run's logs) is noted by the replica, so the client's next poll
+gets it. A replica that fails (or falls back to a scan) after such a page
+was answered resets the cursors given so far. A poll itself waits for the
+replicas.
 """
 import functools
 import logging
@@ -51,26 +51,26 @@ COPY_PAUSE_S = 1.0      # the copies wait this long for the first page and data,
 
 
 class ChangeFeed:
-    """The served roots' private catalogs, refreshed on each request, and what
+    """The served roots' replicas, refreshed on each request, and what
     changed between refreshes; answers ``changes(cursor)`` (thread-safe)."""
 
     def __init__(self, roots: list[str], directory: str | None = None):
         self.roots = list(roots)
-        self.directory = directory    # where the private catalogs go (None: the system's)
+        self.directory = directory    # where the replicas go (None: the system's)
         self.generation = 0
-        self._served: list | None = None   # [(root, PrivateCatalog, last change seen)]
+        self._served: list | None = None   # [(root, its Replica)]
         self._events: list[tuple[int, str, str]] = []   # (generation, run dir, kind)
         self._floor = 0                    # cursors below this are older than the events kept
         self._tracked: dict[str, _Tracked] = {}   # run dir -> its logs' sizes (runs that ran)
         self._closed = False
-        self._lock = threading.Lock()      # the private catalogs, the events, the logs
-        # while the private catalogs are made: the roots' own catalogs, for early pages
+        self._lock = threading.Lock()      # the replicas, the events, the logs
+        # while the replicas are made: the roots' stores read in place, for early pages
         self._early = threading.Condition()   # guards what follows
         self._started = False              # start() was called
-        self._copying = False              # the private catalogs are being made
+        self._copying = False              # the replicas are being made
         self._copied: list[str] = []       # roots to copy
         self._snapshots: set[str] = set()  # roots whose copy has its snapshot
-        self._sources: list | None = None  # [(root, SourceCatalog)]; [] refused; None: not open
+        self._sources: list | None = None  # [(root, its Source)]; [] refused; None: not open
         self._early_answered = False       # a page came from them (with _early_cursor)
         self._early_cursor = 0             # the generation of the copies' snapshot
         self._preparer: threading.Thread | None = None   # start()'s thread
@@ -92,18 +92,18 @@ class ChangeFeed:
             return self._since(cursor, key_of)
 
     def refresh(self) -> int:
-        """Bring the private catalogs up to date; the generation of that state."""
+        """Bring the replicas up to date; the generation of that state."""
         with self._lock:
             self._refresh()
             return self.generation
 
     def query(self, fn: Callable):
-        """``fn([(served root, its private catalog)])``, with no refresh in between."""
+        """``fn([(served root, its replica)])``, with no refresh in between."""
         with self._lock:
-            return fn([(root, catalog) for root, catalog, _ in self._catalogs()])
+            return fn(self._catalogs())
 
     def start(self, then: Callable[[], object] | None = None) -> None:
-        """Make the private catalogs in a thread of its own (once; a later
+        """Make the replicas in a thread of its own (once; a later
         request waits for them), then call ``then()`` there. Once a copy has
         its snapshot (early pages can be answered), it pauses until
         :meth:`want_copy` or for :data:`COPY_PAUSE_S` at most."""
@@ -116,7 +116,7 @@ class ChangeFeed:
 
     def early(self, fn: Callable):
         """``(fn([(served root, its root's catalog read in place)]), cursor)``
-        while the private catalogs are being made, once each copy took its
+        while the replicas are being made, once each copy took its
         snapshot; None otherwise, and when a root's catalog is refused,
         damaged or busy (the caller then waits for the copies)."""
         with self._early:
@@ -140,7 +140,7 @@ class ChangeFeed:
 
     def _open_sources(self):
         if self._sources is None:
-            from ..rundir.source_catalog import open_source
+            from ..rundir.replica import open_source
             self._sources = []
             for root in self._copied:
                 source = open_source(root)
@@ -170,7 +170,7 @@ class ChangeFeed:
             if then is not None:
                 then()
         except Exception as exc:   # noqa: BLE001 - the next request builds again, and says
-            logger.warning("dashboard: making the private run catalog failed: %s", exc)
+            logger.warning("dashboard: making the replica of the run store failed: %s", exc)
         finally:
             with self._early:   # made by a request before this thread came: none under way
                 if self._served is not None:
@@ -178,14 +178,14 @@ class ChangeFeed:
                 self._early.notify_all()
 
     def close(self) -> None:
-        """Close the private catalogs and remove their files; without waiting
+        """Close the replicas and remove their files; without waiting
         long for a refresh under way (the server is stopping): its files go
         then, and the process's end closes the rest."""
         self._closed = True   # a refresh under way closes what it makes from here
         self._wanted.set()    # a copy's pause ends
         locked = self._lock.acquire(timeout=1.0)
         try:
-            for _, catalog, _ in self._served or []:
+            for _, catalog in self._served or []:
                 if locked:
                     catalog.close()
                 else:   # in use by the refresh: its file goes, the process's end closes it
@@ -204,27 +204,26 @@ class ChangeFeed:
         return self._served
 
     def _build(self):
-        """``[[root, its private catalog, last change seen]]``, made now."""
-        from ..rundir.private_catalog import private_catalog
+        """``[(root, its replica)]``, made now."""
+        from ..rundir.replica import replica
         roots = [root for root in self.roots if os.path.isdir(root)]
         self._begin_copies(roots)
         served = []
         try:
             for root in roots:
-                catalog = private_catalog(root, self.directory,
-                                          functools.partial(self._snapshot_taken, root))
-                served.append([root, catalog, 0])   # every change it records is news
+                served.append((root, replica(root, self.directory,
+                                             functools.partial(self._snapshot_taken, root))))
         except BaseException:
-            for _, catalog, _ in served:
+            for _, catalog in served:
                 catalog.close()
             self._tracked.clear()
             self._end_copies(copied=False)
             raise
         if self._closed:   # the server stopped meanwhile: nothing is left behind
-            for _, catalog, _ in served:
+            for _, catalog in served:
                 catalog.close()
             served = []
-        self._end_copies(copied=all(catalog.copied for _, catalog, _ in served))
+        self._end_copies(copied=all(catalog.copied for _, catalog in served))
         return served
 
     def _begin_copies(self, roots):
@@ -237,7 +236,7 @@ class ChangeFeed:
         """A copy began reading ``root``'s catalog: the logs of the runs it says run
         are measured now (their rows after this go to the early pages' clients)."""
         for run_dir in live:
-            if _is_within(run_dir, root) and run_dir not in self._tracked:
+            if is_within(run_dir, root) and run_dir not in self._tracked:
                 raw = _raw_sizes(run_dir)
                 self._tracked[run_dir] = _Tracked(raw, _log_sizes(run_dir, raw),
                                                   self._early_cursor)
@@ -266,17 +265,15 @@ class ChangeFeed:
     def _refresh(self):
         first = self._served is None
         events = []
-        for entry in self._catalogs():
-            root, catalog, seen = entry
+        for root, catalog in self._catalogs():
             try:
-                catalog.refresh()
+                noted = catalog.refresh()
             except (sqlite3.Error, OSError) as exc:   # a folder going away meanwhile
                 logger.debug("dashboard: refreshing %s: %s", root, exc)
-            for seq, rel, kind in catalog.changes_after(seen):
-                run_dir = catalog._abs(rel)
-                if _is_within(run_dir, root):
-                    events.append((run_dir, kind))
-                entry[2] = seq
+                continue
+            events += [(run_dir, kind) for run_dir, kind in
+                       ((catalog._abs(rel), kind) for rel, kind in noted)
+                       if is_within(run_dir, root)]
         grew = self._track_logs(events, first)
         if events or grew:
             self.generation += 1
@@ -286,20 +283,12 @@ class ChangeFeed:
                 self._floor = self._events[cut - 1][0]
                 del self._events[:cut]
 
-    def _live_runs(self):
-        """The runs that run (or cannot be read yet: looked at on every refresh)."""
-        out = set()
-        for root, catalog, _ in self._served:
-            scope, params = catalog.scope(root, other_hosts=False)
-            for live in ("status = 'running'", "problem IS NOT NULL"):   # an index each
-                out.update(catalog._abs(rel) for (rel,) in catalog.select(
-                    ["rel"], f"{scope} AND {live}", params))
-        return out
-
     def _track_logs(self, events, first):
-        """Stat the logs of the runs that run, and of those whose record just
-        changed (their last rows); True when a log gained whole lines."""
-        live = self._live_runs()
+        """Stat the logs of the runs that run (or cannot be read yet), and of those
+        whose record just changed (their last rows); True when a log gained whole
+        lines."""
+        from ..rundir.replica import live_runs
+        live = {d for root, catalog in self._served for d in live_runs(catalog, root)}
         touched = {d for d, kind in events}
         for run_dir in [d for d, kind in events if kind == "removed"]:
             self._tracked.pop(run_dir, None)
@@ -376,8 +365,13 @@ class _Tracked:
         return out
 
 
-def _is_within(path, root):
-    return path == root or path.startswith(root.rstrip("/") + "/")
+def is_within(path: str, root: str) -> bool:
+    """Whether the absolute ``path`` is ``root`` or below it, compared by path
+    components (``/a/runs-private`` is not within ``/a/runs``)."""
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # one relative, one absolute
+        return False
 
 
 def _raw_sizes(run_dir):

@@ -48,7 +48,7 @@ from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
 from ..secrets import masked
 from . import interactive, payload
-from .cursor import LOGS, ChangeFeed
+from .cursor import LOGS, ChangeFeed, is_within
 from .listing import Listing
 
 logger = logging.getLogger(__name__)
@@ -298,8 +298,8 @@ class RunIndex:
         return runs, errors
 
     def start(self):
-        """Make the private catalogs in the background, then the table's config
-        columns on them (pages meanwhile come from the roots' own catalogs: see
+        """Make the replicas of the run stores in the background, then the table's
+        config columns on them (pages meanwhile come from the roots' stores: see
         cursor.py); import pandas meanwhile, for the drawn runs' data. Once."""
         with self._start_lock:
             if self._started:
@@ -309,7 +309,7 @@ class RunIndex:
         self.feed.start(then=self._after_copies)
 
     def _after_copies(self):
-        """The table's config columns on the private catalogs, before a page asks;
+        """The table's config columns on the replicas, before a page asks;
         then the memory the copies freed goes back to the system (the threads'
         heaps kept it: 191 -> 159 MB at 100,000 runs)."""
         self.feed.query(self.listing.columns)
@@ -318,8 +318,8 @@ class RunIndex:
     def runs_page(self, offset=0, limit=100, query="", sort="-started", where=""):
         """One page of the runs table (see listing.py): counted, filtered (``where``:
         ``mindexp runs --where``'s grammar), sorted and paged in SQL on the server's
-        private catalog (on the root's own while that is made), whatever the number
-        of runs."""
+        replica of the run store (on the root's store itself while that is made),
+        whatever the number of runs."""
         answer, cursor = self._on_catalogs(lambda served: self.listing.page(
             served, offset, limit, query, sort, where))
         # the cursor of this state: the page's next poll asks for what changed after it
@@ -334,8 +334,8 @@ class RunIndex:
         return sorted(dirs), matched
 
     def _on_catalogs(self, fn):
-        """``(fn(served), cursor)``: on the roots' catalogs while the private ones
-        are made, else on these, brought up to date first."""
+        """``(fn(served), cursor)``: on the roots' stores while the replicas are
+        made, else on these, brought up to date first."""
         self.start()
         early = self.feed.early(fn)
         if early is not None:
@@ -422,8 +422,8 @@ def log_headers(run_dir):
 
 
 def private_folder(roots):
-    """Where the server keeps its private catalogs: the system's temporary
-    folder, or another outside every served folder (the server never writes
+    """Where the server keeps its replicas of the run stores: the system's
+    temporary folder, or another outside every served folder (the server never writes
     into them). MindexpError when every candidate is inside one."""
     import tempfile
     for folder in (tempfile.gettempdir(), "/dev/shm", "/var/tmp", os.path.expanduser("~")):
@@ -434,15 +434,6 @@ def private_folder(roots):
     raise MindexpError("cannot keep the dashboard's run catalog outside the served folders: "
                        "set TMPDIR to a writable folder outside them. Received: "
                        + ", ".join(roots))
-
-
-def is_within(path, root):
-    """Whether the absolute ``path`` is ``root`` or below it, compared by path
-    components (``/a/runs-private`` is not within ``/a/runs``)."""
-    try:
-        return os.path.commonpath([path, root]) == root
-    except ValueError:  # one relative, one absolute
-        return False
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -768,7 +759,7 @@ class DashboardServer(ThreadingHTTPServer):
     block_on_close = False
 
     def server_close(self):
-        """Close the socket, then the private catalogs (their files are removed)."""
+        """Close the socket, then the replicas (their files are removed)."""
         super().server_close()
         index = getattr(self.RequestHandlerClass, "index", None)
         if index is not None:
@@ -797,7 +788,7 @@ def serve_until_stopped(server, ready=None):
     import signal
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     index = getattr(server.RequestHandlerClass, "index", None)
-    if index is not None:   # the private catalogs are made meanwhile
+    if index is not None:   # the replicas are made meanwhile
         index.start()
     try:
         if ready is not None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 from ..callbacks import schema
 from .cells import format_value
 from .colors import run_colors
-from .plots import _figure, _legend_below, _log_if_wide, _scalar_names, save_figure
+from .plots import _figure, _legend_below, _log_if_wide, _panels, _scalar_names, save_figure
 from .reports import as_runs, compare, eval_name, history
 
 if TYPE_CHECKING:
@@ -79,8 +79,7 @@ def group_colors(runs: RunsOrPaths, group_by: str | Sequence[str]) -> dict[tuple
 
 def _panels_of(runs, metrics, group_by, colors):
     """One figure, a panel per metric, one legend below."""
-    fig = _figure(figsize=(6.4, 0.6 + 2.8 * len(metrics)))
-    axes = fig.subplots(len(metrics), 1, sharex=True, squeeze=False)[:, 0]
+    fig, axes = _panels(None, len(metrics), figsize=(6.4, 0.6 + 2.8 * len(metrics)))
     for metric, ax in zip(metrics, axes):
         group_curves(runs, metric, group_by, ax=ax, colors=colors)
         ax.set_title(metric)
@@ -94,10 +93,8 @@ def save_group_plots(runs: RunsOrPaths, out_dir: str,
     and ``eval_groups.png`` (eval metrics) into ``out_dir``; returns the paths."""
     runs = as_runs(runs)
     colors = group_colors(runs, group_by)
-    fig = _figure()
-    ax = fig.add_subplot()
-    group_curves(runs, schema.Col.LOSS, group_by, ax=ax, colors=colors)
-    _legend_below(fig, ax)
+    fig = group_curves(runs, schema.Col.LOSS, group_by, colors=colors)
+    _legend_below(fig, fig.axes[0])
     written = [save_figure(fig, os.path.join(out_dir, LOSS_GROUPS))]
     for name, metrics in ((PARAMS_GROUPS, _scalar_names(runs)), (EVAL_GROUPS, _eval_names(runs))):
         if metrics:
@@ -108,9 +105,5 @@ def save_group_plots(runs: RunsOrPaths, out_dir: str,
 
 def _eval_names(runs: Any) -> list[str]:
     """``eval_<metric>`` of every metric some run evaluated, in order of appearance."""
-    names: dict[str, None] = {}
-    for run in runs:
-        for column in run.eval.columns:
-            if column not in (schema.Col.EPOCH, schema.Col.STEP):
-                names.setdefault(eval_name(column))
-    return list(names)
+    return list(dict.fromkeys(eval_name(column) for run in runs for column in run.eval.columns
+                              if column not in (schema.Col.EPOCH, schema.Col.STEP)))

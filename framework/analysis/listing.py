@@ -1,8 +1,7 @@
 """The dashboard's runs table at any number of runs (``/api/runs``): one row per
-run, filtered, sorted and paged in SQL on the server's private copy of the
-run catalog (:mod:`mindexp.rundir.private_catalog`), or on the root's own
-catalog read in place while that copy is made
-(:mod:`mindexp.rundir.source_catalog`).
+run, filtered, sorted and paged in SQL on the server's replica of the run
+store (:mod:`mindexp.rundir.replica`), or on the root's store itself, read
+in place while the replica is made.
 
 At 100,000 runs the server cannot hold a row per run (1 GB) nor sort them
 in Python per request: a page is one ``COUNT`` and one ``ORDER BY ... LIMIT
@@ -15,12 +14,13 @@ import json
 import math
 import os
 from typing import Callable
+from urllib.parse import quote
 
 from ..callbacks import schema
 from ..errors import ConfigError
 from ..rundir import where as grammar
 from ..rundir.meta import UNREADABLE
-from ..rundir.private_catalog import FAILED
+from ..rundir.replica import FAILED
 from ..rundir.run import Run
 
 MAX_LIMIT = 500          # rows per page at most
@@ -36,7 +36,7 @@ _SORT_SQL = {"run": "run_id", "status": "status", "started": "COALESCE(started_a
 
 
 class Listing:
-    """Pages of the served runs from the change feed's private catalogs (or the
+    """Pages of the served runs from the change feed's replicas (or the
     roots' own, read in place while those are made)."""
 
     def __init__(self, roots: list[str], key_of: Callable[[str], str]):
@@ -46,7 +46,7 @@ class Listing:
     def page(self, served: list, offset: int = 0, limit: int = 100, query: str = "",
              sort: str = "-started", where: str = "") -> dict:
         """``{"total", "matched", "offset", "columns", "rows"}``: the runs of
-        ``served`` (``[(root, private catalog)]``) holding every word of
+        ``served`` (``[(root, replica)]``) holding every word of
         ``query`` and matching ``where`` (``mindexp runs --where``'s grammar, in
         SQL: a running run by its run.json), sorted by ``sort`` (``-`` first:
         descending; ``config.<field>``), from ``offset``, at most ``limit`` (at
@@ -94,7 +94,7 @@ class Listing:
     def _rows(self, picked, columns):
         """The table's rows of ``picked`` (``(sort key, root, catalog, rel)``): their
         config and problem from the catalog, their record from it when it holds
-        it (the private copy: the failed runs'; the root's catalog, read while
+        it (the replica: the failed runs'; the root's catalog, read while
         the copy is made: every run's), else from the run's folder."""
         found = {}
         for catalog in {id(p[2]): p[2] for p in picked}.values():
@@ -136,21 +136,21 @@ class Listing:
         runs 138 -> 40 KB)."""
         run = run or Run.found(run_dir)
         key = self.key_of(run_dir)
-        base = {"key": key, "dir": run_dir, "page": f"/run/{_quote(key)}",
-                "href": f"/files/{_quote(key)}/"}
+        base = {"key": key, "dir": run_dir, "page": f"/run/{quote(key)}",
+                "href": f"/files/{quote(key)}/"}
         try:
             meta, config = run.meta, run.config
         except Exception as exc:   # noqa: BLE001 - mid-write or damaged: listed, said why
             name = os.path.basename(run_dir)
             return base | {"id": name, "short": name, "status": UNREADABLE,
                            "error": " ".join(str(exc).split()), "config": {}, "progress": {}}
-        from .payload import short_id
+        from .payload import first_line, short_id
         run_id = meta.get("run_id") or os.path.basename(run_dir)
         summary = (meta.get("summary") or {}).get(schema.LOSS.name) or {}
         return base | {
             "id": run_id, "short": short_id(run_id), "experiment": meta.get("experiment"),
             "status": meta.get("status") or "unknown", "started": meta.get("started_at"),
-            "error": _first_line(meta.get("error")), "stop_reason": meta.get("stop_reason"),
+            "error": first_line(meta.get("error")), "stop_reason": meta.get("stop_reason"),
             "final_loss": _number(meta.get("final_loss")), "min_loss": _number(summary.get("min")),
             "steps": meta.get("steps"), "config": {k: _cell(config[k]) for k in columns if k in config},
             "progress": _progress(run, meta)}
@@ -300,12 +300,3 @@ def _cell(value):
 def _number(value):
     """A finite number, or None (a diverged run's NaN sorts with the missing)."""
     return value if isinstance(value, (int, float)) and math.isfinite(value) else None
-
-
-def _first_line(text):
-    return str(text).strip().splitlines()[0] if text else None
-
-
-def _quote(key):
-    from urllib.parse import quote
-    return quote(key)

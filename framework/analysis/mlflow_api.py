@@ -102,10 +102,6 @@ class _Calls:
             self.log_batch(found, tags={PARENT_TAG: parent})
         return found
 
-    def running(self, run_id: str) -> None:
-        """The MLflow run is RUNNING again (a resumed run)."""
-        self.set_status(run_id, "RUNNING")
-
     # -- each transport's own -------------------------------------------------------
     def _lookup_experiment(self, name: str) -> str:
         raise NotImplementedError
@@ -260,15 +256,15 @@ class Rest(_Calls):
         url = self._artifact_url(run, "/".join(filter(None, [folder, os.path.basename(path)])))
         if url is None:
             self._client().log_artifact(run, path, folder)
-            return
-        self._send("PUT", url, path, self._upload_headers())
+        else:
+            self._send("PUT", url, path, self._upload_headers())
 
     def log_text(self, run: RunInfo, text: str, name: str) -> None:
         url = self._artifact_url(run, name)
         if url is None:
             self._client().log_text(run, text, name)
-            return
-        self._send("PUT", url, text.encode("utf-8"), self._upload_headers())
+        else:
+            self._send("PUT", url, text.encode("utf-8"), self._upload_headers())
 
     def _artifact_url(self, run: RunInfo, name: str) -> str | None:
         """The server's artifact proxy URL of ``name`` in the run's artifacts; None when
@@ -293,16 +289,14 @@ class Rest(_Calls):
 def _request(method: str, url: str, data: bytes | str | None, headers: dict[str, str],
              timeout_s: float) -> bytes:
     """One request; ``data`` a file's path is streamed from the file."""
-    if isinstance(data, str):
-        with open(data, "rb") as body:
-            size = os.fstat(body.fileno()).st_size
-            request = urllib.request.Request(url, data=body, method=method,
-                                             headers={**headers, "Content-Length": str(size)})
-            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-                return answer.read()
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-        return answer.read()
+    with contextlib.ExitStack() as stack:
+        body: Any = data
+        if isinstance(data, str):
+            body = stack.enter_context(open(data, "rb"))
+            headers = {**headers, "Content-Length": str(os.fstat(body.fileno()).st_size)}
+        request = urllib.request.Request(url, data=body, method=method, headers=headers)
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            return answer.read()
 
 
 def _retry_after(exc: urllib.error.HTTPError) -> float | None:
@@ -362,19 +356,15 @@ class Client(_Calls):
                   tags: dict[str, str] | None = None,
                   metrics: dict[str, float] | None = None, timestamp: int = 0) -> None:
         from mlflow.entities import Metric, Param, RunTag
-        params_ = [Param(k, v) for k, v in (params or {}).items()]
-        tags_ = [RunTag(k, v) for k, v in (tags or {}).items()]
-        metrics_ = [Metric(k, v, timestamp, 0) for k, v in (metrics or {}).items()]
-        for i in range(0, max(len(params_), len(tags_), len(metrics_), 1), PARAMS_BATCH):
-            self.client.log_batch(run_id, params=params_[i:i + PARAMS_BATCH],
-                                  tags=tags_[i:i + PARAMS_BATCH],
-                                  metrics=metrics_[i:i + PARAMS_BATCH])
+        # MlflowClient sends them in as many calls as MLflow's limits need
+        self.client.log_batch(run_id, params=[Param(k, v) for k, v in (params or {}).items()],
+                              tags=[RunTag(k, v) for k, v in (tags or {}).items()],
+                              metrics=[Metric(k, v, timestamp, 0)
+                                       for k, v in (metrics or {}).items()])
 
     def log_points(self, run_id: str, points: list[P.Point]) -> None:
         from mlflow.entities import Metric
-        metrics = [Metric(*p) for p in points]
-        for i in range(0, len(metrics), BATCH):
-            self.client.log_batch(run_id, metrics=metrics[i:i + BATCH])
+        self.client.log_batch(run_id, metrics=[Metric(*p) for p in points])
 
     def delete_tag(self, run_id: str, key: str) -> None:
         self.client.delete_tag(run_id, key)
@@ -443,11 +433,17 @@ def uri_credentials(uri: str) -> Iterator[str]:
     """Inside the block MLflow's MLFLOW_TRACKING_USERNAME/_PASSWORD hold the
     credentials of ``uri``'s ``user:password@`` (where the user set none; put
     back after); yields the URI without them, for ``mlflow.set_tracking_uri``."""
-    added = {k: v for k, v in _credentials(urllib.parse.urlsplit(uri)).items()
-             if k not in os.environ}
+    with _env_defaults(_credentials(urllib.parse.urlsplit(uri))):
+        yield plain_uri(uri)
+
+
+@contextlib.contextmanager
+def _env_defaults(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in the environment for the block where the user set none."""
+    added = {k: v for k, v in values.items() if k not in os.environ}
     os.environ.update(added)
     try:
-        yield plain_uri(uri)
+        yield
     finally:
         for name in added:
             os.environ.pop(name, None)
@@ -478,19 +474,15 @@ def quiet_mlflow() -> Iterator[None]:
     """Inside the block MLflow prints no progress bar, no run URL and no INFO line
     of logging a model: its switches set where the user set none, its loggers'
     levels raised; both as they were after the block."""
-    added = [name for name in QUIET_SWITCHES if name not in os.environ]
-    for name in added:
-        os.environ[name] = QUIET_SWITCHES[name]
     loggers = [(logging.getLogger(name), level) for name, level in _QUIET_LEVELS.items()]
     before = [log.level for log, _ in loggers]
     for log, level in loggers:
         if log.getEffectiveLevel() < level:
             log.setLevel(level)
     try:
-        yield
+        with _env_defaults(QUIET_SWITCHES):
+            yield
     finally:
-        for name in added:
-            os.environ.pop(name, None)
         for (log, _), level in zip(loggers, before):
             log.setLevel(level)
 
@@ -522,8 +514,6 @@ def connect(tracking_uri):
 
 
 def _check_reachable(uri):
-    import urllib.error
-    import urllib.request
     health = urllib.request.Request(plain_uri(uri).rstrip("/") + "/health",
                                     headers=_auth(urllib.parse.urlsplit(uri)))
     try:

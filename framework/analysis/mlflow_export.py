@@ -25,6 +25,7 @@ password masked (:mod:`mindexp.secrets`); run.json is uploaded masked too.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -112,8 +113,7 @@ def _api(uri: str) -> _Calls:
     return Client(uri)
 
 
-def _sync_guarded(api, uri, run, experiment=None, params=DEFAULT_PARAMS, register=None,
-                  parent=None):
+def _sync_guarded(api, uri, run, experiment, params, register, parent):
     """:func:`_sync_run`; a call the server refused (after its retries) is one line."""
     try:
         return _sync_run(api, uri, run, experiment, params, register, parent)
@@ -143,14 +143,13 @@ def _parents(runs: Any, uri: str, experiment: str | None) -> dict[str, str]:
     """``{run folder: MLflow run id of its parent}`` for the runs of each sweep or
     study folder among ``runs`` (:mod:`.mlflow_groups`: the parents brought up to date)."""
     from ..rundir.groups import group_kind
+    from .mlflow_groups import known_parent
     items = [runs] if isinstance(runs, (str, os.PathLike)) else \
         [] if not isinstance(runs, (list, tuple)) else runs
     found: dict[str, str] = {}
     for folder in [os.fspath(i) for i in items if isinstance(i, (str, os.PathLike))]:
-        if group_kind(folder):
-            if os.path.isfile(os.path.join(folder, layout.RUN_JSON)):
-                continue  # a run folder, never a group
-            from .mlflow_groups import known_parent
+        # a folder with its own run.json is a run, never a group
+        if group_kind(folder) and not os.path.isfile(os.path.join(folder, layout.RUN_JSON)):
             parent = known_parent(folder, uri) or _sync_parent(folder, uri, experiment)
             found.update({run.dir: parent for run in as_runs(folder, read=_records)})
     return found
@@ -178,8 +177,7 @@ def check_params(params: str) -> str:
     return params
 
 
-def _sync_run(api, uri, run, experiment=None, params=DEFAULT_PARAMS, register=None,
-              parent=None):
+def _sync_run(api, uri, run, experiment, params, register, parent):
     entry = R.entry_of(run.dir, uri)
     mlflow_run = _known_run(api, entry.get("run_id")) or _find_or_create(api, run, experiment)
     run_id = mlflow_run.run_id
@@ -262,14 +260,10 @@ def source_tags(meta: dict[str, Any]) -> dict[str, str]:
     source = block.get("source") if isinstance(block.get("source"), dict) else {}
     git = block.get("git") if isinstance(block.get("git"), dict) else {}
     name = source.get("origin") or meta.get("entry")
-    tags = {"mlflow.source.type": "LOCAL"}
-    if name:
-        tags["mlflow.source.name"] = masked(str(name))
-    if git.get("commit"):
-        tags["mlflow.source.git.commit"] = str(git["commit"])
-    if git.get("branch"):
-        tags["mlflow.source.git.branch"] = str(git["branch"])
-    return tags
+    tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": name and masked(str(name)),
+            "mlflow.source.git.commit": git.get("commit") and str(git["commit"]),
+            "mlflow.source.git.branch": git.get("branch") and str(git["branch"])}
+    return {key: value for key, value in tags.items() if value}
 
 
 def _log_artifacts(api, mlflow_run, run, sent):
@@ -376,7 +370,5 @@ def _remember(run_dir, uri, run_id):
         meta[META_KEY] = {**(meta.get(META_KEY) or {}), uri: run_id}
     if (R.read_meta_quietly(run_dir).get(META_KEY) or {}).get(uri) == run_id:
         return  # already there: run.json stays as it is
-    try:
+    with contextlib.suppress(MindexpError):  # the local record and the run's tag find it again
         update_meta(run_dir, change)
-    except MindexpError:
-        pass  # the local record and the MLflow run's own tag find it again

@@ -21,6 +21,7 @@ the same MLflow run, and exits.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -37,8 +38,6 @@ from .mlflow_api import QUIET_SWITCHES, api_for
 POLL_S = 2.0             # between passes over the logs
 MAX_WAIT_S = 30.0        # the longest pause between tries when the server does not answer
 MAX_BYTES = 4 << 20      # of one log read in one pass
-
-logger = logging.getLogger(__name__)
 
 
 class LiveSender:
@@ -92,7 +91,7 @@ class LiveSender:
             self.api = api_for(self.uri)
         entry = R.entry_of(self.run_dir, self.uri)
         if entry.get("run_id"):
-            self.api.running(entry["run_id"])
+            self.api.set_status(entry["run_id"], "RUNNING")  # a resumed run
         else:
             experiment = meta.get("experiment") or "mindexp"
             entry = {"run_id": self.api.run_for(self.run_dir, meta, experiment, self.parent),
@@ -150,10 +149,8 @@ def main() -> int:
     run_dir, uri = os.environ.pop(ENV_RUN_DIR, ""), os.environ.pop(ENV_URI, "")
     if not run_dir or not uri or not os.path.isfile(os.path.join(run_dir, layout.RUN_JSON)):
         return 2
-    try:
+    with contextlib.suppress(OSError):
         os.nice(10)  # the training comes first
-    except OSError:
-        pass
     for name, value in QUIET_SWITCHES.items():
         os.environ.setdefault(name, value)
     logging.getLogger("mlflow").setLevel(logging.ERROR)  # the run's terminal: one warning at most

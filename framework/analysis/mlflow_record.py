@@ -11,6 +11,7 @@ unchanged has nothing to send and answers without importing mlflow.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
@@ -28,12 +29,7 @@ _FINGERPRINT_DIRS = (layout.PLOTS_DIR, layout.FIGURES_DIR, schema.CHECKPOINT_DIR
 
 def read_record(run_dir: str) -> dict[str, Any]:
     """``{masked uri: entry}`` of ``run_dir`` (``{}``: nothing sent, or unreadable)."""
-    try:
-        with schema.open_file(os.path.join(run_dir, layout.MLFLOW_RECORD), "rb") as f:
-            data = json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return _read_dict(os.path.join(run_dir, layout.MLFLOW_RECORD))
 
 
 def entry_of(run_dir: str, uri: str) -> dict[str, Any]:
@@ -70,11 +66,9 @@ def fingerprint(run_dir: str) -> dict[str, list[int]]:
                 rel = os.path.relpath(path, run_dir)
                 if rel == layout.MLFLOW_RECORD or name.startswith("."):  # locks come and go
                     continue
-                try:
+                with contextlib.suppress(OSError):
                     st = os.lstat(path)
-                except OSError:
-                    continue
-                found[rel] = [st.st_size, st.st_mtime_ns]
+                    found[rel] = [st.st_size, st.st_mtime_ns]
             if not top:
                 break  # the top level only; its folders are walked on their own
     return found
@@ -91,9 +85,14 @@ def unchanged(run_dir: str, uri: str, params: str, meta: dict[str, Any]) -> bool
 
 def read_meta_quietly(run_dir: str) -> dict[str, Any]:
     """run.json of ``run_dir`` as it is now, ``{}`` when unreadable."""
+    return _read_dict(os.path.join(run_dir, layout.RUN_JSON))
+
+
+def _read_dict(path: str) -> dict[str, Any]:
+    """The JSON object in ``path``, ``{}`` when it is unreadable or not an object."""
     try:
-        with schema.open_file(os.path.join(run_dir, layout.RUN_JSON), "rb") as f:
-            meta = json.loads(f.read().decode("utf-8"))
+        with schema.open_file(path, "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError):
         return {}
-    return meta if isinstance(meta, dict) else {}
+    return data if isinstance(data, dict) else {}

@@ -7,9 +7,12 @@ network), so a table of many runs renders at once.
 """
 from __future__ import annotations
 
+import base64
+import functools
 import html
 import math
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+import os
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..callbacks import schema
 from .. import layout
@@ -19,12 +22,10 @@ from .cells import format_value
 from .reports import as_runs, display_table, history, loss_components
 
 if TYPE_CHECKING:
-    import os
-
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from ..rundir.run import RunOrPath, RunsOrPaths
+    from ..rundir.run import RunsOrPaths
 
 SPARK_POINTS = 120   # a loss curve is thinned to this many points for the inline SVG
 SPARK_SIZE = (160, 36)
@@ -104,9 +105,6 @@ CARD_FIGURE_WIDTH = 240  # px
 def _last_figures(run: Run) -> str:
     """The latest picture of each of the experiment's figures (figures/<name>.png),
     embedded so the notebook keeps them."""
-    import base64
-    import os
-    from ..callbacks import schema
     folder = os.path.join(run.dir, layout.FIGURES_DIR)
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".png"))[:MAX_CARD_FIGURES]
@@ -132,13 +130,9 @@ def run_table(table: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-_FRAME: list[type] = []
-
-
+@functools.cache
 def _frame_class() -> type:
     """The DataFrame subclass, made on first use (pandas is imported lazily)."""
-    if _FRAME:
-        return _FRAME[0]
     import pandas as pd
 
     class RunFrame(pd.DataFrame):
@@ -153,7 +147,6 @@ def _frame_class() -> type:
             return table_html(self)
 
     RunFrame.__module__ = __name__
-    _FRAME.append(RunFrame)
     return RunFrame
 
 

@@ -96,7 +96,7 @@ def short_id(run_id):
 def _run_entry(run, label, color, link, progress):
     entry = {"id": run.run_id, "short": short_id(run.run_id), "label": label,
              "experiment": run.meta.get("experiment"), "status": run.status or "unknown",
-             "error": _first_line(run.meta.get("error")), "stop_reason": run.meta.get("stop_reason"),
+             "error": first_line(run.meta.get("error")), "stop_reason": run.meta.get("stop_reason"),
              "dir": run.dir, "href": link(run), "color": color, "diverged_at": _diverged_at(run)}
     if progress:
         entry["progress"] = run_progress(run)
@@ -111,7 +111,8 @@ def _fields(run, names):
             for n in names}
 
 
-def _first_line(text):
+def first_line(text: object) -> str | None:
+    """The first line of an error message (None for none)."""
     return str(text).strip().splitlines()[0] if text else None
 
 

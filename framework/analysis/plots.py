@@ -7,17 +7,19 @@ takes an optional ``ax`` to draw into and returns the figure.
 """
 import contextvars
 import io
-import logging
 import math
+import numbers
 import os
+import re
+import textwrap
+
+import numpy as np
 
 from ..callbacks import schema
 from .. import layout
 from .colors import run_colors
 from .reports import as_runs, compare, config_labels, load_run, loss_components
 from ..rundir.run import Run
-
-logger = logging.getLogger(__name__)
 
 DECADES_FOR_LOG = 2  # a curve spanning more than this many decades gets a log axis
 RUN_PLOTS = ("loss.png", "params.png", "grad_norm.png", "eval.png")
@@ -153,11 +155,7 @@ def params_overlay(runs, ax=None, params=None):
     """
     runs = as_runs(runs)
     names = params or _scalar_names(runs)
-    if ax is None:
-        fig = _figure(figsize=(6.4, 2.6 * max(1, len(names))))
-        axes = fig.subplots(max(1, len(names)), 1, sharex=True, squeeze=False)[:, 0]
-    else:
-        fig, axes = ax.figure, [ax] * max(1, len(names))
+    fig, axes = _panels(ax, len(names), figsize=(6.4, 2.6 * max(1, len(names))))
     labels = config_labels(runs)
     for name, panel in zip(names, axes):
         _overlay_param(panel, runs, labels, name, prefix=f"{name}: " if ax is not None else "")
@@ -189,7 +187,6 @@ def _overlay_param(ax, runs, labels, name, prefix):
 def final_loss_bar(runs, ax=None):
     """Final loss per config as horizontal bars on a log axis, best at the top,
     colored by status; long labels are wrapped, never squeezed away."""
-    import textwrap
     runs = as_runs(runs)
     by_id = dict(zip((run.run_id for run in runs), config_labels(runs)))
     table = compare(runs)  # sorted by final loss, NaN last
@@ -330,7 +327,6 @@ def _title(run, what):
     """``<experiment> <run id>: <what> (<status>)``, on two or more lines when
     longer than TITLE_CHARS (a centred title wider than the figure is cut on
     both sides; constrained layout makes room for more lines, not more width)."""
-    import textwrap
     status = run.status if run.status == "completed" else f"{run.status}!"
     head, tail = f"{run.meta.get('experiment')} {run.run_id}", f"{what} ({status})"
     if len(head) + len(tail) + 2 <= TITLE_CHARS:
@@ -344,11 +340,12 @@ def _legend(ax):
         ax.legend(fontsize=8)
 
 
-def _panels(ax, count, height=2.6):
-    """``(figure, axes)``: ``count`` stacked panels, or ``ax`` repeated."""
+def _panels(ax, count, figsize=None):
+    """``(figure, axes)``: ``count`` stacked panels (``figsize``: by default 2.6
+    inches a panel), or ``ax`` repeated."""
     if ax is not None:
         return ax.figure, [ax] * max(1, count)
-    fig = _figure(figsize=(6.4, max(4.0, 0.6 + height * max(1, count))))
+    fig = _figure(figsize=figsize or (6.4, max(4.0, 0.6 + 2.6 * max(1, count))))
     return fig, list(fig.subplots(max(1, count), 1, sharex=True, squeeze=False)[:, 0])
 
 
@@ -386,7 +383,6 @@ def _param_kind(series):
 def _finite_xy(table, column):
     """Steps and values of a column without NaN or infinities (matplotlib would
     break the line there anyway; the axis limits must not see them)."""
-    import numpy as np
     values = table[column].to_numpy(dtype=float)
     keep = np.isfinite(values)
     return table[schema.Col.STEP].to_numpy()[keep], values[keep]
@@ -415,7 +411,6 @@ def _mark_divergence(ax, run, table, column, color):
     """An ``x`` where a diverged or failed run stopped, kept inside the axis."""
     if run.status not in ("diverged", "failed") or not len(table):
         return
-    import numpy as np
     values = table[column].to_numpy(dtype=float)
     bad = np.flatnonzero(~np.isfinite(values))
     stop = int(bad[0]) if len(bad) else len(values) - 1
@@ -430,7 +425,6 @@ def _mark_divergence(ax, run, table, column, color):
 def _cut_outliers(ax, run, x, y):
     """A diverged or failed run's points far outside the y limits become gaps
     (no streaks across the plot; the x marker shows where it went)."""
-    import numpy as np
     if run.status in HEALTHY or not len(y):
         return x, y
     lo, hi = ax.get_ylim()
@@ -456,21 +450,13 @@ def _short_label(run, label, width=48):
     return text if run.status in HEALTHY else f"{text} [{run.status}]"
 
 
-def _param_series(params):
-    """``(name, rows)`` per scalar parameter, or per ``name:norm`` when there are none."""
-    if not len(params):
-        return []
-    names = [str(n) for n in params[schema.Col.PARAM].unique()]
-    picked = [n for n in names if "[" not in n and ":" not in n] or \
-        [n for n in names if n.endswith(":norm")]
-    return [(name, params[params[schema.Col.PARAM] == name]) for name in picked]
-
-
 def _scalar_names(runs):
+    """Each run's scalar parameters (its ``name:norm`` ones when it has none), in order."""
     names = {}
     for run in runs:
-        for name, _ in _param_series(run.params):
-            names.setdefault(name)
+        found = [str(n) for n in run.params[schema.Col.PARAM].unique()] if len(run.params) else []
+        names.update(dict.fromkeys([n for n in found if "[" not in n and ":" not in n]
+                                   or [n for n in found if n.endswith(":norm")]))
     return list(names)
 
 
@@ -514,7 +500,6 @@ _SUPERSCRIPTS = str.maketrans("0123456789-−", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻�
 def _plain_log_label(label: str) -> str:
     """A log tick label in matplotlib's mathtext (``$\\mathdefault{2\\times10^{-4}}$``)
     as plain text (``2×10⁻⁴``); any other label unchanged."""
-    import re
     match = re.fullmatch(r"\$\\mathdefault\{(.*)\}\$", label)
     if match is None:
         return label
@@ -531,5 +516,4 @@ def _finite_or_zero(value):
 
 
 def _is_number(value):
-    import numbers
     return isinstance(value, numbers.Real) and not isinstance(value, bool)

@@ -5,20 +5,20 @@ light (``mindexp list`` imports neither pandas nor mindspore).
 """
 from __future__ import annotations
 
-import collections
 import logging
-import math
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from ..callbacks import schema
 from .. import layout
 from ..errors import ConfigError, RunDirError
-from ..provenance.files import provenance_of
 from ..rundir.run import Run
 from ..rundir.io import is_run_dir
-from ..rundir.meta import UNREADABLE, UnreadableRun
+from ..rundir.meta import UNREADABLE
 from .cells import format_value
+from .rows import (IDENTITY, LABELS, Skipped, _cell, _config_column,  # noqa: F401
+                   _load_for_compare, _outcome_column, _union, cells_of, skip_status, table_of,
+                   unreadable_rows, warn_skipped)
 from ..rundir.summary import eval_name, log_summary, stored_summary  # noqa: F401
 
 if TYPE_CHECKING:
@@ -28,14 +28,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-IDENTITY = ("experiment", "run_id", "status")
-LABELS = ("tags", "note")  # set by the user (mindexp tag / note), after the identity
 OUTCOMES = ("final_loss", "min_loss", "best_step", "steps", "epochs", "train_time_s",
             "steps_per_s")
 _MISSING = object()
-# A run that could not be read: ``status`` is ``unreadable`` when its run.json
-# does not validate (listed with that status), ``skipped`` when a log is broken.
-Skipped = collections.namedtuple("Skipped", "run_dir error status")
 
 
 class RunList(list):
@@ -122,9 +117,7 @@ def _read_each(paths, read):
             errors.append(Skipped(run_dir, str(exc), skip_status(exc)))
     if not done:
         raise RunDirError(_nothing_loaded(errors))
-    for skipped in errors:
-        logger.warning("%s: %s", "unreadable run" if skipped.status == UNREADABLE
-                       else "skipped a broken run", skipped.error)
+    warn_skipped(errors)
     return done, errors
 
 
@@ -132,7 +125,7 @@ def _runs_below(path):
     """The runs at or below ``path`` (a folder's through the run catalog of its
     root; a sweep or study folder's: the runs its sweep.json or study.json names);
     RunDirError as :func:`find_run_dirs` raises it."""
-    from ..rundir.catalog import open_catalog
+    from ..rundir.store import open_store
     from ..rundir.groups import index_name, index_runs
     path = os.fspath(path)
     if is_run_dir(path) or not os.path.isdir(path):
@@ -144,23 +137,11 @@ def _runs_below(path):
             raise RunDirError(f"{path} is a sweep or study folder whose {name} names no run "
                               f"that exists (yet). Received: {path!r}")
         return [Run(d) for d in named]
-    with open_catalog(path) as catalog:
+    with open_store(path) as catalog:
         runs = catalog.runs(os.path.abspath(path))
     if not runs:
         find_run_dirs(path)   # raises the error that says why
     return runs
-
-
-def skip_status(error):
-    """``unreadable`` for a run.json that does not validate, ``skipped`` for another error."""
-    return UNREADABLE if isinstance(error, UnreadableRun) else "skipped"
-
-
-def unreadable_rows(errors, **blank):
-    """One row per run of ``errors`` whose run.json does not validate: its id,
-    status ``unreadable``, folder, and ``blank`` (the other columns' empty values)."""
-    return [{"run_id": os.path.basename(s.run_dir), "experiment": None, "status": UNREADABLE,
-             **blank, "run_dir": s.run_dir} for s in errors if s.status == UNREADABLE]
 
 
 def _nothing_loaded(errors):
@@ -179,17 +160,6 @@ def as_runs(runs_or_paths: RunsOrPaths, read: Callable[[str], Run] | None = None
         return runs_or_paths if isinstance(runs_or_paths, RunList) else runs
     paths = [i.dir if isinstance(i, Run) else i for i in items]
     return load_runs(paths) if read is None else RunList(*_read_each(paths, read))
-
-
-def _load_for_compare(path):
-    """A run with what ``compare`` reads: run.json and config.json, and its
-    logs only when run.json holds no final summary (running or old runs)."""
-    run = path if isinstance(path, Run) else Run(path)
-    parts = ("meta", "config") if stored_summary(run.meta) else \
-        ("meta", "config", "loss", "params", "eval")
-    for part in parts:
-        getattr(run, part)
-    return run
 
 
 def _load_records(path):
@@ -225,9 +195,9 @@ def compare(runs_or_paths, sort="final_loss", columns=None, group_by=None, again
     last. An unknown column raises ConfigError listing the valid ones.
 
     ``columns``: only these columns, in this order (``sort`` may name
-    another). Of one folder, they come from the run catalog when it can tell
-    them, and the full table is kept as a columnar snapshot while the runs are
-    as they were (:mod:`.snapshot`; the manual's "Many runs" page says which).
+    another). Of one folder, they come from the run store's columns when it
+    can tell them; the full table from its per-run cells, as a snapshot kept
+    current with its change feed (:mod:`.snapshot`; the manual's "Many runs").
 
     ``group_by``: config fields (a name or a list), or ``"auto"`` (the fields
     whose values differ, except ``seed``): one row per group, in the order of
@@ -263,26 +233,14 @@ def _compare_columns(runs_or_paths, sort, columns):
 
 
 def _compare_all(runs_or_paths, sort):
-    """compare() with every column: the folder's snapshot while its runs are as
-    they were, else every run read (and the snapshot written anew)."""
-    import pandas as pd
+    """compare() with every column: of one folder through the run store (its
+    snapshot brought up to date, :mod:`.snapshot`), else every run read."""
     from . import snapshot
-    file, fingerprint, kept = snapshot.lookup(runs_or_paths)
-    if kept is not None:
-        return sort_table(kept, sort)
-    runs = as_runs(runs_or_paths, _load_for_compare)
-    summaries = [_summary_of(run) for run in runs]
-    evals = list(dict.fromkeys(k for summary in summaries for k in summary["eval"]))
-    config_names = _union(run.config for run in runs)
-    config = {n: _config_column(n, evals) for n in config_names}
-    rows = [_row(run, config, summary) for run, summary in zip(runs, summaries)]
-    rows += unreadable_rows(getattr(runs, "errors", ()), tags="", note="")
-    table = pd.DataFrame(rows, columns=_column_order(rows, config))
-    # what each column is, for readers that must not guess from names
-    table.attrs["config_columns"] = list(config.values())
-    table.attrs["eval_columns"] = evals
-    if file is not None:
-        snapshot.store(file, fingerprint, table)
+    table = snapshot.folder_table(runs_or_paths)
+    if table is None:
+        runs = as_runs(runs_or_paths, _load_for_compare)
+        table = table_of([(run.dir, cells_of(run)) for run in runs],
+                         getattr(runs, "errors", ()))
     return sort_table(table, sort)
 
 
@@ -324,12 +282,12 @@ def _compare_from_catalog(path, sort, columns):
     """compare()'s ``columns`` of the runs below the folder ``path``, sorted by
     ``sort``, from the run catalog; None when the catalog cannot tell."""
     import pandas as pd
-    from ..rundir.catalog import open_catalog
+    from ..rundir.store import open_store
     if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path) or is_run_dir(path):
         return None
     key = sort.lstrip("-") if isinstance(sort, str) else None
     names = list(dict.fromkeys(columns + ([key] if key else [])))
-    with open_catalog(path) as catalog:
+    with open_store(path) as catalog:
         found = catalog.compare_columns(os.path.abspath(path), names)
     if found is None:
         return None
@@ -370,85 +328,9 @@ def sort_table(table, sort):
     return ordered.reset_index(drop=True)
 
 
-# A tuning trial's run status as Optuna's trial state (``mindexp tune``).
-TRIAL_STATES = {"completed": "COMPLETE", "pruned": "PRUNED", "interrupted": "INTERRUPTED",
-                "running": "RUNNING"}
-
-
-def _row(run, config, summary):
-    """One run's row; ``config``: ``{field: its column}``."""
-    row = {name: run.meta.get(name) for name in IDENTITY}
-    row["run_id"] = run.run_id
-    if run.meta.get("study") is not None:  # a trial: its number and state next to the status
-        row.update(study=run.meta["study"], trial=run.meta.get("trial"),
-                   trial_state=TRIAL_STATES.get(run.meta.get("status"), "FAIL"))
-    row.update(tags=",".join(run.meta.get("tags") or []), note=run.meta.get("note") or "")
-    row.update({column: _cell(run.config.get(n)) for n, column in config.items()})
-    row.update({_outcome_column(k, config): v
-                for k, v in _loss_outcomes(run, summary).items()})
-    finals = _final_params(run, summary)
-    # A parameter named like a config field (a bare Parameter "lr") must not hide it.
-    column = {name: f"param.{name}" if name in row else name for name in finals}
-    row.update({column[name]: value for name, value in finals.items()})
-    row.update({f"{column[name]}_error": abs(finals[name] - float(target))
-                for name, target in run.targets.items()
-                if finals.get(name) is not None and _is_number(target)})
-    row.update(summary["eval"])
-    row.update(summary.get("system") or {})
-    git = provenance_of(run.meta).get("git") or {}
-    row.update(git_commit=git.get("commit"), dirty=git.get("dirty"))
-    row["run_dir"] = run.dir
-    return row
-
-
-def _config_column(name, metrics=()):
-    # A config field never hides the identity columns, nor a metric of that name.
-    return f"config.{name}" if name in IDENTITY + LABELS or name == "run_dir" \
-        or name in metrics else name
-
-
-def _outcome_column(name, config_names):
-    return f"{name}_done" if name in config_names else name
-
-
-def _column_order(rows, config):
-    trial = [c for c in ("study", "trial", "trial_state") if any(c in row for row in rows)]
-    head = list(IDENTITY + LABELS) + trial + list(config.values())
-    rest = list(dict.fromkeys(k for row in rows for k in row if k not in head and k != "run_dir"))
-    return head + rest + ["run_dir"]
-
-
-def _loss_outcomes(run, summary):
-    meta, loss = run.meta, summary["loss"]
-    return {
-        "final_loss": loss["final"] if loss["rows"] else meta.get("final_loss"),
-        "min_loss": loss["min"],
-        "best_step": loss["best_step"],
-        # run.json holds the totals once the run ended; loss.csv while it runs
-        "steps": meta.get("steps") or (loss["last_step"] if loss["rows"] else 0),
-        "epochs": meta.get("epochs") or (loss["last_epoch"] if loss["rows"] else 0),
-        "train_time_s": meta.get("train_time_s"),
-        "steps_per_s": meta.get("steps_per_s"),
-        **{f"final_{name}": value for name, value in loss.get("components", {}).items()},
-    }
-
-
 def loss_components(run):
     """Names of the loss components a run logged (loss.csv's extra columns)."""
     return [c for c in run.loss.columns if c not in schema.LOSS.columns]
-
-
-def _final_params(run, summary):
-    """Last logged value of each scalar parameter, then run.json's for the untracked."""
-    finals = dict(summary["params"])
-    for name, value in (run.meta.get("params") or {}).items():
-        finals.setdefault(name, value)
-    return finals
-
-
-def _summary_of(run):
-    """run.json's summary of a finished run, else the same computed from its CSVs."""
-    return stored_summary(run.meta) or log_summary(run)
 
 
 def _eval_table(run):
@@ -703,18 +585,4 @@ def format_table(table):
 
 # -- helpers -------------------------------------------------------------------
 
-def _union(dicts):
-    return list(dict.fromkeys(k for d in dicts for k in d))
 
-
-def _cell(value):
-    """A config value fit for a table cell and a set (lists become tuples)."""
-    if isinstance(value, list):
-        return tuple(_cell(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _cell(v)) for k, v in value.items()))
-    return value
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

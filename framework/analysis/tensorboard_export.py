@@ -49,11 +49,9 @@ def export(runs: list[Run], out: str | None = None, hparams: Iterable[str] | Non
     fields = hparam_fields(runs, hparams or (), defaults_of)
     metrics = sorted({f"final/{name}" for run in runs for name in _final_metrics(run)})
     for run in runs:
-        if out:
-            root = os.path.join(out, str(run.meta.get("experiment") or "runs"), run.run_id)
-            inner = ""
-        else:
-            root, inner = os.path.join(run.dir, layout.TENSORBOARD_DIR), run.run_id
+        inner = "" if out else run.run_id
+        root = os.path.join(out, str(run.meta.get("experiment") or "runs"), run.run_id) if out \
+            else os.path.join(run.dir, layout.TENSORBOARD_DIR)
         _write_swapped(run, os.path.abspath(root), inner, fields, metrics)
         yield run, os.path.join(root, inner) if inner else root
 
@@ -75,8 +73,7 @@ def hparam_fields(runs: list[Run], named: Iterable[str] = (),
         chosen = differing_config(runs)
     elif runs:
         defaults = defaults_of(runs[0]) if defaults_of else None
-        config = runs[0].config
-        chosen = [n for n, v in config.items()
+        chosen = [n for n, v in runs[0].config.items()
                   if defaults is None or n not in defaults or not _same(defaults[n], v)]
     else:
         chosen = []
@@ -233,14 +230,8 @@ def _final_metrics(run):
 
 def _hparams(config):
     """Config values TensorBoard can show: numbers, booleans, text (lists as ``a,b``)."""
-    out = {}
-    for name, value in config.items():
-        if isinstance(value, (list, tuple)):
-            value = ",".join(map(str, value))
-        elif isinstance(value, dict):
-            continue
-        out[name] = value
-    return out
+    return {name: ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+            for name, value in config.items() if not isinstance(value, dict)}
 
 
 class _Clock:

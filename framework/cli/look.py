@@ -80,11 +80,12 @@ def _add_view_commands(sub):
 
 
 def _compare_runs(args: argparse.Namespace) -> int:
-    from ..analysis.reports import compare, display_table, format_table, load_runs
+    from ..analysis.reports import compare, display_table, format_table
     if args.against and not args.group_by:
         raise MindexpError(f"--against needs --group-by FIELD: the baseline is one of the "
                            f"groups. Received: --against {args.against[0]}")
-    runs = load_runs(args.paths)
+    # one folder: through the run store, as compare() in Python (no log read per run)
+    runs = args.paths[0] if len(args.paths) == 1 else args.paths
     if args.group_by:
         return _compare_groups(runs, args)
     table = compare(runs, sort=args.sort)
@@ -119,8 +120,9 @@ def _report_files(table, runs, args):
         from ..analysis.reports import export_table
         files[_check_writable(args.csv)] = export_table(table).to_csv(index=False)
     if args.html:
+        from ..analysis.reports import list_runs
         title = "mindexp comparison: " + ", ".join(args.paths)
-        files[_check_writable(args.html)] = _render_report(runs, title, args.html)
+        files[_check_writable(args.html)] = _render_report(list_runs(runs), title, args.html)
     return files
 
 

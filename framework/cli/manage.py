@@ -135,10 +135,10 @@ def _list_runs(args: argparse.Namespace) -> int:
                 sys.stdout.write(block)
             return EXIT_OK
     elif args.rebuild:
-        from ..rundir.catalog import open_catalog
+        from ..rundir.store import open_store
         for path in paths:
             if os.path.isdir(path):
-                open_catalog(path, url=args.catalog, rebuild=True).close()
+                open_store(path, url=args.catalog, rebuild=True).close()
     from ..manage import runs as r
     table = r.order(r.select(r.runs_table(args.paths or ["outputs"]), filters), args.sort,
                     args.limit)
@@ -256,7 +256,7 @@ def _say_leftovers(left, dry_run):
 
 def _refuse_remote(specs, url):
     """MindexpError saying where a run lives when a shared catalog has it on another host."""
-    from ..rundir.catalog import elsewhere
+    from ..rundir.store import elsewhere
     from ..secrets import masked
     for spec in specs:
         if os.path.exists(spec):

@@ -18,7 +18,7 @@ from ..rundir.io import is_run_dir, read_json, write_json
 from ..rundir.meta import read_meta
 from .runs import short_path
 from .show import find_run, human_size
-from ..rundir.catalog import run_removed
+from ..rundir.store import run_removed
 from ..rundir.record import locked
 from ..rundir.run_lock import acquire, holder, lock_trouble, unwritable
 

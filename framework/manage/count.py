@@ -10,7 +10,7 @@ import os
 from typing import TYPE_CHECKING
 
 from .. import layout
-from ..rundir.catalog import open_catalog
+from ..rundir.store import open_store
 from ..rundir.meta import UNREADABLE
 from . import queried
 from .filters import STATUSES
@@ -40,7 +40,7 @@ def _catalog_counts(path, filters, url, rebuild):
     """The counts from the catalog of ``path``, or None when it cannot answer."""
     if not os.path.isdir(path) or os.path.lexists(os.path.join(path, layout.RUN_JSON)):
         return None
-    catalog = open_catalog(path, url=url, rebuild=rebuild)
+    catalog = open_store(path, url=url, rebuild=rebuild)
     try:
         plan = queried.plan(catalog, os.path.abspath(path), filters)
         if plan is None:

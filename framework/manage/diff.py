@@ -70,9 +70,7 @@ def _differing(first: Mapping[str, Any], second: Mapping[str, Any]) -> list[tupl
 def _module_hashes(block: Mapping[str, Any]) -> dict[str, str]:
     """``{module name: SHA-256 prefix}`` of a run's captured modules (the experiment's
     own file under its name), ``"not captured"`` for one it did not capture."""
-    source: dict[str, Any] = block.get("source") or {}
-    if not isinstance(source, dict):
-        source = {}
+    source: dict[str, Any] = block["source"] if isinstance(block.get("source"), dict) else {}
     files = source.get("files") or {}
     out: dict[str, str] = {str(source.get("entry_file")): str(files.get(source.get("entry_file")))[:12]} \
         if source.get("entry_file") else {}

@@ -61,10 +61,6 @@ def _dataclass_docs(config_cls):
     return docs
 
 
-def _common_docs():
-    return _dataclass_docs(_config.Config)
-
-
 def _class_docs(klass):
     try:
         node = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
@@ -77,7 +73,7 @@ def _describe_shipped(info):
     with open(_module_file(info.module), encoding="utf-8") as f:
         tree = ast.parse(f.read())
     own = _config_node(tree, info.class_name)
-    docs = {**_common_docs(), **(field_docs(own) if own else {})}
+    docs = {**_dataclass_docs(_config.Config), **(field_docs(own) if own else {})}
     return info, [FieldInfo(n, t, d, _config.choices(n), docs.get(n, ""))
                   for n, t, d in info.fields]
 

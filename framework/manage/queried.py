@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple
 from ..analysis.cells import format_age
 from ..callbacks import schema
 from .. import layout
-from ..rundir.catalog import open_catalog
+from ..rundir.store import open_store
 from ..rundir.meta import UNREADABLE
 from ..rundir.run_lock import shown_status
 from ..rundir import where as w
@@ -43,7 +43,7 @@ def listed(path: str, filters: Filters, sort: str | None = None, limit: int | No
     a time: memory does not grow with the number of runs."""
     if not os.path.isdir(path) or os.path.lexists(os.path.join(path, layout.RUN_JSON)):
         return None
-    catalog = open_catalog(path, url=url, rebuild=rebuild)
+    catalog = open_store(path, url=url, rebuild=rebuild)
     streamed = False
     try:
         plan = _plan(catalog, os.path.abspath(path), filters, sort, wide)

@@ -122,10 +122,11 @@ def environment_changes(run_dir):
     python = (meta.get("versions") or {}).get("python")
     changes = [f"python: {python} -> {platform.python_version()}"] \
         if python and python != platform.python_version() else []
-    changes += [f"{name}: {then.get(name, 'absent')} -> {now.get(name, 'absent')}"
-               for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)]
-    env_then, env_now = block.get("env") or {}, mindspore_env()
-    changes += [f"${name}: {env_then.get(name, 'unset')} -> {env_now.get(name, 'unset')}"
-                for name in sorted(set(env_then) | set(env_now))
-                if env_then.get(name) != env_now.get(name)]
-    return changes
+    return changes + _changed(then, now, "", "absent") \
+        + _changed(block.get("env") or {}, mindspore_env(), "$", "unset")
+
+
+def _changed(then, now, sign, missing):
+    """``"<sign>name: then -> now"`` of each name whose value differs (``missing``: none)."""
+    return [f"{sign}{name}: {then.get(name, missing)} -> {now.get(name, missing)}"
+            for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)]

@@ -10,6 +10,7 @@ from ..analysis.cells import format_value
 from ..analysis.reports import eval_name, find_run_dirs
 from ..rundir.summary import run_direction
 from ..rundir.run import Run
+from ..rundir.store import open_store
 from ..rundir.run_lock import holder
 from .terminal import visible, visible_lines
 
@@ -21,7 +22,10 @@ def find_run(spec, root="outputs"):
     if not os.path.isdir(root):
         raise RunDirError(f"{spec} is neither a run directory nor a run id found below {root}. "
                           f"Received: {spec!r}")
-    found = [d for d in find_run_dirs(root) if spec in os.path.basename(d)]
+    with open_store(root) as store:   # one query, not a walk of the root
+        found = store.find(spec, os.path.abspath(root))
+    if not found:
+        find_run_dirs(root)   # a root holding no runs at all says so
     exact = [d for d in found if os.path.basename(d) == spec]
     if len(exact) == 1 or len(found) == 1:
         return Run((exact or found)[0])

@@ -187,13 +187,10 @@ def _marked_ints(values, texts):
     and were the integers floats."""
     marked, longest, longest_float = [], 0, 0
     for v, text in zip(values, texts):
-        if type(v) is int and not -_BIG_INT < v < _BIG_INT:  # noqa: E721 - bool is no integer here
-            as_float = len(_text(float(v)))
-            longest, longest_float = max(longest, len(text)), max(longest_float, as_float)
-            text = _MARK + text
-        else:
-            longest, longest_float = max(longest, len(text)), max(longest_float, len(text))
-        marked.append(text)
+        big = type(v) is int and not -_BIG_INT < v < _BIG_INT  # noqa: E721 - a bool is no integer
+        longest = max(longest, len(text))
+        longest_float = max(longest_float, len(_text(float(v))) if big else len(text))
+        marked.append(_MARK + text if big else text)
     return marked, longest, longest_float
 
 

@@ -17,7 +17,7 @@ import time
 from ..callbacks import schema
 from .. import layout
 from ..errors import RunDirError
-from .catalog import run_written
+from .store import run_written
 from .io import now_iso, write_json
 from .meta import read_meta
 

@@ -10,6 +10,7 @@ before its end and a run made before this record have none: reports read
 their CSVs through the same function, so both ways give the same table.
 """
 
+import json
 import os
 
 from ..callbacks import schema
@@ -131,3 +132,50 @@ def run_direction(config, name):
     run's config.json)."""
     mode = config.get("early_stop_mode", "auto") if name == config.get("early_stop") else "auto"
     return monitor_mode(name, mode)
+
+
+# run.json's own fields a compare() row shows as they are
+_CELL_META = ("experiment", "run_id", "status", "study", "trial", "tags", "note", "targets")
+
+
+def compare_cells(meta, config, summary):
+    """compare()'s values of one run, from its run.json (``meta``), config.json
+    (``config``) and the summary of its logs (run.json's or :func:`log_summary`'s),
+    JSON-able: what the run's row holds before the table names its columns
+    (which depend on every run's config fields and eval metrics: the table
+    does that, ``reports.compare``). The run store keeps them per finished
+    run (:func:`stored_cells`), so a row is one JSON text away."""
+    loss = summary[schema.LOSS.name]
+    outcomes = {
+        "final_loss": loss["final"] if loss["rows"] else meta.get("final_loss"),
+        "min_loss": loss["min"],
+        "best_step": loss["best_step"],
+        # run.json holds the totals once the run ended; loss.csv while it runs
+        "steps": meta.get("steps") or (loss["last_step"] if loss["rows"] else 0),
+        "epochs": meta.get("epochs") or (loss["last_epoch"] if loss["rows"] else 0),
+        "train_time_s": meta.get("train_time_s"),
+        "steps_per_s": meta.get("steps_per_s"),
+        **{f"final_{name}": value for name, value in loss.get("components", {}).items()},
+    }
+    finals = dict(summary["params"])   # the last logged value, then run.json's for the untracked
+    for name, value in (meta.get("params") or {}).items():
+        finals.setdefault(name, value)
+    block = meta.get("provenance")     # the captured provenance (mindexp.provenance)
+    git = block.get("git") if isinstance(block, dict) else None
+    git = git if isinstance(git, dict) else {}
+    return {"meta": {k: meta.get(k) for k in _CELL_META}, "config": config,
+            "outcomes": outcomes, "finals": finals, "eval": summary["eval"],
+            "system": summary.get("system") or {}, "git": [git.get("commit"), git.get("dirty")]}
+
+
+def stored_cells(meta, config):
+    """:func:`compare_cells` as JSON text when run.json holds the final summary
+    (a finished run), else None (a running or old run: its row needs its logs;
+    a summary of another shape: the logs say what it should have)."""
+    summary = stored_summary(meta)
+    if summary is None:
+        return None
+    try:
+        return json.dumps(compare_cells(meta, config, summary), allow_nan=True)
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
+        return None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from .results import best, save_plots
+from .space import check_count
 from .study import TuneSpec, run_trials
 
 if TYPE_CHECKING:
@@ -126,10 +127,7 @@ def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[An
 
 def _check_workers(workers: int, cls: type[BaseExperiment], entry: str) -> None:
     """ConfigError unless ``workers`` is an integer >= 1 whose processes can import ``cls``."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"workers must be an integer >= 1. Received: workers={workers!r}",
-                          field="workers")
-    if workers > 1 and entry.split(":")[0] == "__main__":
+    if check_count(workers, 1, "workers", sep="=") > 1 and entry.split(":")[0] == "__main__":
         raise ConfigError(f"workers > 1 runs trials in other processes, which cannot import "
                           f"{cls.__name__} from __main__; move it into a module. "
                           f"Received: workers={workers}", field="workers")

@@ -2,6 +2,7 @@
 aside so that the storage and the records can still be written when it comes."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 
@@ -18,11 +19,9 @@ def is_full_disk(error: str | None) -> bool:
 def reserve_space(folder: str, items: int) -> None:
     """Set space aside in ``folder``, given back when the disk fills so that
     the storage and the record can still be written (about 1 KiB per item)."""
-    try:
+    with contextlib.suppress(OSError):  # best effort: the disk may be full already
         with open(os.path.join(folder, layout.SPACE_RESERVE), "wb") as f:
             f.write(b"\0" * (16384 + 1024 * items))
-    except OSError:
-        pass  # best effort: the disk may be full already
 
 
 def release_space(folder: str) -> bool:

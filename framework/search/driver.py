@@ -19,7 +19,6 @@ until :func:`.liveness.fail_dead_trials` fails it (here once the workers
 are gone, and before every claim).
 """
 import json
-import logging
 import os
 import queue
 import subprocess
@@ -32,11 +31,9 @@ from .disk import release_space, reserve_space
 from .liveness import host
 from .signals import Forwarding, handlers
 from ..errors import ConfigError
-from .space import parse_duration, parse_space
-from .study import (LOGS, TuneSpec, check_choices, default_storage, grid_space,
-                    import_optuna, load_study, spec_space, study_dir)
-
-logger = logging.getLogger(__name__)
+from .space import check_count, parse_duration, parse_space
+from .study import (LOGS, TuneSpec, check_choices, grid_space, import_optuna, load_study,
+                    spec_space, storage_path, study_dir)
 
 WORKER_COMMAND = "_search_worker"  # the hidden command a worker process runs
 # The spec holds the storage URL, perhaps with its password: it goes to the
@@ -65,16 +62,15 @@ def make_spec(exp_cls, entry, space, objective, trials, direction=None, sampler=
                           field=both[0])
     from .objective import resolve_objective
     found = resolve_objective(exp, objective, direction)
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ConfigError(f"--seed must be an integer >= 0. Received: --seed {seed!r}",
-                          field="seed")
+    if seed is not None:
+        check_count(seed, 0, "--seed")
     name = _check_study_name(study or exp_cls.experiment_name())
     folder = study_dir(out, name)
     spec = TuneSpec(entry=entry, experiment=exp_cls.experiment_name(), study=name,
-                    study_dir=folder, storage=_storage(storage, folder), space=spec_space(params),
-                    objective=objective, direction=found.direction, base=base, trials=trials,
-                    sampler=sampler, pruner=pruner, seed=seed, timeout_s=parse_duration(timeout),
-                    direction_inferred=found.inferred)
+                    study_dir=folder, storage=storage_path(storage, folder),
+                    space=spec_space(params), objective=objective, direction=found.direction,
+                    base=base, trials=trials, sampler=sampler, pruner=pruner, seed=seed,
+                    timeout_s=parse_duration(timeout), direction_inferred=found.inferred)
     if sampler == "grid":
         grid_space(spec.space)
     return spec
@@ -88,18 +84,6 @@ def _check_study_name(name):
         raise ConfigError("--study must be 1-64 characters of letters, digits, '.', '_', '-', "
                           f"'+', '=' (it names a folder). Received: --study {name!r}",
                           field="study") from None
-
-
-def _storage(storage, folder):
-    if storage is None:
-        return default_storage(folder)
-    if "://" in storage:
-        return storage
-    path = os.path.abspath(storage)
-    if os.path.isdir(path):
-        raise ConfigError(f"--storage must be an RDB URL or a journal file, not a folder. "
-                          f"Received: --storage {storage}", field="storage")
-    return path
 
 
 def start(spec):

@@ -22,9 +22,9 @@ failed points (their failed trials are marked ``retired``).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
-import json
 import os
 import shutil
 import sys
@@ -35,7 +35,7 @@ from .. import layout
 from ..errors import MindexpError
 from .children import output_to
 from .disk import FULL_DISK, release_space, reserve_space  # noqa: F401  (sweeps' too)
-from .study import LOGS, claim_lock, import_optuna, open_storage
+from .study import LOGS, JsonSpec, claim_lock, import_optuna, one_line, open_storage
 
 POINT = "point"            # the user attribute naming a trial's grid point
 FINAL = ("completed", "diverged", "pruned")   # outcomes a continued sweep keeps
@@ -44,7 +44,7 @@ RETIRED = "mindexp:retired"   # the study's user attribute listing retired trial
 
 
 @dataclasses.dataclass
-class SweepSpec:
+class SweepSpec(JsonSpec):
     """Everything a worker needs to train points of a sweep (JSON-ready)."""
 
     entry: str
@@ -63,15 +63,6 @@ class SweepSpec:
     kind: str = "sweep"
     mlflow: str | None = None            # the tracking URI each run streams to (--mlflow)
     mlflow_parent: str | None = None     # the sweep's parent run there
-
-    def to_json(self) -> str:
-        """The spec as one JSON text (a worker's argument)."""
-        return json.dumps(dataclasses.asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> SweepSpec:
-        """The spec :meth:`to_json` wrote."""
-        return cls(**json.loads(text))
 
 
 @dataclasses.dataclass
@@ -174,10 +165,8 @@ def _claim(study, spec, index, lock):
     with a lower number holds it (ours is told FAIL as surplus)."""
     optuna = import_optuna()
     from .liveness import host
-    attrs = {"host": host(), "pid": os.getpid()}
-    if lock:
-        attrs["lock"] = lock
-    trial_id = add_trial(study, spec, index, attrs)
+    trial_id = add_trial(study, spec, index, {"host": host(), "pid": os.getpid(),
+                                              **({"lock": lock} if lock else {})})
     number = study._storage.get_trial_number_from_id(trial_id)
     held = [t for t in point_trials(study).get(index, [])
             if t.number < number and (outcome(t) == "running" or outcome(t) in FINAL)]
@@ -209,11 +198,10 @@ def add_trial(study: Any, spec: SweepSpec, index: int, attrs: dict,
 
 def _resumable(trials):
     """The run folder of the point's last trial when it was interrupted."""
-    last = trials[-1] if trials else None
-    if last is not None and outcome(last) == "interrupted":
-        run_dir = last.user_attrs.get("run_dir")
-        return run_dir if isinstance(run_dir, str) and run_dir else None
-    return None
+    if not trials or outcome(trials[-1]) != "interrupted":
+        return None
+    run_dir = trials[-1].user_attrs.get("run_dir")
+    return run_dir if isinstance(run_dir, str) and run_dir else None
 
 
 def here(out: str, run_dir: str | None) -> str | None:
@@ -235,7 +223,7 @@ def tell(study: Any, trial_id: int, answer: dict) -> None:
     another process failed meanwhile (taken for dead) keeps that."""
     optuna = import_optuna()
     storage = study._storage
-    try:
+    with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
         for key in ("run_dir", "run_id", "status", "error", "returncode", "final_loss"):
             if answer.get(key) is not None:
                 storage.set_trial_user_attr(trial_id, key, answer[key])
@@ -246,8 +234,6 @@ def tell(study: Any, trial_id: int, answer: dict) -> None:
                                            values=[value if value == value else 0.0])
         else:
             storage.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
-    except optuna.exceptions.UpdateFinishedTrialError:
-        pass
 
 
 # -- a worker's loop ----------------------------------------------------------------------
@@ -310,11 +296,11 @@ def train_point(spec: SweepSpec, claim: Claim, stop: Any,
         run = _train(spec, claim, started, named)
     except MindexpError as exc:
         _drop_unrecorded(started.get("run_dir"))
-        return _failed(f"mindexp: error: {_one_line(exc)}", 2)
+        return _failed(f"mindexp: error: {one_line(exc)}", 2)
     except TrainingError as exc:
-        _say(f"mindexp: training failed: {_one_line(exc)}")
+        _say(f"mindexp: training failed: {one_line(exc)}")
         meta = exc.run.meta if getattr(exc, "run", None) is not None else {}
-        return _answer(exc.run_dir, meta.get("status") or "failed", _one_line(exc), 1, meta)
+        return _answer(exc.run_dir, meta.get("status") or "failed", one_line(exc), 1, meta)
     except KeyboardInterrupt:  # a second signal: the run's folder is still resumable
         _say("mindexp: interrupted")
         return _answer(started.get("run_dir"), "interrupted", "mindexp: interrupted", 130)
@@ -336,9 +322,7 @@ def _train(spec, claim, started, named=None):
     from ..train.request import RunRequest
     resume = here(spec.out, claim.resume)
     if resume and os.path.isdir(resume) and list_checkpoints(resume, "all"):
-        started["run_dir"] = resume
-        if named:
-            named(resume)
+        _created(started, named, resume)
         return resume_run(resume, quiet=True, mlflow=spec.mlflow)
     values = spec.points[claim.index]
     exp = load_experiment(spec.entry)({**spec.base, **values})
@@ -365,15 +349,9 @@ def _drop_unrecorded(run_dir):
 
 def _say(text):
     """Print on the point's log; a full disk must not turn the answer into a crash."""
-    try:
+    with contextlib.suppress(OSError):
         sys.stderr.write(text.rstrip("\n") + "\n")
         sys.stderr.flush()
-    except OSError:
-        pass
-
-
-def _one_line(text):
-    return " ".join(str(text).split())
 
 
 def _failed(message, code, status="failed"):

@@ -67,13 +67,11 @@ def grace_s() -> float:
     """The silence after which a trial's worker is taken for dead (``$MINDEXP_HEARTBEAT_GRACE_S``
     seconds, default GRACE_S; a value that is not a number > 0 is ignored with a warning)."""
     text = os.environ.get(GRACE_VARIABLE)
-    if not text:
-        return GRACE_S
     try:
-        value = float(text)
+        value = float(text) if text else GRACE_S
     except ValueError:
         value = 0.0
-    if not value > 0 or value != value or value == float("inf"):
+    if not 0 < value < float("inf"):
         logger.warning("%s must be a number of seconds > 0; using %s. Received: %r",
                        GRACE_VARIABLE, GRACE_S, text)
         return GRACE_S

@@ -28,8 +28,7 @@ class TrialPruning(Callback):
     def __init__(self, trial, metric=None, best=False, maximize=False):
         super().__init__()
         self.trial, self.metric, self.best, self.maximize = trial, metric, bool(best), maximize
-        self.stop_status = None
-        self.stop_reason = None
+        self.stop_status = self.stop_reason = None
         self._sum, self._count, self._best = 0.0, 0, None
 
     def on_train_step_end(self, run_context):

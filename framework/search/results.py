@@ -52,11 +52,9 @@ def _text(value):
 
 def _steps(run_dir):
     from ..rundir.io import read_json
-    if not run_dir or not os.path.isfile(os.path.join(run_dir, layout.RUN_JSON)):
-        return None
     try:
         return read_json(os.path.join(run_dir, layout.RUN_JSON)).get("steps")
-    except Exception:  # a run directory on another machine or half-copied: no steps shown
+    except Exception:  # no run folder (yet), one on another machine or half-copied: no steps
         return None
 
 
@@ -123,12 +121,11 @@ def study_frame(study: str | optuna.Study | None = None, out: str | os.PathLike[
 def open_existing(name, out="outputs", storage=None):
     """Load the study ``name`` (ConfigError naming what exists when it does not)."""
     optuna = import_optuna()
-    from .driver import _storage
-    from .study import open_storage, study_dir
+    from .study import open_storage, storage_path, study_dir
     if not name:
         raise ConfigError("--show needs --study NAME. Received: no --study", field="study")
     folder = study_dir(out, name)
-    where = _storage(storage, folder)
+    where = storage_path(storage, folder)
     if "://" not in where and not os.path.isfile(where):
         raise ConfigError(f"no study {name!r}: {where} does not exist. Received: --study {name}",
                           field="study")

@@ -25,10 +25,8 @@ STOPPING = (signal.SIGINT, signal.SIGTERM)
 def handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
     """``handler`` for SIGINT and SIGTERM during the block, the old ones restored
     after; nothing off the main thread (Python delivers signals there only)."""
-    saved: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in STOPPING:
-            saved[sig] = signal.signal(sig, handler)
+    on_main = threading.current_thread() is threading.main_thread()
+    saved = {sig: signal.signal(sig, handler) for sig in STOPPING} if on_main else {}
     try:
         yield
     finally:

@@ -4,12 +4,11 @@ Everything here runs before a study or a folder exists, so a bad space is
 one line and exit status 2 with nothing created. Optuna is not needed.
 """
 import dataclasses
-import difflib
 import math
 import re
 import typing
 
-from ..define.config import coerce
+from ..define.config import coerce, did_you_mean, short_type
 from ..errors import ConfigError
 
 KINDS = ("uniform", "loguniform", "int", "int-log", "choice")
@@ -53,6 +52,15 @@ def parse_space(items, exp_cls, base=None):
     return space
 
 
+def check_count(value, least, option, why="", sep=" "):
+    """``value`` when it is an integer >= ``least``, else ConfigError naming
+    ``option`` (``why``: what the number counts; ``sep``: ``=`` for a keyword)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"{option} must be an integer >= {least}{why}. "
+                          f"Received: {option}{sep}{value!r}", field=option.lstrip("-"))
+    return value
+
+
 def _split_item(item):
     name, sep, spec = str(item).partition("=")
     if not sep or not name.strip():
@@ -65,10 +73,8 @@ def _check_name(name, hints, exp_cls, space):
     if name in space:
         raise ConfigError(f"--param {name} is given twice; keep one. Received: {name}", field=name)
     if name not in hints:
-        close = difflib.get_close_matches(name, list(hints), n=3, cutoff=0.6)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise ConfigError(f"--param {name!r} is not a config field of "
-                          f"{exp_cls.experiment_name()}.{hint} Valid fields: "
+                          f"{exp_cls.experiment_name()}.{did_you_mean(name, hints)} Valid fields: "
                           f"{', '.join(hints)}. Received: {name}", field=name)
 
 
@@ -146,7 +152,7 @@ def _field_value(name, text, hint, spec):
         return coerce(name, text, hint)
     except ConfigError:
         raise ConfigError(f"--param {name}: choice value {text!r} is not a valid value of config "
-                          f"field {name!r}, which expects {_type_text(hint)}. "
+                          f"field {name!r}, which expects {short_type(hint)}. "
                           f"Received: {name}={spec}", field=name) from None
 
 
@@ -166,11 +172,6 @@ def _base_type(hint):
         inner = [a for a in typing.get_args(hint) if a is not type(None)]
         return inner[0] if inner else hint
     return hint
-
-
-def _type_text(hint):
-    from ..define.config import short_type
-    return short_type(hint)
 
 
 def parse_duration(text):

@@ -29,6 +29,7 @@ same order still give the same sequence.
 """
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -41,7 +42,8 @@ from ..errors import ConfigError, MindexpError
 from ..rundir.groups import STUDIES, STUDY_JOURNAL
 from ..secrets import masked
 from .disk import is_full_disk, release_space
-from .signals import StopFlag  # noqa: F401  (run_trials' stop; tune and its workers pass one)
+from .space import check_count
+
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +66,21 @@ def import_optuna():
     return optuna
 
 
+class JsonSpec:
+    """A spec a worker reads: a dataclass as one JSON text."""
+
+    def to_json(self):
+        """The spec as one JSON text (a worker's argument)."""
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text):
+        """The spec :meth:`to_json` wrote."""
+        return cls(**json.loads(text))
+
+
 @dataclasses.dataclass
-class TuneSpec:
+class TuneSpec(JsonSpec):
     """Everything a worker needs to run trials of a study (JSON-ready)."""
 
     entry: str
@@ -87,33 +102,32 @@ class TuneSpec:
     mlflow: str | None = None          # the tracking URI each trial's run streams to (--mlflow)
     mlflow_parent: str | None = None   # the study's parent run there
 
-    def to_json(self):
-        return json.dumps(dataclasses.asdict(self))
-
-    @classmethod
-    def from_json(cls, text):
-        return cls(**json.loads(text))
-
 
 def study_dir(out, name):
     return os.path.join(os.path.abspath(os.fspath(out)), STUDIES, name)
 
 
-def default_storage(folder):
-    return os.path.join(folder, JOURNAL)
+def storage_path(storage, folder):
+    """An RDB URL as given, a journal file as an absolute path (ConfigError for a
+    folder); None: the journal in the study's ``folder``."""
+    if storage is None:
+        return os.path.join(folder, JOURNAL)
+    if is_url(storage):
+        return storage
+    path = os.path.abspath(storage)
+    if os.path.isdir(path):
+        raise ConfigError(f"--storage must be an RDB URL or a journal file, not a folder. "
+                          f"Received: --storage {storage}", field="storage")
+    return path
 
 
 def check_choices(sampler, pruner, trials):
     """ConfigError for an unknown sampler/pruner or a trial count below 1."""
-    if sampler not in SAMPLERS:
-        raise ConfigError(f"--sampler must be one of {', '.join(SAMPLERS)}. "
-                          f"Received: --sampler {sampler}", field="sampler")
-    if pruner not in PRUNERS:
-        raise ConfigError(f"--pruner must be one of {', '.join(PRUNERS)}. "
-                          f"Received: --pruner {pruner}", field="pruner")
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-        raise ConfigError(f"--trials must be an integer >= 1. Received: --trials {trials!r}",
-                          field="trials")
+    for option, value, accepted in (("sampler", sampler, SAMPLERS), ("pruner", pruner, PRUNERS)):
+        if value not in accepted:
+            raise ConfigError(f"--{option} must be one of {', '.join(accepted)}. "
+                              f"Received: --{option} {value}", field=option)
+    check_count(trials, 1, "--trials")
 
 
 # -- storage and study ---------------------------------------------------------
@@ -225,9 +239,7 @@ def space_text(item):
 
 def _space_of_trials(study):
     """The space (TuneSpec form) the trials of ``study`` were sampled from."""
-    optuna = import_optuna()
-    dist = optuna.distributions
-    space = {}
+    dist, space = import_optuna().distributions, {}
     for trial in study.get_trials(deepcopy=False):
         for name, d in trial.distributions.items():
             if isinstance(d, dist.CategoricalDistribution):
@@ -243,14 +255,13 @@ def _space_of_trials(study):
 def make_sampler(spec, number=0):
     """TPE (default), random or grid for trial ``number``; seeded from
     ``spec.seed`` and ``number`` when seeded (see the module's docstring)."""
-    optuna = import_optuna()
-    seed = trial_seed(spec.seed, number)
+    samplers, seed = import_optuna().samplers, trial_seed(spec.seed, number)
     if spec.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
+        return samplers.RandomSampler(seed=seed)
     if spec.sampler == "grid":
         return _grid_sampler_class()(grid_space(spec.space), seed=seed)
     # Optuna's 10 random start-up trials would leave a small budget almost no TPE trials.
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(10, max(2, spec.trials // 3)))
+    return samplers.TPESampler(seed=seed, n_startup_trials=min(10, max(2, spec.trials // 3)))
 
 
 def trial_seed(seed, number):
@@ -261,27 +272,21 @@ def trial_seed(seed, number):
     return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
 
 
-_GRID: list[type] = []
-
-
+@functools.cache
 def _grid_sampler_class():
     """Optuna's GridSampler without its ``study.stop()`` once the grid is done:
     that works only inside ``Study.optimize`` (here it raised after the last
     grid point's tell); our loop has its own budget."""
-    if not _GRID:
-        optuna = import_optuna()
+    class BudgetGridSampler(import_optuna().samplers.GridSampler):
+        def after_trial(self, study, trial, state, values):
+            pass
 
-        class BudgetGridSampler(optuna.samplers.GridSampler):
-            def after_trial(self, study, trial, state, values):
-                pass
-
-            def _get_unvisited_grid_ids(self, study):
-                # Optuna's own (checked on 5.0) takes the point of every finished trial
-                # as visited; an interrupted trial or one whose worker died is not
-                # counted (see counted()), so its point must be drawn again.
-                return _unvisited_points(self, study)
-        _GRID.append(BudgetGridSampler)
-    return _GRID[0]
+        def _get_unvisited_grid_ids(self, study):
+            # Optuna's own (checked on 5.0) takes the point of every finished trial
+            # as visited; an interrupted trial or one whose worker died is not
+            # counted (see counted()), so its point must be drawn again.
+            return _unvisited_points(self, study)
+    return BudgetGridSampler
 
 
 def _unvisited_points(sampler, study):
@@ -323,14 +328,13 @@ def spec_space(space):
 
 
 def make_pruner(spec):
-    optuna = import_optuna()
+    pruners = import_optuna().pruners
     if spec.pruner == "none":
-        return optuna.pruners.NopPruner()
+        return pruners.NopPruner()
     if spec.pruner == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=1)
+        return pruners.HyperbandPruner(min_resource=1)
     # A few finished trials first, so the median means something.
-    return optuna.pruners.MedianPruner(n_startup_trials=min(5, max(1, spec.trials // 4)),
-                                       n_warmup_steps=1)
+    return pruners.MedianPruner(n_startup_trials=min(5, max(1, spec.trials // 4)), n_warmup_steps=1)
 
 
 # -- claiming trials ---------------------------------------------------------------
@@ -348,13 +352,13 @@ def counted(trial):
 
 def remaining(study, trials):
     """Trials still to start: the budget minus the counted ones (running included)."""
-    return max(0, trials - sum(1 for t in study.get_trials(deepcopy=False) if counted(t)))
+    return max(0, trials - sum(map(counted, study.get_trials(deepcopy=False))))
 
 
 def finished_short(study, trials):
     """How many of the budget's ``trials`` have not ended counted (0: the study is whole)."""
-    return max(0, trials - sum(1 for t in study.get_trials(deepcopy=False)
-                               if counted(t) and t.state.is_finished()))
+    return max(0, trials - sum(counted(t) and t.state.is_finished()
+                               for t in study.get_trials(deepcopy=False)))
 
 
 @contextlib.contextmanager
@@ -387,10 +391,9 @@ def claim_trial(study, spec, lock=None):
         study.sampler = make_sampler(spec, number)
         with quiet_heartbeat():
             trial = study.ask()
-        trial.set_user_attr("host", host())
-        trial.set_user_attr("pid", os.getpid())
-        if lock:
-            trial.set_user_attr("lock", lock)
+        for key, value in {"host": host(), "pid": os.getpid(), "lock": lock}.items():
+            if value:
+                trial.set_user_attr(key, value)
     if trial.number != number:  # an RDB shared with another process took that number
         study.sampler = make_sampler(spec, trial.number)
     earlier = [t for t in study.get_trials(deepcopy=False)
@@ -471,6 +474,7 @@ def run_one(study, trial, spec, exp_cls, stop):
     A failed or diverged run is told FAIL (not a worst value: a made-up
     number would mislead the sampler and the importances); so is a run
     whose objective is not a finite number."""
+    from .objective import Objective
     optuna = import_optuna()
     run_dir, status, error, details = None, "failed", None, None
     try:
@@ -480,10 +484,11 @@ def run_one(study, trial, spec, exp_cls, stop):
         else:
             status, error = "interrupted", "stopped before training"
     except MindexpError as exc:  # this point of the space is not a valid run
-        error, details = _one_line(exc), traceback.format_exc()
+        error, details = one_line(exc), traceback.format_exc()
     except Exception as exc:  # noqa: BLE001  (the trial's log has the traceback)
-        error, details = f"{type(exc).__name__}: {_one_line(exc)}", traceback.format_exc()
-    value = _objective_value(spec, run_dir) if status == "completed" else None
+        error, details = f"{type(exc).__name__}: {one_line(exc)}", traceback.format_exc()
+    value = Objective(spec.objective, spec.direction).value_of(run_dir) \
+        if status == "completed" else None
     if status == "completed" and value is None:
         error = f"the run has no value of {spec.objective}"
     no_space = status != "completed" and is_full_disk(error)
@@ -505,7 +510,8 @@ def run_one(study, trial, spec, exp_cls, stop):
     return ("interrupted" if status == "interrupted" else "failed"), None, error
 
 
-def _one_line(text):
+def one_line(text):
+    """``text`` on one line, its runs of white space one blank."""
     return " ".join(str(text).split())
 
 
@@ -570,24 +576,18 @@ def _train(request):
     try:
         run = run_request(request)
     except TrainingError as exc:  # the run's own one line, as `mindexp run` prints it
-        error = _one_line(exc)
         if getattr(exc, "run", None) is None:
-            return None, "failed", error, traceback.format_exc()
-        return exc.run.dir, exc.run.status, error, _read_error_file(exc.run.dir)
-    return run.dir, run.status, run.meta.get("error"), _read_error_file(run.dir)
+            return None, "failed", one_line(exc), traceback.format_exc()
+        run, error = exc.run, one_line(exc)
+    else:
+        error = run.meta.get("error")
+    return run.dir, run.status, error, read_text(os.path.join(run.dir, layout.ERROR_FILE))
 
 
-def _read_error_file(run_dir):
-    path = os.path.join(run_dir, layout.ERROR_FILE)
+def read_text(path):
+    """The text of the file ``path``, None when it cannot be read."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
-    except OSError:
+    except (OSError, TypeError):
         return None
-
-
-def _objective_value(spec, run_dir):
-    from .objective import Objective
-    if run_dir is None:
-        return None
-    return Objective(spec.objective, spec.direction).value_of(run_dir)

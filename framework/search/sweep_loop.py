@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from ..rundir.meta import read_meta
 from .grid import here
-from .study import LOGS
+from .study import LOGS, read_text
 from .sweep_record import SweepRun
 
 WORKERS_DIR = "workers"      # each worker's own stderr
@@ -86,7 +86,7 @@ class SweepLoop:
             run = self.sweep.runs[index]
             run.run_dir = run.run_dir or _find_run_dir(self.sweep, run)
             answer = {"run_dir": run.run_dir, "status": "failed", "returncode": code,
-                      "error": _last_error(_read_text(run.log_path), code)}
+                      "error": _last_error(read_text(run.log_path) or "", code)}
             self._ended(run, trial_id, answer, tell_storage=True)
         elif not proc.claimed and code != 0:
             # It could not even start: another would not either, so none is started again.
@@ -121,17 +121,7 @@ def _find_run_dir(sweep, run):
     return None
 
 
-def _read_text(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except (OSError, TypeError):
-        return ""
-
-
 def _read_meta(run_dir):
-    if not run_dir:
-        return None
     try:
         return read_meta(run_dir)
     except Exception:  # noqa: BLE001  a child killed mid-start may leave no readable run.json

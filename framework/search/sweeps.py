@@ -42,7 +42,8 @@ from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, here, open_study, o
                    retired, tell)
 from .liveness import dead_worker_error
 from .signals import handlers
-from .study import JOURNAL, LOGS
+from .space import check_count
+from .study import JOURNAL, LOGS, storage_path
 from ..secrets import masked
 from .sweep_loop import WORKERS_DIR, SweepLoop
 from .sweep_record import SWEEP_JSON, SweepRun, apply_answer, read_record, write_record
@@ -192,7 +193,8 @@ class Sweep:
         self.runs = [SweepRun(i, values, f"{name or 'sweep'}-{i + 1}")
                      for i, values in enumerate(grid_points(self.grid))]
         self.workers = _check_workers(workers, len(self.runs))
-        self.retries = _check_retries(retries)
+        self.retries = check_count(retries, 0, "--retries",
+                                   " (times a failed point is trained again)")
         for run in self.runs:
             check_label(run.label)
         self.storage = os.fspath(storage) if storage is not None else None
@@ -228,7 +230,7 @@ class Sweep:
                 self._spec = self._make_spec(self._own_folder(resume), SWEEP_STUDY)
                 self._open()
         else:
-            self._spec = self._make_spec(_storage_of(self.storage), self._study_name())
+            self._spec = self._make_spec(storage_path(self.storage, None), self._study_name())
             self._study = open_study(self._spec, create=True)
             self._shared_folder(resume)
             self._open()
@@ -421,12 +423,8 @@ class Sweep:
                 run.status, run.error = "not started", why
             elif run.status == "pending" and worker_failure:
                 run.status, run.error = "failed", worker_failure
-        if self.signum:
-            self.status = "interrupted"
-        elif all(r.status == "completed" for r in self.runs):
-            self.status = "completed"
-        else:
-            self.status = "failed"
+        self.status = "interrupted" if self.signum else \
+            "completed" if all(r.status == "completed" for r in self.runs) else "failed"
         self.ended_at = now_iso()
         self.save()
         if self.mlflow:
@@ -463,9 +461,8 @@ class Sweep:
 
 def _error_of(trial):
     """A finished trial's error: its run's, or the dead worker it names."""
-    if outcome(trial) != "failed":
-        return trial.user_attrs.get("error")
-    return trial.user_attrs.get("error") or dead_worker_error(trial.user_attrs)
+    error = trial.user_attrs.get("error")
+    return error if error or outcome(trial) != "failed" else dead_worker_error(trial.user_attrs)
 
 
 def _texts(values):
@@ -476,23 +473,7 @@ def _texts(values):
     return {k: [text(x) for x in v] if isinstance(v, list) else text(v) for k, v in values.items()}
 
 
-def _storage_of(storage):
-    """An RDB URL as given, a journal file as an absolute path (ConfigError for a folder)."""
-    from .driver import _storage
-    return _storage(storage, None)
-
-
 def _check_workers(workers, n_runs):
     if workers is None:
         return max(1, min(os.cpu_count() or 1, n_runs))
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"--workers must be an integer >= 1 (runs at the same time). "
-                          f"Received: --workers {workers!r}", field="workers")
-    return min(workers, max(1, n_runs))
-
-
-def _check_retries(retries):
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ConfigError(f"--retries must be an integer >= 0 (times a failed point is trained "
-                          f"again). Received: --retries {retries!r}", field="retries")
-    return retries
+    return min(check_count(workers, 1, "--workers", " (runs at the same time)"), max(1, n_runs))

@@ -12,6 +12,7 @@ sweep's ``logs/``; one JSON line per event goes to the driver on the
 original stdout. SIGINT/SIGTERM: the running run stops after its step
 (status interrupted), nothing new is claimed, the worker exits 128 + signal.
 """
+import contextlib
 import json
 import os
 
@@ -29,11 +30,9 @@ def serve(index):
     stop = StopFlag()
 
     def report(event):
-        try:
+        with contextlib.suppress(BrokenPipeError):  # the driver is gone (killed): nobody to tell
             answers.write(json.dumps(event) + "\n")
             answers.flush()
-        except BrokenPipeError:  # the driver is gone (killed): nobody to tell
-            pass
 
     from .grid import SweepSpec, run_points
     try:

@@ -617,15 +617,15 @@ def test_a_finished_run_resumed_sends_its_new_rows(served):
 
 
 def test_the_first_scan_knows_which_runs_run_from_a_current_catalog(served, monkeypatch):
-    from mindexp.rundir import catalog, private_catalog
+    from mindexp.rundir import store as catalog, replica
     root, get = served
     for name, status in (("live", "running"), ("done", "completed"), ("resumed", "completed")):
         make_run(root, name, status=status, losses=(1.0, 0.5))
-    catalog.open_catalog(root).close()   # what `mindexp runs` leaves
+    catalog.open_store(root).close()   # what `mindexp runs` leaves
     run_json = root / "toy" / "resumed" / "run.json"   # rewritten after the catalog read it
     run_json.write_text(json.dumps(json.loads(run_json.read_text()) | {"status": "running"}))
     read = []
-    for module in (catalog, private_catalog):
+    for module in (catalog, replica):
         real = module._read_run
         monkeypatch.setattr(module, "_read_run", lambda run_dir, real=real: read.append(
             os.path.basename(run_dir)) or real(run_dir))
@@ -749,13 +749,9 @@ def _run_json_stats(monkeypatch):
 
 
 def _bound_rolling_check(monkeypatch, count):
-    """The private catalog's rolling check at ``count`` runs a refresh (a server
-    without one has nothing to bound: what it stats is counted all the same)."""
-    try:
-        from mindexp.rundir import private_catalog
-    except ImportError:
-        return
-    monkeypatch.setattr(private_catalog, "CHECKED_PER_REFRESH", count)
+    """The replica's rolling check at ``count`` runs a refresh."""
+    from mindexp.rundir import replica
+    monkeypatch.setattr(replica, "CHECKED_PER_REFRESH", count)
 
 
 def test_a_page_and_a_quiet_poll_stat_no_run_beyond_the_rolling_check(sixty, monkeypatch):
@@ -788,12 +784,12 @@ def test_a_page_reads_only_its_own_runs(served, monkeypatch):
 
 def test_a_writers_change_to_a_finished_run_is_followed_from_the_roots_catalog(served,
                                                                             monkeypatch):
-    from mindexp.rundir import catalog, private_catalog
-    monkeypatch.setattr(private_catalog, "CHECKED_PER_REFRESH", 0, raising=False)
+    from mindexp.rundir import store as catalog, replica
+    monkeypatch.setattr(replica, "CHECKED_PER_REFRESH", 0)
     root, get = served
     done = make_run(root, "done")
     make_run(root, "other")
-    catalog.open_catalog(root).close()   # the root's catalog, as `mindexp runs` leaves it
+    catalog.open_store(root).close()   # the root's catalog, as `mindexp runs` leaves it
     cursor = _changes(get)[0]["cursor"]
     run_json = os.path.join(done, "run.json")
     meta = json.loads(open(run_json).read())
@@ -806,7 +802,7 @@ def test_a_writers_change_to_a_finished_run_is_followed_from_the_roots_catalog(s
     assert [r["run_id"] for r in poll["status"]] == ["done"]
 
 
-def test_the_private_catalog_lives_outside_the_served_folder_and_goes_with_the_server(tmp_path):
+def test_the_replica_lives_outside_the_served_folder_and_goes_with_the_server(tmp_path):
     root = tmp_path / "runs"
     make_run(root, "r1")
     server = make_server([str(root)], port=0)
@@ -819,8 +815,8 @@ def test_the_private_catalog_lives_outside_the_served_folder_and_goes_with_the_s
     assert not os.path.exists(catalog.path)
 
 
-def test_a_killed_servers_private_catalog_is_removed_by_the_next_one(tmp_path):
-    from mindexp.rundir.private_catalog import PREFIX, private_catalog
+def test_a_killed_servers_replica_is_removed_by_the_next_one(tmp_path):
+    from mindexp.rundir.replica import PREFIX, replica
     make_run(tmp_path / "runs", "r1")
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
@@ -830,7 +826,7 @@ def test_a_killed_servers_private_catalog_is_removed_by_the_next_one(tmp_path):
     orphan.write_bytes(b"")   # left by a server killed with SIGKILL
     mine = folder / f"{PREFIX}{os.getpid()}-abcdefgh.sqlite"
     mine.write_bytes(b"")     # a live server's
-    catalog = private_catalog(str(tmp_path / "runs"), str(folder))
+    catalog = replica(str(tmp_path / "runs"), str(folder))
     try:
         assert not orphan.exists() and mine.exists()
     finally:
@@ -840,8 +836,8 @@ def test_a_killed_servers_private_catalog_is_removed_by_the_next_one(tmp_path):
 
 def test_a_finished_run_edited_by_hand_shows_within_one_pass_of_the_rolling_check(
         served, monkeypatch):
-    from mindexp.rundir import private_catalog
-    monkeypatch.setattr(private_catalog, "CHECKED_PER_REFRESH", 3)
+    from mindexp.rundir import replica
+    monkeypatch.setattr(replica, "CHECKED_PER_REFRESH", 3)
     root, get = served
     for i in range(12):
         make_run(root, f"r{i:02d}")
@@ -854,8 +850,8 @@ def test_a_finished_run_edited_by_hand_shows_within_one_pass_of_the_rolling_chec
 
 
 def test_without_a_roots_catalog_the_server_scans_a_batch_at_a_time(tmp_path, monkeypatch):
-    from mindexp.rundir import private_catalog
-    monkeypatch.setattr(private_catalog, "REBUILD_BATCH", 2)
+    from mindexp.rundir import replica
+    monkeypatch.setattr(replica, "REBUILD_BATCH", 2)
     root = tmp_path / "runs"
     for i in range(4):
         make_run(root, f"r{i}")
@@ -870,22 +866,24 @@ def test_without_a_roots_catalog_the_server_scans_a_batch_at_a_time(tmp_path, mo
 # -- the first page while the private copy is made -------------------------------------
 
 @contextlib.contextmanager
-def _copy_held(monkeypatch, fails=None):
-    """The private catalog's copy of the root's catalog, held once it began
-    reading it until the block ends (yields the event set then); ``fails``:
-    an exception it then raises."""
-    from mindexp.rundir import private_catalog
+def _copy_held(monkeypatch, fails=None, copied=0):
+    """The replica's first copy of the root's store, held once it read the
+    store's feed, before it copies a row (after ``copied`` reads of rows),
+    until the block ends (yields the event set then); ``fails``: an exception
+    it then raises."""
+    from mindexp.rundir import replica
     reached, release = threading.Event(), threading.Event()
-    real = private_catalog.PrivateCatalog._columns_of
+    real, calls = replica.Replica._take, []
 
-    def held(self, table):
-        if not reached.is_set():
+    def held(self, *args):
+        calls.append(args)
+        if len(calls) > copied and not reached.is_set():
             reached.set()
             release.wait(60)
             if fails is not None:
                 raise fails
-        return real(self, table)
-    monkeypatch.setattr(private_catalog.PrivateCatalog, "_columns_of", held)
+        return real(self, *args)
+    monkeypatch.setattr(replica.Replica, "_take", held)
     try:
         yield reached
     finally:
@@ -910,9 +908,9 @@ def _runs_soon(get, query="", seconds=20):
 
 
 def _with_catalog(root, names, **kwargs):
-    from mindexp.rundir import catalog
+    from mindexp.rundir import store as catalog
     dirs = [make_run(root, name, **kwargs) for name in names]
-    catalog.open_catalog(root).close()   # the root's catalog, as `mindexp runs` leaves it
+    catalog.open_store(root).close()   # the root's catalog, as `mindexp runs` leaves it
     return dirs
 
 
@@ -920,7 +918,7 @@ def test_a_page_is_answered_from_the_roots_catalog_while_the_copy_is_made(served
     root, get = served
     _with_catalog(root, ["r0", "r1", "r2"], config={"lr": 0.1})
     make_run(root, "r3", config={"lr": 0.3})
-    from mindexp.rundir import catalog
+    from mindexp.rundir import store as catalog
     catalog.run_written(str(root / "toy" / "r3"))
     with _copy_held(monkeypatch) as reached:
         page = _runs_soon(get, "?sort=run&limit=2")
@@ -935,7 +933,7 @@ def test_a_page_is_answered_from_the_roots_catalog_while_the_copy_is_made(served
 
 
 def test_what_changes_while_the_copy_is_made_reaches_the_next_poll(served, monkeypatch):
-    from mindexp.rundir import catalog
+    from mindexp.rundir import store as catalog
     root, get = served
     live, done, gone = _with_catalog(root, ["live", "done", "gone"])
     _rewrite_meta(live, status="running")
@@ -965,6 +963,47 @@ def _rewrite_meta(run_dir, **changes):
     os.replace(path + ".tmp", path)
 
 
+def test_a_writer_never_waits_for_the_server_on_a_rollback_journal(served, monkeypatch):
+    """On a network filesystem the store keeps a rollback journal, where a reader's
+    lock holds every commit: the server reads the store a short statement at a time
+    (here a writer that would wait even a moment fails, and says nothing)."""
+    from mindexp.rundir import replica, store
+    monkeypatch.setattr(store, "_filesystem_of", lambda path: "nfs")
+    root, get = served
+    done, _ = _with_catalog(root, ["done", "other"])
+    with store.open_store(root, sync=False) as opened:
+        assert opened.journal == "delete"
+    monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.0)
+    monkeypatch.setattr(replica, "COPY_ROWS", 1)   # held with one row copied, one to come
+    with _copy_held(monkeypatch, copied=1) as reached:
+        cursor = _runs_soon(get, "?sort=run")["cursor"]   # read from the store itself
+        assert reached.wait(10)                           # the replica's copy under way
+        _rewrite_meta(done, tags=["best"])
+        store.run_written(done)                           # what `mindexp tag` does
+    with contextlib.closing(sqlite3.connect(store.database_path(str(root)))) as conn:
+        assert conn.execute("SELECT tags FROM runs WHERE rel = 'toy/done'").fetchall() == [
+            ("best",)]
+    poll, _ = _changes(get, cursor)
+    assert [r["run_id"] for r in poll["status"]] == ["done"]
+
+
+def test_a_store_made_anew_while_served_is_followed(served, monkeypatch):
+    from mindexp.rundir import replica, store
+    monkeypatch.setattr(replica, "CHECKED_PER_REFRESH", 0)   # only the feed tells
+    root, get = served
+    done, _ = _with_catalog(root, ["done", "other"])
+    cursor = _changes(get)[0]["cursor"]
+    for suffix in ("", "-wal", "-shm"):   # removed, as a damaged file is, and made again
+        path = store.database_path(str(root)) + suffix
+        if os.path.exists(path):
+            os.remove(path)
+    store.open_store(root).close()
+    _rewrite_meta(done, tags=["best"])
+    store.run_written(done)
+    poll, _ = _changes(get, cursor)
+    assert [r["run_id"] for r in poll["status"]] == ["done"] and not poll["new"]
+
+
 @pytest.mark.parametrize("fails", [sqlite3.OperationalError("disk I/O error"),
                                    OSError(28, "No space left on device")],
                          ids=["copy-falls-back-to-a-scan", "copy-raises"])
@@ -986,7 +1025,7 @@ def test_a_subfolder_is_paged_from_the_roots_catalog(tmp_path, monkeypatch):
     root = tmp_path / "runs"
     _with_catalog(root, ["a0", "a1"])
     make_run(root, "b0", experiment="other")
-    from mindexp.rundir import catalog
+    from mindexp.rundir import store as catalog
     catalog.run_written(str(root / "other" / "b0"))
     with _serve(root / "toy") as get, _copy_held(monkeypatch) as reached:
         page = _runs_soon(get, "?sort=run")
@@ -1014,7 +1053,7 @@ def _edit(path, sql):
                                  "other-folder"])
 def test_an_unsafe_roots_catalog_is_not_read_and_the_page_waits_for_the_copy(
         tmp_path, monkeypatch, how):
-    from mindexp.rundir.catalog import VERSION, database_path
+    from mindexp.rundir.store import VERSION, database_path
     root = tmp_path / "runs"
     _with_catalog(root, ["r0", "r1"])
     path = database_path(str(root))
@@ -1071,7 +1110,7 @@ def _columns_as_before(catalog, root):
 
 def test_the_sampled_config_columns_are_the_same_as_before(tmp_path, monkeypatch):
     from mindexp.analysis import listing
-    from mindexp.rundir.catalog import open_catalog
+    from mindexp.rundir.store import open_store
     monkeypatch.setattr(listing, "COLUMNS_SAMPLE", 5)   # one run in three of the 14 looked at
     root = tmp_path / "runs"
     configs = [{"same": 1, "whole": 1.0 if i % 2 else 1, "flag": i % 3 == 0,
@@ -1080,14 +1119,15 @@ def test_the_sampled_config_columns_are_the_same_as_before(tmp_path, monkeypatch
                for i in range(14)]
     for i, config in enumerate(configs):
         make_run(root, f"r{i:02d}", config=config)
-    with open_catalog(root) as cat:
+    with open_store(root) as cat:
         expected = _columns_as_before(cat, str(root))
         assert listing._differing(cat, str(root)) == expected
     assert "lr" in expected and "same" not in expected and "whole" not in expected
     with _serve(root) as get:
         with _copy_held(monkeypatch):
-            early = _runs_soon(get)["columns"]     # from the root's catalog
-        later = _runs(get)["columns"]             # from the private copy (its own rowids)
+            early = _runs_soon(get)["columns"]     # from the root's store
+        get.index.feed.refresh()                  # waits for the replica
+        later = _runs(get)["columns"]             # from the replica (its own rowids)
         ((_, private),) = get.index.feed.query(lambda served: served)
         assert later == _columns_as_before(private, str(root))[:listing.MAX_CONFIG_COLUMNS]
     assert early == expected[:listing.MAX_CONFIG_COLUMNS]

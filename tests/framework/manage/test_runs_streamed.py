@@ -14,7 +14,7 @@ from conftest import cli_env
 from mindexp.manage import queried
 from mindexp.manage.filters import Filters
 from mindexp.manage.table_text import TableSpool, fitted_columns
-from mindexp.rundir import catalog as cat
+from mindexp.rundir import store as cat
 
 from rundirs import make_run
 
@@ -88,7 +88,7 @@ def _catalog_of(folder, runs):
     catalog (a listing reads the catalog's rows alone)."""
     for i in range(2):
         make_run(folder, f"r{i}", losses=(1.0, 0.5 / (i + 1)))
-    cat.open_catalog(str(folder)).close()
+    cat.open_store(str(folder)).close()
     conn = sqlite3.connect(cat.database_path(str(folder)))
     names = [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
     row = dict(zip(names, conn.execute("SELECT * FROM runs WHERE rel = 'toy/r0'").fetchone()))

@@ -8,7 +8,7 @@ import pytest
 
 from mindexp.manage import queried, runs as runs_module
 from mindexp.rundir import where as w
-from mindexp.rundir import catalog as cat
+from mindexp.rundir import store as cat
 
 from rundirs import make_run
 
@@ -112,7 +112,7 @@ def test_an_unsupported_form_falls_back_to_pandas_with_the_same_answer(cli, root
 
 
 def _scoped(root):
-    catalog = cat.open_catalog(root)
+    catalog = cat.open_store(root)
     return (catalog, *catalog.scope(str(root)))
 
 
@@ -126,7 +126,7 @@ def test_an_injection_is_refused_or_treated_as_data(cli, root, expression, code)
     assert listed.returncode == code, listed.stderr
     if code == 0:
         assert listed.stdout.strip() == "no runs match"
-    with cat.open_catalog(root) as catalog:
+    with cat.open_store(root) as catalog:
         assert len(catalog.select(["run_id"])) == 8       # the table is whole
 
 

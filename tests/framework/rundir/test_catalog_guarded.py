@@ -9,7 +9,7 @@ import pytest
 
 import mindexp
 from mindexp import layout
-from mindexp.rundir import catalog as cat
+from mindexp.rundir import store as cat
 
 from rundirs import make_run
 
@@ -64,7 +64,7 @@ def test_a_catalog_that_is_no_folder_of_the_root_is_never_written_through(cli, t
 
 def _reshaped(root):
     """The root's catalog with its runs table replaced by one of other columns."""
-    with cat.open_catalog(root):
+    with cat.open_store(root):
         pass
     conn = sqlite3.connect(cat.database_path(str(root)))
     conn.execute("DROP TABLE runs")

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from mindexp.rundir import catalog as cat
+from mindexp.rundir import store as cat
 
 from postgres import postgres  # noqa: F401  (the fixture: a private server per session)
 from rundirs import make_run
@@ -60,5 +60,5 @@ def test_a_password_in_the_url_is_never_printed(cli, postgres, tmp_path):  # noq
     listed = cli("runs", root, "--catalog", wrong, MINDEXP_HOST="alpha")
     assert listed.returncode == 2 and "s3cr3t" not in listed.stderr + listed.stdout
     assert "***" in listed.stderr
-    with cat.open_catalog(root, url=url) as catalog:
+    with cat.open_store(root, url=url) as catalog:
         assert catalog.select(["host", "run_id"]) == [(cat.this_host(), "a0")]

@@ -1,14 +1,16 @@
-"""The run catalog: one table of runs per output root, in SQLite (the file
+"""The run store: the one object that finds, indexes and queries the runs of an
+output root. Its index is one table of runs per root, in SQLite (the file
 ``.mindexp-catalog/runs.sqlite`` in the root) or in PostgreSQL (``--catalog URL`` or
 ``MINDEXP_CATALOG``), so that listing, filtering and sorting 100,000 runs is
 a query instead of 200,000 file reads.
 
-The run folders stay the truth; the catalog is derived from them:
+The run folders stay the truth; the index is derived from them:
 
 - built from a scan when missing (or on ``mindexp runs --rebuild``);
 - kept current by the writers: run.json (start, resume, end, tag, note) and
-  config.json written (:func:`run_written`, called by ``record.py``), a run
-  removed (:func:`run_removed`, by ``rm`` and ``gc``);
+  config.json written (:func:`run_written` -> :meth:`RunStore.put`, called by
+  ``record.py``), a run removed (:func:`run_removed` -> :meth:`RunStore.drop`,
+  by ``rm`` and ``gc``);
 - checked on every open for what writers did not say (a run copied in by
   hand, or written by an older mindexp): each folder that holds runs is
   remembered with its modification time; a folder whose time changed is
@@ -16,9 +18,22 @@ The run folders stay the truth; the catalog is derived from them:
   ``running`` is read again when its run.json changed. A run.json edited
   by hand inside a finished run is seen after ``--rebuild``.
 
+The change feed: one counter per root (table ``feed``) is bumped by every
+write; each row of ``runs`` keeps the counter's value of its last write
+(``seq``) and each dropped run is remembered with the value of its drop
+(table ``dropped``), so that a reader holding the store's state at one value
+asks :meth:`RunStore.changes` for what changed since, instead of reading
+every row again. A rebuild starts the feed anew (``feed.start``): a reader
+from before it reads everything again.
+
+Each row also keeps ``cells``: compare()'s own values of that run (JSON, see
+:mod:`.summary`) when run.json and config.json alone give them (a finished
+run whose run.json holds its final summary); NULL for a running or old run
+whose row needs its logs.
+
 Where WAL cannot work (a network filesystem) the file uses a rollback
 journal; where the root cannot be written (a read-only copy) a current
-catalog is read as it is and a missing or stale one is built in memory from
+index is read as it is and a missing or stale one is built in memory from
 a scan: listing never needs to write.
 
 On PostgreSQL every row also names its host (``MINDEXP_HOST``, else the
@@ -39,7 +54,8 @@ import platform
 import re
 import sqlite3
 import stat
-from typing import Any, Iterator, Sequence
+import uuid
+from typing import Any, Iterator, NamedTuple, Sequence
 
 from ..callbacks import schema
 from .. import layout
@@ -47,10 +63,11 @@ from ..errors import ConfigError, RunDirError
 from ..secrets import masked
 from .meta import UnreadableRun, UNREADABLE
 from .run import Run
+from .summary import stored_cells, stored_summary
 
 logger = logging.getLogger(__name__)
 
-VERSION = 1                      # the schema this code writes; MIGRATIONS lead to it
+VERSION = 2                      # the schema this code writes; an older index is made again
 URL_VARIABLE = "MINDEXP_CATALOG"  # a PostgreSQL catalog for every command and run
 HOST_VARIABLE = "MINDEXP_HOST"    # this machine's name in a shared catalog
 BUSY_TIMEOUT_S = 30.0            # a writer waits this long for another's transaction
@@ -74,10 +91,12 @@ TEXT_COLUMNS = ("run_id", "experiment", "status", "problem", "started_at", "ende
 _PG_TYPES = {c: "TEXT" for c in TEXT_COLUMNS} | {"steps": "BIGINT", "epochs": "BIGINT",
                                                  "summarized": "INTEGER",
                                                  "compare_steps": "BIGINT"}
+# A run's stored values beside FLAT, in table order (as :func:`_read_run` gives them).
+STORED = ("config", "config_nan", "run_sig")
 
 
 def _ddl(dialect: str) -> list[str]:
-    """Version 1 of the tables. SQLite keeps each value's own type (no column
+    """Version 2 of the tables. SQLite keeps each value's own type (no column
     affinity: a float stays a float); PostgreSQL gets types and JSONB."""
     pg = dialect == "postgresql"
 
@@ -88,14 +107,22 @@ def _ddl(dialect: str) -> list[str]:
     return [
         f"CREATE TABLE runs (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
         f"parent TEXT NOT NULL, {flat}, config {json_type}, config_nan INTEGER, "
-        f"run_sig TEXT, PRIMARY KEY (host, root, rel))",
+        f"run_sig TEXT, seq BIGINT NOT NULL DEFAULT 0, "
+        f"PRIMARY KEY (host, root, rel))",
         "CREATE INDEX runs_parent ON runs (host, root, parent)",
         "CREATE INDEX runs_started ON runs (started_at)",
         "CREATE INDEX runs_status ON runs (status)",
+        "CREATE INDEX runs_seq ON runs (host, root, seq)",   # the change feed
         # the few runs that could not be read, found without a scan (warned about on listing)
         "CREATE INDEX runs_problem ON runs (host, root, rel) WHERE problem IS NOT NULL",
         "CREATE TABLE records (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
         "meta TEXT, PRIMARY KEY (host, root, rel))",
+        # compare()'s values of each run that run.json and config.json give (beside
+        # the runs, as the records: the listing's scans of ``runs`` stay narrow)
+        "CREATE TABLE cells (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
+        "cells TEXT NOT NULL, PRIMARY KEY (host, root, rel))",
+        # the runs whose row compare() reads from their files (running, old, unreadable)
+        "CREATE INDEX runs_uncelled ON runs (host, root, rel) WHERE COALESCE(summarized, 0) = 0",
         "CREATE TABLE folders (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
         "mtime_ns BIGINT, PRIMARY KEY (host, root, rel))",
         # every (config field, kind of value) a run of the root ever had: which fields
@@ -106,10 +133,18 @@ def _ddl(dialect: str) -> list[str]:
         # which folder the rows were scanned from (device:inode): a copied root rebuilds
         "CREATE TABLE roots (host TEXT NOT NULL, root TEXT NOT NULL, folder_id TEXT, "
         "PRIMARY KEY (host, root))",
+        # the change feed's counter (kept through a rebuild, which sets ``start``) and
+        # its token (new with the feed and at each rebuild: a reader's state from another
+        # index, one deleted and made again or copied from elsewhere, is never taken on)
+        "CREATE TABLE feed (host TEXT NOT NULL, root TEXT NOT NULL, seq BIGINT NOT NULL, "
+        "start BIGINT NOT NULL, token TEXT NOT NULL, PRIMARY KEY (host, root))",
+        # the runs dropped since the feed's start, with the counter's value of the drop
+        "CREATE TABLE dropped (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
+        "seq BIGINT NOT NULL, PRIMARY KEY (host, root, rel))",
     ]
 
 
-_TABLES = ("runs", "records", "folders", "fields", "roots")
+_TABLES = ("runs", "records", "cells", "folders", "fields", "roots", "feed", "dropped")
 
 
 @functools.lru_cache(maxsize=1)
@@ -129,10 +164,6 @@ def _tables_as_made(db) -> bool:
     gives it (a file of this version but another shape is made again)."""
     return all([row[1] for row in db.execute(f"PRAGMA table_info({table})")] == columns
                for table, columns in _columns_as_made().items())
-
-
-# version -> the statements that lead from it to version + 1 (none yet: 1 is the first)
-MIGRATIONS: dict[int, list[str]] = {}
 
 
 def this_host() -> str:
@@ -252,7 +283,7 @@ class _Database:
 
     def typed_field(self, kind):
         """SQL of a config field (one parameter: :meth:`key`) whose values are all of
-        ``kind`` (``number`` or ``text``) where present, as :meth:`Catalog.field_kinds`
+        ``kind`` (``number`` or ``text``) where present, as :meth:`RunStore.field_kinds`
         says; NULL where absent."""
         if self.dialect == "postgresql":
             return "((config ->> ?)::double precision)" if kind == "number" else "(config ->> ?)"
@@ -371,14 +402,25 @@ def _libpq_url(url):
     return "postgresql://" + rest
 
 
-# -- the catalog ----------------------------------------------------------------------
+# -- the store ------------------------------------------------------------------------
 
-class Catalog:
-    """The table of the runs under one output root (``root``), open.
+class Changes(NamedTuple):
+    """:meth:`RunStore.changes`: the feed's value now, the runs written and the
+    runs dropped since the value asked with (None: start over)."""
+    seq: int
+    changed: list[str]
+    dropped: list[str] | None
 
-    ``open_catalog`` makes one; ``sync()`` brings it up to date with the disk;
-    ``select()`` queries it; ``runs()`` gives :class:`Run` objects for readers
-    that need whole records (compare, the pandas fallback of ``--where``).
+
+class RunStore:
+    """The runs under one output root (``root``), indexed, open.
+
+    :func:`open_store` makes one, up to date. Writers: ``put(run_dir)`` and
+    ``drop(run_dir)`` (through :func:`run_written` / :func:`run_removed`),
+    ``sync()`` (what no writer said), ``rebuild()``. Readers: ``runs(folder)``
+    (:class:`Run` objects with their records), ``find(run_id)``,
+    ``changes(folder, since)`` (the feed), ``select()``/``scope()`` (the
+    queries of ``runs``, ``--count`` and ``--where``), ``compare_columns()``.
     """
 
     def __init__(self, db: _Database, root: str, key_root: str, writable: bool,
@@ -420,27 +462,24 @@ class Catalog:
                 raise RunDirError(f"the run catalog in {self.root} has schema version "
                                   f"{version}, newer than this mindexp's {VERSION}; upgrade "
                                   "mindexp, or remove the catalog file to rebuild it")
-            else:
-                for old in range(version, VERSION):
-                    for statement in MIGRATIONS[old]:
-                        db.execute(statement)
-                db.execute("UPDATE catalog_version SET version = ?", (VERSION,))
-                if db.dialect == "sqlite" and not _tables_as_made(db):
-                    self._make_again()
+            elif version < VERSION or db.dialect == "sqlite" and not _tables_as_made(db):
+                self._make_again()
             self._commit()
         except BaseException:
             self._rollback()
             raise
 
     def _make_again(self) -> None:
-        """Drop this SQLite catalog's tables and make them empty (it is derived:
-        the next listing scans the runs into it), inside the caller's transaction."""
-        logger.warning("the run catalog in %s has tables of another shape; building it "
-                       "again from the runs", self.root)
+        """Drop the index's tables and make them empty (it is derived: the next
+        listing scans the runs into it; on a shared index each host's next
+        listing scans its own), inside the caller's transaction. An index of
+        an older version, or of another shape, is made again so."""
+        logger.warning("the run catalog in %s is of an older version or another shape; "
+                       "building it again from the runs", self.root)
         for table in (*_TABLES, "catalog_version"):
             self.db.execute(f"DROP TABLE IF EXISTS {table}")
         self.db.execute("CREATE TABLE catalog_version (version INTEGER NOT NULL)")
-        for statement in _ddl("sqlite"):
+        for statement in _ddl(self.db.dialect):
             self.db.execute(statement)
         self.db.execute("INSERT INTO catalog_version (version) VALUES (?)", (VERSION,))
 
@@ -489,8 +528,9 @@ class Catalog:
         runs, folders = _scan(self.root)
         self._begin()
         try:
-            for table in ("runs", "records", "folders", "roots", "fields"):
+            for table in ("runs", "records", "cells", "folders", "roots", "fields", "dropped"):
                 self.db.execute(f"DELETE FROM {table} WHERE {where}", params)
+            self._next_seq(start=True)   # what a reader held before is gone: it starts over
             self._insert_runs(runs)
             self._store_folders(folders)
             self.db.execute("INSERT INTO roots (host, root, folder_id) VALUES (?, ?, ?)",
@@ -537,10 +577,11 @@ class Catalog:
         if mtime is None:   # the folder went: everything below it goes too
             self._drop_below(rel)
             return
-        children = _children(folder)
-        present = {_join(rel, name) for name, _ in children}
         old_runs = {r for (r,) in self.db.execute(
             f"SELECT rel FROM runs WHERE {where} AND parent = ?", params + (rel,)).fetchall()}
+        # a run known here is not looked into again (100,000 stats in a big folder)
+        children = _children(folder, {r.rsplit("/", 1)[-1] for r in old_runs})
+        present = {_join(rel, name) for name, _ in children}
         for gone in old_runs - present:
             self._delete_run(gone)
         for sub in [r for r in known if r and os.path.dirname(r) == rel and r not in present]:
@@ -559,14 +600,40 @@ class Catalog:
 
     def _drop_below(self, rel):
         where, params = self._mine()
-        for table in ("runs", "records", "folders"):
+        below = "(rel = ? OR substr(rel, 1, ?) = ?)"
+        self._note_dropped(f"SELECT rel FROM runs WHERE {where} AND {below}",
+                           params + (rel, len(rel) + 1, rel + "/"))
+        for table in ("runs", "records", "cells", "folders"):
             self.db.execute(f"DELETE FROM {table} WHERE {where} AND (rel = ? OR "
                             f"substr(rel, 1, ?) = ?)", params + (rel, len(rel) + 1, rel + "/"))
 
     def _delete_run(self, rel):
         where, params = self._mine()
-        for table in ("runs", "records"):
+        self._note_dropped(f"SELECT rel FROM runs WHERE {where} AND rel = ?", params + (rel,))
+        for table in ("runs", "records", "cells"):
             self.db.execute(f"DELETE FROM {table} WHERE {where} AND rel = ?", params + (rel,))
+
+    def _note_dropped(self, select, params):
+        """Remember the runs of ``select`` (SQL giving ``rel``) as dropped now, in the feed."""
+        rels = [rel for (rel,) in self.db.execute(select, params).fetchall()]
+        if not rels:
+            return
+        seq = self._next_seq()
+        self.db.executemany(
+            "INSERT INTO dropped (host, root, rel, seq) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (host, root, rel) DO UPDATE SET seq = excluded.seq",
+            [(self.host, self.key_root, rel, seq) for rel in rels])
+
+    def _next_seq(self, start: bool = False) -> int:
+        """Bump this root's counter (inside the caller's transaction) and give its
+        new value; ``start``: the feed starts anew there (a rebuild)."""
+        where, params = self._mine()
+        self.db.execute("INSERT INTO feed (host, root, seq, start, token) VALUES (?, ?, 0, 0, ?) "
+                        "ON CONFLICT (host, root) DO NOTHING", params + (uuid.uuid4().hex,))
+        starting = ", start = seq + 1, token = ?" if start else ""
+        self.db.execute(f"UPDATE feed SET seq = seq + 1{starting} WHERE {where}",
+                        ((uuid.uuid4().hex,) if start else ()) + params)
+        return self.db.execute(f"SELECT seq FROM feed WHERE {where}", params).fetchone()[0]
 
     def _store_folders(self, folders):
         self.db.executemany(
@@ -575,16 +642,24 @@ class Catalog:
             [(self.host, self.key_root, rel, mtime) for rel, mtime in folders])
 
     def _insert_runs(self, runs):
-        columns = ("host", "root", "rel", "parent") + FLAT + ("config", "config_nan", "run_sig")
+        """Upsert ``[(rel, entry of _read_run)]``, all with one new value of the feed's
+        counter (a run dropped before and back now is no longer dropped)."""
+        if not runs:
+            return
+        columns = ("host", "root", "rel", "parent") + FLAT + STORED + ("seq",)
         updates = ", ".join(f"{c} = excluded.{c}" for c in columns[3:])
         marks = ", ".join("?" for _ in columns)
-        rows, records, kinds = [], [], set()
+        rows, records, kinds, seq = [], [], set(), self._next_seq()
+        cells, uncelled = [], []
         for rel, entry in runs:
-            flat, config, meta, fields = entry
+            flat, stored, meta, fields, cell = entry
             key = (self.host, self.key_root, rel)
-            rows.append(key + (os.path.dirname(rel),) + flat + config)
+            rows.append(key + (os.path.dirname(rel),) + flat + stored + (seq,))
             records.append(key + (meta,))
             kinds.update(fields)
+            (uncelled if cell is None else cells).append(key + ((cell,) if cell else ()))
+        self._forget_dropped([row[2] for row in rows])
+        self._store_cells(cells, uncelled)
         self.db.executemany(f"INSERT INTO runs ({', '.join(columns)}) VALUES ({marks}) "
                             f"ON CONFLICT (host, root, rel) DO UPDATE SET {updates}", rows)
         self.db.executemany("INSERT INTO records (host, root, rel, meta) VALUES (?, ?, ?, ?) "
@@ -594,8 +669,21 @@ class Catalog:
                             "ON CONFLICT (host, root, key, kind) DO NOTHING",
                             [(self.host, self.key_root) + pair for pair in sorted(kinds)])
 
+    def _store_cells(self, cells, uncelled):
+        self.db.executemany("INSERT INTO cells (host, root, rel, cells) VALUES (?, ?, ?, ?) "
+                            "ON CONFLICT (host, root, rel) DO UPDATE SET cells = excluded.cells",
+                            cells)
+        self.db.executemany("DELETE FROM cells WHERE host = ? AND root = ? AND rel = ?",
+                            uncelled)
+
+    def _forget_dropped(self, rels):
+        where, params = self._mine()
+        if self.db.execute(f"SELECT 1 FROM dropped WHERE {where} LIMIT 1", params).fetchone():
+            self.db.executemany(f"DELETE FROM dropped WHERE {where} AND rel = ?",
+                                [params + (rel,) for rel in rels])
+
     def put(self, run_dir: str) -> None:
-        """Read one run from its folder into the catalog (a writer changed it)."""
+        """Read one run from its folder into the store (a writer changed it)."""
         rel = self.rel_of(run_dir)
         self._begin()
         try:
@@ -606,7 +694,7 @@ class Catalog:
             raise
 
     def drop(self, run_dir: str) -> None:
-        """Forget one run (removed by ``rm`` or ``gc``)."""
+        """Forget one run (removed by ``rm`` or ``gc``); the feed says it went."""
         self._begin()
         try:
             self._delete_run(self.rel_of(run_dir))
@@ -712,26 +800,6 @@ class Catalog:
                 i += 1
         return out
 
-    def fingerprint(self, folder: str) -> str | None:
-        """A digest of this host's runs at or below ``folder`` as the catalog read
-        them (each run's folder and run.json's and config.json's size, time and
-        inode); None when compare() must read a run's logs or its files again (a
-        run without its final summary, running, or unreadable), or on a shared
-        catalog (no local snapshot of it)."""
-        import hashlib
-        if self.shared:
-            return None
-        scope, params = self.scope(folder, other_hosts=False)
-        # one pass in the table's order (an ORDER BY walks the key and reads each
-        # row apart: three times the time at 100,000 runs); sorted here
-        rows = self.db.execute(
-            "SELECT rel || char(0) || COALESCE(run_sig, ''), problem IS NOT NULL OR "
-            f"summarized = 0 OR status = 'running' FROM runs WHERE {scope}", params).fetchall()
-        if any(must_read for _, must_read in rows):
-            return None
-        text = "\0".join([self.root, folder] + sorted(row for row, _ in rows))
-        return hashlib.sha256(text.encode()).hexdigest()
-
     def _config_kinds(self, scope, params, name):
         return self.field_kinds(scope, params, name)
 
@@ -754,6 +822,77 @@ class Catalog:
                                      tuple(params) + (self.db.key(name),), limit=1):
             return []   # the runs that had it are gone
         return kinds
+
+    def changes(self, folder: str, since: int) -> Changes:
+        """What changed among this host's runs at or below ``folder`` after the
+        feed's value ``since`` (0: nothing seen yet): ``(seq, changed, dropped)``,
+        ``seq`` the value to ask with next time, ``changed`` the folders (``rel``
+        below the root) of the runs written since (new, rewritten, read again),
+        ``dropped`` those of the runs gone since, or None when the feed started
+        anew after ``since`` (a rebuild: the reader starts over from ``changed``,
+        which then holds every run). The counter is read first: a write racing
+        this call is given now and again next time, never lost."""
+        where, params = self._mine()
+        row = self.db.execute(f"SELECT seq, start FROM feed WHERE {where}", params).fetchone()
+        seq, start = row if row else (0, 0)
+        scope, scoped = self.scope(folder, other_hosts=False)
+        whole = since < start
+        changed = [rel for (rel,) in self.db.execute(
+            f"SELECT rel FROM runs WHERE {scope} AND seq > ?",
+            scoped + (0 if whole else since,)).fetchall()]
+        dropped = None if whole else [rel for (rel,) in self.db.execute(
+            f"SELECT rel FROM dropped WHERE {scope} AND seq > ?", scoped + (since,)).fetchall()]
+        return Changes(seq, changed, dropped)
+
+    def feed(self) -> tuple[str, int]:
+        """``(token, seq)``: the feed's token and value now (``("", 0)``: nothing
+        written yet). A reader keeps both: a state taken at another token (a
+        rebuild, an index deleted and made again, copied from elsewhere) is read
+        anew, not brought up to date with :meth:`changes`."""
+        where, params = self._mine()
+        row = self.db.execute(f"SELECT token, seq FROM feed WHERE {where}", params).fetchone()
+        return (row[0], row[1]) if row else ("", 0)
+
+    def cells(self, folder: str) -> list[tuple[str, str | None]]:
+        """``(rel, compare()'s cells as JSON or None)`` of this host's runs at or
+        below ``folder``, sorted by folder (None: a running, old or unreadable
+        run, whose row is read from its files)."""
+        where, params = self.scope(folder, other_hosts=False, alias="r.")
+        rows = self.db.execute(
+            "SELECT r.rel, c.cells FROM runs r LEFT JOIN cells c ON c.host = r.host AND "
+            f"c.root = r.root AND c.rel = r.rel WHERE {where}", params).fetchall()
+        rows.sort()
+        return rows
+
+    def cells_of(self, rels: Sequence[str]) -> dict[str, str | None]:
+        """``{rel: cells or None}`` of those of ``rels`` this host's root holds."""
+        out = {}
+        for start in range(0, len(rels), 500):   # under every database's parameter limit
+            part = tuple(rels[start:start + 500])
+            marks = ", ".join("?" for _ in part)
+            out.update(self.db.execute(
+                "SELECT r.rel, c.cells FROM runs r LEFT JOIN cells c ON c.host = r.host AND "
+                "c.root = r.root AND c.rel = r.rel WHERE r.host = ? AND r.root = ? AND "
+                f"r.rel IN ({marks})", (self.host, self.key_root) + part).fetchall())
+        return out
+
+    def uncelled(self, folder: str) -> list[str]:
+        """The runs at or below ``folder`` (rel) without cells: running, old or
+        unreadable, their compare() row is read from their files each time."""
+        scope, params = self.scope(folder, other_hosts=False)
+        return [rel for (rel,) in self.db.execute(
+            f"SELECT rel FROM runs WHERE {scope} AND COALESCE(summarized, 0) = 0",
+            params).fetchall()]
+
+    def find(self, part: str, folder: str | None = None) -> list[str]:
+        """The folders (sorted) of this host's runs at or below ``folder`` (the
+        root when None) whose folder name (the run id) holds ``part``: one query
+        instead of a walk of the root."""
+        scope, params = self.scope(folder or self.root, other_hosts=False)
+        holds = "strpos(rel, ?)" if self.db.dialect == "postgresql" else "instr(rel, ?)"
+        rows = self.db.execute(f"SELECT rel FROM runs WHERE {scope} AND {holds} > 0",
+                               params + (part,)).fetchall()
+        return sorted(self._abs(rel) for (rel,) in rows if part in rel.rsplit("/", 1)[-1])
 
     def host_of(self, run_id: str) -> list[tuple[str, str]]:
         """``(host, path on that host)`` of every run named ``run_id`` in the catalog."""
@@ -788,8 +927,8 @@ def _loads(text):
 
 # -- opening ---------------------------------------------------------------------------
 
-def open_catalog(path: str | os.PathLike, url: str | None = None, sync: bool = True,
-                 rebuild: bool = False) -> Catalog:
+def open_store(path: str | os.PathLike, url: str | None = None, sync: bool = True,
+                 rebuild: bool = False) -> RunStore:
     """The catalog covering the folder ``path`` (see :func:`catalog_root`), up to date.
 
     ``url``: a PostgreSQL catalog (else ``MINDEXP_CATALOG``, else the SQLite
@@ -800,7 +939,7 @@ def open_catalog(path: str | os.PathLike, url: str | None = None, sync: bool = T
     url = catalog_url(url)
     root = catalog_root(path, shared=bool(url))
     if url:
-        catalog = Catalog(_connect_postgres(url), root, os.path.realpath(root), True, shared=True)
+        catalog = RunStore(_connect_postgres(url), root, os.path.realpath(root), True, shared=True)
     else:
         catalog = _open_sqlite(root)
     try:
@@ -867,16 +1006,16 @@ def _open_sqlite(root):
     if not writable:
         if not exists:
             return _in_memory(root)
-        return Catalog(_connect_sqlite(path, read_only=True), root, "", False)
+        return RunStore(_connect_sqlite(path, read_only=True), root, "", False)
     try:
         os.makedirs(folder, exist_ok=True)
         try:
-            return Catalog(_connect_sqlite(path), root, "", True)
+            return RunStore(_connect_sqlite(path), root, "", True)
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError):
                 raise
             _remove_damaged(path)    # derived data: made again from the runs
-            return Catalog(_connect_sqlite(path), root, "", True)
+            return RunStore(_connect_sqlite(path), root, "", True)
     except (sqlite3.OperationalError, OSError) as exc:   # a filesystem refusing its locks
         logger.warning("the run catalog %s cannot be opened (%s); listing by scanning", path, exc)
         return _in_memory(root)
@@ -894,7 +1033,7 @@ def _remove_damaged(path):
 def _in_memory(root):
     """A catalog in memory, built from a scan of ``root`` (nothing written)."""
     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    catalog = Catalog(_Database(conn, "sqlite", journal="memory"), root, "", True)
+    catalog = RunStore(_Database(conn, "sqlite", journal="memory"), root, "", True)
     catalog.ensure_schema()
     catalog.rebuild()
     catalog.writable = False
@@ -924,12 +1063,12 @@ def run_written(run_dir: str) -> None:
     catalog that holds its root (the SQLite file when it exists; the
     PostgreSQL catalog of ``MINDEXP_CATALOG``). Never fails the writer: a
     catalog that cannot be updated is caught up by the next listing."""
-    _each_catalog(os.path.abspath(run_dir), Catalog.put)
+    _each_catalog(os.path.abspath(run_dir), RunStore.put)
 
 
 def run_removed(run_dir: str) -> None:
     """``run_dir`` is being removed (``rm``, ``gc``): forget it in every catalog."""
-    _each_catalog(os.path.abspath(run_dir), Catalog.drop)
+    _each_catalog(os.path.abspath(run_dir), RunStore.drop)
 
 
 def _each_catalog(run_dir, change):
@@ -941,9 +1080,9 @@ def _each_catalog(run_dir, change):
         if not url and not plain_catalog_file(database_path(root)):
             continue   # a link or a non-folder is never written through; the listing warns
         try:
-            catalog = (Catalog(_connect_postgres(url), root, os.path.realpath(root), True,
+            catalog = (RunStore(_connect_postgres(url), root, os.path.realpath(root), True,
                                shared=True) if url else
-                       Catalog(_connect_sqlite(database_path(root)), root, "", True))
+                       RunStore(_connect_sqlite(database_path(root)), root, "", True))
         except (ConfigError, sqlite3.Error, OSError) as exc:
             logger.debug("run catalog not updated for %s: %s", run_dir, masked(str(exc)))
             continue
@@ -984,18 +1123,24 @@ def walk(folder: str, rel: str = "") -> Iterator[tuple[str, str, Any]]:
             continue
         yield "folder", rel, mtime
         stack.extend((os.path.join(path, name), _join(rel, name))
-                     for name, _ in _children(path))
+                     for name in _subfolders(path))
 
 
-def _children(folder):
-    """``[(name, is_run)]`` of the visible subfolders of ``folder`` (links not followed)."""
+def _subfolders(folder):
+    """The names of the visible subfolders of ``folder`` (links not followed)."""
     try:
         with os.scandir(folder) as entries:
-            names = [e.name for e in entries
-                     if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+            return [e.name for e in entries
+                    if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
     except OSError:
         return []
-    return [(n, os.path.lexists(os.path.join(folder, n, layout.RUN_JSON))) for n in names]
+
+
+def _children(folder, runs=frozenset()):
+    """``[(name, is_run)]`` of the visible subfolders of ``folder``; the names in
+    ``runs`` (known runs) are taken as runs without a look inside."""
+    return [(n, n in runs or os.path.lexists(os.path.join(folder, n, layout.RUN_JSON)))
+            for n in _subfolders(folder)]
 
 
 def _join(rel, name):
@@ -1031,7 +1176,7 @@ def _run_signature(run_dir):
 
 def _read_run(run_dir):
     """``(flat values, (config JSON, has NaN, signature), run.json as JSON, [(config
-    field, kind)])`` of one run;
+    field, kind)], compare()'s cells as JSON or None)`` of one run (see :data:`STORED`);
     a run that cannot be read is a row with ``problem`` (its error) and status
     ``unreadable`` (run.json does not validate) or ``skipped`` (another file)."""
     signature = _run_signature(run_dir)   # before the read: a write in between makes it stale
@@ -1044,12 +1189,13 @@ def _read_run(run_dir):
         status = UNREADABLE if isinstance(exc, UnreadableRun) else "skipped"
         flat = {"run_id": os.path.basename(run_dir), "status": status, "tags": "", "note": "",
                 "problem": str(exc) or type(exc).__name__}
-        return tuple(flat.get(c) for c in FLAT), (None, 0, signature), None, ()
+        return tuple(flat.get(c) for c in FLAT), (None, 0, signature), None, (), None
     fields = [(k, _kind(v)) for k, v in config.items() if v is not None]
     if _has_nan(config):   # one mark per root: --where then asks pandas (NaN is no JSON)
         fields.append(("", "nan"))
-    return (_flat(run_dir, meta), (config_text, int(_has_nan(config)), signature), meta_text,
-            fields)
+    cells = stored_cells(meta, config)
+    stored = (config_text, int(_has_nan(config)), signature)
+    return _flat(run_dir, meta, cells), stored, meta_text, fields, cells
 
 
 # A JSON string, or a number JSON has no word for (Python writes them; SQLite's JSON
@@ -1074,8 +1220,7 @@ def _kind(value):
     return "text" if isinstance(value, str) else "other"
 
 
-def _flat(run_dir, meta):
-    from .summary import stored_summary
+def _flat(run_dir, meta, cells):
     stored = stored_summary(meta)
     summary = (stored or {}).get(schema.LOSS.name) or {}
     rows = bool(summary.get("rows"))
@@ -1091,7 +1236,7 @@ def _flat(run_dir, meta):
         "train_time_s": meta.get("train_time_s"), "steps_per_s": meta.get("steps_per_s"),
         "tags": ",".join(meta.get("tags") or []), "note": meta.get("note") or "",
         # compare()'s outcomes of a run whose run.json holds the final summary
-        "summarized": int(stored is not None),
+        "summarized": int(cells is not None),
         "compare_final_loss": _finite_or_none(summary.get("final") if rows
                                               else meta.get("final_loss")),
         "compare_steps": meta.get("steps") or (summary.get("last_step") if rows else 0)}
@@ -1131,7 +1276,7 @@ def elsewhere(spec: str, url: str | None = None) -> list[tuple[str, str]]:
     if not url:
         return []
     run_id = os.path.basename(os.path.normpath(spec.split(":", 1)[-1]))
-    with Catalog(_connect_postgres(url), os.getcwd(), "", False, shared=True) as catalog:
+    with RunStore(_connect_postgres(url), os.getcwd(), "", False, shared=True) as catalog:
         try:
             found = catalog.host_of(run_id)
         except Exception:  # noqa: BLE001 - no table yet: nothing is known elsewhere

@@ -10,7 +10,7 @@ import pytest
 
 from mindexp import compare
 from mindexp import layout
-from mindexp.rundir import catalog as cat
+from mindexp.rundir import store as cat
 
 from rundirs import make_run
 
@@ -28,7 +28,7 @@ def root(tmp_path):
 def _rows(root, sync=False):
     """{run_id: (status, tags, note)} as the catalog holds them (not synced: what
     the writers left)."""
-    with cat.open_catalog(root, sync=sync) as catalog:
+    with cat.open_store(root, sync=sync) as catalog:
         return {r[0]: r[1:] for r in catalog.select(["run_id", "status", "tags", "note"])}
 
 
@@ -104,10 +104,10 @@ def test_a_read_only_root_lists_by_scanning_or_from_its_catalog(cli, root, monke
     cli("runs", root)
     monkeypatch.setattr(cat.os, "access",
                         lambda p, mode: False if mode & os.W_OK else real_access(p, mode))
-    with cat.open_catalog(root) as catalog:
+    with cat.open_store(root) as catalog:
         assert catalog.journal == "read-only"         # current: read as it is
     make_run(root, "r7")
-    with cat.open_catalog(root) as catalog:           # stale: scanned into memory
+    with cat.open_store(root) as catalog:           # stale: scanned into memory
         assert catalog.journal == "memory"
         assert "r7" in {r[0] for r in catalog.select(["run_id"])}
 
@@ -153,7 +153,7 @@ def test_a_newer_schema_is_refused_with_one_line(cli, root):
 
 
 def test_wal_where_the_filesystem_allows_it(root):
-    with cat.open_catalog(root) as catalog:
+    with cat.open_store(root) as catalog:
         assert catalog.journal == "wal"
     assert cat._filesystem_of(cat.database_path(str(root)))   # mountinfo was read
 
@@ -162,7 +162,7 @@ def test_a_postgres_password_is_never_in_a_message(root):
     from mindexp.errors import ConfigError
     pytest.importorskip("psycopg")
     with pytest.raises(ConfigError) as error:
-        cat.open_catalog(root, url="postgresql://me:s3cr3t@127.0.0.1:1/runs")
+        cat.open_store(root, url="postgresql://me:s3cr3t@127.0.0.1:1/runs")
     assert "s3cr3t" not in str(error.value) and "***" in str(error.value)
 
 
@@ -276,3 +276,98 @@ def test_a_planted_compare_snapshot_is_never_followed_nor_trusted(tmp_path, plan
         shutil.copy(other / layout.CATALOG / forged, path)
     table = compare(str(folder))
     assert table.equals(expected) and table["run_dir"][0].startswith(str(folder))
+
+
+# -- the change feed, find, an older index ---------------------------------------------
+
+def _feed(root, since):
+    with cat.open_store(root) as store:
+        seq, changed, dropped = store.changes(str(root), since)
+    return seq, sorted(changed), None if dropped is None else sorted(dropped)
+
+
+def test_the_feed_gives_what_changed_since_a_value_and_what_was_dropped(cli, root):
+    seq, changed, dropped = _feed(root, 0)
+    assert changed == [f"toy/r{i}" for i in range(4)] and dropped is None   # from nothing
+    assert _feed(root, seq) == (seq, [], [])
+    assert cli("tag", str(root / "toy" / "r1"), "+best").returncode == 0     # a writer's put
+    shutil.copytree(root / "toy" / "r0", root / "toy" / "copied")            # by hand
+    assert cli("rm", str(root / "toy" / "r2"), "--yes").returncode == 0      # a writer's drop
+    shutil.rmtree(root / "toy" / "r3")                                       # by hand
+    later, changed, dropped = _feed(root, seq)
+    assert later > seq and changed == ["toy/copied", "toy/r1"]
+    assert dropped == ["toy/r2", "toy/r3"]
+    assert _feed(root, later) == (later, [], [])
+    shutil.copytree(root / "toy" / "r0", root / "toy" / "r3")                # back again
+    _, changed, dropped = _feed(root, later)
+    assert changed == ["toy/r3"] and dropped == []
+    assert _feed(root, seq)[2] == ["toy/r2"]        # no longer dropped since then
+
+
+def test_a_rebuild_starts_the_feed_anew(root):
+    seq, _, _ = _feed(root, 0)
+    with cat.open_store(root, rebuild=True):
+        pass
+    later, changed, dropped = _feed(root, seq)
+    assert later > seq and dropped is None and len(changed) == 4
+
+
+def test_the_feed_covers_the_folder_asked_for(root):
+    _feed(root, 0)
+    make_run(root, "elsewhere", experiment="other")
+    seq, changed, _ = _feed(root / "other", 0)
+    assert changed == ["other/elsewhere"]
+
+
+def test_find_gives_the_runs_whose_folder_name_holds_the_part(cli, root):
+    with cat.open_store(root) as store:
+        assert store.find("r2") == [str(root / "toy" / "r2")]
+        assert store.find("r") == [str(root / "toy" / f"r{i}") for i in range(4)]
+        assert store.find("toy") == []          # a folder above the run is no run id
+    shown = cli("show", "r2", "--out", str(root))
+    assert shown.returncode == 0 and "run        r2" in shown.stdout, shown.stderr
+
+
+def test_show_by_id_asks_the_store_and_walks_nothing(root, monkeypatch):
+    from mindexp.manage import show
+    with cat.open_store(root):
+        pass
+
+    def walked(*args):
+        raise AssertionError("the root was walked")
+    monkeypatch.setattr(show, "find_run_dirs", walked)
+    assert show.find_run("r3", str(root)).dir == str(root / "toy" / "r3")
+
+
+def test_a_version_one_index_is_made_again_and_read(cli, root):
+    cli("runs", root)
+    path = cat.database_path(str(root))
+    conn = sqlite3.connect(path)
+    # version 1's tables: no feed, no dropped runs, no cells, no seq; its rows kept
+    # (emptied here: the listing below shows the runs only if they are scanned again)
+    conn.executescript("DROP TABLE feed; DROP TABLE dropped; DROP TABLE cells; "
+                       "DROP INDEX runs_seq; DROP INDEX runs_uncelled; "
+                       "ALTER TABLE runs DROP COLUMN seq; UPDATE catalog_version SET version = 1; "
+                       "DELETE FROM runs;")
+    conn.commit()
+    conn.close()
+    listed = cli("runs", root)
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == \
+        [f"outputs/toy/r{i}" for i in (3, 2, 1, 0)]
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT version FROM catalog_version").fetchone() == (2,)
+    assert conn.execute("SELECT COUNT(*) FROM runs WHERE seq > 0").fetchone() == (4,)
+    conn.close()
+
+
+def test_the_feeds_token_changes_with_a_rebuild_and_a_new_index(root):
+    with cat.open_store(root) as store:
+        token, seq = store.feed()
+    assert token and seq > 0
+    with cat.open_store(root, rebuild=True) as store:
+        rebuilt, later = store.feed()
+    assert rebuilt != token and later > seq
+    shutil.rmtree(root / layout.CATALOG)
+    with cat.open_store(root) as store:
+        assert store.feed()[0] not in (token, rebuilt)
