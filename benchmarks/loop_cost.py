@@ -15,9 +15,19 @@ neighbour's burst of load lands on all four alike):
   (the loop saves no checkpoint unless asked: neither path saves one per epoch).
 
 Each training is timed from the end of its first step (the graph compile)
-to the end of its last. Prints the median seconds per step over the rounds
-and the ratios on/off of each path (the issue's bound: the loop's within
-0.03 of the Model path's). Never asserted anywhere: machines are noisy.
+to the end of its last. Prints, per workload, the median over the rounds of
+each training's seconds per step, the ratios on/off of each path and their
+difference (the issue's bound: the loop's ratio within 0.03 of the Model
+path's), and what tracking adds to a step in microseconds on each path (on
+minus off; the ratios divide it by different steps: a ``Model`` step also
+carries MindSpore's own loop and dataset pipeline). Three ways: the mean
+step (the workload's row), the median step (a neighbour's burst of load
+that stalls a few steps barely moves it) and the process's CPU time per
+step (all threads; not lengthened by waiting for a core); then the load
+average before and after. Never asserted anywhere: machines are noisy.
+The figures measured, and what they show: benchmarks/README.md ("Issue 58
+point 7"); benchmarks/loop_chunks.py measures the same inside one training
+per path, benchmarks/loop_parts.py where a step's time goes.
 """
 import argparse
 import os
@@ -56,23 +66,44 @@ def _batches(w):
     return [(Tensor(x[i:i + w.batch]), Tensor(y[i:i + w.batch])) for i in range(0, n, w.batch)]
 
 
+class Clock:
+    """A training's step ends: the wall clock at each, the process's CPU time
+    (every thread: MindSpore's runtime and dataset workers too) at the first
+    and the last (``process_time`` is a system call, ~1-2 us: not every step)."""
+
+    def __init__(self, steps):
+        self.times, self.cpu, self.steps = [], [], steps
+
+    def tick(self):
+        times = self.times
+        times.append(time.perf_counter())
+        if len(times) == 1 or len(times) == self.steps:
+            self.cpu.append(time.process_time())
+
+    def per_step(self):
+        """``(mean, median, CPU)`` seconds per step after the first (the compile)."""
+        t, n = self.times, len(self.times) - 1
+        gaps = [b - a for a, b in zip(t, t[1:])]
+        return (t[-1] - t[0]) / n, statistics.median(gaps), (self.cpu[-1] - self.cpu[0]) / n
+
+
 def _loop(w, batches, out, tracked):
     import mindexp
     net, opt, step = _parts(w)
-    times = []
+    clock = Clock(w.steps)
     if not tracked:
         for _ in range(w.epochs):
             for x, y in batches:
                 step(x, y)
-                times.append(time.perf_counter())
-        return times
+                clock.tick()
+        return clock
     with mindexp.track(out, "loop", {"workload": w.key}) as run:
         for _ in run.epochs(w.epochs):
             for x, y in batches:
                 loss, norm = step(x, y)
                 run.step(loss, net=net, grad_norm=norm, optimizer=opt)
-                times.append(time.perf_counter())
-    return times
+                clock.tick()
+    return clock
 
 
 def _model(w, out, tracked):
@@ -80,34 +111,31 @@ def _model(w, out, tracked):
     from mindspore.train import Callback, Model
     from mindexp.define.data import make_dataset
 
-    class Clock(Callback):
-        def __init__(self):
+    class Ticks(Callback):
+        def __init__(self, clock):
             super().__init__()
-            self.times = []
+            self.tick = clock.tick
 
         def on_train_step_end(self, run_context):
-            self.times.append(time.perf_counter())
+            self.tick()
 
     net, opt, step = _parts(w)
-    model, clock = Model(step), Clock()
+    model, clock = Model(step), Clock(w.steps)
     dataset = make_dataset(data(w), ("x", "y"), w.batch, shuffle=False, seed=0)
     if not tracked:
-        model.train(w.epochs, dataset, callbacks=[clock], dataset_sink_mode=False)
-        return clock.times
+        model.train(w.epochs, dataset, callbacks=[Ticks(clock)], dataset_sink_mode=False)
+        return clock
     with mindexp.track(out, "model", {"workload": w.key}) as run:
         # no checkpoint each epoch: the loop saves only when asked (both save at the end)
         model.train(w.epochs, dataset, callbacks=run.callbacks(model, checkpoint_every=None)
-                    + [clock],
+                    + [Ticks(clock)],
                     dataset_sink_mode=False)
-    return clock.times
-
-
-def _per_step(times):
-    return (times[-1] - times[0]) / (len(times) - 1)
+    return clock
 
 
 def measure(w, rounds, out):
-    """``{variant: [seconds per step of each round]}``, the variants rotating."""
+    """``{variant: [(mean, median, CPU) seconds per step of each round]}``, the
+    variants rotating."""
     batches = _batches(w)
     runs = {"loop off": lambda: _loop(w, batches, out, False),
             "loop on": lambda: _loop(w, batches, out, True),
@@ -116,8 +144,19 @@ def measure(w, rounds, out):
     seconds = {v: [] for v in VARIANTS}
     for r in range(rounds):
         for v in VARIANTS[r % 4:] + VARIANTS[:r % 4]:
-            seconds[v].append(_per_step(runs[v]()))
+            seconds[v].append(runs[v]().per_step())
     return seconds
+
+
+STATISTICS = ("mean", "median step", "CPU")
+
+
+def _table_row(label, med):
+    loop_x, model_x = med["loop on"] / med["loop off"], med["model on"] / med["model off"]
+    loop_us, model_us = [(med[f"{p} on"] - med[f"{p} off"]) * 1e6 for p in ("loop", "model")]
+    return (f"{label:12} " + " ".join(f"{med[v] * 1e3:9.3f}m" for v in VARIANTS)
+            + f" {loop_x:7.3f} {model_x:7.3f} {loop_x - model_x:+7.3f}"
+            f" {loop_us:+8.1f} {model_us:+8.1f}")
 
 
 def main(argv=None):
@@ -129,15 +168,17 @@ def main(argv=None):
     import mindspore as ms
     ms.set_context(mode=ms.GRAPH_MODE)   # as a runner trains (ms_side.py too)
     workloads = QUICK if args.quick else FULL
-    print(f"{'workload':8} {'loop off':>10} {'loop on':>10} {'model off':>10} {'model on':>10}"
-          f" {'loop x':>7} {'model x':>7}  (median s/step of {args.rounds} rounds)")
+    print(f"{'workload':12} {'loop off':>10} {'loop on':>10} {'model off':>10} {'model on':>10}"
+          f" {'loop x':>7} {'model x':>7} {'diff':>7} {'loop us':>8} {'model us':>8}"
+          f"  (medians of {args.rounds} rounds)")
     with tempfile.TemporaryDirectory() as out:
         for key in args.workload.split(","):
-            med = {v: statistics.median(s) for v, s in measure(workloads[key], args.rounds,
-                                                               out).items()}
-            loop_x, model_x = med["loop on"] / med["loop off"], med["model on"] / med["model off"]
-            print(f"{key:8} " + " ".join(f"{med[v] * 1e3:9.3f}m" for v in VARIANTS)
-                  + f" {loop_x:7.3f} {model_x:7.3f}", flush=True)
+            load = os.getloadavg()[0]
+            found = measure(workloads[key], args.rounds, out)
+            for i, stat in enumerate(STATISTICS):
+                med = {v: statistics.median(s[i] for s in found[v]) for v in VARIANTS}
+                print(_table_row(key if i == 0 else f"  {stat}", med), flush=True)
+            print(f"  load {load:.1f}-{os.getloadavg()[0]:.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ class Recorder:
             components = dict(zip(self.component_names, values))
         stats: Mapping[str, Any] = _EMPTY if self._stats is None else \
             _read_stats(outputs, *self._stats)
-        return _new_record(step, epoch, end, loss, grad_norm, components, self._lr.at(step),
+        return make_record(step, epoch, end, loss, grad_norm, components, self._lr.at(step),
                            stats, outputs)
 
     def lr_at(self, step: int) -> float | None:
@@ -101,7 +101,7 @@ class Recorder:
 _SETTERS = tuple(StepRecord.__dict__[f.name].__set__ for f in fields(StepRecord))
 
 
-def _new_record(step: int, epoch: int, end: bool, loss: float | None, grad_norm: float | None,
+def make_record(step: int, epoch: int, end: bool, loss: float | None, grad_norm: float | None,
                 components: Mapping[str, float], lr: float | None, stats: Mapping[str, Any],
                 outputs: Any, _new: Any = object.__new__, _set: Any = _SETTERS) -> StepRecord:
     """``StepRecord(...)`` of these fields (in the dataclass's order), made faster."""

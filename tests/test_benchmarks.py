@@ -120,9 +120,33 @@ def test_conv_cpu_times_each_formulation():
 
 
 @pytest.mark.slow
+def test_loop_parts_times_each_part_of_both_paths(tmp_path):
+    proc = forkserver.run([sys.executable, os.path.join("benchmarks", "loop_parts.py"),
+                           "--quick", "--rounds", "1", "--workload", "FB"], cwd=ROOT,
+                          env=cli_env(GLOG_v="3"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {line.split("step")[0].strip(): line for line in proc.stdout.splitlines()[1:]}
+    assert "run.step" in rows["loop on"] and "LossMonitor" in rows["loop on"], proc.stdout
+    assert "all hooks" in rows["model on"] and "record" in rows["model on"], proc.stdout
+
+
+@pytest.mark.slow
+def test_loop_chunks_prints_both_paths_ratios_within_one_training(tmp_path):
+    proc = forkserver.run([sys.executable, os.path.join("benchmarks", "loop_chunks.py"),
+                           "--quick", "--rounds", "1", "--workload", "FB"], cwd=ROOT,
+                          env=cli_env(GLOG_v="3"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # chunk, the two ratios, their difference, the microseconds each path adds
+    assert re.search(r"^FB +[0-9]+ +[0-9.]+ +[0-9.]+(?: +[+-][0-9.]+){3}  load ", proc.stdout,
+                     re.M), proc.stdout
+
+
+@pytest.mark.slow
 def test_loop_cost_prints_both_paths_ratios(tmp_path):
     proc = forkserver.run([sys.executable, os.path.join("benchmarks", "loop_cost.py"), "--quick",
                            "--rounds", "1", "--workload", "FB"], cwd=ROOT,
                           env=cli_env(GLOG_v="3"), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert re.search(r"^FB +(?:[0-9.]+m +){4}[0-9.]+ +[0-9.]+$", proc.stdout, re.M), proc.stdout
+    for label in ("FB", "  median step", "  CPU"):  # ratios, their difference, us added
+        assert re.search(rf"^{label} +(?:[0-9.]+m +){{4}}[0-9.]+ +[0-9.]+(?: +[+-][0-9.]+){{3}}$",
+                         proc.stdout, re.M), proc.stdout

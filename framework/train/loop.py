@@ -149,6 +149,34 @@ def _loop_cell_class() -> Any:
     return _CELL
 
 
+# a record's components or statistics when there are none (shared, read-only)
+_NO_VALUES: Mapping[str, Any] = types.MappingProxyType({})
+
+
+class _FloatReader:
+    """``to_float`` with its reader chosen once per type of value: a loop hands
+    ``run.step`` values of one kind step after step, and a one-element
+    Tensor is then read by ``item()`` without the checks (as a ``Model``
+    run's record reads its outputs). A value the chosen reader cannot read
+    (e.g. a Tensor of another dtype) chooses again."""
+
+    __slots__ = ("kind", "read")
+
+    def __init__(self) -> None:
+        self.kind: type | None = None
+        self.read: Any = None
+
+    def __call__(self, value: Any) -> float | None:
+        if type(value) is self.kind:
+            try:
+                return self.read(value)
+            except (TypeError, ValueError, RuntimeError):
+                pass
+        from ..callbacks._common import float_reader
+        self.kind, self.read = type(value), float_reader(value)
+        return self.read(value)
+
+
 @dataclasses.dataclass
 class _Parts:
     """The parts of the loop's CallbackList it talks to."""
@@ -213,6 +241,12 @@ class Loop:
         self.drivers = 0          # run.epochs / run.batches iterating now
         self.params = LoopParams()
         self.cell: Any = None
+        self._net: Any = None     # the cell's network and optimizer (see _train)
+        self._opt: Any = None
+        self._lr_at: Any = None   # the lr at a step, from the optimizer
+        self._make_record: Any = None
+        self._read_loss, self._read_norm, self._read_component = \
+            _FloatReader(), _FloatReader(), _FloatReader()
         self.callbacks: Any = None  # the CallbackList, from the first step
         self.context: Any = None
         self.parts = _Parts()
@@ -317,12 +351,12 @@ class Loop:
     def step(self, loss: Any, net: Any = None, grad_norm: Any = None, optimizer: Any = None,
              epoch: int | None = None, components: Mapping[str, Any] | None = None) -> None:
         """Record one training step (see ``TrackedRun.step``)."""
-        from ..callbacks import StepRecord
-        from ..callbacks._common import to_float
-        components = dict(components or {})
+        # every step: no import, no Cell attribute, each value read by a reader
+        # chosen once (a tracked step of a small network is a few microseconds)
         if self.callbacks is None:
-            self._begin(net, optimizer, grad_norm is not None, tuple(components))
-        elif net is not None or optimizer is not None:
+            self._begin(net, optimizer, grad_norm is not None, tuple(components or ()))
+        elif (net is not None and net is not self._net) or \
+                (optimizer is not None and optimizer is not self._opt):
             self._use(net, optimizer)
         if epoch is not None and epoch != self.epoch:
             self._open_epoch(_check_epoch(epoch))
@@ -330,10 +364,12 @@ class Loop:
         last = self.epoch_steps is not None and step - self.epoch_start >= self.epoch_steps
         self.epoch_ended = last
         self.params.update(cur_step_num=step, cur_epoch_num=self.epoch, net_outputs=loss)
-        parts: dict[str, Any] = {k: to_float(v) for k, v in components.items()}
-        record = StepRecord(step, self.epoch, last, to_float(loss), to_float(grad_norm),
-                            parts, self._lr(step),
-                            {}, loss if grad_norm is None else (loss, grad_norm))
+        read = self._read_component
+        parts = {k: read(v) for k, v in components.items()} if components else _NO_VALUES
+        record = self._make_record(step, self.epoch, last, self._read_loss(loss),
+                                  None if grad_norm is None else self._read_norm(grad_norm),
+                                  parts, self._lr_at(step), _NO_VALUES,
+                                  loss if grad_norm is None else (loss, grad_norm))
         self.callbacks.on_train_step_record(record, self.context)
         self._note_stop()
 
@@ -342,11 +378,11 @@ class Loop:
         """The callbacks of the loop, begun at its first step (what it trains,
         and whether it has a gradient norm and components, is known then)."""
         from mindspore.train import RunContext
-        from ..callbacks._recorder import LearningRate
+        from ..callbacks._recorder import make_record
         self.run.begin_resumed()  # a resumed run's logs are cut back before the first row
-        self.cell = loop_cell(net, optimizer, grad_norm, components)
-        self.params.update(train_network=self.cell, network=net, optimizer=self._optimizer(),
-                           cur_step_num=self.step_count, cur_epoch_num=self.epoch,
+        self._make_record = make_record
+        self._train(loop_cell(net, optimizer, grad_norm, components))
+        self.params.update(cur_step_num=self.step_count, cur_epoch_num=self.epoch,
                            epoch_num=self.epoch)
         self.params.setdefault("batch_num", self.epoch_steps or _UNKNOWN)
         self.params[STEPS_BEFORE] = self.epoch_start
@@ -354,26 +390,30 @@ class Loop:
         self.callbacks = self._held.enter_context(
             _callbacks(self, grad_norm, components))
         self.callbacks.on_train_begin(self.context)
-        self.lr = LearningRate(self._optimizer())
 
-    def _lr(self, step: int) -> float | None:
-        return self.lr(step)
+    def _train(self, cell: Any) -> None:
+        """Make ``cell`` (a :class:`LoopCell`) what the loop trains: the callbacks'
+        ``cb_params``, the lr read from its optimizer, and the network and
+        optimizer a step compares its arguments with (as plain attributes: a
+        Cell's own look-up of a sub-cell is a Python call)."""
+        from ..callbacks._recorder import LearningRate
+        self.cell = cell
+        self._net, self._opt = cell.network, cell.optimizer
+        self.params.update(train_network=cell, network=self._net, optimizer=self._opt)
+        self._lr_at = LearningRate(self._opt).at
 
     def _optimizer(self) -> Any:
-        return self.cell.optimizer
+        return self._opt
 
     def _use(self, net: Any, optimizer: Any) -> None:
         """Take ``net``/``optimizer`` as what the loop trains (a later save may
         name them first)."""
-        from ..callbacks._recorder import LearningRate
         cell = self.cell
-        net = net if net is not None else cell.network
-        if net is None or (cell.network is net and optimizer in (None, cell.optimizer)):
+        net = net if net is not None else self._net
+        if net is None or (self._net is net and optimizer in (None, self._opt)):
             return
-        self.cell = loop_cell(net, optimizer if optimizer is not None else cell.optimizer,
-                              cell.returns_grad_norm, cell.component_names)
-        self.params.update(train_network=self.cell, network=net, optimizer=self._optimizer())
-        self.lr = LearningRate(self._optimizer())
+        self._train(loop_cell(net, optimizer if optimizer is not None else self._opt,
+                              cell.returns_grad_norm, cell.component_names))
 
     @property
     def should_stop(self) -> bool:

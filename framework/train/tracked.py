@@ -173,12 +173,15 @@ class TrackedRun(RunLifecycle):
         (only when ``model``, a ``Model`` or its train cell, is a
         ``mindexp.callbacks.TrainStep``), SystemMonitor (with psutil),
         then ``extra`` (the user's own callbacks, in order), then
-        Checkpoint, and the run's signal stop around them all.
+        Checkpoint, and the run's signal stop around them all, in one
+        :class:`~mindexp.callbacks.CallbackList` (the list returned holds
+        it alone): MindSpore calls it once per hook and it reads each step
+        once for all of them, as in an experiment's run and ``run.step``.
         ``steps_per_epoch``: a whole epoch's steps when the dataset holds
         only the rest of an interrupted epoch (see :meth:`position`).
         """
-        from ..callbacks import (Checkpoint, GradNormMonitor, LossMonitor, ParameterTracker,
-                                 Timer, TrainStep)
+        from ..callbacks import (CallbackList, Checkpoint, GradNormMonitor, LossMonitor,
+                                 ParameterTracker, Timer, TrainStep)
         assert self._stopper is not None, "run.callbacks() is for inside the with block"
         self.begin_resumed()
         d, spe, point = self.dir, steps_per_epoch, self.resumed
@@ -197,7 +200,7 @@ class TrackedRun(RunLifecycle):
                               flush=flush, steps_per_epoch=spe,
                               stateful=stateful_callbacks(cbs, point)))
         cbs.append(self._stopper)  # last: a signal during any callback of step s stops at s
-        return cbs
+        return [CallbackList(cbs, steps_per_epoch=spe)]
 
     # -- a hand-written loop (train.loop) ---------------------------------------
     def epochs(self, n: int) -> Iterator[int]:

@@ -156,7 +156,7 @@ def test_the_recorders_fast_record_equals_the_dataclasses():
     # the Recorder sets the record's slots itself (faster than the dataclass's
     # __init__ at every step): one value per field, in the dataclass's order, or this fails
     values = (7, 2, True, 0.5, 1.5, {"mse": 0.25}, 0.01, {"w": (1.0, 0.0, 1.0, -1.0, 1.0)}, ("out",))
-    made = _recorder._new_record(*values)
+    made = _recorder.make_record(*values)
     assert made == StepRecord(*values)
     assert type(made) is StepRecord
     with pytest.raises(AttributeError):   # frozen as the dataclass is
