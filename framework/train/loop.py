@@ -516,34 +516,20 @@ class Loop:
 
 
 def _callbacks(loop: Loop, grad_norm: bool, components: tuple[str, ...]) -> Any:
-    """The loop's CallbackList: the parts a ``Model`` run of ``track`` has."""
-    from ..callbacks import (CallbackList, Checkpoint, GradNormMonitor, LossMonitor,
-                             ParameterTracker, Timer)
-    from .monitors import stateful_callbacks
-    from .system import system_monitor
-    s, point, d = loop.settings, loop.run.resumed, loop.run.dir
-    parts = loop.parts
-    parts.timer = Timer()
-    parts.loss = LossMonitor(d, every=s.every, on_nan="stop",
-                                time_offset=point.time_offset if point else 0.0)
-    cbs = [loop.stopper.head(), parts.timer, parts.loss]
-    if s.track_params and loop.cell.network is not None:
-        cbs.append(ParameterTracker(d, every=s.every))
-    if grad_norm:
-        cbs.append(GradNormMonitor(d, every=s.every))
-    system = system_monitor(types.SimpleNamespace(system_every_s=s.system_every_s,
-                                                  log_all_ranks=False), d, point)
-    cbs.extend([system] if system is not None else [])
-    if parts.early_stop is not None:
-        cbs.append(parts.early_stop)
-    best: dict[str, Any] = {"monitor": s.checkpoint_monitor, "keep_best": s.keep_best} \
-        if s.checkpoint_monitor else {}
-    flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]
-    parts.checkpoint = Checkpoint(d, every_epochs=None, keep_last=s.keep_checkpoints,
-                                     flush=flush, stateful=[loop._position]
-                                     + stateful_callbacks(cbs, point), **best)
-    cbs += [parts.checkpoint, loop.stopper]  # last: a signal during any part stops at the step
-    return CallbackList(cbs)
+    """The loop's CallbackList: the parts a ``Model`` run of ``track`` has, with
+    the run's early stopping and checkpoints only when asked (``run.save``, the
+    end) and the loop's data position saved in each."""
+    from .run_callbacks import RunCallbackSettings, build_run_callbacks
+    s, parts = loop.settings, loop.parts
+    settings = RunCallbackSettings(
+        every=s.every, track_params=s.track_params and loop.cell.network is not None,
+        grad_norm=grad_norm, system_every_s=s.system_every_s, checkpoint_every=None,
+        keep_checkpoints=s.keep_checkpoints, checkpoint_monitor=s.checkpoint_monitor,
+        keep_best=s.keep_best)
+    built = build_run_callbacks(loop.run.dir, loop.stopper, settings, loop.run.resumed,
+                                early_stop=parts.early_stop, stateful=[loop._position])
+    parts.timer, parts.loss, parts.checkpoint = built.timer, built.loss, built.checkpoint
+    return built.callbacks
 
 
 def _seed(seed: int) -> None:

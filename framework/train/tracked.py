@@ -35,7 +35,6 @@ from ..rundir.run_lock import acquire
 from . import failures, mlflow_stream
 from .lifecycle import RunLifecycle, Stopped, hold_new_run, hold_signals, open_record
 from .loop import Loop, LoopSettings
-from .monitors import stateful_callbacks
 from .signals import SignalStop
 
 __all__ = ["track", "TrackedRun"]
@@ -180,27 +179,18 @@ class TrackedRun(RunLifecycle):
         ``steps_per_epoch``: a whole epoch's steps when the dataset holds
         only the rest of an interrupted epoch (see :meth:`position`).
         """
-        from ..callbacks import (CallbackList, Checkpoint, GradNormMonitor, LossMonitor,
-                                 ParameterTracker, Timer, TrainStep)
+        from ..callbacks import TrainStep
+        from .run_callbacks import RunCallbackSettings, build_run_callbacks
         assert self._stopper is not None, "run.callbacks() is for inside the with block"
         self.begin_resumed()
-        d, spe, point = self.dir, steps_per_epoch, self.resumed
-        self._loss_cb = LossMonitor(d, every=every, on_nan="stop", steps_per_epoch=spe,
-                                    time_offset=point.time_offset if point else 0.0)
-        self._timer = Timer()
-        cbs = [self._stopper.head(), self._timer, self._loss_cb]
-        if track_params:
-            cbs.append(ParameterTracker(d, every=every, steps_per_epoch=spe))
-        if isinstance(_train_cell(model), TrainStep):
-            cbs.append(GradNormMonitor(d, every=every, steps_per_epoch=spe))
-        cbs.extend(_system(d, system_every_s, point))
-        cbs.extend(extra)
-        flush = [cb for cb in cbs if callable(getattr(cb, "flush", None))]  # logs never behind
-        cbs.append(Checkpoint(d, every_epochs=checkpoint_every, keep_last=keep_checkpoints,
-                              flush=flush, steps_per_epoch=spe,
-                              stateful=stateful_callbacks(cbs, point)))
-        cbs.append(self._stopper)  # last: a signal during any callback of step s stops at s
-        return [CallbackList(cbs, steps_per_epoch=spe)]
+        settings = RunCallbackSettings(
+            every=every, track_params=track_params,
+            grad_norm=isinstance(_train_cell(model), TrainStep), steps_per_epoch=steps_per_epoch,
+            system_every_s=system_every_s, checkpoint_every=checkpoint_every,
+            keep_checkpoints=keep_checkpoints)
+        built = build_run_callbacks(self.dir, self._stopper, settings, self.resumed, extra=extra)
+        self._loss_cb, self._timer = built.loss, built.timer
+        return [built.callbacks]
 
     # -- a hand-written loop (train.loop) ---------------------------------------
     def epochs(self, n: int) -> Iterator[int]:
@@ -469,14 +459,6 @@ def _train_cell(model: Any) -> Any:
     """The train cell of a ``Model`` (``train_network``), or ``model`` itself."""
     from mindspore.train import Model
     return model.train_network if isinstance(model, Model) else model
-
-
-def _system(run_dir: str, every_s: float, point: Any) -> list[Any]:
-    """system.csv's sampler when wanted and psutil is there (train.system decides)."""
-    from .system import system_monitor
-    cfg = types.SimpleNamespace(system_every_s=every_s, log_all_ranks=False)
-    monitor = system_monitor(cfg, run_dir, point)
-    return [] if monitor is None else [monitor]
 
 
 def _context_of_mindspore() -> types.SimpleNamespace:
