@@ -4,7 +4,8 @@ A ``Model.train`` run of ``mindexp.track`` (``run.callbacks(model)``) and a
 hand-written loop (``run.step``) hand MindSpore's hooks to one CallbackList
 of the same parts in the same order; :func:`build_run_callbacks` makes it
 from what differs between the two, so a log added to every tracked run is
-one edit here.
+one edit here (an experiment's run builds its list from the features
+registered in :mod:`~mindexp.train.features`).
 
 The order is part of the behaviour: the signal stop's head first (a signal
 is taken before any part of a step runs), the Timer, the logs, early
