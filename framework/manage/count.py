@@ -47,10 +47,9 @@ def _catalog_counts(path, filters, url, rebuild):
             return None
         found: dict[str, int] = {}
         running = False
-        for status, broken, number in catalog.db.execute(
-                f"SELECT status, problem IS NOT NULL, COUNT(*) FROM runs WHERE {plan.scope} "
-                f"AND {plan.condition} GROUP BY status, problem IS NOT NULL",
-                list(plan.params) + list(plan.values)).fetchall():
+        for status, broken, number in catalog.query(
+                plan.folder, plan.query, ["status", "problem IS NOT NULL", "COUNT(*)"],
+                group="status, problem IS NOT NULL"):
             if status == "running":   # shown and matched on their live loss: below
                 running = True
                 continue
