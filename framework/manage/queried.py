@@ -68,7 +68,7 @@ class _Plan(NamedTuple):
     wide: bool
 
 
-def running_records(catalog: RunStore, plan: _Plan) -> list[dict]:
+def _running_records(catalog: RunStore, plan: _Plan) -> list[dict]:
     """The running runs ``plan`` lists (matched in Python on their live loss),
     each as the record :func:`_row_pages` gives."""
     status = plan.query.status
@@ -132,14 +132,30 @@ def _streamed(catalog, plan):
         yield from spool.lines(width=None if plan.wide else 100)
 
 
+def counts(catalog: RunStore, plan: _Plan) -> dict[str, int]:
+    """``{status as listed: runs}`` of ``plan``: one grouped query, and when some
+    runs are running, their records matched on their live loss as the listing does."""
+    found: dict[str, int] = {}
+    running = False
+    for status, broken, number in catalog.query(
+            plan.folder, plan.query, ["status", "problem IS NOT NULL", "COUNT(*)"],
+            group="status, problem IS NOT NULL"):
+        if status == "running":   # shown and matched on their live loss: below
+            running = True
+            continue
+        shown = UNREADABLE if broken else str(status)
+        found[shown] = found.get(shown, 0) + number
+    for record in _running_records(catalog, plan) if running else ():
+        found[record["status"]] = found.get(record["status"], 0) + 1
+    return found
+
+
 def _matching_count(catalog, plan):
-    """How many runs the listing matches: one COUNT, and the running runs matched
-    in Python as :func:`_rows` does."""
+    """How many runs the listing matches: one COUNT without ``--where`` (running
+    runs pass it in SQL alike), else :func:`counts`."""
     if plan.tree is None:
         return catalog.query(plan.folder, plan.query, ["COUNT(*)"]).fetchone()[0]
-    done = sum(number for status, number in catalog.query(
-        plan.folder, plan.query, ["status", "COUNT(*)"], group="status") if status != "running")
-    return done + len(running_records(catalog, plan))
+    return sum(counts(catalog, plan).values())
 
 
 def _kinds(catalog, scope, params, names):

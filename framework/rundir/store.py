@@ -762,8 +762,9 @@ class RunStore:
               group: str | None = None, stream: bool = False) -> Any:
         """A cursor over ``columns`` (SQL made by mindexp; ``values``: their
         parameters) of the runs at or below ``folder`` that ``query`` keeps, in
-        its order, from ``offset``, at most ``limit``; ``group``: grouped by that
-        (aggregates then, unordered). ``stream``: a cursor for ``fetchmany``.
+        its order, at most ``limit`` from ``offset``; ``group``: grouped by that
+        (aggregates then, unordered, as a COUNT alone is). ``stream``: a cursor
+        for ``fetchmany`` (server-side on PostgreSQL).
         :class:`~.where.Unsupported` when ``where`` or ``sort`` names what the
         store cannot answer as the runs table would (a column only the logs give)."""
         condition, params = self.condition(folder, query)
@@ -774,9 +775,8 @@ class RunStore:
             order, order_values = self._order(folder, query)
             text += f" ORDER BY {order}"
             params += order_values
-        if limit is not None or offset:
-            every = "ALL" if self.db.dialect == "postgresql" else "-1"
-            text += f" LIMIT {every if limit is None else int(limit)} OFFSET {int(offset)}"
+        if limit is not None:
+            text += f" LIMIT {int(limit)} OFFSET {int(offset)}"
         run = self.db.stream if stream else self.db.execute
         return run(text, list(values) + params)
 
@@ -791,9 +791,8 @@ class RunStore:
             if chosen:
                 parts.append(f"{column} IN ({', '.join('?' for _ in chosen)})")
                 params += chosen
-        for tag in query.tags:
-            parts.append(self.db.contains_tag())
-            params.append(tag)
+        parts += [self.db.contains_tag()] * len(query.tags)
+        params += query.tags
         for test, value in (("started_ts >= ?", query.since),
                             ("COALESCE(ended_ts, started_ts) <= ?", query.older)):
             if value is not None:
