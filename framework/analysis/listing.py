@@ -22,6 +22,7 @@ from ..rundir import where as grammar
 from ..rundir.meta import UNREADABLE
 from ..rundir.replica import FAILED
 from ..rundir.run import Run
+from ..rundir.store import Query
 
 MAX_LIMIT = 500          # rows per page at most
 MAX_CONFIG_COLUMNS = 8   # differing config fields shown as columns
@@ -60,17 +61,14 @@ class Listing:
         total = matched = 0
         picked = []   # (sort key, root, catalog, rel)
         for root, catalog in served:
-            scope, params = catalog.scope(root, other_hosts=False)
-            here = catalog.select(["COUNT(*)"], scope, params)[0][0]
+            here = catalog.query(root, Query(other_hosts=False), ["COUNT(*)"]).fetchone()[0]
+            condition, condition_values = _where_sql(catalog, root, where)
             match, match_values = _matching(words, columns)
-            if where:
-                condition, condition_values = _where_sql(catalog, scope, params, where)
-                match, match_values = f"{match} AND {condition}", match_values + condition_values
             # one root: its page in SQL; several: the first offset + limit of each, merged
             first, count = (offset, limit) if len(served) == 1 else (0, offset + limit)
-            rows, found = _ordered(catalog, f"{scope} AND {match}", list(params) + match_values,
-                                   expression, values, sort, count, first,
-                                   bool(words or where))
+            rows, found = _ordered(catalog, f"{condition} AND {match}",
+                                   condition_values + match_values, expression, values, sort,
+                                   count, first, bool(words or where))
             total += here
             matched += here if found is None else found
             picked += [(value, root, catalog, rel) for value, rel in rows]
@@ -156,11 +154,12 @@ class Listing:
             "progress": _progress(run, meta)}
 
 
-def _where_sql(catalog, scope, params, text):
-    """SQL of ``where`` over ``catalog``'s runs; ValueError in one line for text
-    outside the grammar or a condition SQL cannot answer."""
+def _where_sql(catalog, root, text):
+    """The store's SQL of ``root``'s runs matching ``where`` (all of them when
+    empty); ValueError in one line for text outside the grammar or a condition
+    SQL cannot answer."""
     try:
-        return grammar.catalog_sql(catalog, scope, params, grammar.parse(text))
+        return catalog.condition(root, Query(where=text or None, other_hosts=False))
     except ConfigError as exc:
         raise ValueError(str(exc)) from None
     except grammar.Unsupported:

@@ -45,20 +45,6 @@ def _catalog_counts(path, filters, url, rebuild):
         plan = queried.plan(catalog, os.path.abspath(path), filters)
         if plan is None:
             return None
-        found: dict[str, int] = {}
-        running = False
-        for status, broken, number in catalog.db.execute(
-                f"SELECT status, problem IS NOT NULL, COUNT(*) FROM runs WHERE {plan.scope} "
-                f"AND {plan.condition} GROUP BY status, problem IS NOT NULL",
-                list(plan.params) + list(plan.values)).fetchall():
-            if status == "running":   # shown and matched on their live loss: below
-                running = True
-                continue
-            shown = UNREADABLE if broken else str(status)
-            found[shown] = found.get(shown, 0) + number
-        # a second query only when there are running runs (most counts need one)
-        for record in queried.running_records(catalog, plan) if running else ():
-            found[record["status"]] = found.get(record["status"], 0) + 1
-        return found
+        return queried.counts(catalog, plan)
     finally:
         catalog.close()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple
 from ..analysis.cells import format_age
 from ..callbacks import schema
 from .. import layout
-from ..rundir.store import open_store
+from ..rundir.store import Query, RunStore, open_store
 from ..rundir.meta import UNREADABLE
 from ..rundir.run_lock import shown_status
 from ..rundir import where as w
@@ -46,64 +46,59 @@ def listed(path: str, filters: Filters, sort: str | None = None, limit: int | No
     catalog = open_store(path, url=url, rebuild=rebuild)
     streamed = False
     try:
-        plan = _plan(catalog, os.path.abspath(path), filters, sort, wide)
-        if plan is None:
+        asked = plan(catalog, os.path.abspath(path), filters, sort, wide)
+        if asked is None:
             return None
         if limit or screen:
-            return [_listed(catalog, plan, limit, None if limit else screen) + "\n"]
+            return [_listed(catalog, asked, limit, None if limit else screen) + "\n"]
         streamed = True
-        return _streamed(catalog, plan)   # which closes the catalog
+        return _streamed(catalog, asked)   # which closes the catalog
     finally:
         if not streamed:
             catalog.close()
 
 
 class _Plan(NamedTuple):
-    """What one listing asks the catalog: which runs, in which order, which columns."""
-    scope: str           # the listed folder's runs (skipped ones left out)
-    params: tuple
-    condition: str       # the filters and ``--where`` in SQL
-    values: list
-    order: str
-    order_values: list
+    """What one listing asks the store: which runs, in which order, which columns."""
+    folder: str
+    query: Query
     tree: w.Condition | None   # the checked ``--where`` (running runs: matched in Python)
     kinds: dict          # name -> (flat|config, number|text) of each name the query uses
     extra: list          # the columns shown after the usual ones
     wide: bool
 
 
-def plan(catalog, folder: str, filters: Filters) -> _Plan | None:
-    """Which runs a listing of ``folder`` by ``filters`` asks ``catalog`` for, or
-    None when the catalog cannot answer it as pandas would."""
-    return _plan(catalog, folder, filters, None, False)
-
-
-def running_records(catalog, plan: _Plan) -> list[dict]:
+def _running_records(catalog: RunStore, plan: _Plan) -> list[dict]:
     """The running runs ``plan`` lists (matched in Python on their live loss),
-    each as the record :func:`_row_pages` gives, by folder."""
-    return _rows(catalog, plan._replace(scope=f"{plan.scope} AND status = 'running'",
-                                        order="rel", order_values=[]), None)
+    each as the record :func:`_row_pages` gives."""
+    status = plan.query.status
+    if status and "running" not in status:
+        return []
+    return _rows(catalog, plan._replace(query=plan.query._replace(status=("running",))), None)
 
 
-def _plan(catalog, folder, filters, sort, wide):
-    """The listing's :class:`_Plan`, or None when the catalog cannot answer it as
-    pandas would (the unreadable runs warned about first, as the DataFrame path does)."""
+def plan(catalog: RunStore, folder: str, filters: Filters, sort: str | None = None,
+         wide: bool = False) -> _Plan | None:
+    """Which runs a listing of ``folder`` by ``filters`` asks ``catalog`` for, or
+    None when the catalog cannot answer it as pandas would (the unreadable runs
+    warned about first, as the DataFrame path does)."""
     scope, params = catalog.scope(folder)
     if not catalog.select(["1"], f"{scope} AND problem IS NULL", params, limit=1):
         return None      # no run loads: the DataFrame path says why, as before
     try:
         tree = w.parse(filters.where) if filters.where else None
+        query = Query(where=tree, status=tuple(filters.statuses), tags=tuple(filters.tags),
+                      experiments=tuple(filters.experiments), since=filters.since,
+                      older=filters.older, sort=sort, live=True, skipped=False)
         kinds = _kinds(catalog, scope, params, (list(tree.columns) if tree else []) +
                        ([sort.lstrip("-")] if sort else []))
-        condition, values = _condition(catalog, filters, tree, kinds)
-        order, order_values = _order(catalog, sort, kinds)
+        catalog.query(folder, query, limit=0)   # refused here, not mid-listing
     except w.Unsupported:
         return None
     _warn_problems(catalog, scope, params)
     extra = [n for n in _mentioned(catalog, scope, params, kinds, filters.where, sort)
              if n not in SHOWN]
-    return _Plan(f"{scope} AND (status IS NULL OR status <> 'skipped')", params, condition,
-                 values, order, order_values, tree, kinds, extra, wide)
+    return _Plan(folder, query, tree, kinds, extra, wide)
 
 
 def _listed(catalog, plan, limit, screen=None):
@@ -137,73 +132,36 @@ def _streamed(catalog, plan):
         yield from spool.lines(width=None if plan.wide else 100)
 
 
+def counts(catalog: RunStore, plan: _Plan) -> dict[str, int]:
+    """``{status as listed: runs}`` of ``plan``: one grouped query, and when some
+    runs are running, their records matched on their live loss as the listing does."""
+    found: dict[str, int] = {}
+    running = False
+    for status, broken, number in catalog.query(
+            plan.folder, plan.query, ["status", "problem IS NOT NULL", "COUNT(*)"],
+            group="status, problem IS NOT NULL"):
+        if status == "running":   # shown and matched on their live loss: below
+            running = True
+            continue
+        shown = UNREADABLE if broken else str(status)
+        found[shown] = found.get(shown, 0) + number
+    for record in _running_records(catalog, plan) if running else ():
+        found[record["status"]] = found.get(record["status"], 0) + 1
+    return found
+
+
 def _matching_count(catalog, plan):
-    """How many runs the listing matches: one COUNT, and the running runs matched
-    in Python as :func:`_rows` does."""
-    bound = list(plan.params) + list(plan.values)
+    """How many runs the listing matches: one COUNT without ``--where`` (running
+    runs pass it in SQL alike), else :func:`counts`."""
     if plan.tree is None:
-        return catalog.select(["COUNT(*)"], f"{plan.scope} AND {plan.condition}", bound)[0][0]
-    done = catalog.select(["COUNT(*)"], f"{plan.scope} AND {plan.condition} AND (status IS "
-                          "NULL OR status <> 'running')", bound)[0][0]
-    return done + len(running_records(catalog, plan))
+        return catalog.query(plan.folder, plan.query, ["COUNT(*)"]).fetchone()[0]
+    return sum(counts(catalog, plan).values())
 
 
 def _kinds(catalog, scope, params, names):
     """name -> (``flat``|``config``, ``number``|``text``) for each name the query
     uses; Unsupported for a name the catalog cannot answer like pandas would."""
     return {name: w.catalog_kind(catalog, scope, params, name) for name in dict.fromkeys(names)}
-
-
-def _condition(catalog, filters, tree, kinds):
-    """The SQL of the plain filters and of ``--where`` (running runs are
-    matched in Python later: their steps and loss are in loss.csv)."""
-    parts, values = [], []
-    if filters.experiments:
-        parts.append(f"experiment IN ({', '.join('?' for _ in filters.experiments)})")
-        values += filters.experiments
-    if filters.statuses:
-        parts.append(f"status IN ({', '.join('?' for _ in filters.statuses)})")
-        values += filters.statuses
-    for tag in filters.tags:
-        parts.append(catalog.db.contains_tag())
-        values.append(tag)
-    if filters.since is not None:
-        parts.append("started_ts >= ?")
-        values.append(filters.since)
-    if filters.older is not None:
-        parts.append("COALESCE(ended_ts, started_ts) <= ?")
-        values.append(filters.older)
-    if tree is not None:
-        sql, params = w.to_sql(tree, _sql_columns(catalog.db, kinds))
-        parts.append(f"({sql} OR status = 'running')")
-        values += params
-    return " AND ".join(parts) or "1 = 1", values
-
-
-def _sql_columns(db, kinds):
-    """Each named column as the SQL back end of ``--where`` takes it."""
-    return {name: w.catalog_column(db, name, place, kind)
-            for name, (place, kind) in kinds.items()}
-
-
-def _order(catalog, sort, kinds):
-    """ORDER BY: newest first (then by folder; unreadable runs last), or by
-    ``sort`` with missing values last and that order among equals."""
-    db = catalog.db
-    base = (f"started_at IS NULL, {db.text_order('started_at')} DESC, problem IS NOT NULL, "
-            f"{db.text_order('rel')}")
-    if not sort:
-        return base, []
-    name = sort.lstrip("-")
-    place, kind = kinds[name]
-    if name in ("steps", "final_loss", "status") and catalog.select(
-            ["1"], "status = 'running'", (), limit=1):
-        raise w.Unsupported("sorted by a value a running run's loss log may change")
-    column, values = (name, []) if place == "flat" else (db.typed_field(kind), [db.key(name)])
-    if kind == "text":
-        column = db.text_order(column) if place == "flat" else column
-    direction = " DESC" if sort.startswith("-") else ""
-    return f"{column.split(' COLLATE')[0]} IS NULL, {column}{direction}, {base}", values * 2
 
 
 def _rows(catalog, plan, limit):
@@ -240,11 +198,8 @@ def _row_pages(catalog, plan, now, size=PAGE):
     columns += flat
     # a running run's config, for the config fields named (a third less SQL time without)
     columns.append("CASE WHEN status = 'running' THEN config END" if extra else "NULL")
-    text = (f"SELECT {', '.join(columns)} FROM runs WHERE {plan.scope} AND {plan.condition} "
-            f"ORDER BY {plan.order}")
     plain = not extra and not flat
-    cursor = db.stream(text, select_values + list(plan.params) + list(plan.values) +
-                       list(plan.order_values))
+    cursor = catalog.query(plan.folder, plan.query, columns, select_values, stream=True)
     while True:
         batch = cursor.fetchmany(size)
         if not batch:

@@ -64,6 +64,7 @@ from ..secrets import masked
 from .meta import UnreadableRun, UNREADABLE
 from .run import Run
 from .summary import stored_cells, stored_summary
+from . import where as grammar
 
 logger = logging.getLogger(__name__)
 
@@ -412,6 +413,24 @@ class Changes(NamedTuple):
     dropped: list[str] | None
 
 
+class Query(NamedTuple):
+    """Which runs :meth:`RunStore.query` gives, and in which order. ``where``: the
+    ``--where`` grammar (text or its parsed :class:`~.where.Condition`); ``sort``:
+    one of its columns (``-`` first: descending), missing values last, then
+    newest first; ``live``: running runs pass ``where`` (the caller matches them
+    on their live loss) and a sort by what their loss log changes is refused."""
+    where: str | grammar.Condition | None = None
+    status: Sequence[str] = ()
+    tags: Sequence[str] = ()
+    experiments: Sequence[str] = ()
+    since: float | None = None      # started at or after (a timestamp)
+    older: float | None = None      # ended (or started) at or before
+    sort: str | None = None
+    live: bool = False
+    skipped: bool = True            # whether runs marked skipped are given
+    other_hosts: bool = True        # on a shared store: other hosts' runs of the folder too
+
+
 class RunStore:
     """The runs under one output root (``root``), indexed, open.
 
@@ -419,8 +438,9 @@ class RunStore:
     ``drop(run_dir)`` (through :func:`run_written` / :func:`run_removed`),
     ``sync()`` (what no writer said), ``rebuild()``. Readers: ``runs(folder)``
     (:class:`Run` objects with their records), ``find(run_id)``,
-    ``changes(folder, since)`` (the feed), ``select()``/``scope()`` (the
-    queries of ``runs``, ``--count`` and ``--where``), ``compare_columns()``.
+    ``changes(folder, since)`` (the feed), ``query()`` (THE listing of runs:
+    filters, ``--where``, sort and page, for ``runs``, ``--count`` and the
+    dashboard), ``select()``/``scope()`` (plain lookups), ``compare_columns()``.
     """
 
     def __init__(self, db: _Database, root: str, key_root: str, writable: bool,
@@ -736,6 +756,74 @@ class RunStore:
         if limit is not None:
             text += f" LIMIT {int(limit)}"
         return self.db.execute(text, params).fetchall()
+
+    def query(self, folder: str, query: Query = Query(), columns: Sequence[str] = ("rel",),
+              values: Sequence = (), *, limit: int | None = None, offset: int = 0,
+              group: str | None = None, stream: bool = False) -> Any:
+        """A cursor over ``columns`` (SQL made by mindexp; ``values``: their
+        parameters) of the runs at or below ``folder`` that ``query`` keeps, in
+        its order, at most ``limit`` from ``offset``; ``group``: grouped by that
+        (aggregates then, unordered, as a COUNT alone is). ``stream``: a cursor
+        for ``fetchmany`` (server-side on PostgreSQL).
+        :class:`~.where.Unsupported` when ``where`` or ``sort`` names what the
+        store cannot answer as the runs table would (a column only the logs give)."""
+        condition, params = self.condition(folder, query)
+        text = f"SELECT {', '.join(columns)} FROM runs WHERE {condition}"
+        if group:
+            text += f" GROUP BY {group}"
+        elif not any(c.startswith("COUNT(") for c in columns):
+            order, order_values = self._order(folder, query)
+            text += f" ORDER BY {order}"
+            params += order_values
+        if limit is not None:
+            text += f" LIMIT {int(limit)} OFFSET {int(offset)}"
+        run = self.db.stream if stream else self.db.execute
+        return run(text, list(values) + params)
+
+    def condition(self, folder: str, query: Query = Query()) -> tuple[str, list]:
+        """The SQL (and parameters) of :meth:`query`'s WHERE: the runs of ``folder``
+        that ``query``'s filters and ``where`` keep."""
+        scope, scope_params = self.scope(folder, other_hosts=query.other_hosts)
+        parts, params = [scope], list(scope_params)
+        if not query.skipped:
+            parts.append("(status IS NULL OR status <> 'skipped')")
+        for column, chosen in (("experiment", query.experiments), ("status", query.status)):
+            if chosen:
+                parts.append(f"{column} IN ({', '.join('?' for _ in chosen)})")
+                params += chosen
+        parts += [self.db.contains_tag()] * len(query.tags)
+        params += query.tags
+        for test, value in (("started_ts >= ?", query.since),
+                            ("COALESCE(ended_ts, started_ts) <= ?", query.older)):
+            if value is not None:
+                parts.append(test)
+                params.append(value)
+        if query.where:
+            tree = grammar.parse(query.where) if isinstance(query.where, str) else query.where
+            sql, where_params = grammar.catalog_sql(self, scope, scope_params, tree)
+            parts.append(f"({sql} OR status = 'running')" if query.live else f"({sql})")
+            params += where_params
+        return " AND ".join(parts), params
+
+    def _order(self, folder, query):
+        """ORDER BY of :meth:`query`: newest first (then by folder; unreadable runs
+        last), or by ``query.sort`` with missing values last and that order among equals."""
+        db = self.db
+        base = (f"started_at IS NULL, {db.text_order('started_at')} DESC, problem IS NOT NULL, "
+                f"{db.text_order('rel')}")
+        if not query.sort:
+            return base, []
+        name = query.sort.lstrip("-")
+        scope, params = self.scope(folder, other_hosts=query.other_hosts)
+        place, kind = grammar.catalog_kind(self, scope, params, name)
+        if query.live and name in ("steps", "final_loss", "status") and self.select(
+                ["1"], "status = 'running'", (), limit=1):
+            raise grammar.Unsupported("sorted by a value a running run's loss log may change")
+        column, values = (name, []) if place == "flat" else (db.typed_field(kind), [db.key(name)])
+        if kind == "text" and place == "flat":
+            column = db.text_order(column)
+        direction = " DESC" if query.sort.startswith("-") else ""
+        return f"{column.split(' COLLATE')[0]} IS NULL, {column}{direction}, {base}", values * 2
 
     def location(self, host: str, root: str, rel: str) -> str:
         """Where a row's run lives: its folder here, ``HOST:PATH`` on another host."""

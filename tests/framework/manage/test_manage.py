@@ -5,6 +5,7 @@ naming the pid of a live process this module starts."""
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -531,3 +532,17 @@ def test_runs_on_a_terminal_shows_one_screen_and_says_how_many_more(capsys, monk
     assert every == piped
     code, some, err = mindexp(capsys, "runs", *folders, "--limit", "30")
     assert some == piped
+
+
+def test_runs_where_on_a_terminal_counts_the_matching_runs_running_ones_on_their_config(
+        capsys, monkeypatch, tmp_path):
+    for i in range(20):
+        make_run(tmp_path, f"20260101-{i:06d}-sgd-{i:06x}", config={"lr": 0.01 * (i + 1)})
+    for i, lr in enumerate((0.05, 0.5)):   # running: matched in Python, not in SQL
+        make_run(tmp_path, f"20260102-{i:06d}-sgd-{i:06x}", status="running", config={"lr": lr})
+    _on_a_terminal(monkeypatch, 10)
+    code, out, err = mindexp(capsys, "runs", tmp_path, "--where", "lr < 0.155")
+    lines = out.splitlines()
+    more = re.match(r"\.\.\. (\d+) more runs \(", lines[-1])
+    assert code == 0 and more, out
+    assert len(lines) - 2 + int(more.group(1)) == 15 + 1, out   # 15 completed + 1 running
