@@ -16,10 +16,9 @@ from ..rundir.run import Run
 from ..rundir.io import is_run_dir
 from ..rundir.meta import UNREADABLE
 from .cells import format_value
-from .rows import (IDENTITY, LABELS, Skipped, _cell, _config_column,  # noqa: F401
-                   _load_for_compare, _outcome_column, _union, cells_of, skip_status, table_of,
-                   unreadable_rows, warn_skipped)
-from ..rundir.summary import eval_name, log_summary, stored_summary  # noqa: F401
+from .rows import (IDENTITY, LABELS, Skipped, _load_for_compare, _union, cells_of,
+                   config_column, skip_status, table_of, warn_skipped)
+from ..rundir.summary import cell_value, eval_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -443,10 +442,10 @@ def _long_table(found, metric, varying):
     bounds = np.cumsum([0] + [len(arrays[0]) for _, arrays in found]).tolist()
     per_run = {"run_id": [run.run_id for run, _ in found]}
     for name in varying:
-        column = _config_column(name)
+        column = config_column(name)
         if column in per_run or column in (*_STEP_EPOCH, metric):   # loss="mse" stays apart
             column = f"config.{name}"
-        per_run[column] = [_cell(run.config.get(name)) for run, _ in found]
+        per_run[column] = [cell_value(run.config.get(name)) for run, _ in found]
     logged = {name: np.empty(bounds[-1], np.result_type(*(a[i] for _, a in found)))
               for i, name in enumerate((*_STEP_EPOCH, metric))}
     filled = {name: _per_run(values, bounds[-1]) for name, values in per_run.items()}
@@ -531,7 +530,7 @@ def differing_fields(configs: list[Mapping[str, Any]]) -> list[str]:
     """Names whose values are not the same in every mapping (a name missing
     from one counts as a value), in order of first appearance."""
     names = _union(configs)
-    return [n for n in names if len({_cell(c.get(n, _MISSING)) for c in configs}) > 1]
+    return [n for n in names if len({cell_value(c.get(n, _MISSING)) for c in configs}) > 1]
 
 
 def config_labels(runs):

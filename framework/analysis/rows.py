@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from ..errors import RunDirError
 from ..rundir.meta import UNREADABLE, UnreadableRun
 from ..rundir.run import Run
-from ..rundir.summary import compare_cells, log_summary, stored_summary
+from ..rundir.summary import cell_value, compare_cells, log_summary, stored_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,7 +111,7 @@ def frame_of(rows: list[dict], config: Mapping[str, str], evals: list[str],
 def table_config(entries: Sequence[tuple[str, dict]]) -> dict[str, str]:
     """``{config field: its column}`` of a table of ``entries`` (:func:`table_of`)."""
     evals = _union(cells["eval"] for _, cells in entries)
-    return {n: _config_column(n, evals) for n in _union(cells["config"] for _, cells in entries)}
+    return {n: config_column(n, evals) for n in _union(cells["config"] for _, cells in entries)}
 
 
 # A tuning trial's run status as Optuna's trial state (``mindexp tune``).
@@ -131,7 +131,7 @@ def row_of(run_dir: str, cells: Mapping[str, Any], config: Mapping[str, str]) ->
     _put_config(row, cells["config"], config)
     outcomes = cells["outcomes"]
     row.update(outcomes if config.keys().isdisjoint(outcomes) else
-               {_outcome_column(k, config): v for k, v in outcomes.items()})
+               {outcome_column(k, config): v for k, v in outcomes.items()})
     finals = cells["finals"]
     # A parameter named like a config field (a bare Parameter "lr") must not hide it.
     column = dict(zip(finals, finals)) if row.keys().isdisjoint(finals) else \
@@ -150,7 +150,7 @@ def row_of(run_dir: str, cells: Mapping[str, Any], config: Mapping[str, str]) ->
 def _put_config(row, values, config):
     """``row``'s config columns (``config``: ``{field: its column}``) from the run's
     config ``values``: a row per run and a column per field, so at C speed (map,
-    zip, list.index) but for the lists and objects, made cells by :func:`_cell`."""
+    zip, list.index) but for the lists and objects, made cells by :func:`~mindexp.rundir.summary.cell_value`."""
     columns = list(config.values())
     if list(values) == columns and list(config) == columns:   # every field, none renamed
         row.update(values)
@@ -163,16 +163,19 @@ def _put_config(row, values, config):
         at = -1
         for _ in range(types.count(kind)):
             at = types.index(kind, at + 1)
-            row[columns[at]] = _cell(got[at])
+            row[columns[at]] = cell_value(got[at])
 
 
-def _config_column(name, metrics=()):
-    # A config field never hides the identity columns, nor a metric of that name.
+def config_column(name: str, metrics: Sequence[str] = ()) -> str:
+    """compare()'s column of the config field ``name``: ``config.<name>`` when
+    an identity column or a metric (of ``metrics``) has that name, else ``name``."""
     return f"config.{name}" if name in IDENTITY + LABELS or name == "run_dir" \
         or name in metrics else name
 
 
-def _outcome_column(name, config_names):
+def outcome_column(name: str, config_names: Iterable[str]) -> str:
+    """compare()'s column of the outcome ``name``: ``<name>_done`` when a config
+    field has that name, else ``name``."""
     return f"{name}_done" if name in config_names else name
 
 
@@ -199,15 +202,6 @@ def _union(dicts):
 
 
 _NESTED = (list, dict)
-
-
-def _cell(value):
-    """A config value fit for a table cell and a set (lists become tuples)."""
-    if isinstance(value, list):
-        return tuple(_cell(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _cell(v)) for k, v in value.items()))
-    return value
 
 
 def _is_number(value):

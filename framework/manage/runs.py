@@ -13,8 +13,8 @@ import re
 from ..callbacks import schema
 from ..errors import ConfigError
 from ..analysis.cells import format_age
-from ..analysis.reports import (_config_column, _outcome_column, _read_each, compare, sort_table,
-                                unreadable_rows)
+from ..analysis.reports import _read_each, compare, sort_table
+from ..analysis.rows import config_column, outcome_column, unreadable_rows
 from ..rundir.run_lock import GONE, shown_status
 from ..rundir import where as condition
 from .table_text import fitted_columns
@@ -52,13 +52,13 @@ def _row(run):
            "tags": ",".join(meta.get("tags") or []), "note": meta.get("note") or "",
            "started_at": meta.get("started_at"), "ended_at": meta.get("ended_at"),
            "age_s": _age_s(meta.get("started_at"))}
-    row.update({_config_column(k): _cell(v) for k, v in config.items()})
+    row.update({config_column(k): _cell(v) for k, v in config.items()})
     outcomes = {k: meta.get(k) for k in OUTCOMES}
     if meta.get("status") == "running":  # run.json is final only at the end: ask loss.csv
         loss = run.loss
         outcomes["steps"] = int(loss[schema.Col.STEP].iloc[-1]) if len(loss) else 0
         outcomes["final_loss"] = float(loss[schema.Col.LOSS].iloc[-1]) if len(loss) else None
-    row.update({_outcome_column(k, config): v for k, v in outcomes.items()})
+    row.update({outcome_column(k, config): v for k, v in outcomes.items()})
     for name, value in (meta.get("params") or {}).items():
         row[f"param.{name}" if name in row else name] = value
     row["run_dir"] = run.dir

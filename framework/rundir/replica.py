@@ -329,14 +329,12 @@ class Replica(RunStore):
     def rebuild(self) -> int:
         """:meth:`RunStore.rebuild` (the root has no store to copy) a thousand runs
         at a time: 100,000 runs' records are never held at once."""
-        where, params = self._mine()
         batch: list[tuple[str, Any]]
         folders: list[tuple[str, Any]]
         count, batch, folders = 0, [], []   # (rel, run entry), (rel, folder time)
         self._begin()
         try:
-            for table in ("runs", "records", "folders", "roots", "fields"):
-                self.db.execute(f"DELETE FROM {table} WHERE {where}", params)
+            params = self._forget_rows()
             for kind, rel, value in walk(self.root):
                 (folders if kind == "folder" else batch).append((rel, value))
                 if len(batch) == REBUILD_BATCH:

@@ -63,7 +63,7 @@ from ..errors import ConfigError, RunDirError
 from ..secrets import masked
 from .meta import UnreadableRun, UNREADABLE
 from .run import Run
-from .summary import stored_cells, stored_summary
+from .summary import cell_value, stored_cells, stored_summary
 from . import where as grammar
 
 logger = logging.getLogger(__name__)
@@ -544,12 +544,10 @@ class RunStore:
 
     def rebuild(self) -> int:
         """Forget this host's rows of this root and scan the root again; the number of runs."""
-        where, params = self._mine()
         runs, folders = _scan(self.root)
         self._begin()
         try:
-            for table in ("runs", "records", "cells", "folders", "roots", "fields", "dropped"):
-                self.db.execute(f"DELETE FROM {table} WHERE {where}", params)
+            params = self._forget_rows()
             self._next_seq(start=True)   # what a reader held before is gone: it starts over
             self._insert_runs(runs)
             self._store_folders(folders)
@@ -560,6 +558,15 @@ class RunStore:
             self._rollback()
             raise
         return len(runs)
+
+    def _forget_rows(self) -> tuple:
+        """Delete this host's rows of this root from every table but the feed
+        (inside the caller's transaction); the parameters naming them."""
+        where, params = self._mine()
+        for table in _TABLES:
+            if table != "feed":
+                self.db.execute(f"DELETE FROM {table} WHERE {where}", params)
+        return params
 
     def sync(self) -> None:
         """Bring the catalog up to date with the disk: built when it never was,
@@ -990,21 +997,13 @@ class RunStore:
 
 
 def _json_cell(value, kind):
-    """A config value fetched from SQL as compare() shows it (``reports._cell``:
+    """A config value fetched from SQL as compare() shows it (:func:`~mindexp.rundir.summary.cell_value`:
     lists and objects become tuples, so a column can be grouped and compared)."""
     if kind == "bool":
         return bool(value)
     if kind == "other" and isinstance(value, str):
         value = json.loads(value)
-    return _hashable(value)
-
-
-def _hashable(value):
-    if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
-    return value
+    return cell_value(value)
 
 
 def _loads(text):

@@ -179,3 +179,13 @@ def stored_cells(meta, config):
         return json.dumps(compare_cells(meta, config, summary), allow_nan=True)
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
         return None
+
+
+def cell_value(value):
+    """A config value as compare() shows it: fit for a table cell and a set
+    (lists become tuples, objects tuples of their sorted items)."""
+    if isinstance(value, list):
+        return tuple(cell_value(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, cell_value(v)) for k, v in value.items()))
+    return value
