@@ -9,7 +9,7 @@ import time
 from typing import Any, Callable
 
 from ..rundir.meta import read_meta
-from .grid import here
+from ..rundir.groups import under_root
 from .study import LOGS, read_text
 from .sweep_record import SweepRun
 
@@ -73,7 +73,7 @@ class SweepLoop:
     def _run_started(self, run, event):
         sweep = self.sweep
         run.status, run.pid, run.returncode, run.error = "running", event["pid"], None, None
-        run.run_dir = here(sweep.out, event.get("resume"))
+        run.run_dir = under_root(sweep.out, event.get("resume"))
         run.log_path = os.path.join(sweep.dir, LOGS, f"{run.label}.log")
         sweep.forget_answer(event["trial_id"])
         sweep.save()

@@ -36,8 +36,9 @@ from typing import Any, Callable, Sequence
 
 from ..define.config import did_you_mean, load_toml
 from ..errors import ConfigError, MindexpError
+from ..rundir.groups import under_root
 from ..rundir.io import check_experiment_name, check_label, create_run_dir, is_run_dir, now_iso
-from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, here, open_study, outcome,
+from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, open_study, outcome,
                    point_state, point_trials, release_space, reopen_failed, reserve_space,
                    retired, tell)
 from .liveness import dead_worker_error
@@ -405,11 +406,11 @@ class Sweep:
         elif outcome(last) == "running":
             run.status = "running"
             run.run_dir = run.run_dir if run.pid == last.user_attrs.get("pid") else \
-                here(self.out, last.user_attrs.get("run_dir"))
+                under_root(self.out, last.user_attrs.get("run_dir"))
         else:
             apply_answer(run, {**last.user_attrs, "status": outcome(last),
                                "error": _error_of(last)}, self.out)
-        earlier = [here(self.out, t.user_attrs.get("run_dir")) for t in trials[:-1]]
+        earlier = [under_root(self.out, t.user_attrs.get("run_dir")) for t in trials[:-1]]
         run.previous = list(dict.fromkeys(d for d in earlier if d and d != run.run_dir))
         run.attempts = [{"run_dir": d, "status": outcome(t), "host": t.user_attrs.get("host"),
                          "error": _error_of(t)} for t, d in zip(trials[:-1], earlier)]
