@@ -97,10 +97,9 @@ def study_group(folder: str, study: Any, interrupted: bool = False) -> Group:
     states = [t.state.name for t in trials]
     metrics = {f"trials_{s.lower()}": float(states.count(s)) for s in ("COMPLETE", "PRUNED", "FAIL")}
     tags = {}
-    complete = [t for t in trials if t.state.name == "COMPLETE" and _finite(t.value)]
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
     if complete:
-        best = (max if attrs.get("direction") == "maximize" else min)(complete,
-                                                                        key=lambda t: t.value)
+        best = study.best_trial   # Optuna's, by the study's direction
         metrics["best_value"] = float(best.value)
         tags["mindexp.best_trial"] = str(best.number)
         if best.user_attrs.get("run_dir"):
