@@ -269,17 +269,6 @@ def _hide(path):
     return hidden
 
 
-def remove_dead_removals(folders, dry_run=False):
-    """What killed removals left directly in ``folders`` (hidden
-    ``.<name>.removing-PID@HOST`` folders of dead pids, see
-    :mod:`mindexp.rundir.leftovers`): removed unless ``dry_run``; returns them."""
-    from ..rundir.leftovers import remove_dead_removals as remove_here
-    found = []
-    for folder in dict.fromkeys(os.path.abspath(f) for f in folders):
-        found += remove_here(folder, dry_run)
-    return found
-
-
 # -- indexes -------------------------------------------------------------------------
 
 def index_runs(folder):
