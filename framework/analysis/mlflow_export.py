@@ -187,8 +187,7 @@ def _sync_run(api, uri, run, experiment, params, register, parent):
     R.save_entry(run.dir, uri, entry)
     if not mlflow_run.params:
         api.log_batch(run_id, params={k: str(v)[:6000] for k, v in sorted(run.config.items())})
-    points = sum(_send_log(api, uri, run, log, entry, params)
-                 for log in P.log_files(run.dir, params))
+    points = R.send_logs(api, run.dir, uri, entry, run.meta)
     api.log_batch(run_id, tags=_tags(run, parent))
     if parent:
         entry["parent"] = parent
@@ -227,18 +226,6 @@ def _legacy_offsets(run_dir, mlflow_run):
             if rows:
                 offsets[os.path.basename(path)] = lines[rows - 1][0]
     return offsets
-
-
-def _send_log(api, uri, run, log, entry, params):
-    """Send the points of ``log`` after the offset the record holds; returns how many."""
-    offsets = entry.setdefault("offsets", {})
-    points, end = P.new_points(log, offsets.get(log.filename, 0), P.start_ms(run.meta), params,
-                               every=P.summary_every(run.meta))
-    if points:
-        api.log_points(entry["run_id"], points)
-    offsets[log.filename] = end
-    R.save_entry(run.dir, uri, entry)  # at once: a sync cut short later does not send these again
-    return len(points)
 
 
 def _tags(run, parent=None):

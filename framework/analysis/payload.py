@@ -279,7 +279,7 @@ def _param_figures(runs):
         if not len(run.params):
             continue
         for name, rows in run.params.groupby(schema.Col.PARAM, sort=False):
-            base, shown = _param_base(str(name))
+            base, shown = param_base(str(name))
             if shown:
                 groups.setdefault(base, []).append((index, run, str(name), rows))
     out = []
@@ -290,11 +290,9 @@ def _param_figures(runs):
                                  legend=not any(t["run"] == index for t in traces),
                                  log="params", param=name))
             target = run.targets.get(name)
-            if _is_number(target):
+            if is_number(target):
                 targets[float(target)] = f"{name} target {target:g}"
-        kind = ("L2 norm" if members[0][2].endswith(":norm") else
-                "elements" if "[" in members[0][2] else "value")
-        out.append(_figure(f"param:{base}", f"{base} ({kind})", base, traces,
+        out.append(_figure(f"param:{base}", f"{base} ({param_kind(members[0][2])})", base, traces,
                            targets=[{"y": y, "name": n} for y, n in sorted(targets.items())]))
     return out
 
@@ -360,8 +358,9 @@ def _image_src(run, name, epoch, src):
         return None
 
 
-def _param_base(name):
-    """``(tensor name, drawn?)``: elements up to MAX_ELEMENTS and norms are drawn."""
+def param_base(name: str) -> tuple[str, bool]:
+    """``(tensor name, drawn?)`` of a params.csv name: elements up to MAX_ELEMENTS
+    and norms are drawn (the report, the dashboard and params.png alike)."""
     if ":" in name:
         base, stat = name.rsplit(":", 1)
         return base, stat == "norm"
@@ -369,6 +368,11 @@ def _param_base(name):
         base, index = name[:-1].rsplit("[", 1)
         return base, index.isdigit() and int(index) < MAX_ELEMENTS
     return name, True
+
+
+def param_kind(name: str) -> str:
+    """What a tensor's drawn series show, from the name of its first."""
+    return "L2 norm" if name.endswith(":norm") else "elements" if "[" in name else "value"
 
 
 def _final_loss_figure(runs):
@@ -431,10 +435,11 @@ def _round(value, digits=6):
 
 
 def _finite(value):
-    return _is_number(value) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
-def _is_number(value):
+def is_number(value: object) -> bool:
+    """A real number, not a bool."""
     import numbers
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 

@@ -213,19 +213,13 @@ def _write_params(writer, params, clock):
 
 
 def _final_metrics(run):
-    out = {}
-    losses = run.loss[schema.Col.LOSS].tolist() if len(run.loss) else []
-    finite = [v for v in losses if isinstance(v, numbers.Real) and math.isfinite(v)]
-    if losses and isinstance(losses[-1], numbers.Real):
-        out["loss"] = float(losses[-1])
-    if finite:
-        out["min_loss"] = min(finite)
-    for column in run.eval.columns:
-        if column not in (schema.Col.EPOCH, schema.Col.STEP):
-            values = run.eval[column].dropna()
-            if len(values):
-                out[f"eval_{column}"] = float(values.iloc[-1])
-    return out
+    """The run's final loss, its min and each eval metric's last value (the summary
+    compare() shows: run.json's when final, else from the logs)."""
+    from ..rundir.summary import log_summary, stored_summary
+    summary = stored_summary(run.meta) or log_summary(run)
+    finals = {"loss": summary["loss"]["final"], "min_loss": summary["loss"]["min"],
+              **{k: v for k, v in summary["eval"].items() if not k.startswith("best_")}}
+    return {name: value for name, value in finals.items() if value is not None}
 
 
 def _hparams(config):
