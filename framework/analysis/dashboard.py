@@ -46,12 +46,15 @@ from ..callbacks import schema
 from .. import layout
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
+from ..rundir.run import Run
 from ..secrets import masked
 from . import interactive, payload
 from .cursor import LOGS, ChangeFeed, is_within
 from .listing import Listing
 
 logger = logging.getLogger(__name__)
+# what a drawn run reads: its records and the logs its figures show
+DRAWN = ("meta", "config", "loss", "params", "eval", "grad_norm")
 RUN_FILES = (layout.RUN_JSON, layout.CONFIG_JSON) + tuple(
     log.filename for log in (schema.LOSS, schema.PARAMS, schema.GRAD_NORM, schema.EVAL))
 
@@ -277,23 +280,27 @@ class RunIndex:
     def load(self, run_dirs):
         """Loaded runs and ``(run_dir, message, status)`` of the unreadable ones.
 
-        A run whose files are mid-write or gone is skipped this time and
-        shown on a later refresh; a run read before and unchanged is reused.
+        Each run's records and the logs its figures draw are read now, so a
+        broken one is listed here (system.csv only where it is drawn: a run
+        alone). A run whose files are mid-write or gone is skipped this time
+        and shown on a later refresh; a run read before and unchanged is reused.
         """
-        from .reports import Skipped, skip_status, load_run
+        from .reports import Skipped, skip_status
+        parts = DRAWN + (("system_by_rank",) if len(run_dirs) <= payload.MAX_SYSTEM_RUNS else ())
         runs, errors = [], []
         for run_dir in run_dirs:
             signature = self.signature([run_dir])
-            cached = self.cache.get(run_dir, signature)
-            if cached is not None:
-                runs.append(cached)
-                continue
+            run = self.cache.get(run_dir, signature)
+            unread = [p for p in parts if p not in vars(run)] if run is not None else parts
             try:
-                run = load_run(run_dir)
+                run = run or Run(run_dir)
+                for part in unread:
+                    getattr(run, part)
             except (RunDirError, OSError, ValueError) as exc:
                 errors.append(Skipped(run_dir, _one_line(exc), skip_status(exc)))
                 continue
-            self.cache.put(run_dir, signature, run)
+            if unread:   # (counted again when a part was read later)
+                self.cache.put(run_dir, signature, run)
             runs.append(run)
         return runs, errors
 
