@@ -127,18 +127,24 @@ def _diverged_at(run):
 
 
 def run_progress(run):
-    """``{step, total, steps_per_s, eta_s, stop, planned}`` from loss.csv (total:
-    run.json or config). A run that ended on purpose before its planned steps
+    """``{step, total, steps_per_s, eta_s, stop, planned}``: a finished run's
+    (completed, pruned) from run.json, any other's from loss.csv (total: run.json
+    or config). A run that ended on purpose before its planned steps
     (early stop, pruning) is complete: ``total`` is its last step, ``stop`` says
     why (``"early stop"``, ``"pruned"``) and ``planned`` keeps the plan."""
+    meta, stop = run.meta, _stopped_on_purpose(run)
+    if run.status in ("completed", "pruned") and meta.get("steps") is not None:
+        step, total = int(meta["steps"]), meta.get("total_steps")
+        return {"step": step, "total": step if stop or not total else total,
+                "steps_per_s": meta.get("steps_per_s"), "eta_s": None, "stop": stop,
+                "planned": total}
     loss = run.loss
     step = int(loss[schema.Col.STEP].iloc[-1]) if len(loss) else 0
-    total = run.meta.get("total_steps") or _planned_steps(run)
-    rate = _recent_rate(loss) if run.status == "running" else run.meta.get("steps_per_s")
+    total = meta.get("total_steps") or _planned_steps(run)
+    rate = _recent_rate(loss) if run.status == "running" else meta.get("steps_per_s")
     eta = (total - step) / rate if run.status == "running" and rate and total else None
     progress = {"step": step, "total": total, "steps_per_s": rate,
                 "eta_s": max(0.0, eta) if eta is not None else None, "stop": None, "planned": total}
-    stop = _stopped_on_purpose(run)
     if stop and step and (not total or step < total):
         progress.update(total=step, stop=stop)
     return progress
