@@ -45,6 +45,8 @@ import sqlite3
 import tempfile
 from typing import Any, Callable
 
+from ..callbacks.schema import temp_name
+from .leftovers import remove_dead_temp_files_here
 from .store import (FLAT, RunStore, _columns_as_made, _Database, _folder_id, _read_run,
                     _run_signature, _uri_path, catalog_root, database_path, is_catalog_of,
                     plain_catalog_file, read_only_uri, walk)
@@ -391,9 +393,11 @@ def replica(folder: str, directory: str | None = None,
     that a page read from the store meanwhile learns it at its next poll."""
     root = catalog_root(os.path.realpath(folder))
     directory = directory or tempfile.gettempdir()
-    _remove_orphans(directory)
-    fd, path = tempfile.mkstemp(prefix=f"{PREFIX}{os.getpid()}-", suffix=".sqlite",
-                                dir=directory)
+    # named as every temporary file of mindexp (its writer's pid and host): the
+    # replicas of servers killed without closing them go as their dead writers' files
+    remove_dead_temp_files_here(directory)
+    fd, path = tempfile.mkstemp(prefix=os.path.basename(temp_name(PREFIX, prefix=True)),
+                                suffix=".sqlite", dir=directory)
     os.close(fd)
     try:
         made = _open_copy(root, path)
@@ -416,32 +420,6 @@ def replica(folder: str, directory: str | None = None,
         made.close()
         raise
     return made
-
-
-def _remove_orphans(directory):
-    """Remove the replicas of servers that ended without closing them (killed):
-    their file names hold the process id."""
-    try:
-        names = [n for n in os.listdir(directory) if n.startswith(PREFIX)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            try:
-                os.remove(os.path.join(directory, name))
-            except OSError:
-                pass
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # another user's: alive
-        return True
-    return True
 
 
 def _open_copy(root, path):

@@ -5,6 +5,7 @@ import hashlib
 import http.client
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -822,9 +823,10 @@ def test_a_killed_servers_replica_is_removed_by_the_next_one(tmp_path):
                           capture_output=True, text=True, check=True)
     folder = tmp_path / "private"
     folder.mkdir()
-    orphan = folder / f"{PREFIX}{gone.stdout.strip()}-abcdefgh.sqlite"
+    host = platform.node()
+    orphan = folder / f".tmp-{gone.stdout.strip()}@{host}@{PREFIX}abcdefgh.sqlite"
     orphan.write_bytes(b"")   # left by a server killed with SIGKILL
-    mine = folder / f"{PREFIX}{os.getpid()}-abcdefgh.sqlite"
+    mine = folder / f".tmp-{os.getpid()}@{host}@{PREFIX}abcdefgh.sqlite"
     mine.write_bytes(b"")     # a live server's
     catalog = replica(str(tmp_path / "runs"), str(folder))
     try:
@@ -832,6 +834,11 @@ def test_a_killed_servers_replica_is_removed_by_the_next_one(tmp_path):
     finally:
         catalog.close()
     assert sorted(os.listdir(folder)) == [mine.name]
+    made = replica(str(tmp_path / "runs"), str(folder))   # its own file: named the same way
+    try:
+        assert os.path.basename(made.path).startswith(f".tmp-{os.getpid()}@{host}@{PREFIX}")
+    finally:
+        made.close()
 
 
 def test_a_finished_run_edited_by_hand_shows_within_one_pass_of_the_rolling_check(
