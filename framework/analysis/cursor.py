@@ -415,15 +415,9 @@ def _whole_lines_end(path, size, back=4096):
 def _rows_between(path, start, end):
     """The whole lines of ``path`` between byte offsets (the header, at offset 0,
     included as the first row), as lists of strings."""
-    try:
-        with schema.open_file(path) as f:
-            f.seek(start)
-            data = f.read(end - start)
-    except OSError:
-        return []
-    text = data.decode("utf-8", "replace")
-    lines = text.split("\n")[:-1]   # the last piece is a line not yet ended
-    return [line.rstrip("\r").split(",") for line in lines if line]
+    from .mlflow_points import read_lines
+    header, lines = read_lines(path, start, end - start)
+    return ([header] if start == 0 and header else []) + [f for at, f in lines if at <= end]
 
 
 def _listing(run_dir, key_of):

@@ -587,6 +587,21 @@ def test_a_poll_with_the_cursor_returns_exactly_what_changed(served):
     assert _changes(get, last["cursor"] + 5)[0]["reset"]   # a cursor this server never gave
 
 
+def test_a_log_made_after_the_run_was_seen_comes_with_its_header(served):
+    root, get = served
+    run = make_run(root, "r1", status="running", losses=(1.0, 0.5))
+    cursor = _changes(get)[0]["cursor"]
+    with open(os.path.join(run, "grad_norm.csv"), "w") as f:   # its first rows, one half-written
+        f.write("step,epoch,grad_norm\n1,1,0.5\n2,1,0.2")
+    poll, _ = _changes(get, cursor)
+    assert poll["rows"] == {"0/toy/r1": {"grad_norm": [["step", "epoch", "grad_norm"],
+                                                       ["1", "1", "0.5"]]}}
+    with open(os.path.join(run, "grad_norm.csv"), "a") as f:
+        f.write("5\n")
+    assert _changes(get, poll["cursor"])[0]["rows"] == {"0/toy/r1": {"grad_norm": [
+        ["2", "1", "0.25"]]}}
+
+
 @pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_past_max_shown_runs_the_page_loads_the_most_recent_or_the_picked_ones(served):
     from mindexp.analysis import dashboard
