@@ -171,12 +171,13 @@ class Replica(RunStore):
         noted, self._noted = self._noted, []
         return noted
 
-    def follow(self, on_snapshot: Callable[[list[str]], None] | None = None) -> bool:
+    def follow(self, on_snapshot: Callable[[Source, list[str]], None] | None = None) -> bool:
         """Copy what the store wrote since the last call, drop what it dropped
         (False without a usable store). The first call copies every run; of
         those, the runs written after its first read are noted as changes.
-        ``on_snapshot(live run folders)``: called after that first read, with
-        the runs the store says run or cannot be read, before any row is copied."""
+        ``on_snapshot(store, live run folders)``: called after that first read, with
+        the store opened read-only (others may query it meanwhile: the early pages)
+        and the runs it says run or cannot be read, before any row is copied."""
         if self._source is not None and \
                 self._source.file_id != _folder_id(database_path(self.root)):
             self._source.close()   # the file made anew (a damaged one is): its feed too
@@ -197,7 +198,7 @@ class Replica(RunStore):
     def _follow(self, source, on_snapshot):
         (token, snapshot), first = source.feed(), self._token is None
         if first and on_snapshot is not None:   # the early pages read the store from here
-            on_snapshot(live_runs(source, self.root))
+            on_snapshot(source, live_runs(source, self.root))
         since = self.seq if token == self._token else 0   # another token: the store made anew
         seq, changed, dropped = source.changes(self.root, since)
         full = dropped is None or not since   # every run given: what the store lacks goes
@@ -381,7 +382,7 @@ class Replica(RunStore):
 
 
 def replica(folder: str, directory: str | None = None,
-            on_snapshot: Callable[[list[str]], None] | None = None) -> Replica:
+            on_snapshot: Callable[[Source, list[str]], None] | None = None) -> Replica:
     """A replica of the store of ``folder``'s root (built from a scan when the
     root has none, or one refused), current, in a temporary file in
     ``directory`` (default: the system's temporary folder). ``on_snapshot``:
