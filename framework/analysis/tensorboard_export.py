@@ -10,7 +10,6 @@ differ across the exported runs (one run: those that differ from the
 experiment's defaults) plus any asked for, with ``final/loss``,
 ``final/min_loss`` and ``final/eval_<metric>`` as its metrics.
 """
-import datetime as _dt
 import math
 import numbers
 import os
@@ -23,6 +22,7 @@ from .. import layout
 from ..callbacks._tensorboard import EventWriter, check_available
 from ..errors import MindexpError
 from ..rundir.run import Run
+from ..rundir.store import timestamp
 from .reports import differing_config
 
 
@@ -233,7 +233,7 @@ class _Clock:
     relative time axis then shows the real training time)."""
 
     def __init__(self, run):
-        self.start = _start_time(run.meta.get("started_at"))
+        self.start = timestamp(run.meta.get("started_at")) or 0.0
         loss = run.loss
         self.times = {}
         if schema.Col.TIME_S in loss.columns:
@@ -243,10 +243,3 @@ class _Clock:
 
     def __call__(self, step):
         return self.start + self.times.get(step, 0.0)
-
-
-def _start_time(text):
-    try:
-        return _dt.datetime.fromisoformat(text).timestamp()
-    except (TypeError, ValueError):
-        return 0.0
