@@ -260,9 +260,14 @@ def _component_figures(runs):
             if f is not None]
 
 
+def eval_metrics(runs: list) -> list[str]:
+    """eval.csv's metric columns of ``runs`` (its loss too), in order of appearance."""
+    return list(dict.fromkeys(c for run in runs for c in run.eval.columns
+                              if c not in schema.EVAL.columns))
+
+
 def _eval_figures(runs):
-    metrics = list(dict.fromkeys(c for run in runs for c in run.eval.columns
-                                 if c not in (*schema.EVAL.columns, schema.Col.LOSS)))
+    metrics = [m for m in eval_metrics(runs) if m != schema.Col.LOSS]   # loss: dotted in "loss"
     return [_figure(f"eval_{m}", f"eval_{m}", f"eval_{m}",
                     [_trace(i, run.eval, m, kind="eval", name=f"eval_{m}", log="eval")
                      for i, run in enumerate(runs) if m in run.eval.columns])

@@ -17,7 +17,7 @@ import numpy as np
 from ..callbacks import schema
 from .. import layout
 from .colors import run_colors
-from .payload import HEALTHY, is_number, param_base, param_kind
+from .payload import HEALTHY, eval_metrics, is_number, param_base, param_kind
 from .reports import as_runs, compare, config_labels, load_run, loss_components
 from ..rundir.run import Run
 
@@ -55,7 +55,7 @@ def loss_plot(run, ax=None):
 def eval_plot(run, ax=None):
     """Each eval metric per step, labelled ``eval_<metric>`` (one panel per metric without ``ax``)."""
     run = _one(run)
-    metrics = _eval_metrics(run)
+    metrics = eval_metrics([run])
     fig, axes = _panels(ax, len(metrics))
     for metric, panel in zip(metrics, axes):
         x, y = _finite_xy(run.eval, metric)
@@ -233,7 +233,7 @@ def save_run_plots(run, out_dir=None):
         plots.append(("params.png", params_plot))
     if len(run.grad_norm):
         plots.append(("grad_norm.png", grad_norm_plot))
-    if _eval_metrics(run):
+    if eval_metrics([run]):
         plots.append(("eval.png", eval_plot))
     token = _LAYOUT.set("none")
     try:
@@ -345,10 +345,6 @@ def _panels(ax, count, figsize=None):
         return ax.figure, [ax] * max(1, count)
     fig = _figure(figsize=figsize or (6.4, max(4.0, 0.6 + 2.6 * max(1, count))))
     return fig, list(fig.subplots(max(1, count), 1, sharex=True, squeeze=False)[:, 0])
-
-
-def _eval_metrics(run):
-    return [c for c in run.eval.columns if c not in (schema.Col.EPOCH, schema.Col.STEP)]
 
 
 def _param_groups(params):

@@ -23,6 +23,7 @@ from ..callbacks._tensorboard import EventWriter, check_available
 from ..errors import MindexpError
 from ..rundir.run import Run
 from ..rundir.store import timestamp
+from .payload import eval_metrics
 from .reports import differing_config
 
 
@@ -136,9 +137,8 @@ def write_run(run: Run, logdir: str, fields: Iterable[str] | None = None,
         for column in (schema.Col.LOSS, schema.Col.LR):
             _write_column(writer, run.loss, column, column, clock)
         _write_column(writer, run.grad_norm, schema.Col.GRAD_NORM, schema.Col.GRAD_NORM, clock)
-        for column in run.eval.columns:
-            if column not in (schema.Col.EPOCH, schema.Col.STEP):
-                _write_column(writer, run.eval, column, f"eval_{column}", clock)
+        for column in eval_metrics([run]):
+            _write_column(writer, run.eval, column, f"eval_{column}", clock)
         _write_params(writer, run.params, clock)
         _write_system(writer, run, clock)
         _write_figures(writer, run, clock)
