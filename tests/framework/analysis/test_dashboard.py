@@ -587,6 +587,21 @@ def test_a_poll_with_the_cursor_returns_exactly_what_changed(served):
     assert _changes(get, last["cursor"] + 5)[0]["reset"]   # a cursor this server never gave
 
 
+def test_system_log_is_read_only_where_it_is_drawn(served):
+    root, get = served
+    header = "time_s,step,process_cpu_percent,machine_cpu_percent,rss_mb,threads," \
+        "read_bytes,write_bytes\n"
+    for name in ("a", "b"):
+        with open(os.path.join(make_run(root, name), "system.csv"), "w") as f:
+            f.write(header + "0.1,1,50,60,100,4,0,0\n0.2,2,55,65,110,4,0,0\n")
+    overview = _data(get, "?runs=0/toy/a,0/toy/b")   # two runs: no system panels
+    assert not [f for f in overview["figures"] if f["id"].startswith("system:")]
+    assert not [d for d in get.index.cache.folders()
+                if "system_by_rank" in vars(get.index.cache._entries[d][1])]
+    alone = _data(get, "?run=0/toy/a")   # a run's own page draws it (its cached run read more)
+    assert "system:rss_mb" in [f["id"] for f in alone["figures"]]
+
+
 def test_a_log_made_after_the_run_was_seen_comes_with_its_header(served):
     root, get = served
     run = make_run(root, "r1", status="running", losses=(1.0, 0.5))
