@@ -217,8 +217,9 @@ def _final_metrics(run):
     compare() shows: run.json's when final, else from the logs)."""
     from ..rundir.summary import log_summary, stored_summary
     summary = stored_summary(run.meta) or log_summary(run)
-    finals = {"loss": summary["loss"]["final"], "min_loss": summary["loss"]["min"],
-              **{k: v for k, v in summary["eval"].items() if not k.startswith("best_")}}
+    loss = summary[schema.LOSS.name]
+    finals = {schema.Col.LOSS: loss["final"], "min_loss": loss["min"],
+              **{k: v for k, v in summary[schema.EVAL.name].items() if not k.startswith("best_")}}
     return {name: value for name, value in finals.items() if value is not None}
 
 
