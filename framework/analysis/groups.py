@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 AUTO = "auto"
@@ -208,7 +209,7 @@ def _test_group(values, seeds, rows, base_rows):
     return ("paired" if paired else "welch"), results
 
 
-def paired_test(a: Any, b: Any) -> Any:
+def paired_test(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Rows diff, ci_low, ci_high, p of ``a - b`` over pairs, a column each (2-D
     arrays, row i of both = the same seed); pairs with a NaN are left out; NaN
     interval and p below two pairs."""
@@ -222,7 +223,7 @@ def paired_test(a: Any, b: Any) -> Any:
     return np.array([diff, diff - half, diff + half, np.where(n >= 2, p, np.nan)])
 
 
-def welch_test(a: Any, b: Any) -> Any:
+def welch_test(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Rows diff, ci_low, ci_high, p of mean(a) - mean(b) by Welch's t-test
     (unequal variances), a column each; NaN values are left out; NaN interval
     and p when a side holds fewer than two values."""
