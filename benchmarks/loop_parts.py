@@ -20,12 +20,18 @@ that preempts one step moves a mean, not these):
 - one column per callback: its step hooks' time (a part of the CallbackList,
   or a callback ``Model.train`` calls itself);
 - ``epoch hooks``: the epoch ends and beginnings (``run.epochs`` moving on,
-  or MindSpore's epoch hooks).
+  or MindSpore's epoch hooks);
+- ``read``: the loop's first reads of the step's loss and gradient norm
+  (inside ``run.step``: where it would wait if the train call returned
+  before its work was done);
+- ``gc n`` and ``gc ms``: the garbage collections during the timed steps
+  (all generations: how many, and their total milliseconds, per training).
 
 The per-call timers cost ~0.1-0.2 us each; read the rows as where the time
 goes, and loop_cost.py (no timers) for the ratios.
 """
 import argparse
+import gc
 import os
 import statistics
 import sys
@@ -52,6 +58,15 @@ class Meter:
 
     def __init__(self):
         self.ns, self.on, self.steps = {}, False, {}
+        self.gc_n, self.gc_ns, self._gc_start = 0, 0, 0
+
+    def gc_phase(self, phase, info):
+        """A ``gc.callbacks`` entry: the collections while ``on``, and their time."""
+        if phase == "start":
+            self._gc_start = time.perf_counter_ns()
+        elif self.on:
+            self.gc_n += 1
+            self.gc_ns += time.perf_counter_ns() - self._gc_start
 
     def tick(self):
         """Close a step: each label's time in it joins its list."""
@@ -100,6 +115,8 @@ def _loop_on(w, batches, out, meter):
         for cb in cbl.callbacks:
             meter.wrap_hooks(cb, epochs=False)
         loop.step = meter.timed(loop.step, "run.step")
+        loop._read_loss = meter.timed(loop._read_loss, "read")
+        loop._read_norm = meter.timed(loop._read_norm, "read")
         loop._close_epoch = meter.timed(loop._close_epoch, EPOCH)
         loop._open_epoch = meter.timed(loop._open_epoch, EPOCH)
         return cbl
@@ -179,7 +196,11 @@ def measure(w, rounds, out):
     for r in range(rounds):
         for arm in names[r % 4:] + names[:r % 4]:
             meter = Meter()
-            times = arms[arm](meter)
+            gc.callbacks.append(meter.gc_phase)
+            try:
+                times = arms[arm](meter)
+            finally:
+                gc.callbacks.remove(meter.gc_phase)
             steps = len(times) - 1
             gaps = [b - a for a, b in zip(times, times[1:])]
             row = {"step": statistics.median(gaps) * 1e6}
@@ -187,8 +208,9 @@ def measure(w, rounds, out):
             whole = "run.step" if "run.step" in row else ALL
             if whole in row:
                 parts = sum(v for k, v in row.items()
-                            if k not in ("step", "train", "run.step", EPOCH, ALL))
+                            if k not in ("step", "train", "run.step", EPOCH, ALL, "read"))
                 row["record"] = row[whole] - parts
+            row.update({"gc n": meter.gc_n, "gc ms": meter.gc_ns / 1e6})
             found[arm].append(row)
     return found
 

@@ -127,6 +127,7 @@ def test_loop_parts_times_each_part_of_both_paths(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {line.split("step")[0].strip(): line for line in proc.stdout.splitlines()[1:]}
     assert "run.step" in rows["loop on"] and "LossMonitor" in rows["loop on"], proc.stdout
+    assert "read" in rows["loop on"] and "gc n" in rows["loop on"], proc.stdout
     assert "all hooks" in rows["model on"] and "record" in rows["model on"], proc.stdout
 
 

@@ -380,6 +380,7 @@ class Loop:
         from mindspore.train import RunContext
         from ..callbacks._recorder import make_record
         self.run.begin_resumed()  # a resumed run's logs are cut back before the first row
+        self.run.freeze_startup_objects()
         self._make_record = make_record
         self._train(loop_cell(net, optimizer, grad_norm, components))
         self.params.update(cur_step_num=self.step_count, cur_epoch_num=self.epoch,

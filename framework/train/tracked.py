@@ -121,6 +121,7 @@ class TrackedRun(RunLifecycle):
         self._loss_cb: Any = None
         self._timer: Any = None
         self._loop: Loop | None = None
+        self._frozen = False
 
     # -- the block (RunLifecycle's __enter__/__exit__) ----------------------------
     def __enter__(self) -> TrackedRun:
@@ -183,6 +184,7 @@ class TrackedRun(RunLifecycle):
         from .run_callbacks import RunCallbackSettings, build_run_callbacks
         assert self._stopper is not None, "run.callbacks() is for inside the with block"
         self.begin_resumed()
+        self.freeze_startup_objects()
         settings = RunCallbackSettings(
             every=every, track_params=track_params,
             grad_norm=isinstance(_train_cell(model), TrainStep), steps_per_epoch=steps_per_epoch,
@@ -319,6 +321,18 @@ class TrackedRun(RunLifecycle):
         from .resume import truncate_logs
         truncate_logs(self.dir, self.resumed.step)  # each step once in every log
         self.record = self._start_record()
+
+    def freeze_startup_objects(self) -> None:
+        """Keep the objects that exist when training begins (MindSpore's modules,
+        the network) out of the garbage collector's full collections until the
+        block ends, as ``Experiment.run`` does around ``Model.train``
+        (:func:`~mindexp.train.session.startup_objects_frozen`); once per run,
+        at ``run.callbacks`` or a loop's first ``run.step``."""
+        if self._frozen:
+            return
+        from .session import startup_objects_frozen
+        self._frozen = True
+        self._held.enter_context(startup_objects_frozen())
 
     def conclude(self, exc: BaseException | None, elapsed: float) -> str | None:
         """The run's end (see RunLifecycle); a resumed block that ended normally
