@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import logging
 import os
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
@@ -154,15 +155,16 @@ def columnar_frame(groups: Sequence[ShapeRuns], extra: list[dict], config: Mappi
     import pandas as pd
     n = sum(len(group.positions) for group in groups)
     at = [np.asarray(group.positions, dtype=np.intp) for group in groups]
-    typed, objects = {}, {}
+    rest = (np.arange(n, n + len(extra)), extra)
+    typed, objects, orders = {}, {}, {}
     for name in columns:
         parts = [(where, group.columns[name], group.types[name])
                  for where, group in zip(at, groups) if name in group.columns]
-        array = _typed(parts, n, extra)
-        if array is not None:
-            typed[name] = array
-        else:
-            objects[name] = _objects(parts, n, extra, name)
+        array = _typed(parts, n, extra, orders)
+        objects[name] = _objects(parts, n, rest, name, orders) if array is None else None
+        typed[name] = array
+    objects = {name: array for name, array in objects.items() if array is not None}
+    typed = {name: array for name, array in typed.items() if array is not None}
     table = pd.DataFrame(list(zip(*objects.values())), columns=list(objects))
     table = pd.concat([table, pd.DataFrame(typed, index=table.index)], axis=1)[columns]
     table.attrs["config_columns"] = list(config.values())
@@ -170,7 +172,7 @@ def columnar_frame(groups: Sequence[ShapeRuns], extra: list[dict], config: Mappi
     return table
 
 
-def _typed(parts, n, extra):
+def _typed(parts, n, extra, orders):
     """The column of ``parts`` as pandas would type it from rows, when it is a
     float64 (floats, NaN where missing), int64 or bool one in every row; else None."""
     import numpy as np
@@ -180,25 +182,46 @@ def _typed(parts, n, extra):
         if len(types) == 1 else None
     if dtype is None or not full and dtype is not np.float64:
         return None
-    array = np.full(n + len(extra), np.nan) if not full else np.empty(n, dtype=dtype)
     try:
+        if full:
+            return _placed([(where, column) for where, column, _ in parts], n, dtype, orders)
+        array = np.full(n + len(extra), np.nan)
         for where, column, _ in parts:
             array[where] = column
+        return array
     except OverflowError:   # an int past int64: pandas says what it becomes
         return None
-    return array
 
 
-def _objects(parts, n, extra, name):
-    """The column of ``parts`` and ``extra``'s ``name`` as objects, NaN where a row
-    has none (as pandas fills rows)."""
+def _objects(parts, n, rest, name, orders):
+    """The column of ``parts`` and of the ``rest`` of the rows (``(positions,
+    rows as dicts)``) as objects, NaN where a row has none (as pandas fills rows)."""
     import numpy as np
-    array = np.full(n + len(extra), np.nan, dtype=object)
-    for where, column, _ in parts:
-        array[where] = np.fromiter(column, dtype=object, count=len(column))
-    for i, row in enumerate(extra):
-        array[n + i] = row.get(name, np.nan)
+    where, rows = rest
+    parts = [(at, column) for at, column, _ in parts] + \
+        ([(where, [row.get(name, np.nan) for row in rows])] if rows else [])
+    total = n + len(rows)
+    if sum(len(at) for at, _ in parts) == total:
+        return _placed(parts, total, object, orders)
+    array = np.full(total, np.nan, dtype=object)
+    for at, column in parts:
+        array[at] = np.fromiter(column, dtype=object, count=len(column))
     return array
+
+
+def _placed(parts, total, dtype, orders):
+    """The values of ``parts`` (``[(positions, values)]`` that fill every row
+    once) as one array of ``dtype``, each at its row. ``orders``: the order of
+    the rows of each set of positions, kept for the next column."""
+    import numpy as np
+    key = tuple(id(at) for at, _ in parts)
+    if key not in orders:
+        positions = np.concatenate([at for at, _ in parts])
+        orders[key] = None if (positions == np.arange(total)).all() else \
+            np.argsort(positions, kind="stable")
+    values = np.fromiter(itertools.chain.from_iterable(column for _, column in parts),
+                         dtype=dtype, count=total)
+    return values if orders[key] is None else values[orders[key]]
 
 
 def table_config(shapes: Iterable[tuple]) -> dict[str, str]:
@@ -244,8 +267,8 @@ def columns_of(shape: tuple, values: Sequence[Sequence], run_dirs: Sequence[str]
     out["note"] = [note or "" for note in meta("note")]
     for field, column in config.items():
         out[column] = cells.column("config", field)
-        if cells.type_of("config", field) in _NESTED:
-            out[column] = list(map(cell_value, out[column]))
+        if cells.type_of("config", field) in _NESTED:   # an empty one is () at once
+            out[column] = [cell_value(v) if v else () for v in out[column]]
     outcomes = part_keys(shape, "outcomes")
     renamed = not config.keys().isdisjoint(outcomes)
     out.update((outcome_column(k, config) if renamed else k, cells.column("outcomes", k))

@@ -10,6 +10,7 @@ before its end and a run made before this record have none: reports read
 their CSVs through the same function, so both ways give the same table.
 """
 
+import functools
 import json
 import os
 
@@ -198,17 +199,27 @@ def stored_cells(meta, config):
     """:func:`flat_cells` of :func:`compare_cells` as two JSON texts (shape, values)
     when run.json holds the final summary (a finished run), else None (a running
     or old run: its row needs its logs; a summary of another shape: the logs say
-    what it should have). The type names are those of the values as JSON gives
-    them back."""
+    what it should have; a value JSON would give back as another type)."""
     summary = stored_summary(meta)
     if summary is None:
         return None
     try:
-        cells = json.loads(json.dumps(compare_cells(meta, config, summary), allow_nan=True))
-        shape, values = flat_cells(cells)
-        return json.dumps(shape), json.dumps(values, allow_nan=True)
+        shape, values = flat_cells(compare_cells(meta, config, summary))
+        if not all(kind in _JSON_TYPES for _, _, kind in shape):
+            return None
+        return _shape_text(shape), json.dumps(values, allow_nan=True)
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
         return None
+
+
+@functools.lru_cache(maxsize=64)
+def _shape_text(shape):
+    """A shape as JSON (a writer's runs share a few: each written once)."""
+    return json.dumps(shape)
+
+
+# the types of the values json.loads gives (a value of another type comes back as one of these)
+_JSON_TYPES = frozenset(t.__name__ for t in (str, int, float, bool, type(None), list, dict))
 
 
 def cell_value(value):

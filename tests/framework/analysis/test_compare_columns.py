@@ -172,3 +172,14 @@ def test_the_columns_of_interleaved_shapes_make_the_frame_the_rows_make(unreadab
     _same(table, rows.frame_of(expected_rows, config, evals, columns))
     assert str(table["f"].dtype) == "float64" and table["run_id"][1] == "r1"
     assert str(table["eval_x"].dtype) == "float64" and table["i"].dtype == object
+
+
+def test_cells_whose_values_json_would_give_back_as_another_type_are_not_stored():
+    from mindexp.rundir.summary import stored_cells
+    meta = {"run_id": "r", "status": "completed", "summary": {
+        "version": SUMMARY_VERSION, "params": {}, "eval": {},
+        "loss": {"rows": 1, "final": 0.5, "min": 0.5, "best_step": 1, "last_step": 1,
+                 "last_epoch": 1, "components": {}}}}
+    shape, values = stored_cells(meta, {"dims": [1, 2]})
+    assert ["config", "dims", "list"] in json.loads(shape) and [1, 2] in json.loads(values)
+    assert stored_cells(meta, {"dims": (1, 2)}) is None   # a tuple would come back a list
