@@ -2,10 +2,12 @@
 brought up to date with the store's change feed: 100,000 runs in well under a
 second after a run was added, rewritten or removed, instead of a read per run.
 
-Cold (no snapshot): the table is made from the store's cells (one JSON text
-per finished run, :meth:`~mindexp.rundir.store.RunStore.cells`, parsed in one
-call) and the files of the runs without (running, old, unreadable), then kept
-beside the store (``<root>/.mindexp-catalog/compare-<hash>.arrow``, Arrow IPC:
+Cold (no snapshot): the table is made from the store's cells (per finished
+run a shape and a JSON array of values, :meth:`~mindexp.rundir.store.RunStore.cells`;
+the values of all the runs of one shape parsed in one call) and the files of
+the runs without (running, old, unreadable), a column at a time for the runs
+of each shape (:func:`~.rows.columnar_frame`: the table the rows would make),
+then kept beside the store (``<root>/.mindexp-catalog/compare-<hash>.arrow``, Arrow IPC:
 columns, no pickle, nothing executed on reading) with the feed's token and
 value it was made at.
 

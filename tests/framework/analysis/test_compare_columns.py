@@ -183,3 +183,41 @@ def test_cells_whose_values_json_would_give_back_as_another_type_are_not_stored(
     shape, values = stored_cells(meta, {"dims": [1, 2]})
     assert ["config", "dims", "list"] in json.loads(shape) and [1, 2] in json.loads(values)
     assert stored_cells(meta, {"dims": (1, 2)}) is None   # a tuple would come back a list
+
+
+def test_the_cold_tables_row_shapes_are_the_ones_its_rows_give(mixed):
+    """The snapshot's shapes, made a group at a time, are those a row at a time
+    gives (what the warm path looks a changed run's row up in)."""
+    from mindexp.analysis import snapshot
+    with store_module.open_store(str(mixed)) as store:
+        kept = snapshot._from_store(store, str(mixed))
+        rels = [rel for rel, _, _ in store.cells(str(mixed)).rows]
+        entries, errors = snapshot._entries(store, rels)
+    made = rows.rows_of(entries, errors, kept.config)
+    shapes, codes = snapshot._shapes_of(made, snapshot._row_parts(entries, made))
+    assert kept.shapes == shapes and kept.codes.tolist() == codes.tolist()
+    assert len(shapes) > 4
+
+
+def test_rows_of_one_shape_whose_made_cells_differ_in_type_get_shapes_of_their_own():
+    from mindexp.analysis import snapshot
+    made = [_cells("r0", {"a": 1}, meta={"note": 7}), _cells("r1", {"a": 2}, meta={"note": 0}),
+            _cells("r2", {"a": 3}, meta={"note": 5}), _cells("r3", {"a": 1.5})]
+    entries = rows.flat_entries((f"/runs/r{i}", cells) for i, cells in enumerate(made))
+    config = rows.table_config(shape for _, shape, _ in entries)
+    gathered = {}
+    for i, (run_dir, shape, values) in enumerate(entries):
+        runs = gathered.setdefault(shape, snapshot._Gathered(shape))
+        runs.positions.append(i)
+        runs.dirs.append(run_dir)
+        runs.values.append(values)
+    groups = [rows.shape_runs(runs.positions, runs.entries(), config)
+              for runs in gathered.values()]
+    assert len(groups) == 2
+    errors = [rows.Skipped("/runs/zz", "bad", "unreadable")]
+    shapes, codes = snapshot._group_shapes(list(gathered.values()), groups,
+                                           rows.unreadable_rows(errors, tags="", note=""))
+    made_rows = rows.rows_of(entries, errors, config)
+    assert (shapes, codes.tolist()) == \
+        tuple(map(list, snapshot._shapes_of(made_rows, snapshot._row_parts(entries, made_rows))))
+    assert codes.tolist() == [0, 1, 0, 2, 3]   # note 0 is "" (text), 7 and 5 stay numbers
