@@ -133,11 +133,11 @@ class ShapeRuns(NamedTuple):
     types: dict[str, frozenset]
 
 
-def shape_runs(positions: list[int], entries: Sequence[FlatEntry],
-               config: Mapping[str, str]) -> ShapeRuns:
-    """:class:`ShapeRuns` of ``entries`` (all of one shape) at ``positions``."""
-    columns = columns_of(entries[0][1], [values for _, _, values in entries],
-                         [run_dir for run_dir, _, _ in entries], config)
+def shape_runs(positions: list[int], shape: tuple, values: Sequence[Sequence],
+               run_dirs: Sequence[str], config: Mapping[str, str]) -> ShapeRuns:
+    """:class:`ShapeRuns` of runs of one ``shape`` (their ``values`` and folders)
+    at ``positions``."""
+    columns = columns_of(shape, values, run_dirs, config)
     # a tuple holds values of the shape's one type; a list was made from them
     types = {name: frozenset((type(column[0]),)) if isinstance(column, tuple)
              else frozenset(map(type, column)) for name, column in columns.items()}

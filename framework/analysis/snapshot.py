@@ -123,7 +123,8 @@ def _from_store(store: RunStore, folder: str) -> Kept | None:
         return None
     warn_skipped(errors)
     config = table_config(runs.shape for runs in gathered)
-    groups = [shape_runs(runs.positions, runs.entries(), config) for runs in gathered]
+    groups = [shape_runs(runs.positions, runs.shape, runs.parsed(), runs.dirs, config)
+              for runs in gathered]
     extra = unreadable_rows(errors, tags="", note="")
     shapes, codes = _group_shapes(gathered, groups, extra)
     # the distinct shapes in order of first appearance name what every row does
@@ -139,12 +140,18 @@ class _Gathered:
     def __init__(self, shape):
         self.shape, self.positions, self.dirs, self.values = shape, [], [], []
 
-    def entries(self):
-        """``[(run_dir, shape, values)]``, the JSON texts parsed in one call."""
+    def parsed(self):
+        """Each run's values, the JSON texts parsed in one call."""
         texts = [v for v in self.values if isinstance(v, str)]
-        parsed = iter(json.loads("[" + ",".join(texts) + "]"))
-        values = [next(parsed) if isinstance(v, str) else v for v in self.values]
-        return [(run_dir, self.shape, v) for run_dir, v in zip(self.dirs, values)]
+        parsed = json.loads("[" + ",".join(texts) + "]")
+        if len(texts) == len(self.values):
+            return parsed
+        rest = iter(parsed)
+        return [next(rest) if isinstance(v, str) else v for v in self.values]
+
+    def entries(self):
+        """``[(run_dir, shape, values)]`` (:meth:`parsed`)."""
+        return [(run_dir, self.shape, v) for run_dir, v in zip(self.dirs, self.parsed())]
 
 
 def _gathered(store: RunStore, stored: StoredCells) -> tuple[list[_Gathered], list]:

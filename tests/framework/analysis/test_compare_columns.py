@@ -166,7 +166,9 @@ def test_the_columns_of_interleaved_shapes_make_the_frame_the_rows_make(unreadab
     for i, (_, shape, _) in enumerate(entries):
         by_shape.setdefault(shape, []).append(i)
     assert len(by_shape) == 4   # r0 and r2 share a shape, with r1 between them
-    groups = [rows.shape_runs(at, [entries[i] for i in at], config) for at in by_shape.values()]
+    groups = [rows.shape_runs(at, shape, [entries[i][2] for i in at],
+                              [entries[i][0] for i in at], config)
+              for shape, at in by_shape.items()]
     table = rows.columnar_frame(groups, rows.unreadable_rows(errors, tags="", note=""),
                                 config, evals, columns)
     _same(table, rows.frame_of(expected_rows, config, evals, columns))
@@ -211,7 +213,7 @@ def test_rows_of_one_shape_whose_made_cells_differ_in_type_get_shapes_of_their_o
         runs.positions.append(i)
         runs.dirs.append(run_dir)
         runs.values.append(values)
-    groups = [rows.shape_runs(runs.positions, runs.entries(), config)
+    groups = [rows.shape_runs(runs.positions, runs.shape, runs.parsed(), runs.dirs, config)
               for runs in gathered.values()]
     assert len(groups) == 2
     errors = [rows.Skipped("/runs/zz", "bad", "unreadable")]
@@ -221,3 +223,11 @@ def test_rows_of_one_shape_whose_made_cells_differ_in_type_get_shapes_of_their_o
     assert (shapes, codes.tolist()) == \
         tuple(map(list, snapshot._shapes_of(made_rows, snapshot._row_parts(entries, made_rows))))
     assert codes.tolist() == [0, 1, 0, 2, 3]   # note 0 is "" (text), 7 and 5 stay numbers
+
+
+def test_runs_of_one_shape_from_the_store_and_from_their_files_keep_their_order():
+    from mindexp.analysis import snapshot
+    runs = snapshot._Gathered(("shape",))
+    runs.values += ['[1, "a"]', [2, "b"], '[3, NaN]']
+    parsed = runs.parsed()
+    assert parsed[:2] == [[1, "a"], [2, "b"]] and parsed[2][0] == 3 and math.isnan(parsed[2][1])
