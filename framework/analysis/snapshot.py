@@ -135,7 +135,7 @@ def _from_store(store: RunStore, folder: str) -> Kept | None:
 
 class _Gathered:
     """The runs of one shape, as the store lists them: their rows' positions,
-    folders and values (a JSON text until :meth:`entries`)."""
+    folders and values (a JSON text each until :meth:`parsed`)."""
 
     def __init__(self, shape):
         self.shape, self.positions, self.dirs, self.values = shape, [], [], []
@@ -161,14 +161,13 @@ def _gathered(store: RunStore, stored: StoredCells) -> tuple[list[_Gathered], li
     by_id: dict[str, _Gathered] = {}
     errors, position = [], 0
     for rel, shape_id, text in stored.rows:
-        run_dir = _folder(store, rel)
-        runs = by_id.get(shape_id) if shape_id is not None and text is not None else None
-        if runs is None and shape_id is not None and text is not None and \
-                shape_id in stored.shapes:
-            shape = tuple(map(tuple, json.loads(stored.shapes[shape_id])))
-            runs = by_id[shape_id] = by_shape.setdefault(shape, _Gathered(shape))
-        values = text
-        if runs is None:
+        run_dir, runs, values = _folder(store, rel), None, text
+        if shape_id is not None and shape_id in stored.shapes:
+            runs = by_id.get(shape_id)
+            if runs is None:
+                shape = tuple(map(tuple, json.loads(stored.shapes[shape_id])))
+                runs = by_id[shape_id] = by_shape.setdefault(shape, _Gathered(shape))
+        if runs is None:   # no cells (or a shape the store lost): the run's files
             cells, skipped = file_cells(run_dir)
             if cells is None:
                 errors += [skipped] if skipped is not None else []

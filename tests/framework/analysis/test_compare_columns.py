@@ -231,3 +231,14 @@ def test_runs_of_one_shape_from_the_store_and_from_their_files_keep_their_order(
     runs.values += ['[1, "a"]', [2, "b"], '[3, NaN]']
     parsed = runs.parsed()
     assert parsed[:2] == [[1, "a"], [2, "b"]] and parsed[2][0] == 3 and math.isnan(parsed[2][1])
+
+
+def test_runs_whose_shape_the_store_lost_are_read_from_their_files(mixed):
+    _cold(mixed)
+    db = sqlite3.connect(store_module.database_path(str(mixed)))
+    try:
+        db.execute("DELETE FROM shapes")
+        db.commit()
+    finally:
+        db.close()
+    _same(_cold(mixed), _from_files(mixed))
