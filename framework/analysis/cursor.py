@@ -23,8 +23,9 @@ fetches the full data again.
 The replicas are made in a thread of their own (:meth:`ChangeFeed.start`,
 a second or two at 100,000 runs), and the runs table's first pages do not
 wait for them: :meth:`ChangeFeed.early` answers them from each root's store
-itself, read-only (:func:`mindexp.rundir.replica.open_source`), once every
-replica has read the store's feed, with the cursor of that moment. What
+itself, through the read-only connection its replica follows it by
+(:func:`mindexp.rundir.replica.open_source`), once every replica has read
+the store's feed, with the cursor of that moment. What
 changes after it (a writer's commit, a run copied in by hand, rows appended
 to a running run's logs) is noted by the replica, so the client's next poll
 gets it. A replica that fails (or falls back to a scan) after such a page
@@ -47,7 +48,10 @@ LOGS = ("loss", "params", "grad_norm", "eval")
 HISTORY = 64          # generations of log offsets kept per run
 MAX_EVENTS = 100_000  # runs' appearances, changes and removals kept (older cursors: reset)
 SNAPSHOT_WAIT_S = 5.0   # an early page waits this long for the copies' snapshots, at most
-COPY_PAUSE_S = 1.0      # the copies wait this long for the first page and data, at most
+# the copies wait this long for the first page and its data, at most (the data or a poll
+# ends the wait at once): a page whose data took longer than the pause shared the CPU
+# with the copy's second of SQLite (page + data 1.20-1.27 s at 100,000 runs)
+COPY_PAUSE_S = 5.0
 
 
 class ChangeFeed:
@@ -70,7 +74,8 @@ class ChangeFeed:
         self._copying = False              # the replicas are being made
         self._copied: list[str] = []       # roots to copy
         self._snapshots: set[str] = set()  # roots whose copy has its snapshot
-        self._sources: list | None = None  # [(root, its Source)]; [] refused; None: not open
+        self._sources: dict = {}           # root -> the store its copy reads (a Source)
+        self._refused = False              # a store failed an early page: none till the next copy
         self._early_answered = False       # a page came from them (with _early_cursor)
         self._early_cursor = 0             # the generation of the copies' snapshot
         self._preparer: threading.Thread | None = None   # start()'s thread
@@ -123,39 +128,20 @@ class ChangeFeed:
             if not self._early.wait_for(self._snapshots_taken, timeout=SNAPSHOT_WAIT_S) or \
                     not self._copying:
                 return None
-            sources = self._open_sources()
-            if not sources:
+            if self._refused:
                 return None
             self._early_answered = True   # before reading: a copy failing now resets it
             try:
-                return fn(sources), self._early_cursor
+                return fn([(root, self._sources[root]) for root in self._copied]), \
+                    self._early_cursor
             except sqlite3.Error as exc:   # damaged, locked by a writer: wait for the copy
                 logger.debug("dashboard: a root's catalog read in place: %s", exc)
-                self._close_sources(refused=True)
+                self._refused = True
                 return None
 
     def _snapshots_taken(self):
         return not self._copying or (bool(self._copied) and
                                      self._snapshots.issuperset(self._copied))
-
-    def _open_sources(self):
-        if self._sources is None:
-            from ..rundir.replica import open_source
-            self._sources = []
-            for root in self._copied:
-                source = open_source(root)
-                if source is None:
-                    self._close_sources(refused=True)
-                    break
-                self._sources.append((root, source))
-        return self._sources
-
-    def _close_sources(self, refused=False):
-        """Close the roots' catalogs read in place ([] when ``refused``: not opened again
-        for this copy)."""
-        for _, source in self._sources or []:
-            source.close()
-        self._sources = [] if refused else None
 
     def want_copy(self) -> None:
         """The page's first data was answered, or a client waits for the copies:
@@ -195,7 +181,7 @@ class ChangeFeed:
             if locked:
                 self._lock.release()
         with self._early:
-            self._close_sources(refused=True)
+            self._refused = True
 
     # -- refreshing ------------------------------------------------------------------
     def _catalogs(self):
@@ -230,11 +216,12 @@ class ChangeFeed:
         with self._early:
             self._copying, self._copied, self._snapshots = True, roots, set()
             self._early_answered, self._early_cursor = False, self.generation
-            self._close_sources()
+            self._sources, self._refused = {}, False
 
-    def _snapshot_taken(self, root, live):
-        """A copy began reading ``root``'s catalog: the logs of the runs it says run
-        are measured now (their rows after this go to the early pages' clients)."""
+    def _snapshot_taken(self, root, source, live):
+        """A copy began reading ``root``'s catalog (``source``, which the early pages
+        read meanwhile): the logs of the runs it says run are measured now (their
+        rows after this go to the early pages' clients)."""
         for run_dir in live:
             if is_within(run_dir, root) and run_dir not in self._tracked:
                 raw = _raw_sizes(run_dir)
@@ -242,6 +229,7 @@ class ChangeFeed:
                                                   self._early_cursor)
         with self._early:
             self._snapshots.add(root)
+            self._sources[root] = source
             self._early.notify_all()
         if threading.current_thread() is self._preparer:
             # the rest of the copy is a second of CPU that the first page and its data
@@ -259,7 +247,7 @@ class ChangeFeed:
                 self.generation += 1
                 self._floor = self.generation
             self._copying = self._early_answered = False
-            self._close_sources()
+            self._sources = {}
             self._early.notify_all()
 
     def _refresh(self):
@@ -412,15 +400,9 @@ def _whole_lines_end(path, size, back=4096):
 def _rows_between(path, start, end):
     """The whole lines of ``path`` between byte offsets (the header, at offset 0,
     included as the first row), as lists of strings."""
-    try:
-        with schema.open_file(path) as f:
-            f.seek(start)
-            data = f.read(end - start)
-    except OSError:
-        return []
-    text = data.decode("utf-8", "replace")
-    lines = text.split("\n")[:-1]   # the last piece is a line not yet ended
-    return [line.rstrip("\r").split(",") for line in lines if line]
+    from .mlflow_points import read_lines
+    header, lines = read_lines(path, start, end - start)
+    return ([header] if start == 0 and header else []) + [f for at, f in lines if at <= end]
 
 
 def _listing(run_dir, key_of):

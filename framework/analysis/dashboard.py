@@ -36,7 +36,6 @@ import mimetypes
 import os
 import re
 import socket
-import stat
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -46,12 +45,15 @@ from ..callbacks import schema
 from .. import layout
 from ..errors import MindexpError, RunDirError
 from ..rundir.io import is_run_dir
+from ..rundir.run import Run
 from ..secrets import masked
 from . import interactive, payload
 from .cursor import LOGS, ChangeFeed, is_within
 from .listing import Listing
 
 logger = logging.getLogger(__name__)
+# what a drawn run reads: its records and the logs its figures show
+DRAWN = ("meta", "config", "loss", "params", "eval", "grad_norm")
 RUN_FILES = (layout.RUN_JSON, layout.CONFIG_JSON) + tuple(
     log.filename for log in (schema.LOSS, schema.PARAMS, schema.GRAD_NORM, schema.EVAL))
 
@@ -85,10 +87,6 @@ PAGE_ROWS = 100      # rows of the runs table per page (paged by the server: /ap
 
 class Refused(Exception):
     """A request for a path outside the served folders."""
-
-
-class NotAFile(Exception):
-    """A request for something below the served folders that is not a regular file."""
 
 
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024  # drawn runs kept in memory (serve --cache-mb)
@@ -277,23 +275,27 @@ class RunIndex:
     def load(self, run_dirs):
         """Loaded runs and ``(run_dir, message, status)`` of the unreadable ones.
 
-        A run whose files are mid-write or gone is skipped this time and
-        shown on a later refresh; a run read before and unchanged is reused.
+        Each run's records and the logs its figures draw are read now, so a
+        broken one is listed here (system.csv only where it is drawn: a run
+        alone). A run whose files are mid-write or gone is skipped this time
+        and shown on a later refresh; a run read before and unchanged is reused.
         """
-        from .reports import Skipped, skip_status, load_run
+        from .reports import Skipped, skip_status
+        parts = DRAWN + (("system_by_rank",) if len(run_dirs) <= payload.MAX_SYSTEM_RUNS else ())
         runs, errors = [], []
         for run_dir in run_dirs:
             signature = self.signature([run_dir])
-            cached = self.cache.get(run_dir, signature)
-            if cached is not None:
-                runs.append(cached)
-                continue
+            run = self.cache.get(run_dir, signature)
+            unread = [p for p in parts if p not in vars(run)] if run is not None else parts
             try:
-                run = load_run(run_dir)
+                run = run or Run(run_dir)
+                for part in unread:
+                    getattr(run, part)
             except (RunDirError, OSError, ValueError) as exc:
                 errors.append(Skipped(run_dir, _one_line(exc), skip_status(exc)))
                 continue
-            self.cache.put(run_dir, signature, run)
+            if unread:   # (counted again when a part was read later)
+                self.cache.put(run_dir, signature, run)
             runs.append(run)
         return runs, errors
 
@@ -409,16 +411,10 @@ def _import_readers():
 
 def log_headers(run_dir):
     """``{log: its header's column names}``: the live page places appended rows by them."""
-    out = {}
-    for name in LOGS:
-        try:
-            with schema.open_file(os.path.join(run_dir, schema.LOGS[name].filename)) as f:
-                line = f.readline(4096).decode("utf-8", "replace")
-        except OSError:
-            continue
-        if line.endswith("\n"):
-            out[name] = line.rstrip("\r\n").split(",")
-    return out
+    from .mlflow_points import read_lines
+    headers = {name: read_lines(os.path.join(run_dir, schema.LOGS[name].filename), 0, 0)[0]
+               for name in LOGS}
+    return {name: header for name, header in headers.items() if header}
 
 
 def private_folder(roots):
@@ -458,7 +454,7 @@ class Handler(BaseHTTPRequestHandler):
             self._route(urlsplit(self.path))
         except Refused:
             self._send_text(HTTPStatus.FORBIDDEN, "refused: outside the served folders")
-        except NotAFile:
+        except schema.NotAFileError:
             self._send_text(HTTPStatus.FORBIDDEN, "refused: not a regular file")
         except FileNotFoundError:
             self._send_text(HTTPStatus.NOT_FOUND, "not found")
@@ -581,7 +577,7 @@ class Handler(BaseHTTPRequestHandler):
         kind, disposition = file_type(path)
         if os.path.basename(path) == layout.RUN_JSON:
             return self._send_run_json(path, kind, disposition)
-        with open_regular(path) as f:
+        with schema.open_file(path) as f:
             size = os.fstat(f.fileno()).st_size
             self._send_head(HTTPStatus.OK, size, kind,
                             extra=[("Content-Disposition", disposition)] if disposition else [])
@@ -590,7 +586,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send_run_json(self, path, kind, disposition):
         """A run record with any URL password masked (one written before masking)."""
-        with open_regular(path) as f:
+        with schema.open_file(path) as f:
             body = masked(f.read().decode("utf-8", errors="replace")).encode()
         self._send_head(HTTPStatus.OK, len(body), kind,
                         extra=[("Content-Disposition", disposition)] if disposition else [])
@@ -676,23 +672,6 @@ def file_type(path):
         return "text/plain; charset=utf-8", None
     name = quote(os.path.basename(path), safe="")
     return "application/octet-stream", f"attachment; filename*=UTF-8''{name}"
-
-
-def open_regular(path):
-    """``path`` opened for reading if it is a regular file, else NotAFile.
-
-    Opened without blocking first: opening a FIFO for reading would wait for a
-    writer, holding the request's thread.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotAFile(path)
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def _copy_bytes(source, target, size):

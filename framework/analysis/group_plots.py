@@ -5,11 +5,12 @@ scalar parameter and each eval metric (``mindexp plot DIR --group-by FIELD``).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Sequence, cast
+from typing import TYPE_CHECKING, Sequence, cast
 
 from ..callbacks import schema
 from .cells import format_value
 from .colors import run_colors
+from .payload import eval_metrics
 from .plots import _figure, _legend_below, _log_if_wide, _panels, _scalar_names, save_figure
 from .reports import as_runs, compare, eval_name, history
 
@@ -96,14 +97,8 @@ def save_group_plots(runs: RunsOrPaths, out_dir: str,
     fig = group_curves(runs, schema.Col.LOSS, group_by, colors=colors)
     _legend_below(fig, fig.axes[0])
     written = [save_figure(fig, os.path.join(out_dir, LOSS_GROUPS))]
-    for name, metrics in ((PARAMS_GROUPS, _scalar_names(runs)), (EVAL_GROUPS, _eval_names(runs))):
+    for name, metrics in ((PARAMS_GROUPS, _scalar_names(runs)), (EVAL_GROUPS, [eval_name(m) for m in eval_metrics(runs)])):
         if metrics:
             written.append(save_figure(_panels_of(runs, metrics, group_by, colors),
                                        os.path.join(out_dir, name)))
     return written
-
-
-def _eval_names(runs: Any) -> list[str]:
-    """``eval_<metric>`` of every metric some run evaluated, in order of appearance."""
-    return list(dict.fromkeys(eval_name(column) for run in runs for column in run.eval.columns
-                              if column not in (schema.Col.EPOCH, schema.Col.STEP)))

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 AUTO = "auto"
@@ -201,40 +202,42 @@ def _test_group(values, seeds, rows, base_rows):
     if paired:   # matched by seed, never by the order of the runs
         rows = rows[seeds.iloc[rows].to_numpy().argsort(kind="stable")]
         base_rows = base_rows[seeds.iloc[base_rows].to_numpy().argsort(kind="stable")]
-    a, b = values[rows], values[base_rows]
-    if np.isfinite(a).all() and np.isfinite(b).all() and min(len(a), len(b)) >= 2:
-        results = (_paired_columns if paired else _welch_columns)(a, b)
-    else:   # a missing value leaves out its run (or pair) in that metric only
-        test = paired_test if paired else welch_test
-        results = np.array([test(a[:, j], b[:, j]) for j in range(a.shape[1])]).T \
-            .reshape(4, a.shape[1])
+    # a missing value (or an infinity) leaves out its run, or its pair, in that metric only
+    a, b = (np.where(np.isfinite(v), v, np.nan) for v in (values[rows], values[base_rows]))
+    with np.errstate(invalid="ignore", divide="ignore"), _quiet():
+        results = (paired_test if paired else welch_test)(a, b)
     return ("paired" if paired else "welch"), results
 
 
-def _paired_columns(a, b):
-    """:func:`paired_test` of every column at once (no NaN, two pairs or more)."""
+def paired_test(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Rows diff, ci_low, ci_high, p of ``a - b`` over pairs, a column each (2-D
+    arrays, row i of both = the same seed); pairs with a NaN are left out; NaN
+    interval and p below two pairs."""
     import numpy as np
     from scipy import stats
     d = a - b
-    diff = d.mean(axis=0)
-    half = stats.t.ppf(0.5 + LEVEL / 2, len(d) - 1) * d.std(axis=0, ddof=1) / math.sqrt(len(d))
-    with _quiet():
-        p = stats.ttest_rel(a, b, axis=0).pvalue
-    return np.array([diff, diff - half, diff + half, p])
+    n = np.isfinite(d).sum(axis=0)
+    diff = np.nanmean(d, axis=0)
+    half = stats.t.ppf(0.5 + LEVEL / 2, n - 1) * np.nanstd(d, axis=0, ddof=1) / np.sqrt(n)
+    p = stats.ttest_rel(a, b, axis=0, nan_policy="omit").pvalue
+    return np.array([diff, diff - half, diff + half, np.where(n >= 2, p, np.nan)])
 
 
-def _welch_columns(a, b):
-    """:func:`welch_test` of every column at once (no NaN, two values or more a side)."""
+def welch_test(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Rows diff, ci_low, ci_high, p of mean(a) - mean(b) by Welch's t-test
+    (unequal variances), a column each; NaN values are left out; NaN interval
+    and p when a side holds fewer than two values."""
     import numpy as np
     from scipy import stats
-    va, vb = a.var(axis=0, ddof=1) / len(a), b.var(axis=0, ddof=1) / len(b)
+    na, nb = np.isfinite(a).sum(axis=0), np.isfinite(b).sum(axis=0)
+    va = np.nanvar(a, axis=0, ddof=1) / na
+    vb = np.nanvar(b, axis=0, ddof=1) / nb
     se = np.sqrt(va + vb)
-    diff = a.mean(axis=0) - b.mean(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"), _quiet():
-        df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-        half = np.where(se == 0, 0.0, stats.t.ppf(0.5 + LEVEL / 2, df) * se)
-        p = np.where(se == 0, np.nan, stats.ttest_ind(a, b, axis=0, equal_var=False).pvalue)
-    return np.array([diff, diff - half, diff + half, p])
+    diff = np.nanmean(a, axis=0) - np.nanmean(b, axis=0)
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    half = np.where(se == 0, 0.0, stats.t.ppf(0.5 + LEVEL / 2, df) * se)
+    p = stats.ttest_ind(a, b, axis=0, equal_var=False, nan_policy="omit").pvalue
+    return np.array([diff, diff - half, diff + half, np.where(se > 0, p, np.nan)])
 
 
 def _same_seeds(a, b):
@@ -242,48 +245,6 @@ def _same_seeds(a, b):
     if any(s.isna().any() for s in (a, b)) or any(len(set(v)) < len(v) for v in values):
         return False
     return sorted(values[0]) == sorted(values[1])
-
-
-def paired_test(a: Any, b: Any) -> tuple[float, float, float, float]:
-    """``(diff, ci_low, ci_high, p)`` of ``a - b`` over pairs (equal-length arrays,
-    pair i = the same seed); pairs with a NaN are left out; NaN interval and
-    p below two pairs."""
-    import numpy as np
-    from scipy import stats
-    keep = np.isfinite(a) & np.isfinite(b)
-    d = a[keep] - b[keep]
-    if len(d) < 1:
-        return (math.nan,) * 4
-    diff = float(d.mean())
-    if len(d) < 2:
-        return diff, math.nan, math.nan, math.nan
-    half = stats.t.ppf(0.5 + LEVEL / 2, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
-    with _quiet():
-        p = float(stats.ttest_rel(a[keep], b[keep]).pvalue)
-    return diff, diff - half, diff + half, p
-
-
-def welch_test(a: Any, b: Any) -> tuple[float, float, float, float]:
-    """``(diff, ci_low, ci_high, p)`` of mean(a) - mean(b) by Welch's t-test
-    (unequal variances); NaN values are left out; NaN interval and p when a
-    side holds fewer than two values."""
-    import numpy as np
-    from scipy import stats
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    if not len(a) or not len(b):
-        return (math.nan,) * 4
-    diff = float(a.mean() - b.mean())
-    if len(a) < 2 or len(b) < 2:
-        return diff, math.nan, math.nan, math.nan
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return diff, diff, diff, math.nan
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    half = stats.t.ppf(0.5 + LEVEL / 2, df) * se
-    with _quiet():
-        p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
-    return diff, diff - half, diff + half, p
 
 
 @contextlib.contextmanager

@@ -151,7 +151,7 @@ class Listing:
             "error": first_line(meta.get("error")), "stop_reason": meta.get("stop_reason"),
             "final_loss": _number(meta.get("final_loss")), "min_loss": _number(summary.get("min")),
             "steps": meta.get("steps"), "config": {k: _cell(config[k]) for k in columns if k in config},
-            "progress": _progress(run, meta)}
+            "progress": _progress(run)}
 
 
 def _where_sql(catalog, root, text):
@@ -268,18 +268,9 @@ def _json_key(field):
     return '$."' + field.replace('"', '""') + '"'
 
 
-def _progress(run, meta):
-    """A finished run's progress from run.json; a running or failed one's from
-    loss.csv (its last step, its recent rate), as the run page shows it."""
-    status = meta.get("status")
-    if status in ("completed", "pruned") and meta.get("steps") is not None:
-        step = int(meta["steps"])
-        stop = "pruned" if status == "pruned" else ("early stop" if meta.get("stop_reason")
-                                                    else None)
-        total = meta.get("total_steps")
-        return {"step": step, "total": step if stop or not total else total,
-                "steps_per_s": meta.get("steps_per_s"), "eta_s": None, "stop": stop,
-                "planned": total}
+def _progress(run):
+    """The run's progress as the run page shows it (:func:`.payload.run_progress`:
+    a finished run's from run.json alone); ``{}`` while its loss.csv is mid-write."""
     from .payload import run_progress
     try:
         return run_progress(run)

@@ -226,16 +226,11 @@ class Rest(_Calls):
                   tags: dict[str, str] | None = None,
                   metrics: dict[str, float] | None = None, timestamp: int = 0) -> None:
         params_, tags_ = _pairs(params or {}), _pairs(tags or {})
-        metrics_ = [{"key": k, "value": v, "timestamp": timestamp, "step": 0}
-                    for k, v in (metrics or {}).items()]
-        room = BATCH - 2 * PARAMS_BATCH  # metrics beside a full call's params and tags
-        while True:
+        for i in range(0, max(len(params_), len(tags_)), PARAMS_BATCH):
             self.call("POST", "runs/log-batch", {
-                "run_id": run_id, "params": params_[:PARAMS_BATCH], "tags": tags_[:PARAMS_BATCH],
-                "metrics": metrics_[:room]})
-            params_, tags_, metrics_ = params_[PARAMS_BATCH:], tags_[PARAMS_BATCH:], metrics_[room:]
-            if not (params_ or tags_ or metrics_):
-                return
+                "run_id": run_id, "params": params_[i:i + PARAMS_BATCH],
+                "tags": tags_[i:i + PARAMS_BATCH]})
+        self.log_points(run_id, [P.Point(k, v, timestamp, 0) for k, v in (metrics or {}).items()])
 
     def log_points(self, run_id: str, points: list[P.Point]) -> None:
         for i in range(0, len(points), BATCH):

@@ -43,19 +43,17 @@ from ..rundir.record import update_meta
 from . import mlflow_points as P
 from . import mlflow_record as R
 from .mlflow_api import RUN_ID_TAG, SYNC_TIMEOUT_S, Client, Rest, _Calls, _check_reachable, \
-    check_uri, connect, quiet_mlflow, uri_credentials  # noqa: F401
+    check_uri, quiet_mlflow, uri_credentials
 from ..rundir.run import Run
 from .reports import as_runs
 
 LEGACY_ROWS_TAG = "mindexp.rows."  # bookkeeping tags of syncs before the local record
 # mlflow's fluent API (a model is logged into "the active run") is one per process
 _MODEL_LOCK = threading.Lock()
-STATUS = R.STATUS
-PARAMS_CHOICES, DEFAULT_PARAMS = P.PARAMS_CHOICES, P.DEFAULT_PARAMS
 
 
 def to_mlflow(runs: Any, tracking_uri: str, experiment: str | None = None,
-              params: str = DEFAULT_PARAMS, register: str | None = None) -> list[dict[str, Any]]:
+              params: str = P.DEFAULT_PARAMS, register: str | None = None) -> list[dict[str, Any]]:
     """Copy ``runs`` (run directories, folders of runs, or Run objects) into the
     MLflow tracking server at ``tracking_uri``; returns one dict per run:
     ``run_dir``, ``mlflow_run_id``, ``points`` (metric points sent now).
@@ -170,9 +168,9 @@ def _sync_parent(folder, uri, experiment):
 
 
 def check_params(params: str) -> str:
-    """``params`` when it is one of :data:`PARAMS_CHOICES`, else MindexpError (one line)."""
-    if params not in PARAMS_CHOICES:
-        raise MindexpError(f"--params must be one of {', '.join(PARAMS_CHOICES)}. "
+    """``params`` when it is one of :data:`.mlflow_points.PARAMS_CHOICES`, else MindexpError (one line)."""
+    if params not in P.PARAMS_CHOICES:
+        raise MindexpError(f"--params must be one of {', '.join(P.PARAMS_CHOICES)}. "
                            f"Received: {params!r}")
     return params
 
@@ -187,8 +185,7 @@ def _sync_run(api, uri, run, experiment, params, register, parent):
     R.save_entry(run.dir, uri, entry)
     if not mlflow_run.params:
         api.log_batch(run_id, params={k: str(v)[:6000] for k, v in sorted(run.config.items())})
-    points = sum(_send_log(api, uri, run, log, entry, params)
-                 for log in P.log_files(run.dir, params))
+    points = R.send_logs(api, run.dir, uri, entry, run.meta)
     api.log_batch(run_id, tags=_tags(run, parent))
     if parent:
         entry["parent"] = parent
@@ -227,18 +224,6 @@ def _legacy_offsets(run_dir, mlflow_run):
             if rows:
                 offsets[os.path.basename(path)] = lines[rows - 1][0]
     return offsets
-
-
-def _send_log(api, uri, run, log, entry, params):
-    """Send the points of ``log`` after the offset the record holds; returns how many."""
-    offsets = entry.setdefault("offsets", {})
-    points, end = P.new_points(log, offsets.get(log.filename, 0), P.start_ms(run.meta), params,
-                               every=P.summary_every(run.meta))
-    if points:
-        api.log_points(entry["run_id"], points)
-    offsets[log.filename] = end
-    R.save_entry(run.dir, uri, entry)  # at once: a sync cut short later does not send these again
-    return len(points)
 
 
 def _tags(run, parent=None):

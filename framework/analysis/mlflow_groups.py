@@ -29,7 +29,7 @@ import math
 import os
 from typing import Any
 
-from ..rundir.groups import INDEX_FILES, STUDY_JOURNAL, group_kind
+from ..rundir.groups import INDEX_FILES, STUDY_JOURNAL, group_kind, open_journal
 from ..rundir.io import read_json
 from ..secrets import masked
 from . import mlflow_points as P
@@ -97,10 +97,9 @@ def study_group(folder: str, study: Any, interrupted: bool = False) -> Group:
     states = [t.state.name for t in trials]
     metrics = {f"trials_{s.lower()}": float(states.count(s)) for s in ("COMPLETE", "PRUNED", "FAIL")}
     tags = {}
-    complete = [t for t in trials if t.state.name == "COMPLETE" and _finite(t.value)]
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
     if complete:
-        best = (max if attrs.get("direction") == "maximize" else min)(complete,
-                                                                        key=lambda t: t.value)
+        best = study.best_trial   # Optuna's, by the study's direction
         metrics["best_value"] = float(best.value)
         tags["mindexp.best_trial"] = str(best.number)
         if best.user_attrs.get("run_dir"):
@@ -126,16 +125,9 @@ def read_group(folder: str) -> Group:
     if kind != "study" or not os.path.isfile(journal):
         raise MindexpError(f"{folder} is not a sweep folder (sweep.json) or a study folder "
                            f"with its own {STUDY_JOURNAL}. Received: {folder!r}")
-    return study_group(folder, _load_study(journal, os.path.basename(folder)))
-
-
-def _load_study(journal: str, name: str) -> Any:
     import optuna
-    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = optuna.storages.JournalStorage(
-        JournalFileBackend(journal, lock_obj=JournalFileOpenLock(journal)))
-    return optuna.load_study(study_name=name, storage=storage)
+    return study_group(folder, optuna.load_study(study_name=os.path.basename(folder),
+                                                 storage=open_journal(journal)))
 
 
 def index_fingerprint(folder: str) -> list[int] | None:

@@ -70,19 +70,8 @@ class LiveSender:
         meta = R.read_meta_quietly(self.run_dir)
         if self.entry is None:
             self.entry = self._open(meta)
-        start, sent = P.start_ms(meta), 0
-        offsets = self.entry.setdefault("offsets", {})
-        for log in P.log_files(self.run_dir, self.params):
-            points, end = P.new_points(log, offsets.get(log.filename, 0), start, self.params,
-                                       final=final, limit=MAX_BYTES,
-                                       every=P.summary_every(meta))
-            if points:
-                self.api.log_points(self.entry["run_id"], points)
-                sent += len(points)
-            if end != offsets.get(log.filename, 0):
-                offsets[log.filename] = end
-                R.save_entry(self.run_dir, self.uri, self.entry)
-        return sent
+        return R.send_logs(self.api, self.run_dir, self.uri, self.entry, meta, final=final,
+                           limit=MAX_BYTES)
 
     def _open(self, meta: dict[str, Any]) -> dict[str, Any]:
         """The record's entry with the MLflow run id: the one it names (a resumed

@@ -20,6 +20,7 @@ from ..callbacks import schema
 from .. import layout
 from ..rundir.run_lock import GONE, shown_status
 from ..secrets import masked
+from . import mlflow_points as P
 
 # mindexp status (as `mindexp runs` shows it) -> MLflow's run status
 STATUS = {"completed": "FINISHED", "failed": "FAILED", "diverged": "FAILED",
@@ -44,6 +45,26 @@ def save_entry(run_dir: str, uri: str, entry: dict[str, Any]) -> None:
     record[masked(str(uri))] = entry
     schema.atomic_write(os.path.join(run_dir, layout.MLFLOW_RECORD),
                         json.dumps(record, indent=1, sort_keys=True))
+
+
+def send_logs(api: Any, run_dir: str, uri: str, entry: dict[str, Any], meta: dict[str, Any],
+              final: bool = True, limit: int | None = None) -> int:
+    """Send the points each log gained after the offsets ``entry`` holds (at most
+    ``limit`` bytes of a log) to its MLflow run, keeping each log's new offset at
+    once (a send cut short later does not send them again); the points sent.
+    ``final``: see :func:`mindexp.analysis.mlflow_points.new_points`."""
+    offsets, sent = entry.setdefault("offsets", {}), 0
+    for log in P.log_files(run_dir, entry["params"]):
+        points, end = P.new_points(log, offsets.get(log.filename, 0), P.start_ms(meta),
+                                   entry["params"], final=final, limit=limit,
+                                   every=P.summary_every(meta))
+        if points:
+            api.log_points(entry["run_id"], points)
+            sent += len(points)
+        if end != offsets.get(log.filename, 0):
+            offsets[log.filename] = end
+            save_entry(run_dir, uri, entry)
+    return sent
 
 
 def mlflow_status(run_dir: str, status: str | None) -> str | None:

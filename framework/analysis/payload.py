@@ -127,18 +127,24 @@ def _diverged_at(run):
 
 
 def run_progress(run):
-    """``{step, total, steps_per_s, eta_s, stop, planned}`` from loss.csv (total:
-    run.json or config). A run that ended on purpose before its planned steps
+    """``{step, total, steps_per_s, eta_s, stop, planned}``: a finished run's
+    (completed, pruned) from run.json, any other's from loss.csv (total: run.json
+    or config). A run that ended on purpose before its planned steps
     (early stop, pruning) is complete: ``total`` is its last step, ``stop`` says
     why (``"early stop"``, ``"pruned"``) and ``planned`` keeps the plan."""
+    meta, stop = run.meta, _stopped_on_purpose(run)
+    if run.status in ("completed", "pruned") and meta.get("steps") is not None:
+        step, total = int(meta["steps"]), meta.get("total_steps")
+        return {"step": step, "total": step if stop or not total else total,
+                "steps_per_s": meta.get("steps_per_s"), "eta_s": None, "stop": stop,
+                "planned": total}
     loss = run.loss
     step = int(loss[schema.Col.STEP].iloc[-1]) if len(loss) else 0
-    total = run.meta.get("total_steps") or _planned_steps(run)
-    rate = _recent_rate(loss) if run.status == "running" else run.meta.get("steps_per_s")
+    total = meta.get("total_steps") or _planned_steps(run)
+    rate = _recent_rate(loss) if run.status == "running" else meta.get("steps_per_s")
     eta = (total - step) / rate if run.status == "running" and rate and total else None
     progress = {"step": step, "total": total, "steps_per_s": rate,
                 "eta_s": max(0.0, eta) if eta is not None else None, "stop": None, "planned": total}
-    stop = _stopped_on_purpose(run)
     if stop and step and (not total or step < total):
         progress.update(total=step, stop=stop)
     return progress
@@ -254,9 +260,14 @@ def _component_figures(runs):
             if f is not None]
 
 
+def eval_metrics(runs: list) -> list[str]:
+    """eval.csv's metric columns of ``runs`` (its loss too), in order of appearance."""
+    return list(dict.fromkeys(c for run in runs for c in run.eval.columns
+                              if c not in schema.EVAL.columns))
+
+
 def _eval_figures(runs):
-    metrics = list(dict.fromkeys(c for run in runs for c in run.eval.columns
-                                 if c not in (*schema.EVAL.columns, schema.Col.LOSS)))
+    metrics = [m for m in eval_metrics(runs) if m != schema.Col.LOSS]   # loss: dotted in "loss"
     return [_figure(f"eval_{m}", f"eval_{m}", f"eval_{m}",
                     [_trace(i, run.eval, m, kind="eval", name=f"eval_{m}", log="eval")
                      for i, run in enumerate(runs) if m in run.eval.columns])
@@ -279,7 +290,7 @@ def _param_figures(runs):
         if not len(run.params):
             continue
         for name, rows in run.params.groupby(schema.Col.PARAM, sort=False):
-            base, shown = _param_base(str(name))
+            base, shown = param_base(str(name))
             if shown:
                 groups.setdefault(base, []).append((index, run, str(name), rows))
     out = []
@@ -290,11 +301,9 @@ def _param_figures(runs):
                                  legend=not any(t["run"] == index for t in traces),
                                  log="params", param=name))
             target = run.targets.get(name)
-            if _is_number(target):
+            if is_number(target):
                 targets[float(target)] = f"{name} target {target:g}"
-        kind = ("L2 norm" if members[0][2].endswith(":norm") else
-                "elements" if "[" in members[0][2] else "value")
-        out.append(_figure(f"param:{base}", f"{base} ({kind})", base, traces,
+        out.append(_figure(f"param:{base}", f"{base} ({param_kind(members[0][2])})", base, traces,
                            targets=[{"y": y, "name": n} for y, n in sorted(targets.items())]))
     return out
 
@@ -360,8 +369,9 @@ def _image_src(run, name, epoch, src):
         return None
 
 
-def _param_base(name):
-    """``(tensor name, drawn?)``: elements up to MAX_ELEMENTS and norms are drawn."""
+def param_base(name: str) -> tuple[str, bool]:
+    """``(tensor name, drawn?)`` of a params.csv name: elements up to MAX_ELEMENTS
+    and norms are drawn (the report, the dashboard and params.png alike)."""
     if ":" in name:
         base, stat = name.rsplit(":", 1)
         return base, stat == "norm"
@@ -369,6 +379,11 @@ def _param_base(name):
         base, index = name[:-1].rsplit("[", 1)
         return base, index.isdigit() and int(index) < MAX_ELEMENTS
     return name, True
+
+
+def param_kind(name: str) -> str:
+    """What a tensor's drawn series show, from the name of its first."""
+    return "L2 norm" if name.endswith(":norm") else "elements" if "[" in name else "value"
 
 
 def _final_loss_figure(runs):
@@ -431,10 +446,11 @@ def _round(value, digits=6):
 
 
 def _finite(value):
-    return _is_number(value) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
-def _is_number(value):
+def is_number(value: object) -> bool:
+    """A real number, not a bool."""
     import numbers
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 

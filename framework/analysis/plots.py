@@ -8,7 +8,6 @@ takes an optional ``ax`` to draw into and returns the figure.
 import contextvars
 import io
 import math
-import numbers
 import os
 import re
 import textwrap
@@ -18,13 +17,12 @@ import numpy as np
 from ..callbacks import schema
 from .. import layout
 from .colors import run_colors
+from .payload import HEALTHY, eval_metrics, is_number, param_base, param_kind
 from .reports import as_runs, compare, config_labels, load_run, loss_components
 from ..rundir.run import Run
 
 DECADES_FOR_LOG = 2  # a curve spanning more than this many decades gets a log axis
 RUN_PLOTS = ("loss.png", "params.png", "grad_norm.png", "eval.png")
-HEALTHY = ("completed", "running", "interrupted", "pruned")
-MAX_ELEMENTS = 16  # elements of a small tensor drawn one by one in params.png
 LABEL_WIDTH = 40   # characters per line of a bar label
 TITLE_CHARS = 52   # characters per title line that fit 6.4 inches at matplotlib's title size
 # The layout engine of the figures being built: constrained, except for a run's own
@@ -57,7 +55,7 @@ def loss_plot(run, ax=None):
 def eval_plot(run, ax=None):
     """Each eval metric per step, labelled ``eval_<metric>`` (one panel per metric without ``ax``)."""
     run = _one(run)
-    metrics = _eval_metrics(run)
+    metrics = eval_metrics([run])
     fig, axes = _panels(ax, len(metrics))
     for metric, panel in zip(metrics, axes):
         x, y = _finite_xy(run.eval, metric)
@@ -83,12 +81,12 @@ def params_plot(run, ax=None):
     for (base, series), panel in zip(groups, axes):
         for name, rows in series:
             line, = panel.plot(*_finite_xy(rows, schema.Col.VALUE), lw=1, label=name)
-            if _is_number(run.targets.get(name)):
+            if is_number(run.targets.get(name)):
                 panel.axhline(run.targets[name], ls="--", lw=1, color=line.get_color(),
                               label=f"{name} target {run.targets[name]:g}")
         _fit_finite(panel, [rows[schema.Col.VALUE] for _, rows in series])
         if ax is None:
-            panel.set(ylabel=_param_kind(series), title=base)
+            panel.set(ylabel=param_kind(series[0][0]), title=base)
         if len(series) <= 8 or ax is not None:
             _legend(panel)
     if ax is None and len(groups) > 1:  # the run above all panels, each panel its tensor
@@ -105,7 +103,7 @@ def grad_norm_plot(run, ax=None):
     fig, ax = _axes(ax)
     line, = ax.plot(*_finite_xy(run.grad_norm, schema.Col.GRAD_NORM), lw=1, label="grad norm")
     clip = run.config.get("clip_grad_norm")
-    if _is_number(clip):
+    if is_number(clip):
         ax.axhline(clip, ls=":", lw=1, color="black", label=f"clip_grad_norm {clip:g}")
         _legend(ax)
     _finish_curve(ax, run, run.grad_norm, schema.Col.GRAD_NORM, line,
@@ -172,13 +170,13 @@ def _overlay_param(ax, runs, labels, name, prefix):
               for run in runs]
     healthy = [rows[schema.Col.VALUE] for run, rows in zip(runs, tables) if run.status in HEALTHY]
     _fit_finite(ax, healthy + [[run.targets[name]] for run in runs
-                               if _is_number(run.targets.get(name))])
+                               if is_number(run.targets.get(name))])
     for run, label, rows, color in zip(runs, labels, tables, run_colors(len(runs))):
         if len(rows):
             ax.plot(*_cut_outliers(ax, run, *_finite_xy(rows, schema.Col.VALUE)), lw=1,
                     color=color, label=prefix + _short_label(run, label))
             _mark_divergence(ax, run, rows, schema.Col.VALUE, color)
-    targets = {run.targets[name] for run in runs if _is_number(run.targets.get(name))}
+    targets = {run.targets[name] for run in runs if is_number(run.targets.get(name))}
     for target in sorted(targets):
         ax.axhline(target, ls="--", lw=1, color="black", label=f"{name} target {target:g}")
     ax.set(ylabel=name, title=name)
@@ -235,7 +233,7 @@ def save_run_plots(run, out_dir=None):
         plots.append(("params.png", params_plot))
     if len(run.grad_norm):
         plots.append(("grad_norm.png", grad_norm_plot))
-    if _eval_metrics(run):
+    if eval_metrics([run]):
         plots.append(("eval.png", eval_plot))
     token = _LAYOUT.set("none")
     try:
@@ -349,35 +347,17 @@ def _panels(ax, count, figsize=None):
     return fig, list(fig.subplots(max(1, count), 1, sharex=True, squeeze=False)[:, 0])
 
 
-def _eval_metrics(run):
-    return [c for c in run.eval.columns if c not in (schema.Col.EPOCH, schema.Col.STEP)]
-
-
 def _param_groups(params):
     """``[(tensor, [(series name, rows), ...]), ...]``: a one-element tensor's
-    value, a small one's elements (up to MAX_ELEMENTS), a large one's norm."""
+    value, a small one's elements, a large one's norm (:func:`.payload.param_base`)."""
     if not len(params):
         return []
     groups = {}
     for name, rows in params.groupby(schema.Col.PARAM, sort=False):
-        name = str(name)
-        if ":" in name:
-            base, stat = name.rsplit(":", 1)
-            if stat != "norm":
-                continue
-        elif name.endswith("]") and "[" in name:
-            base, index = name[:-1].rsplit("[", 1)
-            if not index.isdigit() or int(index) >= MAX_ELEMENTS:
-                continue
-        else:
-            base = name
-        groups.setdefault(base, []).append((name, rows))
+        base, drawn = param_base(str(name))
+        if drawn:
+            groups.setdefault(base, []).append((str(name), rows))
     return list(groups.items())
-
-
-def _param_kind(series):
-    first = series[0][0]
-    return "L2 norm" if first.endswith(":norm") else "elements" if "[" in first else "value"
 
 
 def _finite_xy(table, column):
@@ -508,12 +488,8 @@ def _plain_log_label(label: str) -> str:
 
 
 def _finite(value):
-    return _is_number(value) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
 def _finite_or_zero(value):
     return float(value) if _finite(value) else 0.0
-
-
-def _is_number(value):
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)

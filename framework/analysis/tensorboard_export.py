@@ -10,7 +10,6 @@ differ across the exported runs (one run: those that differ from the
 experiment's defaults) plus any asked for, with ``final/loss``,
 ``final/min_loss`` and ``final/eval_<metric>`` as its metrics.
 """
-import datetime as _dt
 import math
 import numbers
 import os
@@ -23,6 +22,8 @@ from .. import layout
 from ..callbacks._tensorboard import EventWriter, check_available
 from ..errors import MindexpError
 from ..rundir.run import Run
+from ..rundir.store import timestamp
+from .payload import eval_metrics
 from .reports import differing_config
 
 
@@ -136,9 +137,8 @@ def write_run(run: Run, logdir: str, fields: Iterable[str] | None = None,
         for column in (schema.Col.LOSS, schema.Col.LR):
             _write_column(writer, run.loss, column, column, clock)
         _write_column(writer, run.grad_norm, schema.Col.GRAD_NORM, schema.Col.GRAD_NORM, clock)
-        for column in run.eval.columns:
-            if column not in (schema.Col.EPOCH, schema.Col.STEP):
-                _write_column(writer, run.eval, column, f"eval_{column}", clock)
+        for column in eval_metrics([run]):
+            _write_column(writer, run.eval, column, f"eval_{column}", clock)
         _write_params(writer, run.params, clock)
         _write_system(writer, run, clock)
         _write_figures(writer, run, clock)
@@ -213,19 +213,14 @@ def _write_params(writer, params, clock):
 
 
 def _final_metrics(run):
-    out = {}
-    losses = run.loss[schema.Col.LOSS].tolist() if len(run.loss) else []
-    finite = [v for v in losses if isinstance(v, numbers.Real) and math.isfinite(v)]
-    if losses and isinstance(losses[-1], numbers.Real):
-        out["loss"] = float(losses[-1])
-    if finite:
-        out["min_loss"] = min(finite)
-    for column in run.eval.columns:
-        if column not in (schema.Col.EPOCH, schema.Col.STEP):
-            values = run.eval[column].dropna()
-            if len(values):
-                out[f"eval_{column}"] = float(values.iloc[-1])
-    return out
+    """The run's final loss, its min and each eval metric's last value (the summary
+    compare() shows: run.json's when final, else from the logs)."""
+    from ..rundir.summary import log_summary, stored_summary
+    summary = stored_summary(run.meta) or log_summary(run)
+    loss = summary[schema.LOSS.name]
+    finals = {schema.Col.LOSS: loss["final"], "min_loss": loss["min"],
+              **{k: v for k, v in summary[schema.EVAL.name].items() if not k.startswith("best_")}}
+    return {name: value for name, value in finals.items() if value is not None}
 
 
 def _hparams(config):
@@ -239,7 +234,7 @@ class _Clock:
     relative time axis then shows the real training time)."""
 
     def __init__(self, run):
-        self.start = _start_time(run.meta.get("started_at"))
+        self.start = timestamp(run.meta.get("started_at")) or 0.0
         loss = run.loss
         self.times = {}
         if schema.Col.TIME_S in loss.columns:
@@ -249,10 +244,3 @@ class _Clock:
 
     def __call__(self, step):
         return self.start + self.times.get(step, 0.0)
-
-
-def _start_time(text):
-    try:
-        return _dt.datetime.fromisoformat(text).timestamp()
-    except (TypeError, ValueError):
-        return 0.0

@@ -230,7 +230,8 @@ def _note_run(args: argparse.Namespace) -> int:
 
 def _remove_targets(args: argparse.Namespace) -> int:
     from ..errors import RunDirError
-    from ..manage.cleanup import plan_rm, remove_dead_removals
+    from ..manage.cleanup import plan_rm
+    from ..rundir.leftovers import remove_dead_removals
     try:
         targets = plan_rm(args.targets, args.out)
     except RunDirError:

@@ -17,7 +17,7 @@ from ..callbacks.direction import UnknownDirectionError, metric_direction
 from ..rundir.io import is_run_dir, read_json, write_json
 from ..rundir.meta import read_meta
 from .runs import short_path
-from .show import find_run, human_size
+from .show import disk_size, find_run, human_size
 from ..rundir.store import run_removed
 from ..rundir.record import locked
 from ..rundir.run_lock import acquire, holder, lock_trouble, unwritable
@@ -32,7 +32,7 @@ class Target:
 
     def __init__(self, path, meta=None, group=False):
         self.path, self.meta, self.group = os.path.abspath(path), meta or {}, group
-        self.size = _size(self.path)
+        self.size = disk_size(self.path)
 
     @property
     def label(self):
@@ -269,17 +269,6 @@ def _hide(path):
     return hidden
 
 
-def remove_dead_removals(folders, dry_run=False):
-    """What killed removals left directly in ``folders`` (hidden
-    ``.<name>.removing-PID@HOST`` folders of dead pids, see
-    :mod:`mindexp.rundir.leftovers`): removed unless ``dry_run``; returns them."""
-    from ..rundir.leftovers import remove_dead_removals as remove_here
-    found = []
-    for folder in dict.fromkeys(os.path.abspath(f) for f in folders):
-        found += remove_here(folder, dry_run)
-    return found
-
-
 # -- indexes -------------------------------------------------------------------------
 
 def index_runs(folder):
@@ -325,19 +314,3 @@ def _names(entry, run_dir, run_id):
         return _layout_key(entry["run_dir"]) == _layout_key(run_dir)
     return run_id is not None and entry.get("run_id") == run_id
 
-
-
-
-def _size(path):
-    if os.path.islink(path):
-        return 0  # removing a link frees nothing of its target
-    if not os.path.isdir(path):
-        return os.path.getsize(path) if os.path.exists(path) else 0
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                pass
-    return total

@@ -66,21 +66,19 @@ def _class_docs(klass):
         node = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
     except (OSError, TypeError, SyntaxError):  # no source to read: no descriptions
         return {}
-    return field_docs(node) if isinstance(node, ast.ClassDef) else {}
+    return field_docs(node.body) if isinstance(node, ast.ClassDef) else {}
 
 
 def _describe_shipped(info):
-    with open(_module_file(info.module), encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    own = _config_node(tree, info.class_name)
-    docs = {**_dataclass_docs(_config.Config), **(field_docs(own) if own else {})}
+    docs = {**_dataclass_docs(_config.Config),
+            **field_docs(config_body(info.module, info.class_name) or [])}
     return info, [FieldInfo(n, t, d, _config.choices(n), docs.get(n, ""))
                   for n, t, d in info.fields]
 
 
-def field_docs(class_node):
-    """``{field: description}`` of a dataclass's ``ast.ClassDef``."""
-    docs, body = {}, class_node.body
+def field_docs(body):
+    """``{field: description}`` of the statements of a dataclass's ``ast.ClassDef``."""
+    docs = {}
     for i, item in enumerate(body):
         if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
             continue
@@ -107,16 +105,30 @@ def _metadata_help(value):
     return None
 
 
-def _config_node(tree, class_name):
+def config_body(module, class_name):
+    """The statements of the ``Config`` inside class ``class_name`` of ``module``
+    (a shipped module or a ``.py`` file), read from its source without importing
+    it: [] when it declares none, None when the source cannot be read."""
+    try:
+        with open(_source_file(module), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, TypeError):   # TypeError: no source file at all
+        return None
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
-            return next((n for n in node.body if isinstance(n, ast.ClassDef)
-                         and n.name == "Config"), None)
+            return next((n.body for n in node.body if isinstance(n, ast.ClassDef)
+                         and n.name == "Config"), [])
+    return []
+
+
+def _source_file(module):
+    if module.endswith(".py"):
+        return module if os.path.isfile(module) else None
+    for prefix in (SHIPPED_PREFIX, "experiments."):
+        if module.startswith(prefix):
+            path = os.path.join(EXPERIMENTS_DIR, module[len(prefix):] + ".py")
+            return path if os.path.isfile(path) else None
     return None
-
-
-def _module_file(module):
-    return os.path.join(EXPERIMENTS_DIR, module[len(SHIPPED_PREFIX):] + ".py")
 
 
 def field_lines(name):

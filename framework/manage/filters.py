@@ -52,6 +52,12 @@ def parse_time(text, option):
                           field=option.lstrip("-")) from None
 
 
+def mentioned(*texts):
+    """The names ``--where``/``--sort`` texts mention, bare or in backticks."""
+    return {a or b for text in texts if text
+            for a, b in re.findall(r"`([^`]+)`|([A-Za-z_][A-Za-z0-9_.]*)", text)}
+
+
 def _split(text):
     if not text:
         return []

@@ -19,6 +19,7 @@ from ..rundir.store import Query, RunStore, open_store
 from ..rundir.meta import UNREADABLE
 from ..rundir.run_lock import shown_status
 from ..rundir import where as w
+from .filters import mentioned
 from .table_text import TableSpool, fitted_columns, more_line, short_paths, short_paths_below
 
 if TYPE_CHECKING:
@@ -290,12 +291,7 @@ def _warn_problems(catalog, scope, params):
 def _mentioned(catalog, scope, params, kinds, where_text, sort):
     """The columns ``--where``/``--sort`` name, in the runs table's column order
     (config fields in the order of the first run's config.json)."""
-    import re
-    words = set()
-    for text in (where_text, (sort or "").lstrip("-")):
-        if text:
-            words |= {a or b for a, b in re.findall(r"`([^`]+)`|([A-Za-z_][A-Za-z0-9_.]*)",
-                                                      text)}
+    words = mentioned(where_text, (sort or "").lstrip("-"))
     head = ("run_id", "experiment", "status", "tags", "note", "started_at", "ended_at")
     config = [n for n in kinds if kinds[n][0] == "config"]
     if len(config) > 1:

@@ -7,17 +7,15 @@ A ``--where`` or ``--sort`` that names a column only the logs give
 ``compare()``'s columns, read from each run's CSV logs.
 """
 import datetime as _dt
-import os
-import re
 
 from ..callbacks import schema
-from ..errors import ConfigError
 from ..analysis.cells import format_age
 from ..analysis.reports import _read_each, compare, sort_table
 from ..analysis.rows import config_column, outcome_column, unreadable_rows
 from ..rundir.run_lock import GONE, shown_status
 from ..rundir import where as condition
-from .table_text import fitted_columns
+from .filters import mentioned
+from .table_text import fitted_columns, short_paths
 
 OUTCOMES = ("steps", "epochs", "final_loss", "train_time_s", "steps_per_s")
 SHOWN = ("path", "status", "tags", "age", "steps", "final_loss")
@@ -142,14 +140,8 @@ def order(table, sort=None, limit=None):
 
 def named_columns(table, *texts):
     """The columns of ``table`` that ``--where``/``--sort`` texts mention (to show them)."""
-    names = []
-    for text in texts:
-        if not text:
-            continue
-        words = set(re.findall(r"`([^`]+)`|([A-Za-z_][A-Za-z0-9_.]*)", text))
-        found = {a or b for a, b in words}
-        names += [c for c in table.columns if str(c) in found and c not in names]
-    return names
+    found = mentioned(*texts)
+    return [c for c in table.columns if str(c) in found]
 
 
 # -- display -----------------------------------------------------------------------
@@ -172,8 +164,7 @@ def display(table, extra=(), wide=False):
 
 def short_path(path):
     """``path`` relative to the working folder when below it, else as it is."""
-    rel = os.path.relpath(path)
-    return path if rel.startswith("..") else rel
+    return short_paths([path])[0]
 
 
 def format_fitted(table, width=100):

@@ -118,42 +118,17 @@ def experiment_defaults(entry):
     """``{field: default}`` of the experiment behind ``entry``, read from its source
     without importing it (no MindSpore); None when the source cannot be found."""
     from ..define.config import Config, field_defaults
-    defaults = {name: default for name, _, default in field_defaults(Config)}
+    from .experiments import config_body
     module, _, class_name = (entry or "").rpartition(":")
-    source = _source_file(module)
-    if source is None:
+    own = config_body(module, class_name)
+    if own is None:
         return None
-    try:
-        with open(source, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError):
-        return None
-    defaults.update(_own_defaults(tree, class_name))
-    return defaults
+    return {**{name: default for name, _, default in field_defaults(Config)},
+            **dict(_literal_fields(own))}
 
 
-def _source_file(module):
-    from ..define.entry import EXPERIMENTS_DIR, SHIPPED_PREFIX
-    if module.endswith(".py"):
-        return module if os.path.isfile(module) else None
-    for prefix in (SHIPPED_PREFIX, "experiments."):
-        if module.startswith(prefix):
-            path = os.path.join(EXPERIMENTS_DIR, module[len(prefix):] + ".py")
-            return path if os.path.isfile(path) else None
-    return None
-
-
-def _own_defaults(tree, class_name):
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            for inner in node.body:
-                if isinstance(inner, ast.ClassDef) and inner.name == "Config":
-                    return dict(_literal_fields(inner))
-    return {}
-
-
-def _literal_fields(config_node):
-    for item in config_node.body:
+def _literal_fields(body):
+    for item in body:
         if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value:
             try:
                 yield item.target.id, ast.literal_eval(item.value)
@@ -330,13 +305,16 @@ def _files(run):
         if os.path.islink(path):  # never followed: it may point anywhere, or nowhere
             lines.append(f"  {name + ' (a link)':<22} -")
             continue
-        size = _size(path)
+        size = disk_size(path)
         lines.append(f"  {name + ('/' if os.path.isdir(path) else ''):<22} {human_size(size)}")
     return lines
 
 
-def _size(path):
-    """Bytes of a file, or of the files below a folder; links count as themselves."""
+def disk_size(path):
+    """Bytes of a file, or of the files below a folder (links below count as
+    themselves); 0 for a link (removing it frees nothing of its target)."""
+    if os.path.islink(path):
+        return 0
     if not os.path.isdir(path):
         return _lsize(path)
     return sum(_lsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)

@@ -36,20 +36,11 @@ def fitted_columns(columns, numeric=None, width=100, floats=True):
     """:func:`format_fitted` of ``{column: [values]}``; ``numeric`` says which
     columns are numbers (right-aligned), the others are told from their
     values as pandas would (``floats``: a number column with a missing or
-    float value shows every value as a float, as a float64 column does)."""
-    numeric = dict(numeric or {})
-    for c, values in columns.items():
-        kinds = set(map(type, values))   # a column's types once: 100,000 rows, few types
-        numeric[c], as_floats = _number_column(kinds, numeric.get(c), floats)
-        if as_floats:
-            columns[c] = [None if v is None else float(v) for v in values]
-    cells = {c: _texts(values) for c, values in columns.items()}
-    longest = {c: max(map(len, cells[c]), default=0) for c in columns}
-    widths = _fitted_widths(longest, numeric, width)
-    cells = {c: _cut_cells(cells[c], widths[c], c == "path") if longest[c] > widths[c]
-             else cells[c] for c in columns}
-    return "\n".join(_formatted_rows(widths, numeric, [list(map(str, columns))] +
-                                      list(zip(*cells.values()))))
+    float value shows every value as a float, as a float64 column does):
+    a :class:`TableSpool` of one page."""
+    with TableSpool(numeric, floats) as spool:
+        spool.add(columns)
+        return "".join(spool.lines(width))[:-1]
 
 
 def _number_column(kinds, numeric, floats):
@@ -116,14 +107,13 @@ class TableSpool:
     def add(self, columns: dict[str, list]) -> None:
         """One page, ``{column: [values]}`` (the same columns, in the same order, each page)."""
         rows = len(next(iter(columns.values()), ()))
-        if not rows:
-            return
         for c, values in columns.items():
-            kinds = set(map(type, values))
+            kinds = set(map(type, values))   # a column's types once: 100,000 rows, few types
             self._kinds[c] = self._kinds.get(c, set()) | kinds
-            self._file.write(_SEPARATOR.join(self._cells(c, values, kinds)) + "\n")
+            if rows:
+                self._file.write(_SEPARATOR.join(self._cells(c, values, kinds)) + "\n")
         self.rows += rows
-        self._pages += 1
+        self._pages += bool(rows)
 
     def _cells(self, column, values, kinds):
         texts = _texts(values)
@@ -144,7 +134,7 @@ class TableSpool:
         for c in names:
             numeric[c], as_floats[c] = _number_column(self._kinds[c], self.numeric.get(c),
                                                       self.floats)
-        longest = {c: self._longest_float[c] if as_floats[c] else self._longest[c]
+        longest = {c: (self._longest_float if as_floats[c] else self._longest).get(c, 0)
                    for c in names}
         widths = _fitted_widths(longest, numeric, width)
         yield _formatted_rows(widths, numeric, [names])[0] + "\n"

@@ -3,7 +3,7 @@ and the run directories their index names."""
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..errors import RunDirError
 from .io import inside, is_run_dir, read_json
@@ -55,13 +55,38 @@ def index_runs(folder: str | os.PathLike[str], previous: bool = True,
     for entry in entries(read_json(index)):
         named = [entry.get("run_dir")] + (_strings(entry.get("previous_runs")) if previous else [])
         for run_dir in named:
-            key = layout_key(run_dir)
-            if key and not inside(root, os.path.join(root, *key)):
-                raise RunDirError(f"{index} names a run outside the output root {root}; "
-                                  f"{refusal}. Received: {run_dir!r}")
-            if key and is_run_dir(os.path.join(root, *key)):
-                found.append(os.path.join(root, *key))
+            there = under_root(root, run_dir, refused=(index, refusal))
+            if there and is_run_dir(there):
+                found.append(there)
     return found
+
+
+def under_root(root: str, run_dir: object, refused: tuple[str, str] | None = None) -> str | None:
+    """``<root>/<experiment>/<run_id>`` for a run folder that an index or a trial
+    names: the same run under this output root (another machine's, or a moved
+    root, names it elsewhere). None when ``run_dir`` names no run folder, or one
+    that resolves outside ``root`` (``..``, a symlink); with ``refused``
+    (``(the index's path, what is refused)``) that is RunDirError instead."""
+    key = layout_key(run_dir) if isinstance(run_dir, str) else None
+    if not key or not all(key):
+        return None
+    there = os.path.join(os.path.abspath(root), *key)
+    if inside(root, there):
+        return there
+    if refused:
+        raise RunDirError(f"{refused[0]} names a run outside the output root {root}; "
+                          f"{refused[1]}. Received: {run_dir!r}")
+    return None
+
+
+def open_journal(path: str) -> Any:
+    """Optuna's storage over the journal file ``path`` (a study's or a sweep's
+    default storage; its lock is ``open(O_CREAT|O_EXCL)``, which needs no server)."""
+    import optuna
+    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.storages.JournalStorage(JournalFileBackend(path,
+                                                             lock_obj=JournalFileOpenLock(path)))
 
 
 def entries(data: object) -> Iterator[dict]:

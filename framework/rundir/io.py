@@ -16,15 +16,15 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._=+-]{0,63}$")
 MAX_JSON_DEPTH = 100
 
 
-def check_label(label, what="--name"):
+def check_label(label, what="--name", field="name"):
     """A run label is safe in a file name and can never escape the root;
-    ``what`` names it in the error (``--name``, ``track()'s name``)."""
+    ``what`` names it in the error (``--name``, ``track()'s name``, ``--study``)."""
     if label is None:
         return None
     if not isinstance(label, str) or not _LABEL.match(label) or ".." in label:
         raise ConfigError(f"{what} must be 1-64 characters of letters, digits, '.', '_', "
                           f"'-', '+', '=' (no '/', '..' or control characters). Received: {label!r}",
-                          field="name")
+                          field=field)
     return label
 
 

@@ -102,11 +102,13 @@ def remove_dead_temp_files(folder, skip=lambda path: False, dry_run=False):
     return removed
 
 
-def remove_dead_removals(folder, dry_run=False):
-    """Remove what killed removals left in ``folder`` itself (not below it): the
-    hidden ``.<name>.removing-PID@HOST`` folders whose remover is dead. Returns
-    their paths."""
-    return _remove_dead_entries(folder, lambda name: bool(_REMOVING.match(name)), dry_run)
+def remove_dead_removals(folders, dry_run=False):
+    """Remove what killed removals left in ``folders`` themselves (not below
+    them): the hidden ``.<name>.removing-PID@HOST`` folders whose remover is
+    dead. Returns their paths (only those, nothing removed, with ``dry_run``)."""
+    return [path for folder in dict.fromkeys(os.path.abspath(f) for f in folders)
+            for path in _remove_dead_entries(folder, lambda name: bool(_REMOVING.match(name)),
+                                             dry_run)]
 
 
 def remove_dead_temp_files_here(folder, dry_run=False):

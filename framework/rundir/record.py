@@ -20,6 +20,7 @@ from ..errors import RunDirError
 from .store import run_written
 from .io import now_iso, write_json
 from .meta import read_meta
+from .run_lock import take_lock
 
 logger = logging.getLogger(__name__)
 
@@ -188,18 +189,10 @@ def _wait_for_lock(fd, run_dir, wait_s):
     if wait_s is None:
         _wait_until_stopped(fd, run_dir)
         return
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise RunDirError(f"cannot update {os.path.join(run_dir, layout.RUN_JSON)}: "
-                                  f"another process kept its write lock ({layout.RUN_LOCK}) "
-                                  f"for {wait_s:g} s; "
-                                  "try again") from None
-            time.sleep(0.02)
+    if not take_lock(fd, fcntl.LOCK_EX, wait_s):
+        raise RunDirError(f"cannot update {os.path.join(run_dir, layout.RUN_JSON)}: another "
+                          f"process kept its write lock ({layout.RUN_LOCK}) for {wait_s:g} s; "
+                          "try again")
 
 
 def _wait_until_stopped(fd, run_dir):

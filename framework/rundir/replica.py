@@ -45,6 +45,8 @@ import sqlite3
 import tempfile
 from typing import Any, Callable
 
+from ..callbacks.schema import temp_name
+from .leftovers import remove_dead_temp_files_here
 from .store import (FLAT, RunStore, _columns_as_made, _Database, _folder_id, _read_run,
                     _run_signature, _uri_path, catalog_root, database_path, is_catalog_of,
                     plain_catalog_file, read_only_uri, walk)
@@ -169,12 +171,13 @@ class Replica(RunStore):
         noted, self._noted = self._noted, []
         return noted
 
-    def follow(self, on_snapshot: Callable[[list[str]], None] | None = None) -> bool:
+    def follow(self, on_snapshot: Callable[[Source, list[str]], None] | None = None) -> bool:
         """Copy what the store wrote since the last call, drop what it dropped
         (False without a usable store). The first call copies every run; of
         those, the runs written after its first read are noted as changes.
-        ``on_snapshot(live run folders)``: called after that first read, with
-        the runs the store says run or cannot be read, before any row is copied."""
+        ``on_snapshot(store, live run folders)``: called after that first read, with
+        the store opened read-only (others may query it meanwhile: the early pages)
+        and the runs it says run or cannot be read, before any row is copied."""
         if self._source is not None and \
                 self._source.file_id != _folder_id(database_path(self.root)):
             self._source.close()   # the file made anew (a damaged one is): its feed too
@@ -195,7 +198,7 @@ class Replica(RunStore):
     def _follow(self, source, on_snapshot):
         (token, snapshot), first = source.feed(), self._token is None
         if first and on_snapshot is not None:   # the early pages read the store from here
-            on_snapshot(live_runs(source, self.root))
+            on_snapshot(source, live_runs(source, self.root))
         since = self.seq if token == self._token else 0   # another token: the store made anew
         seq, changed, dropped = source.changes(self.root, since)
         full = dropped is None or not since   # every run given: what the store lacks goes
@@ -379,7 +382,7 @@ class Replica(RunStore):
 
 
 def replica(folder: str, directory: str | None = None,
-            on_snapshot: Callable[[list[str]], None] | None = None) -> Replica:
+            on_snapshot: Callable[[Source, list[str]], None] | None = None) -> Replica:
     """A replica of the store of ``folder``'s root (built from a scan when the
     root has none, or one refused), current, in a temporary file in
     ``directory`` (default: the system's temporary folder). ``on_snapshot``:
@@ -391,9 +394,11 @@ def replica(folder: str, directory: str | None = None,
     that a page read from the store meanwhile learns it at its next poll."""
     root = catalog_root(os.path.realpath(folder))
     directory = directory or tempfile.gettempdir()
-    _remove_orphans(directory)
-    fd, path = tempfile.mkstemp(prefix=f"{PREFIX}{os.getpid()}-", suffix=".sqlite",
-                                dir=directory)
+    # named as every temporary file of mindexp (its writer's pid and host): the
+    # replicas of servers killed without closing them go as their dead writers' files
+    remove_dead_temp_files_here(directory)
+    fd, path = tempfile.mkstemp(prefix=os.path.basename(temp_name(PREFIX, prefix=True)),
+                                suffix=".sqlite", dir=directory)
     os.close(fd)
     try:
         made = _open_copy(root, path)
@@ -416,32 +421,6 @@ def replica(folder: str, directory: str | None = None,
         made.close()
         raise
     return made
-
-
-def _remove_orphans(directory):
-    """Remove the replicas of servers that ended without closing them (killed):
-    their file names hold the process id."""
-    try:
-        names = [n for n in os.listdir(directory) if n.startswith(PREFIX)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            try:
-                os.remove(os.path.join(directory, name))
-            except OSError:
-                pass
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # another user's: alive
-        return True
-    return True
 
 
 def _open_copy(root, path):

@@ -81,7 +81,7 @@ def acquire(run_dir, action):
         except OSError as exc:  # a read-only folder (EROFS, EACCES): nothing can change there
             raise RunDirError(f"cannot {action} {run_dir}: its folder cannot be written "
                               f"({exc.strerror}); nothing was changed") from None
-        if not _lock(fd, fcntl.LOCK_EX, PROBE_PATIENCE_S):
+        if not take_lock(fd, fcntl.LOCK_EX, PROBE_PATIENCE_S):
             name = _holder_name(fd)
             os.close(fd)
             raise _refusal(run_dir, action, name)
@@ -148,7 +148,7 @@ def _probed(path):
         yield None
         return
     try:
-        yield None if _lock(fd, fcntl.LOCK_SH, 0) else fd
+        yield None if take_lock(fd, fcntl.LOCK_SH, 0) else fd
     finally:
         os.close(fd)  # releases the probe's shared lock
 
@@ -171,7 +171,9 @@ def is_live(run_dir):
     return holder(run_dir) is not None
 
 
-def _lock(fd, kind, patience):
+def take_lock(fd, kind, patience):
+    """Take an ``flock`` of ``kind`` on ``fd``, trying for ``patience`` seconds;
+    False when another process held it all that time."""
     deadline = time.monotonic() + patience
     while True:
         try:

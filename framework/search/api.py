@@ -68,7 +68,9 @@ def tune(experiment: type[BaseExperiment] | str, space: Mapping[str, str | Seque
     from .driver import make_spec
     uri = _mlflow_uri(mlflow)
     cls, entry = _experiment(experiment)
-    _check_workers(workers, cls, entry)
+    if check_count(workers, 1, "workers", sep="=") > 1:
+        _check_importable(cls, entry, "workers > 1 runs trials in other processes", "workers",
+                          workers)
     spec = make_spec(cls, entry, space, objective, trials, direction, sampler, pruner, seed,
                      timeout, study, storage, config, out)
     found = best(_run_study(spec, cls, workers, uri))
@@ -114,7 +116,8 @@ def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[An
     from .sweeps import Sweep
     uri = _mlflow_uri(mlflow)
     cls, entry = _experiment(experiment)
-    _check_importable(cls, entry)
+    _check_importable(cls, entry, "a sweep trains in worker processes", "experiment",
+                      cls.__name__)
     points = _sweep_points(cls, grid, seeds, dict(config or {}))
     spec = experiment if isinstance(experiment, str) else entry
     job = Sweep(spec, points, dict(config or {}), out=out, workers=workers, name=name,
@@ -123,14 +126,6 @@ def sweep(experiment: type[BaseExperiment] | str, grid: Mapping[str, Sequence[An
     if job.run() == "interrupted":
         raise KeyboardInterrupt(f"sweep {job.sweep_id} stopped by signal {job.signum}")
     return _sweep_runs(job)
-
-
-def _check_workers(workers: int, cls: type[BaseExperiment], entry: str) -> None:
-    """ConfigError unless ``workers`` is an integer >= 1 whose processes can import ``cls``."""
-    if check_count(workers, 1, "workers", sep="=") > 1 and entry.split(":")[0] == "__main__":
-        raise ConfigError(f"workers > 1 runs trials in other processes, which cannot import "
-                          f"{cls.__name__} from __main__; move it into a module. "
-                          f"Received: workers={workers}", field="workers")
 
 
 def _run_study(spec: TuneSpec, cls: type[BaseExperiment], workers: int,
@@ -154,12 +149,12 @@ def _run_study(spec: TuneSpec, cls: type[BaseExperiment], workers: int,
     return study_obj
 
 
-def _check_importable(cls: type[BaseExperiment], entry: str) -> None:
-    """ConfigError when a sweep's workers could not import ``cls`` (defined in ``__main__``)."""
+def _check_importable(cls: type[BaseExperiment], entry: str, why: str, field: str,
+                      value: object) -> None:
+    """ConfigError when worker processes (``why``) could not import ``cls`` (from ``__main__``)."""
     if entry.split(":")[0] == "__main__":
-        raise ConfigError(f"a sweep trains in worker processes, which cannot import "
-                          f"{cls.__name__} from __main__; move it into a module. "
-                          f"Received: experiment={cls.__name__}", field="experiment")
+        raise ConfigError(f"{why}, which cannot import {cls.__name__} from __main__; move it "
+                          f"into a module. Received: {field}={value}", field=field)
 
 
 def _sweep_points(cls: type[BaseExperiment], grid: Mapping[str, Sequence[Any]],

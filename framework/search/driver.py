@@ -48,7 +48,7 @@ def make_spec(exp_cls, entry, space, objective, trials, direction=None, sampler=
               out="outputs"):
     """Check every input (ConfigError, nothing created) and return the :class:`TuneSpec`
     (``direction`` None: inferred from the objective's name)."""
-    from ..rundir.io import check_experiment_name
+    from ..rundir.io import check_experiment_name, check_label
     import_optuna()
     check_experiment_name(exp_cls.experiment_name())  # names its trials' folder
     check_choices(sampler, pruner, trials)
@@ -64,7 +64,7 @@ def make_spec(exp_cls, entry, space, objective, trials, direction=None, sampler=
     found = resolve_objective(exp, objective, direction)
     if seed is not None:
         check_count(seed, 0, "--seed")
-    name = _check_study_name(study or exp_cls.experiment_name())
+    name = check_label(study or exp_cls.experiment_name(), "--study", "study")
     folder = study_dir(out, name)
     spec = TuneSpec(entry=entry, experiment=exp_cls.experiment_name(), study=name,
                     study_dir=folder, storage=storage_path(storage, folder),
@@ -74,16 +74,6 @@ def make_spec(exp_cls, entry, space, objective, trials, direction=None, sampler=
     if sampler == "grid":
         grid_space(spec.space)
     return spec
-
-
-def _check_study_name(name):
-    from ..rundir.io import check_label
-    try:
-        return check_label(name)
-    except ConfigError:
-        raise ConfigError("--study must be 1-64 characters of letters, digits, '.', '_', '-', "
-                          f"'+', '=' (it names a folder). Received: --study {name!r}",
-                          field="study") from None
 
 
 def start(spec):

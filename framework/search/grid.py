@@ -26,16 +26,13 @@ import contextlib
 import dataclasses
 import datetime
 import os
-import shutil
 import sys
-import traceback
 from typing import Any, Callable
 
-from .. import layout
-from ..errors import MindexpError
+from ..rundir.groups import under_root
 from .children import output_to
 from .disk import FULL_DISK, release_space, reserve_space  # noqa: F401  (sweeps' too)
-from .study import LOGS, JsonSpec, claim_lock, import_optuna, one_line, open_storage
+from .study import LOGS, JsonSpec, claim_lock, import_optuna, namer, open_storage, train_run
 
 POINT = "point"            # the user attribute naming a trial's grid point
 FINAL = ("completed", "diverged", "pruned")   # outcomes a continued sweep keeps
@@ -204,19 +201,6 @@ def _resumable(trials):
     return run_dir if isinstance(run_dir, str) and run_dir else None
 
 
-def here(out: str, run_dir: str | None) -> str | None:
-    """``<out>/<experiment>/<run_id>`` for a run folder a trial names: the same
-    run under this machine's output root (another machine's, or a moved root,
-    names it elsewhere); never outside ``out``, whatever the storage says."""
-    if not isinstance(run_dir, str) or not run_dir:
-        return None
-    key = os.path.normpath(run_dir)
-    experiment, run_id = os.path.basename(os.path.dirname(key)), os.path.basename(key)
-    if not experiment or not run_id or ".." in (experiment, run_id):
-        return None
-    return os.path.join(os.path.abspath(out), experiment, run_id)
-
-
 def tell(study: Any, trial_id: int, answer: dict) -> None:
     """Record a point's answer in its trial: COMPLETE (value: the final loss)
     for a completed run, FAIL with the run's status otherwise. A trial
@@ -254,7 +238,7 @@ def run_points(spec: SweepSpec, stop: Any, on_event: Callable[[dict], None]) -> 
             on_event({"event": "start", "point": claim.index, "trial": claim.number,
                       "trial_id": claim.trial_id, "pid": os.getpid(), "resume": claim.resume})
             with heartbeat(study, claim.trial_id), output_to(point_log(spec, claim.index)):
-                answer = train_point(spec, claim, stop, named=_namer(study, claim.trial_id))
+                answer = train_point(spec, claim, stop, named=namer(study, claim.trial_id))
             if answer.get("error") and FULL_DISK in answer["error"]:
                 release_space(spec.sweep_dir)   # room for the storage's and the record's writes
             tell(study, claim.trial_id, answer)
@@ -270,81 +254,29 @@ def point_log(spec: SweepSpec, index: int) -> str:
     return os.path.join(spec.sweep_dir, LOGS, f"{spec.labels[index]}.log")
 
 
-def _namer(study, trial_id):
-    """Record a point's run folder in its trial as soon as it exists: should
-    this worker die, the sweep's record still names the run (another
-    machine's sweep learns it only from the storage)."""
-    def named(run_dir):
-        try:
-            study._storage.set_trial_user_attr(trial_id, "run_dir", run_dir)
-        except Exception as exc:  # noqa: BLE001  the answer names it later anyway
-            _say(f"mindexp: warning: could not name the run in the sweep's storage: {exc}")
-    return named
-
-
 def train_point(spec: SweepSpec, claim: Claim, stop: Any,
                 named: Callable[[str], None] | None = None) -> dict:
     """Train (or resume) one point in this process; returns its answer
-    ``{run_dir, run_id, status, error, returncode, final_loss}`` (``returncode``:
-    what ``mindexp run`` would have exited with). ``named(run_dir)`` as the
-    run's folder is known."""
-    from ..errors import TrainingError
-    started: dict = {}
-    try:
-        if stop.signum is not None:
-            return _failed("stopped before training", 128 + stop.signum, "interrupted")
-        run = _train(spec, claim, started, named)
-    except MindexpError as exc:
-        _drop_unrecorded(started.get("run_dir"))
-        return _failed(f"mindexp: error: {one_line(exc)}", 2)
-    except TrainingError as exc:
-        _say(f"mindexp: training failed: {one_line(exc)}")
-        meta = exc.run.meta if getattr(exc, "run", None) is not None else {}
-        return _answer(exc.run_dir, meta.get("status") or "failed", one_line(exc), 1, meta)
-    except KeyboardInterrupt:  # a second signal: the run's folder is still resumable
-        _say("mindexp: interrupted")
-        return _answer(started.get("run_dir"), "interrupted", "mindexp: interrupted", 130)
-    except BaseException:  # noqa: BLE001  (the point's log says what it was)
-        _say(traceback.format_exc())
-        _drop_unrecorded(started.get("run_dir"))
-        return _failed(traceback.format_exc().strip().splitlines()[-1], 1)
-    _say(f"run directory: {run.dir}\nstatus: {run.status}  final loss: "
-         f"{run.meta.get('final_loss')}")
-    return _answer(run.dir, run.status, run.meta.get("error"),
-                   0 if run.status == "completed" else 1, run.meta)
+    (:func:`.study.train_run`). ``named(run_dir)`` as the run's folder is known."""
+    return train_run(lambda created: _train(spec, claim, created), stop, _say, named)
 
 
-def _train(spec, claim, started, named=None):
+def _train(spec, claim, created):
     """Resume the point's interrupted run (when it has a checkpoint here) or train anew."""
     from ..api import resume_run, run_request
     from ..callbacks import list_checkpoints
     from ..define.entry import load_experiment
     from ..train.request import RunRequest
-    resume = here(spec.out, claim.resume)
+    resume = under_root(spec.out, claim.resume)
     if resume and os.path.isdir(resume) and list_checkpoints(resume, "all"):
-        _created(started, named, resume)
+        created(resume)
         return resume_run(resume, quiet=True, mlflow=spec.mlflow)
     values = spec.points[claim.index]
     exp = load_experiment(spec.entry)({**spec.base, **values})
     return run_request(RunRequest(exp, out=spec.out, label=spec.labels[claim.index],
                                   tags=tuple(spec.tags or ()), note=spec.note, entry=spec.entry,
-                                  created=lambda run_dir: _created(started, named, run_dir),
-                                  mlflow=spec.mlflow, mlflow_parent=spec.mlflow_parent))
-
-
-def _created(started, named, run_dir):
-    started["run_dir"] = run_dir
-    if named:
-        named(run_dir)
-
-
-def _drop_unrecorded(run_dir):
-    """Remove the new run folder a failure left without run.json (the disk
-    filled while its first files were written): no listing would show it."""
-    from ..rundir.io import is_run_dir
-    if run_dir and os.path.isdir(run_dir) and not is_run_dir(run_dir):
-        shutil.rmtree(run_dir, ignore_errors=True)
-        _say(f"mindexp: removed {run_dir}: the run failed before its {layout.RUN_JSON} was written")
+                                  created=created, mlflow=spec.mlflow,
+                                  mlflow_parent=spec.mlflow_parent))
 
 
 def _say(text):
@@ -352,16 +284,3 @@ def _say(text):
     with contextlib.suppress(OSError):
         sys.stderr.write(text.rstrip("\n") + "\n")
         sys.stderr.flush()
-
-
-def _failed(message, code, status="failed"):
-    _say(message)
-    return _answer(None, status, message, code)
-
-
-def _answer(run_dir, status, error, returncode, meta=None):
-    answer = {"run_dir": run_dir, "status": status, "error": error, "returncode": returncode,
-              "run_id": None, "final_loss": None}
-    if run_dir and meta:
-        answer.update(run_id=meta.get("run_id"), final_loss=meta.get("final_loss"))
-    return answer

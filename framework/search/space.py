@@ -46,7 +46,7 @@ def parse_space(items, exp_cls, base=None):
     hints = typing.get_type_hints(exp_cls.Config)
     space = {}
     for name, spec in pairs:
-        _check_name(name, hints, exp_cls, space)
+        check_field(name, hints, exp_cls, space)
         space[name] = _parse_one(name, spec, hints[name])
     _check_values(space, exp_cls, dict(base or {}))
     return space
@@ -69,13 +69,16 @@ def _split_item(item):
     return name.strip(), spec.strip()
 
 
-def _check_name(name, hints, exp_cls, space):
-    if name in space:
-        raise ConfigError(f"--param {name} is given twice; keep one. Received: {name}", field=name)
-    if name not in hints:
-        raise ConfigError(f"--param {name!r} is not a config field of "
-                          f"{exp_cls.experiment_name()}.{did_you_mean(name, hints)} Valid fields: "
-                          f"{', '.join(hints)}. Received: {name}", field=name)
+def check_field(name, known, exp_cls, given, option="--param", again="keep one"):
+    """ConfigError when ``name`` is in ``given`` already (``again``: what to do
+    instead) or is not one of the config fields ``known`` of ``exp_cls``."""
+    if name in given:
+        raise ConfigError(f"{option} {name} is given twice; {again}. Received: {name}",
+                          field=name)
+    if name not in known:
+        raise ConfigError(f"{option} {name!r} is not a config field of "
+                          f"{exp_cls.experiment_name()}.{did_you_mean(name, known)} Valid fields: "
+                          f"{', '.join(known)}. Received: {name}", field=name)
 
 
 def _parse_one(name, spec, hint):

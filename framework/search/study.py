@@ -33,13 +33,14 @@ import functools
 import json
 import logging
 import os
+import shutil
 import signal
 import time
 import traceback
 
 from .. import layout
 from ..errors import ConfigError, MindexpError
-from ..rundir.groups import STUDIES, STUDY_JOURNAL
+from ..rundir.groups import STUDIES, STUDY_JOURNAL, open_journal
 from ..secrets import masked
 from .disk import is_full_disk, release_space
 from .space import check_count
@@ -145,10 +146,8 @@ def open_storage(storage):
         except Exception as exc:  # a driver missing, a server not reachable, a bad URL
             raise MindexpError(f"cannot open the storage {masked(storage)}: "
                                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from None
-    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
     os.makedirs(os.path.dirname(os.path.abspath(storage)), exist_ok=True)
-    return optuna.storages.JournalStorage(
-        JournalFileBackend(storage, lock_obj=JournalFileOpenLock(storage)))
+    return open_journal(storage)
 
 
 # Two machines starting on an empty database race to create Optuna's tables:
@@ -474,23 +473,18 @@ def run_one(study, trial, spec, exp_cls, stop):
     A failed or diverged run is told FAIL (not a worst value: a made-up
     number would mislead the sampler and the importances); so is a run
     whose objective is not a finite number."""
+    from ..api import run_request
     from .objective import Objective
     optuna = import_optuna()
-    run_dir, status, error, details = None, "failed", None, None
-    try:
-        request = _trial_request(trial, spec, exp_cls)
-        if stop.signum is None:
-            run_dir, status, error, details = _train(request)
-        else:
-            status, error = "interrupted", "stopped before training"
-    except MindexpError as exc:  # this point of the space is not a valid run
-        error, details = one_line(exc), traceback.format_exc()
-    except Exception as exc:  # noqa: BLE001  (the trial's log has the traceback)
-        error, details = f"{type(exc).__name__}: {one_line(exc)}", traceback.format_exc()
+    say = functools.partial(_append, trial_log(spec, trial.number))
+    answer = train_run(lambda created: run_request(_trial_request(trial, spec, exp_cls, created)),
+                       stop, say, namer(study, trial._trial_id))
+    run_dir, status, error = answer["run_dir"], answer["status"], answer["error"]
     value = Objective(spec.objective, spec.direction).value_of(run_dir) \
         if status == "completed" else None
     if status == "completed" and value is None:
         error = f"the run has no value of {spec.objective}"
+        say(f"trial {trial.number} failed: {error}")
     no_space = status != "completed" and is_full_disk(error)
     if no_space:
         release_space(spec.study_dir)   # room for the storage's write of this outcome
@@ -504,8 +498,6 @@ def run_one(study, trial, spec, exp_cls, stop):
     if status == "pruned":
         _tell(study, trial, attrs, state=TrialState.PRUNED)
         return "pruned", None, None
-    if status != "interrupted":
-        _log_failure(spec, trial.number, error, details)
     _tell(study, trial, attrs, state=TrialState.FAIL)
     return ("interrupted" if status == "interrupted" else "failed"), None, error
 
@@ -529,18 +521,16 @@ def _tell(study, trial, attrs, **outcome):
                        trial.number)
 
 
-def _log_failure(spec, number, error, details):
-    """Append the reason and the traceback of a failed trial to its log."""
+def _append(path, text):
+    """Append ``text`` to the log ``path`` (a full disk must not turn the outcome into a crash)."""
     try:
-        with open(trial_log(spec, number), "a", encoding="utf-8") as log:
-            log.write(f"trial {number} failed: {error}\n")
-            if details:
-                log.write(details if details.endswith("\n") else details + "\n")
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(text.rstrip("\n") + "\n")
     except OSError as exc:
-        logger.warning("could not write the log of trial %s: %s", number, exc)
+        logger.warning("could not write %s: %s", path, exc)
 
 
-def _trial_request(trial, spec, exp_cls):
+def _trial_request(trial, spec, exp_cls, created):
     """The trial's run: its sampled config, the study's fields in run.json, and
     the pruning callback after the experiment's own."""
     from ..train.request import RunRequest
@@ -556,32 +546,85 @@ def _trial_request(trial, spec, exp_cls):
     return RunRequest(exp, out=spec.study_dir, label=f"trial-{trial.number}", entry=spec.entry,
                       fields={"study": spec.study, "trial": trial.number,
                               "tuned": list(spec.space)},
-                      callbacks=added, created=lambda run_dir: _name_run(trial, run_dir),
+                      callbacks=added, created=created,
                       mlflow=spec.mlflow, mlflow_parent=spec.mlflow_parent)
 
 
-def _name_run(trial, run_dir):
-    """The trial names its run as soon as the folder exists: should its worker
-    die, the trial failed for it still says which run that was."""
-    try:
-        trial.set_user_attr("run_dir", run_dir)
-    except Exception as exc:  # noqa: BLE001  its outcome names it later anyway
-        logger.warning("could not name the run of trial %s in the storage: %s", trial.number, exc)
+def namer(study, trial_id):
+    """Record a run's folder in its trial as soon as it exists: should its
+    worker die, the trial (failed for it) still names the run, and a sweep on
+    another machine learns it from the storage."""
+    def named(run_dir):
+        try:
+            study._storage.set_trial_user_attr(trial_id, "run_dir", run_dir)
+        except Exception as exc:  # noqa: BLE001  its outcome names it later anyway
+            logger.warning("could not name the run %s in the storage: %s", run_dir, exc)
+    return named
 
 
-def _train(request):
-    """Run the trial; ``(run_dir, status, error, traceback)``."""
-    from ..api import run_request
+# -- training one run in a worker (a trial, a grid point) ----------------------------------
+
+def train_run(start, stop, say, named=None):
+    """Train one run in this process as ``mindexp run`` would; returns its answer
+    ``{run_dir, run_id, status, error, returncode, final_loss}`` (``returncode``:
+    what ``mindexp run`` would have exited with, ``error`` its one line).
+
+    ``start(created)`` starts it (a new run or a resumed one, ``created(run_dir)``
+    once its folder exists, which also calls ``named(run_dir)``) and returns
+    its Run; ``say(text)`` writes to its log (why it failed, the traceback). A
+    folder a failure left without run.json is removed: no listing would show it."""
     from ..errors import TrainingError
+    started = {}
+
+    def created(run_dir):
+        started["run_dir"] = run_dir
+        if named:
+            named(run_dir)
     try:
-        run = run_request(request)
-    except TrainingError as exc:  # the run's own one line, as `mindexp run` prints it
-        if getattr(exc, "run", None) is None:
-            return None, "failed", one_line(exc), traceback.format_exc()
-        run, error = exc.run, one_line(exc)
-    else:
-        error = run.meta.get("error")
-    return run.dir, run.status, error, read_text(os.path.join(run.dir, layout.ERROR_FILE))
+        if stop.signum is not None:
+            return _failed(say, "stopped before training", 128 + stop.signum, "interrupted")
+        run = start(created)
+    except MindexpError as exc:
+        _drop_unrecorded(started.get("run_dir"), say)
+        return _failed(say, one_line(exc), 2, said=f"mindexp: error: {one_line(exc)}")
+    except TrainingError as exc:
+        trace = read_text(os.path.join(exc.run_dir, layout.ERROR_FILE)) if exc.run_dir else None
+        say(f"mindexp: training failed: {one_line(exc)}" + (f"\n{trace}" if trace else ""))
+        meta = exc.run.meta if getattr(exc, "run", None) is not None else {}
+        return _answer(exc.run_dir, meta.get("status") or "failed", one_line(exc), 1, meta)
+    except KeyboardInterrupt:  # a second signal: the run's folder is still resumable
+        say("mindexp: interrupted")
+        return _answer(started.get("run_dir"), "interrupted", "mindexp: interrupted", 130)
+    except BaseException as exc:  # noqa: BLE001  (its log says what it was)
+        _drop_unrecorded(started.get("run_dir"), say)
+        return _failed(say, f"{type(exc).__name__}: {one_line(exc)}", 1,
+                       said=traceback.format_exc())
+    say(f"run directory: {run.dir}\nstatus: {run.status}  final loss: "
+        f"{run.meta.get('final_loss')}")
+    return _answer(run.dir, run.status, run.meta.get("error"),
+                   0 if run.status == "completed" else 1, run.meta)
+
+
+def _drop_unrecorded(run_dir, say):
+    """Remove the new run folder a failure left without run.json (the disk
+    filled while its first files were written)."""
+    from ..rundir.io import is_run_dir
+    if run_dir and os.path.isdir(run_dir) and not is_run_dir(run_dir):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        say(f"mindexp: removed {run_dir}: the run failed before its {layout.RUN_JSON} was written")
+
+
+def _failed(say, error, code, status="failed", said=None):
+    say(said or error)
+    return _answer(None, status, error, code)
+
+
+def _answer(run_dir, status, error, returncode, meta=None):
+    answer = {"run_dir": run_dir, "status": status, "error": error, "returncode": returncode,
+              "run_id": None, "final_loss": None}
+    if run_dir and meta:
+        answer.update(run_id=meta.get("run_id"), final_loss=meta.get("final_loss"))
+    return answer
 
 
 def read_text(path):

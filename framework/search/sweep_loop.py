@@ -3,13 +3,11 @@ while points are open, their events applied to the sweep's points, the
 storage read for what workers elsewhere did, until every point is done."""
 from __future__ import annotations
 
-import glob
 import os
 import time
 from typing import Any, Callable
 
-from ..rundir.meta import read_meta
-from .grid import here
+from ..rundir.groups import under_root
 from .study import LOGS, read_text
 from .sweep_record import SweepRun
 
@@ -49,7 +47,6 @@ class SweepLoop:
             found = crew.next_event(POLL_S if crew.running() else STORAGE_POLL_S)
             if found is not None:
                 self._on_event(*found)
-            self._name_started_runs()
             if found is not None or time.monotonic() - polled > STORAGE_POLL_S:
                 states, polled = sweep.refresh(dead=not crew.running()), time.monotonic()
 
@@ -73,7 +70,7 @@ class SweepLoop:
     def _run_started(self, run, event):
         sweep = self.sweep
         run.status, run.pid, run.returncode, run.error = "running", event["pid"], None, None
-        run.run_dir = here(sweep.out, event.get("resume"))
+        run.run_dir = under_root(sweep.out, event.get("resume"))
         run.log_path = os.path.join(sweep.dir, LOGS, f"{run.label}.log")
         sweep.forget_answer(event["trial_id"])
         sweep.save()
@@ -84,7 +81,7 @@ class SweepLoop:
         if proc in self.held:
             index, trial_id = self.held.pop(proc)
             run = self.sweep.runs[index]
-            run.run_dir = run.run_dir or _find_run_dir(self.sweep, run)
+            run.run_dir = run.run_dir or self.sweep.named_run_dir(trial_id)
             answer = {"run_dir": run.run_dir, "status": "failed", "returncode": code,
                       "error": _last_error(read_text(run.log_path) or "", code)}
             self._ended(run, trial_id, answer, tell_storage=True)
@@ -98,34 +95,6 @@ class SweepLoop:
         if self.on_finish:
             self.on_finish(run)
 
-    def _name_started_runs(self):
-        """Record each running point's run directory as soon as its run.json
-        exists, so a sweep killed meanwhile still names (and removes) it."""
-        found = False
-        for index, _ in self.held.values():
-            run = self.sweep.runs[index]
-            if run.run_dir is None:
-                run.run_dir = _find_run_dir(self.sweep, run)
-                found = found or run.run_dir is not None
-        if found:
-            self.sweep.save()
-
-
-def _find_run_dir(sweep, run):
-    """The point's run directory before its worker answered: its label and
-    its worker's pid match (an earlier attempt's folder never does)."""
-    pattern = os.path.join(sweep.out, sweep.experiment, f"*-{run.label}-*")
-    for path in sorted(glob.glob(pattern)):
-        if path not in run.previous and (_read_meta(path) or {}).get("pid") == run.pid:
-            return path
-    return None
-
-
-def _read_meta(run_dir):
-    try:
-        return read_meta(run_dir)
-    except Exception:  # noqa: BLE001  a child killed mid-start may leave no readable run.json
-        return None
 
 
 def _last_error(output, returncode):

@@ -6,7 +6,8 @@ import os
 
 from ..rundir.io import read_json, write_json
 from ..rundir.record import locked
-from .grid import here, release_space
+from ..rundir.groups import under_root
+from .grid import release_space
 
 SWEEP_JSON = "sweep.json"
 
@@ -46,7 +47,7 @@ def apply_answer(run: SweepRun, answer: dict, out: str) -> None:
     """Take what an attempt at ``run`` ended with (a worker's answer, or its
     trial's attributes) into ``run``; run folders land under ``out``."""
     run.status = answer.get("status") or "failed"
-    run.run_dir = here(out, answer.get("run_dir")) or run.run_dir
+    run.run_dir = under_root(out, answer.get("run_dir")) or run.run_dir
     run.run_id = answer.get("run_id") or (os.path.basename(run.run_dir)
                                           if run.run_dir else None)
     run.final_loss, run.returncode = answer.get("final_loss"), answer.get("returncode")

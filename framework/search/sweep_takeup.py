@@ -9,8 +9,8 @@ import glob
 import os
 from typing import Any, Iterator
 
-from ..errors import MindexpError, RunDirError
-from ..rundir.io import inside
+from ..errors import MindexpError
+from ..rundir.groups import under_root
 from .grid import SweepSpec, add_trial
 from .sweep_record import SWEEP_JSON, read_record
 
@@ -97,19 +97,8 @@ def _matches_points(record, grid, points):
 def _relocate(entry, out, path):
     """Point ``entry``'s run folders at their place under ``out``; RunDirError
     when one resolves outside it (a continued sweep writes there)."""
-    if entry.get("run_dir") is not None:
-        entry["run_dir"] = _under_root(out, entry["run_dir"], path)
+    refused = (path, "refusing to continue that sweep")
+    entry["run_dir"] = under_root(out, entry.get("run_dir"), refused)
     previous = entry.get("previous_runs")
-    entry["previous_runs"] = [_under_root(out, p, path) for p in previous] \
+    entry["previous_runs"] = [under_root(out, p, refused) for p in previous] \
         if isinstance(previous, list) else []
-
-
-def _under_root(out, run_dir, record_path):
-    """``<out>/<experiment>/<run_id>`` for a run folder a sweep.json names;
-    RunDirError when that resolves outside ``out`` (``..``, a symlink)."""
-    key = os.path.normpath(run_dir) if isinstance(run_dir, str) and run_dir else ""
-    there = os.path.join(out, os.path.basename(os.path.dirname(key)), os.path.basename(key))
-    if not key or not inside(out, there):
-        raise RunDirError(f"{record_path} names a run outside the output root {out}; "
-                          f"refusing to continue that sweep. Received: {run_dir!r}")
-    return there

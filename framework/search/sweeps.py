@@ -34,15 +34,16 @@ import logging
 import os
 from typing import Any, Callable, Sequence
 
-from ..define.config import did_you_mean, load_toml
+from ..define.config import load_toml
 from ..errors import ConfigError, MindexpError
+from ..rundir.groups import under_root
 from ..rundir.io import check_experiment_name, check_label, create_run_dir, is_run_dir, now_iso
-from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, here, open_study, outcome,
+from .grid import (FINAL, FULL_DISK, SWEEP_STUDY, SweepSpec, open_study, outcome,
                    point_state, point_trials, release_space, reopen_failed, reserve_space,
                    retired, tell)
 from .liveness import dead_worker_error
 from .signals import handlers
-from .space import check_count
+from .space import check_count, check_field
 from .study import JOURNAL, LOGS, storage_path
 from ..secrets import masked
 from .sweep_loop import WORKERS_DIR, SweepLoop
@@ -132,14 +133,8 @@ def check_grid(grid: Any, exp_cls: Any) -> dict[str, list]:
 
 
 def _check_grid_key(key, known, exp_cls, grid):
-    if key in grid:
-        raise ConfigError(f"--grid {key} is given twice; list all its values in one "
-                          f"--grid {key}=VALUE1,VALUE2. Received: {key}", field=key)
-    if key not in known:
-        raise ConfigError(f"--grid key {key!r} is not a config field of "
-                          f"{exp_cls.experiment_name()}.{did_you_mean(key, known)} "
-                          f"Valid fields: {', '.join(known)}. "
-                          f"Received: {key}", field=key)
+    check_field(key, known, exp_cls, grid, "--grid key" if key not in grid else "--grid",
+                f"list all its values in one --grid {key}=VALUE1,VALUE2")
 
 
 def check_points(exp_cls: Any, grid: dict, sets: dict | None,
@@ -389,13 +384,25 @@ class Sweep:
         except Exception as exc:  # noqa: BLE001  a storage gone away: keep what we know
             logger.warning("could not read the sweep's storage: %s", exc)
             return {r.index: ("done" if r.status in FINAL else "running") for r in self.runs}
-        states = {}
+        states, named = {}, [r.run_dir for r in self.runs]
         for run in self.runs:
             mine = trials.get(run.index, [])
             states[run.index] = point_state(mine, self.retries, gone)
             if mine:
                 self._from_trials(run, mine)
+        if [r.run_dir for r in self.runs] != named:
+            self.save()   # a run's folder named as soon as it exists: a sweep killed
+            # meanwhile still names (and removes) it
         return states
+
+    def named_run_dir(self, trial_id: int) -> str | None:
+        """The run folder attempt ``trial_id`` named in the storage as it was made
+        (None: not made yet, or the storage cannot be read)."""
+        try:
+            attrs = self._study._storage.get_trial(trial_id).user_attrs
+        except Exception:  # noqa: BLE001  a storage gone away: the folder stays unnamed
+            return None
+        return under_root(self.out, attrs.get("run_dir"))
 
     def _from_trials(self, run, trials):
         last = trials[-1]
@@ -404,12 +411,12 @@ class Sweep:
             apply_answer(run, known, self.out)
         elif outcome(last) == "running":
             run.status = "running"
-            run.run_dir = run.run_dir if run.pid == last.user_attrs.get("pid") else \
-                here(self.out, last.user_attrs.get("run_dir"))
+            run.run_dir = under_root(self.out, last.user_attrs.get("run_dir")) or \
+                (run.run_dir if run.pid == last.user_attrs.get("pid") else None)
         else:
             apply_answer(run, {**last.user_attrs, "status": outcome(last),
                                "error": _error_of(last)}, self.out)
-        earlier = [here(self.out, t.user_attrs.get("run_dir")) for t in trials[:-1]]
+        earlier = [under_root(self.out, t.user_attrs.get("run_dir")) for t in trials[:-1]]
         run.previous = list(dict.fromkeys(d for d in earlier if d and d != run.run_dir))
         run.attempts = [{"run_dir": d, "status": outcome(t), "host": t.user_attrs.get("host"),
                          "error": _error_of(t)} for t, d in zip(trials[:-1], earlier)]

@@ -5,6 +5,7 @@ import hashlib
 import http.client
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -586,6 +587,36 @@ def test_a_poll_with_the_cursor_returns_exactly_what_changed(served):
     assert _changes(get, last["cursor"] + 5)[0]["reset"]   # a cursor this server never gave
 
 
+def test_system_log_is_read_only_where_it_is_drawn(served):
+    root, get = served
+    header = "time_s,step,process_cpu_percent,machine_cpu_percent,rss_mb,threads," \
+        "read_bytes,write_bytes\n"
+    for name in ("a", "b"):
+        with open(os.path.join(make_run(root, name), "system.csv"), "w") as f:
+            f.write(header + "0.1,1,50,60,100,4,0,0\n0.2,2,55,65,110,4,0,0\n")
+    overview = _data(get, "?runs=0/toy/a,0/toy/b")   # two runs: no system panels
+    assert not [f for f in overview["figures"] if f["id"].startswith("system:")]
+    assert not [d for d in get.index.cache.folders()
+                if "system_by_rank" in vars(get.index.cache._entries[d][1])]
+    alone = _data(get, "?run=0/toy/a")   # a run's own page draws it (its cached run read more)
+    assert "system:rss_mb" in [f["id"] for f in alone["figures"]]
+
+
+def test_a_log_made_after_the_run_was_seen_comes_with_its_header(served):
+    root, get = served
+    run = make_run(root, "r1", status="running", losses=(1.0, 0.5))
+    cursor = _changes(get)[0]["cursor"]
+    with open(os.path.join(run, "grad_norm.csv"), "w") as f:   # its first rows, one half-written
+        f.write("step,epoch,grad_norm\n1,1,0.5\n2,1,0.2")
+    poll, _ = _changes(get, cursor)
+    assert poll["rows"] == {"0/toy/r1": {"grad_norm": [["step", "epoch", "grad_norm"],
+                                                       ["1", "1", "0.5"]]}}
+    with open(os.path.join(run, "grad_norm.csv"), "a") as f:
+        f.write("5\n")
+    assert _changes(get, poll["cursor"])[0]["rows"] == {"0/toy/r1": {"grad_norm": [
+        ["2", "1", "0.25"]]}}
+
+
 @pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
 def test_past_max_shown_runs_the_page_loads_the_most_recent_or_the_picked_ones(served):
     from mindexp.analysis import dashboard
@@ -822,9 +853,10 @@ def test_a_killed_servers_replica_is_removed_by_the_next_one(tmp_path):
                           capture_output=True, text=True, check=True)
     folder = tmp_path / "private"
     folder.mkdir()
-    orphan = folder / f"{PREFIX}{gone.stdout.strip()}-abcdefgh.sqlite"
+    host = platform.node()
+    orphan = folder / f".tmp-{gone.stdout.strip()}@{host}@{PREFIX}abcdefgh.sqlite"
     orphan.write_bytes(b"")   # left by a server killed with SIGKILL
-    mine = folder / f"{PREFIX}{os.getpid()}-abcdefgh.sqlite"
+    mine = folder / f".tmp-{os.getpid()}@{host}@{PREFIX}abcdefgh.sqlite"
     mine.write_bytes(b"")     # a live server's
     catalog = replica(str(tmp_path / "runs"), str(folder))
     try:
@@ -832,6 +864,11 @@ def test_a_killed_servers_replica_is_removed_by_the_next_one(tmp_path):
     finally:
         catalog.close()
     assert sorted(os.listdir(folder)) == [mine.name]
+    made = replica(str(tmp_path / "runs"), str(folder))   # its own file: named the same way
+    try:
+        assert os.path.basename(made.path).startswith(f".tmp-{os.getpid()}@{host}@{PREFIX}")
+    finally:
+        made.close()
 
 
 def test_a_finished_run_edited_by_hand_shows_within_one_pass_of_the_rolling_check(
