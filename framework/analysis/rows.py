@@ -156,15 +156,17 @@ def columnar_frame(groups: Sequence[ShapeRuns], extra: list[dict], config: Mappi
     n = sum(len(group.positions) for group in groups)
     at = [np.asarray(group.positions, dtype=np.intp) for group in groups]
     rest = (np.arange(n, n + len(extra)), extra)
-    typed, objects, orders = {}, {}, {}
+    typed: dict[str, np.ndarray] = {}
+    objects: dict[str, np.ndarray] = {}
+    orders: dict[tuple, np.ndarray | None] = {}   # the rows' order of each set of positions
     for name in columns:
         parts = [(where, group.columns[name], group.types[name])
                  for where, group in zip(at, groups) if name in group.columns]
         array = _typed(parts, n, extra, orders)
-        objects[name] = _objects(parts, n, rest, name, orders) if array is None else None
-        typed[name] = array
-    objects = {name: array for name, array in objects.items() if array is not None}
-    typed = {name: array for name, array in typed.items() if array is not None}
+        if array is None:
+            objects[name] = _objects(parts, n, rest, name, orders)
+        else:
+            typed[name] = array
     table = pd.DataFrame(list(zip(*objects.values())), columns=list(objects))
     table = pd.concat([table, pd.DataFrame(typed, index=table.index)], axis=1)[columns]
     table.attrs["config_columns"] = list(config.values())
