@@ -162,7 +162,8 @@ def columnar_frame(groups: Sequence[ShapeRuns], extra: list[dict], config: Mappi
     for name in columns:
         parts = [(where, group.columns[name], group.types[name])
                  for where, group in zip(at, groups) if name in group.columns]
-        array = _typed(parts, n, extra, orders)
+        # (the unreadable runs' rows hold text: a column they fill is objects)
+        array = None if any(name in row for row in extra) else _typed(parts, n, extra, orders)
         if array is None:
             objects[name] = _objects(parts, n, rest, name, orders)
         else:

@@ -242,3 +242,18 @@ def test_runs_whose_shape_the_store_lost_are_read_from_their_files(mixed):
     finally:
         db.close()
     _same(_cold(mixed), _from_files(mixed))
+
+
+def test_a_column_of_numbers_that_an_unreadable_runs_row_fills_keeps_its_text():
+    made = [_cells(1.5, {"a": 1}), _cells(2.5, {"a": 2})]   # run ids that are numbers
+    entries = rows.flat_entries((f"/runs/r{i}", cells) for i, cells in enumerate(made))
+    errors = [rows.Skipped("/runs/zz", "bad", "unreadable")]
+    config = rows.table_config(shape for _, shape, _ in entries)
+    expected_rows = rows.rows_of(entries, errors, config)
+    columns = rows.column_order(expected_rows, config)
+    group = rows.shape_runs([0, 1], entries[0][1], [v for _, _, v in entries],
+                            [d for d, _, _ in entries], config)
+    table = rows.columnar_frame([group], rows.unreadable_rows(errors, tags="", note=""),
+                                config, [], columns)
+    _same(table, rows.frame_of(expected_rows, config, [], columns))
+    assert table["run_id"].tolist() == [1.5, 2.5, "zz"]
