@@ -17,6 +17,9 @@ disturbs least):
 - ``again``: once more, nothing changed (the changes piled up since the
   snapshot was written are applied again when they were too few to write it).
 
+``*_load`` is the machine's one-minute load average before each figure (on a
+two-core machine, above 2 the wall clock says more about the neighbours).
+
 The index and snapshots are removed before each interpreter's turn; the runs
 are put back as they were after it.
 """
@@ -54,6 +57,7 @@ def measure(python, root, label):
     res = {}
 
     def step(name):
+        res[f"{name}_load"] = round(os.getloadavg()[0], 2)
         res[f"{name}_s"], res[f"{name}_cpu_s"], res[f"{name}_rows"] = _compare(python, root)
 
     step("cold")

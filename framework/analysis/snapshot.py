@@ -2,10 +2,12 @@
 brought up to date with the store's change feed: 100,000 runs in well under a
 second after a run was added, rewritten or removed, instead of a read per run.
 
-Cold (no snapshot): the table is made from the store's cells (one JSON text
-per finished run, :meth:`~mindexp.rundir.store.RunStore.cells`, parsed in one
-call) and the files of the runs without (running, old, unreadable), then kept
-beside the store (``<root>/.mindexp-catalog/compare-<hash>.arrow``, Arrow IPC:
+Cold (no snapshot): the table is made from the store's cells (per finished
+run a shape and a JSON array of values, :meth:`~mindexp.rundir.store.RunStore.cells`;
+the values of all the runs of one shape parsed in one call) and the files of
+the runs without (running, old, unreadable), a column at a time for the runs
+of each shape (:func:`~.rows.columnar_frame`: the table the rows would make),
+then kept beside the store (``<root>/.mindexp-catalog/compare-<hash>.arrow``, Arrow IPC:
 columns, no pickle, nothing executed on reading) with the feed's token and
 value it was made at.
 
@@ -44,13 +46,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import layout
 from ..callbacks import schema
-from .rows import column_order, file_cells, frame_of, rows_of, table_config, warn_skipped
+from ..rundir.summary import flat_cells
+from .rows import (column_order, columnar_frame, file_cells, part_keys, rows_of, shape_runs,
+                   table_config, unreadable_rows, warn_skipped)
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from ..rundir.store import RunStore
+    from ..rundir.store import RunStore, StoredCells
 
 logger = logging.getLogger(__name__)
 
@@ -111,29 +115,106 @@ def _file_of(store: RunStore, folder: str) -> str | None:
 # -- cold: from the store's cells ---------------------------------------------------
 
 def _from_store(store: RunStore, folder: str) -> Kept | None:
-    """The table made from every run's cells (the runs without: from their files)."""
+    """The table made from every run's cells, a column at a time for the runs of
+    each shape (the runs without cells: from their files)."""
     token, seq = store.feed()   # first: a write racing this read is applied next time
-    listed = store.cells(folder)
-    parsed = iter(json.loads("[" + ",".join(t for _, t in listed if t is not None) + "]"))
-    entries, errors = [], []
-    for rel, text in listed:
-        run_dir = _folder(store, rel)
-        cells, skipped = (next(parsed), None) if text is not None else \
-            file_cells(run_dir)
-        if cells is not None:
-            entries.append((run_dir, cells))
-        elif skipped is not None:
-            errors.append(skipped)
-    if not entries:
+    gathered, errors = _gathered(store, store.cells(folder))
+    if not gathered:
         return None
     warn_skipped(errors)
-    config = table_config(entries)
-    rows = rows_of(entries, errors, config)
-    shapes, codes = _shapes_of(rows, _row_cells(entries, rows))
+    config = table_config(runs.shape for runs in gathered)
+    groups = [shape_runs(runs.positions, runs.shape, runs.parsed(), runs.dirs, config)
+              for runs in gathered]
+    extra = unreadable_rows(errors, tags="", note="")
+    shapes, codes = _group_shapes(gathered, groups, extra)
     # the distinct shapes in order of first appearance name what every row does
-    table = frame_of(rows, config, _union(s[2] for s in shapes if not s[0]),
-                     column_order([dict.fromkeys(s[3]) for s in shapes], config))
+    table = columnar_frame(groups, extra, config, _union(s[2] for s in shapes if not s[0]),
+                           column_order([dict.fromkeys(s[3]) for s in shapes], config))
     return Kept(table, codes, shapes, token, seq, config)
+
+
+class _Gathered:
+    """The runs of one shape, as the store lists them: their rows' positions,
+    folders and values (a JSON text each until :meth:`parsed`)."""
+
+    def __init__(self, shape):
+        self.shape, self.positions, self.dirs, self.values = shape, [], [], []
+
+    def parsed(self):
+        """Each run's values, the JSON texts parsed in one call."""
+        texts = [v for v in self.values if isinstance(v, str)]
+        parsed = json.loads("[" + ",".join(texts) + "]")
+        if len(texts) == len(self.values):
+            return parsed
+        rest = iter(parsed)
+        return [next(rest) if isinstance(v, str) else v for v in self.values]
+
+    def entries(self):
+        """``[(run_dir, shape, values)]`` (:meth:`parsed`)."""
+        return [(run_dir, self.shape, v) for run_dir, v in zip(self.dirs, self.parsed())]
+
+
+def _gathered(store: RunStore, stored: StoredCells) -> tuple[list[_Gathered], list]:
+    """``(runs by shape in order of their first row, errors)`` of the store's cells
+    (the runs without: their cells read from their files)."""
+    by_shape: dict[tuple, _Gathered] = {}
+    by_id: dict[str, _Gathered] = {}
+    errors, position = [], 0
+    for rel, shape_id, text in stored.rows:
+        run_dir, runs, values = _folder(store, rel), None, text
+        if shape_id is not None and shape_id in stored.shapes:
+            runs = by_id.get(shape_id)
+            if runs is None:
+                shape = tuple(map(tuple, json.loads(stored.shapes[shape_id])))
+                runs = by_id[shape_id] = by_shape.setdefault(shape, _Gathered(shape))
+        if runs is None:   # no cells (or a shape the store lost): the run's files
+            cells, skipped = file_cells(run_dir)
+            if cells is None:
+                errors += [skipped] if skipped is not None else []
+                continue
+            shape, values = flat_cells(cells)
+            runs = by_shape.setdefault(shape, _Gathered(shape))
+        runs.positions.append(position)
+        runs.dirs.append(run_dir)
+        runs.values.append(values)
+        position += 1
+    return list(by_shape.values()), errors
+
+
+def _group_shapes(gathered, groups, extra):
+    """``(shapes, codes)`` of the rows of ``groups`` then ``extra``, as
+    :func:`_shapes_of` gives them row by row: a group's rows share a shape
+    but where a column made from the cells holds several types."""
+    import numpy as np
+    found: dict[tuple, list] = {}   # shape: [its first row, its rows]
+    for runs, group in zip(gathered, groups):
+        head = (False, tuple(part_keys(runs.shape, "config")),
+                tuple(part_keys(runs.shape, "eval")), tuple(group.columns))
+        varied = [name for name, types in group.types.items() if len(types) > 1]
+        one = {name: next(iter(types)).__name__ for name, types in group.types.items()}
+        rows_of_kind = _split(group, varied) if varied else {(): group.positions}
+        for kind, positions in rows_of_kind.items():
+            named = one | dict(zip(varied, kind))
+            key = head + (tuple(named[name] for name in group.columns),)
+            first = found.setdefault(key, [positions[0], []])
+            first[0] = min(first[0], positions[0])
+            first[1].extend(positions)
+    shapes = sorted(found, key=lambda key: found[key][0])
+    codes = np.empty(sum(len(g.positions) for g in groups) + len(extra), dtype=np.int32)
+    for code, key in enumerate(shapes):
+        codes[found[key][1]] = code
+    shapes, extra_codes = _shapes_of(extra, [None] * len(extra), shapes)
+    codes[len(codes) - len(extra):] = extra_codes
+    return shapes, codes
+
+
+def _split(group, varied):
+    """``{type names of the ``varied`` columns: the rows of the group that have them}``."""
+    kinds = zip(*([type(v).__name__ for v in group.columns[name]] for name in varied))
+    out: dict[tuple, list] = {}
+    for position, kind in zip(group.positions, kinds):
+        out.setdefault(kind, []).append(position)
+    return out
 
 
 @contextlib.contextmanager
@@ -155,22 +236,25 @@ def _folder(store, rel):
     return store.location(store.host, store.key_root, rel)
 
 
-def _row_cells(entries, rows):
-    """``[cells or None]`` per row of :func:`~.rows.rows_of` (None: unreadable)."""
-    return [cells for _, cells in entries] + [None] * (len(rows) - len(entries))
+def _row_parts(entries, rows):
+    """``[(config fields, eval metrics) or None]`` per row of :func:`~.rows.rows_of`
+    (None: unreadable)."""
+    return [(tuple(part_keys(shape, "config")), tuple(part_keys(shape, "eval")))
+            for _, shape, _ in entries] + [None] * (len(rows) - len(entries))
 
 
-def _shapes_of(rows: list[dict], cells: list, shapes: list | None = None):
+def _shapes_of(rows: list[dict], parts: list, shapes: list | None = None):
     """``(shapes, codes)``: each row's shape (``(unreadable, config fields, eval
     metrics, columns, type names of its values)``) as an index into ``shapes``,
-    new shapes added at its end. Runs of one experiment share a few shapes."""
+    new shapes added at its end; ``parts``: each row's config fields and eval
+    metrics, None when unreadable. Runs of one experiment share a few shapes."""
     import numpy as np
     shapes = list(shapes or [])
     index = {_key(shape): k for k, shape in enumerate(shapes)}
     codes = np.empty(len(rows), dtype=np.int32)
-    for i, (row, own) in enumerate(zip(rows, cells)):
-        key = (own is None, tuple(own["config"]) if own else (),
-               tuple(own["eval"]) if own else (), tuple(row), tuple(map(type, row.values())))
+    for i, (row, own) in enumerate(zip(rows, parts)):
+        key = (own is None, own[0] if own else (), own[1] if own else (), tuple(row),
+               tuple(map(type, row.values())))
         code = index.get(key)
         if code is None:
             code = index[key] = len(shapes)
@@ -205,7 +289,7 @@ def _updated(kept: Kept, store: RunStore, folder: str) -> tuple[Kept | None, int
     keep = ~kept.table["run_dir"].isin(gone).to_numpy()
     entries, errors = _entries(store, redo)
     rows = rows_of(entries, errors, kept.config)
-    shapes, codes = _shapes_of(rows, _row_cells(entries, rows), kept.shapes)
+    shapes, codes = _shapes_of(rows, _row_parts(entries, rows), kept.shapes)
     table = _spliced(kept, keep, rows, codes, shapes)
     if table is None:
         return None, 0
@@ -216,15 +300,9 @@ def _updated(kept: Kept, store: RunStore, folder: str) -> tuple[Kept | None, int
 
 def _entries(store, rels):
     """``(entries, errors)`` of the runs ``rels``: from their cells, else their files."""
-    entries, errors = [], []
-    for rel, text in sorted(store.cells_of(rels).items()):
-        run_dir = _folder(store, rel)
-        cells, skipped = (json.loads(text), None) if text is not None else \
-            file_cells(run_dir)
-        if cells is not None:
-            entries.append((run_dir, cells))
-        elif skipped is not None:
-            errors.append(skipped)
+    gathered, errors = _gathered(store, store.cells_of(rels))
+    entries = sorted((entry for runs in gathered for entry in runs.entries()),
+                     key=lambda entry: entry[0])
     return entries, errors
 
 

@@ -26,10 +26,13 @@ asks :meth:`RunStore.changes` for what changed since, instead of reading
 every row again. A rebuild starts the feed anew (``feed.start``): a reader
 from before it reads everything again.
 
-Each row also keeps ``cells``: compare()'s own values of that run (JSON, see
-:mod:`.summary`) when run.json and config.json alone give them (a finished
-run whose run.json holds its final summary); NULL for a running or old run
-whose row needs its logs.
+Each run also has ``cells``: compare()'s own values of that run when run.json
+and config.json alone give them (a finished run whose run.json holds its final
+summary), flattened (:func:`.summary.flat_cells`): its values as one JSON
+array, and its shape (the parts, keys and types of those values) named by a
+hash, each shape written once per root (table ``shapes``), so that a table of
+100,000 runs is made a column at a time; none for a running or old run whose
+row needs its logs.
 
 Where WAL cannot work (a network filesystem) the file uses a rollback
 journal; where the root cannot be written (a read-only copy) a current
@@ -45,6 +48,7 @@ there, not here). The URL's password is never written or printed
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import logging
@@ -68,7 +72,7 @@ from . import where as grammar
 
 logger = logging.getLogger(__name__)
 
-VERSION = 2                      # the schema this code writes; an older index is made again
+VERSION = 3                      # the schema this code writes; an older index is made again
 URL_VARIABLE = "MINDEXP_CATALOG"  # a PostgreSQL catalog for every command and run
 HOST_VARIABLE = "MINDEXP_HOST"    # this machine's name in a shared catalog
 BUSY_TIMEOUT_S = 30.0            # a writer waits this long for another's transaction
@@ -105,6 +109,8 @@ def _ddl(dialect: str) -> list[str]:
         return f"{column} {_PG_TYPES.get(column, 'DOUBLE PRECISION')}" if pg else column
     flat = ", ".join(typed(c) for c in FLAT)
     json_type = "JSONB" if pg else "TEXT"
+    # in SQLite, a root's cells in key order on disk: a cold compare() reads them in one sweep
+    clustered = "" if pg else " WITHOUT ROWID"
     return [
         f"CREATE TABLE runs (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
         f"parent TEXT NOT NULL, {flat}, config {json_type}, config_nan INTEGER, "
@@ -121,7 +127,10 @@ def _ddl(dialect: str) -> list[str]:
         # compare()'s values of each run that run.json and config.json give (beside
         # the runs, as the records: the listing's scans of ``runs`` stay narrow)
         "CREATE TABLE cells (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
-        "cells TEXT NOT NULL, PRIMARY KEY (host, root, rel))",
+        f"shape TEXT NOT NULL, vals TEXT NOT NULL, PRIMARY KEY (host, root, rel)){clustered}",
+        # the shapes of the cells, each once (kept on removals: a few per root)
+        "CREATE TABLE shapes (host TEXT NOT NULL, root TEXT NOT NULL, id TEXT NOT NULL, "
+        "shape TEXT NOT NULL, PRIMARY KEY (host, root, id))",
         # the runs whose row compare() reads from their files (running, old, unreadable)
         "CREATE INDEX runs_uncelled ON runs (host, root, rel) WHERE COALESCE(summarized, 0) = 0",
         "CREATE TABLE folders (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
@@ -145,7 +154,7 @@ def _ddl(dialect: str) -> list[str]:
     ]
 
 
-_TABLES = ("runs", "records", "cells", "folders", "fields", "roots", "feed", "dropped")
+_TABLES = ("runs", "records", "cells", "shapes", "folders", "fields", "roots", "feed", "dropped")
 
 
 @functools.lru_cache(maxsize=1)
@@ -677,16 +686,20 @@ class RunStore:
         updates = ", ".join(f"{c} = excluded.{c}" for c in columns[3:])
         marks = ", ".join("?" for _ in columns)
         rows, records, kinds, seq = [], [], set(), self._next_seq()
-        cells, uncelled = [], []
+        cells, uncelled, shapes = [], [], {}
         for rel, entry in runs:
             flat, stored, meta, fields, cell = entry
             key = (self.host, self.key_root, rel)
             rows.append(key + (os.path.dirname(rel),) + flat + stored + (seq,))
             records.append(key + (meta,))
             kinds.update(fields)
-            (uncelled if cell is None else cells).append(key + ((cell,) if cell else ()))
+            if cell is None:
+                uncelled.append(key)
+                continue
+            shape_id = shapes.setdefault(cell[0], _shape_id(cell[0]))
+            cells.append(key + (shape_id, cell[1]))
         self._forget_dropped([row[2] for row in rows])
-        self._store_cells(cells, uncelled)
+        self._store_cells(cells, uncelled, shapes)
         self.db.executemany(f"INSERT INTO runs ({', '.join(columns)}) VALUES ({marks}) "
                             f"ON CONFLICT (host, root, rel) DO UPDATE SET {updates}", rows)
         self.db.executemany("INSERT INTO records (host, root, rel, meta) VALUES (?, ?, ?, ?) "
@@ -696,10 +709,14 @@ class RunStore:
                             "ON CONFLICT (host, root, key, kind) DO NOTHING",
                             [(self.host, self.key_root) + pair for pair in sorted(kinds)])
 
-    def _store_cells(self, cells, uncelled):
-        self.db.executemany("INSERT INTO cells (host, root, rel, cells) VALUES (?, ?, ?, ?) "
-                            "ON CONFLICT (host, root, rel) DO UPDATE SET cells = excluded.cells",
-                            cells)
+    def _store_cells(self, cells, uncelled, shapes):
+        self.db.executemany("INSERT INTO shapes (host, root, id, shape) VALUES (?, ?, ?, ?) "
+                            "ON CONFLICT (host, root, id) DO NOTHING",
+                            [(self.host, self.key_root, shape_id, shape)
+                             for shape, shape_id in shapes.items()])
+        self.db.executemany("INSERT INTO cells (host, root, rel, shape, vals) "
+                            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (host, root, rel) DO UPDATE "
+                            "SET shape = excluded.shape, vals = excluded.vals", cells)
         self.db.executemany("DELETE FROM cells WHERE host = ? AND root = ? AND rel = ?",
                             uncelled)
 
@@ -948,28 +965,37 @@ class RunStore:
         row = self.db.execute(f"SELECT token, seq FROM feed WHERE {where}", params).fetchone()
         return (row[0], row[1]) if row else ("", 0)
 
-    def cells(self, folder: str) -> list[tuple[str, str | None]]:
-        """``(rel, compare()'s cells as JSON or None)`` of this host's runs at or
-        below ``folder``, sorted by folder (None: a running, old or unreadable
-        run, whose row is read from its files)."""
-        where, params = self.scope(folder, other_hosts=False, alias="r.")
+    def cells(self, folder: str) -> StoredCells:
+        """compare()'s cells of this host's runs at or below ``folder``, sorted by
+        folder (a running, old or unreadable run has none: its row is read from
+        its files)."""
+        where, params = self.scope(folder, other_hosts=False)
+        # one statement (one state of the store): the cells, then the runs without
         rows = self.db.execute(
-            "SELECT r.rel, c.cells FROM runs r LEFT JOIN cells c ON c.host = r.host AND "
-            f"c.root = r.root AND c.rel = r.rel WHERE {where}", params).fetchall()
+            f"SELECT rel, shape, vals FROM cells WHERE {where} UNION ALL SELECT rel, NULL, "
+            f"NULL FROM runs WHERE {where} AND COALESCE(summarized, 0) = 0",
+            params + params).fetchall()
         rows.sort()
-        return rows
+        return StoredCells(rows, self._shapes())
 
-    def cells_of(self, rels: Sequence[str]) -> dict[str, str | None]:
-        """``{rel: cells or None}`` of those of ``rels`` this host's root holds."""
-        out = {}
+    def cells_of(self, rels: Sequence[str]) -> StoredCells:
+        """:meth:`cells` of those of ``rels`` this host's root holds, sorted."""
+        rows = []
         for start in range(0, len(rels), 500):   # under every database's parameter limit
             part = tuple(rels[start:start + 500])
             marks = ", ".join("?" for _ in part)
-            out.update(self.db.execute(
-                "SELECT r.rel, c.cells FROM runs r LEFT JOIN cells c ON c.host = r.host AND "
-                "c.root = r.root AND c.rel = r.rel WHERE r.host = ? AND r.root = ? AND "
-                f"r.rel IN ({marks})", (self.host, self.key_root) + part).fetchall())
-        return out
+            rows += self.db.execute(
+                "SELECT r.rel, c.shape, c.vals FROM runs r LEFT JOIN cells c ON c.host = r.host "
+                "AND c.root = r.root AND c.rel = r.rel WHERE r.host = ? AND r.root = ? AND "
+                f"r.rel IN ({marks})", (self.host, self.key_root) + part).fetchall()
+        rows.sort()
+        return StoredCells(rows, self._shapes())
+
+    def _shapes(self) -> dict[str, str]:
+        """``{id: shape as JSON}`` of the cells of this host's root."""
+        where, params = self._mine()
+        return dict(self.db.execute(f"SELECT id, shape FROM shapes WHERE {where}",
+                                    params).fetchall())
 
     def uncelled(self, folder: str) -> list[str]:
         """The runs at or below ``folder`` (rel) without cells: running, old or
@@ -994,6 +1020,20 @@ class RunStore:
         rows = self.db.execute("SELECT host, root, rel FROM runs WHERE run_id = ?",
                                (run_id,)).fetchall()
         return [(host, os.path.join(root, *rel.split("/"))) for host, root, rel in rows]
+
+
+class StoredCells(NamedTuple):
+    """compare()'s cells of runs as the store keeps them: ``rows``, ``(rel,
+    shape id, values as a JSON array)`` per run (the last two None for a run
+    without cells), and ``shapes``, ``{shape id: shape as JSON}``
+    (:func:`.summary.flat_cells`)."""
+    rows: list[tuple[str, str | None, str | None]]
+    shapes: dict[str, str]
+
+
+def _shape_id(shape: str) -> str:
+    """The name of a shape (JSON) in the store: the same for the same shape."""
+    return hashlib.sha256(shape.encode()).hexdigest()[:16]
 
 
 def _json_cell(value, kind):
@@ -1263,9 +1303,10 @@ def _run_signature(run_dir):
 
 def _read_run(run_dir):
     """``(flat values, (config JSON, has NaN, signature), run.json as JSON, [(config
-    field, kind)], compare()'s cells as JSON or None)`` of one run (see :data:`STORED`);
-    a run that cannot be read is a row with ``problem`` (its error) and status
-    ``unreadable`` (run.json does not validate) or ``skipped`` (another file)."""
+    field, kind)], compare()'s cells as JSON (shape, values) or None)`` of one run
+    (see :data:`STORED`); a run that cannot be read is a row with ``problem`` (its
+    error) and status ``unreadable`` (run.json does not validate) or ``skipped``
+    (another file)."""
     signature = _run_signature(run_dir)   # before the read: a write in between makes it stale
     run = Run.found(run_dir)
     try:

@@ -10,6 +10,7 @@ before its end and a run made before this record have none: reports read
 their CSVs through the same function, so both ways give the same table.
 """
 
+import functools
 import json
 import os
 
@@ -144,7 +145,7 @@ def compare_cells(meta, config, summary):
     JSON-able: what the run's row holds before the table names its columns
     (which depend on every run's config fields and eval metrics: the table
     does that, ``reports.compare``). The run store keeps them per finished
-    run (:func:`stored_cells`), so a row is one JSON text away."""
+    run, flattened (:func:`stored_cells`)."""
     loss = summary[schema.LOSS.name]
     outcomes = {
         "final_loss": loss["final"] if loss["rows"] else meta.get("final_loss"),
@@ -168,17 +169,57 @@ def compare_cells(meta, config, summary):
             "system": summary.get("system") or {}, "git": [git.get("commit"), git.get("dirty")]}
 
 
+# The parts of compare()'s cells flattened for the store, in order (``git``: [commit, dirty]).
+CELL_PARTS = ("meta", "config", "outcomes", "finals", "eval", "system")
+GIT_KEYS = ("commit", "dirty")
+TARGETS = "targets"   # a run's targets (a dict): a part of their own once flattened
+
+
+def flat_cells(cells):
+    """:func:`compare_cells`' ``cells`` flattened: ``(shape, values)``, one value per
+    ``(part, key, type name)`` of ``shape`` (a tuple). Runs of one shape give
+    their table the same columns of the same types, so a table of many runs
+    is made a column at a time, one shape after the other; the targets (a
+    dict) are a part of their own for that (their keys name columns)."""
+    shape, values = [], []
+    for part in CELL_PARTS:
+        for key, value in cells[part].items():
+            if part == "meta" and key == TARGETS and isinstance(value, dict):
+                shape.extend((TARGETS, name, type(v).__name__) for name, v in value.items())
+                values.extend(value.values())
+                continue
+            shape.append((part, key, type(value).__name__))
+            values.append(value)
+    shape.extend(("git", key, type(value).__name__) for key, value in zip(GIT_KEYS, cells["git"]))
+    values.extend(cells["git"])
+    return tuple(shape), values
+
+
 def stored_cells(meta, config):
-    """:func:`compare_cells` as JSON text when run.json holds the final summary
-    (a finished run), else None (a running or old run: its row needs its logs;
-    a summary of another shape: the logs say what it should have)."""
+    """:func:`flat_cells` of :func:`compare_cells` as two JSON texts (shape, values)
+    when run.json holds the final summary (a finished run), else None (a running
+    or old run: its row needs its logs; a summary of another shape: the logs say
+    what it should have; a value JSON would give back as another type)."""
     summary = stored_summary(meta)
     if summary is None:
         return None
     try:
-        return json.dumps(compare_cells(meta, config, summary), allow_nan=True)
+        shape, values = flat_cells(compare_cells(meta, config, summary))
+        if not all(kind in _JSON_TYPES for _, _, kind in shape):
+            return None
+        return _shape_text(shape), json.dumps(values, allow_nan=True)
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
         return None
+
+
+@functools.lru_cache(maxsize=64)
+def _shape_text(shape):
+    """A shape as JSON (a writer's runs share a few: each written once)."""
+    return json.dumps(shape)
+
+
+# the types of the values json.loads gives (a value of another type comes back as one of these)
+_JSON_TYPES = frozenset(t.__name__ for t in (str, int, float, bool, type(None), list, dict))
 
 
 def cell_value(value):

@@ -89,12 +89,12 @@ def test_a_cold_compare_from_the_store_equals_one_from_the_files(folder):
 
 def test_a_cold_table_is_made_with_the_cycle_collector_off_and_leaves_it_as_it_was(
         folder, monkeypatch):
-    real, seen = rows.row_of, []
+    real, seen = rows.columns_of, []
 
-    def row_of(*args):
+    def columns_of(*args):
         seen.append(gc.isenabled())
         return real(*args)
-    monkeypatch.setattr(rows, "row_of", row_of)
+    monkeypatch.setattr(rows, "columns_of", columns_of)
     expected = _from_files(folder)
     seen.clear()
     _same(compare(str(folder)), expected)   # the first: cold
@@ -108,7 +108,7 @@ def test_a_cold_table_is_made_with_the_cycle_collector_off_and_leaves_it_as_it_w
 
     def broken(*args):
         raise RuntimeError("planted")
-    monkeypatch.setattr(rows, "row_of", broken)
+    monkeypatch.setattr(rows, "columns_of", broken)
     with pytest.raises(RuntimeError, match="planted"):
         _cold(folder)
     assert gc.isenabled()

@@ -62,3 +62,28 @@ def test_a_password_in_the_url_is_never_printed(cli, postgres, tmp_path):  # noq
     assert "***" in listed.stderr
     with cat.open_store(root, url=url) as catalog:
         assert catalog.select(["host", "run_id"]) == [(cat.this_host(), "a0")]
+
+
+@pytest.mark.slow  # > 0.5 CPU-s: not in the fast tier
+def test_compare_of_a_folder_from_a_postgres_store_is_the_one_from_its_runs(
+        postgres, tmp_path, monkeypatch):  # noqa: F811
+    import pandas as pd
+    from mindexp import compare
+    from rundirs import make_run
+    from mindexp.rundir.summary import SUMMARY_VERSION
+    root = tmp_path / "outputs"
+    for i, config in enumerate(({"lr": 0.1, "dims": [1, 2]}, {"lr": "x"}, {"lr": 2})):
+        summary = {"version": SUMMARY_VERSION, "params": {"w": 1.5}, "eval": {},
+                   "loss": {"rows": 2, "final": 0.5, "min": 0.5, "best_step": 2,
+                            "last_step": 2, "last_epoch": 1, "components": {}}}
+        make_run(root, f"r{i}", config=config, meta={"summary": summary})
+    make_run(root, "live", status="running", config={"lr": 0.3})
+    runs = sorted(str(p) for p in (root / "toy").iterdir())
+    expected = compare(runs, sort="run_id")
+    monkeypatch.setenv("MINDEXP_CATALOG", postgres.create_database("catalog_compare"))
+    with cat.open_store(root / "toy") as store:
+        stored = store.cells(str(root / "toy"))
+        assert [(rel, shape is None) for rel, shape, _ in stored.rows] == \
+            [("toy/live", True), ("toy/r0", False), ("toy/r1", False), ("toy/r2", False)]
+    pd.testing.assert_frame_equal(compare(str(root / "toy"), sort="run_id"), expected,
+                                  check_exact=True)
