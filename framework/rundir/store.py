@@ -100,9 +100,45 @@ _PG_TYPES = {c: "TEXT" for c in TEXT_COLUMNS} | {"steps": "BIGINT", "epochs": "B
 STORED = ("config", "config_nan", "run_sig")
 
 
+# The tables and indexes that read the same in both dialects.
+_SHARED_DDL = (
+    "CREATE INDEX runs_parent ON runs (host, root, parent)",
+    "CREATE INDEX runs_started ON runs (started_at)",
+    "CREATE INDEX runs_status ON runs (status)",
+    "CREATE INDEX runs_seq ON runs (host, root, seq)",   # the change feed
+    # the few runs that could not be read, found without a scan (warned about on listing)
+    "CREATE INDEX runs_problem ON runs (host, root, rel) WHERE problem IS NOT NULL",
+    "CREATE TABLE records (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
+    "meta TEXT, PRIMARY KEY (host, root, rel))",
+    # the shapes of the cells, each once (kept on removals: a few per root)
+    "CREATE TABLE shapes (host TEXT NOT NULL, root TEXT NOT NULL, id TEXT NOT NULL, "
+    "shape TEXT NOT NULL, PRIMARY KEY (host, root, id))",
+    # the runs whose row compare() reads from their files (running, old, unreadable)
+    "CREATE INDEX runs_uncelled ON runs (host, root, rel) WHERE COALESCE(summarized, 0) = 0",
+    "CREATE TABLE folders (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
+    "mtime_ns BIGINT, PRIMARY KEY (host, root, rel))",
+    # every (config field, kind of value) a run of the root ever had: which fields
+    # --where may ask SQL about without reading every config (kept on removals:
+    # a stale kind only sends a query to pandas)
+    "CREATE TABLE fields (host TEXT NOT NULL, root TEXT NOT NULL, key TEXT NOT NULL, "
+    "kind TEXT NOT NULL, PRIMARY KEY (host, root, key, kind))",
+    # which folder the rows were scanned from (device:inode): a copied root rebuilds
+    "CREATE TABLE roots (host TEXT NOT NULL, root TEXT NOT NULL, folder_id TEXT, "
+    "PRIMARY KEY (host, root))",
+    # the change feed's counter (kept through a rebuild, which sets ``start``) and
+    # its token (new with the feed and at each rebuild: a reader's state from another
+    # index, one deleted and made again or copied from elsewhere, is never taken on)
+    "CREATE TABLE feed (host TEXT NOT NULL, root TEXT NOT NULL, seq BIGINT NOT NULL, "
+    "start BIGINT NOT NULL, token TEXT NOT NULL, PRIMARY KEY (host, root))",
+    # the runs dropped since the feed's start, with the counter's value of the drop
+    "CREATE TABLE dropped (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
+    "seq BIGINT NOT NULL, PRIMARY KEY (host, root, rel))",
+)
+
+
 def _ddl(dialect: str) -> list[str]:
-    """Version 2 of the tables. SQLite keeps each value's own type (no column
-    affinity: a float stays a float); PostgreSQL gets types and JSONB."""
+    """The tables of this version. SQLite keeps each value's own type (no
+    column affinity: a float stays a float); PostgreSQL gets types and JSONB."""
     pg = dialect == "postgresql"
 
     def typed(column):
@@ -116,41 +152,11 @@ def _ddl(dialect: str) -> list[str]:
         f"parent TEXT NOT NULL, {flat}, config {json_type}, config_nan INTEGER, "
         f"run_sig TEXT, seq BIGINT NOT NULL DEFAULT 0, "
         f"PRIMARY KEY (host, root, rel))",
-        "CREATE INDEX runs_parent ON runs (host, root, parent)",
-        "CREATE INDEX runs_started ON runs (started_at)",
-        "CREATE INDEX runs_status ON runs (status)",
-        "CREATE INDEX runs_seq ON runs (host, root, seq)",   # the change feed
-        # the few runs that could not be read, found without a scan (warned about on listing)
-        "CREATE INDEX runs_problem ON runs (host, root, rel) WHERE problem IS NOT NULL",
-        "CREATE TABLE records (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
-        "meta TEXT, PRIMARY KEY (host, root, rel))",
         # compare()'s values of each run that run.json and config.json give (beside
         # the runs, as the records: the listing's scans of ``runs`` stay narrow)
         "CREATE TABLE cells (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
         f"shape TEXT NOT NULL, vals TEXT NOT NULL, PRIMARY KEY (host, root, rel)){clustered}",
-        # the shapes of the cells, each once (kept on removals: a few per root)
-        "CREATE TABLE shapes (host TEXT NOT NULL, root TEXT NOT NULL, id TEXT NOT NULL, "
-        "shape TEXT NOT NULL, PRIMARY KEY (host, root, id))",
-        # the runs whose row compare() reads from their files (running, old, unreadable)
-        "CREATE INDEX runs_uncelled ON runs (host, root, rel) WHERE COALESCE(summarized, 0) = 0",
-        "CREATE TABLE folders (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
-        "mtime_ns BIGINT, PRIMARY KEY (host, root, rel))",
-        # every (config field, kind of value) a run of the root ever had: which fields
-        # --where may ask SQL about without reading every config (kept on removals:
-        # a stale kind only sends a query to pandas)
-        "CREATE TABLE fields (host TEXT NOT NULL, root TEXT NOT NULL, key TEXT NOT NULL, "
-        "kind TEXT NOT NULL, PRIMARY KEY (host, root, key, kind))",
-        # which folder the rows were scanned from (device:inode): a copied root rebuilds
-        "CREATE TABLE roots (host TEXT NOT NULL, root TEXT NOT NULL, folder_id TEXT, "
-        "PRIMARY KEY (host, root))",
-        # the change feed's counter (kept through a rebuild, which sets ``start``) and
-        # its token (new with the feed and at each rebuild: a reader's state from another
-        # index, one deleted and made again or copied from elsewhere, is never taken on)
-        "CREATE TABLE feed (host TEXT NOT NULL, root TEXT NOT NULL, seq BIGINT NOT NULL, "
-        "start BIGINT NOT NULL, token TEXT NOT NULL, PRIMARY KEY (host, root))",
-        # the runs dropped since the feed's start, with the counter's value of the drop
-        "CREATE TABLE dropped (host TEXT NOT NULL, root TEXT NOT NULL, rel TEXT NOT NULL, "
-        "seq BIGINT NOT NULL, PRIMARY KEY (host, root, rel))",
+        *_SHARED_DDL,
     ]
 
 
