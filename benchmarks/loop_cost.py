@@ -25,8 +25,8 @@ step (the workload's row), the median step (a neighbour's burst of load
 that stalls a few steps barely moves it) and the process's CPU time per
 step (all threads; not lengthened by waiting for a core); then the load
 average before and after. Never asserted anywhere: machines are noisy.
-The figures measured, and what they show: benchmarks/README.md ("Issue 58
-point 7"); benchmarks/loop_chunks.py measures the same inside one training
+The figures measured, and what they show: benchmarks/README.md (the section
+on what tracking costs a loop beside a ``Model`` run); benchmarks/loop_chunks.py measures the same inside one training
 per path, benchmarks/loop_parts.py where a step's time goes.
 """
 import argparse
