@@ -16,8 +16,8 @@ from ..rundir.run import Run
 from ..rundir.io import is_run_dir
 from ..rundir.meta import UNREADABLE
 from .cells import format_value
-from .rows import (IDENTITY, LABELS, Skipped, _load_for_compare, _union, cells_of,
-                   config_column, skip_status, table_of, warn_skipped)
+from .rows import (IDENTITY, LABELS, Skipped, _load_for_compare, cells_of,
+                   config_column, skip_status, table_of, union_keys, warn_skipped)
 from ..rundir.summary import cell_value, eval_name
 
 if TYPE_CHECKING:
@@ -365,7 +365,7 @@ def history(runs: RunsOrPaths, metric: str = "loss",
     fields = None
     if group_by is not None:
         from .groups import group_fields
-        fields = group_fields(group_by, _union(run.config for run in runs), varying)
+        fields = group_fields(group_by, union_keys(run.config for run in runs), varying)
         varying = fields
     found = [(run, arrays) for run, arrays in zip(runs, _each_run(_readable_metric_arrays, runs, metric))
              if arrays is not None]
@@ -529,7 +529,7 @@ def differing_config(runs):
 def differing_fields(configs: list[Mapping[str, Any]]) -> list[str]:
     """Names whose values are not the same in every mapping (a name missing
     from one counts as a value), in order of first appearance."""
-    names = _union(configs)
+    names = union_keys(configs)
     return [n for n in names if len({cell_value(c.get(n, _MISSING)) for c in configs}) > 1]
 
 

@@ -94,7 +94,7 @@ def table_of(entries: Sequence[tuple[str, dict]], errors: Iterable[Skipped] = ()
     flat = flat_entries(entries)
     config = table_config(shape for _, shape, _ in flat)
     return frame_of(rows_of(flat, errors, config), config,
-                    _union(part_keys(shape, "eval") for _, shape, _ in flat))
+                    union_keys(part_keys(shape, "eval") for _, shape, _ in flat))
 
 
 # A run's cells flattened: ``(run_dir, shape, values)`` (:func:`.summary.flat_cells`).
@@ -231,8 +231,8 @@ def table_config(shapes: Iterable[tuple]) -> dict[str, str]:
     """``{config field: its column}`` of a table of runs of ``shapes`` (in the
     order of their runs; :func:`~mindexp.rundir.summary.flat_cells`)."""
     shapes = list(shapes)
-    evals = _union(part_keys(shape, "eval") for shape in shapes)
-    return {n: config_column(n, evals) for n in _union(part_keys(s, "config") for s in shapes)}
+    evals = union_keys(part_keys(shape, "eval") for shape in shapes)
+    return {n: config_column(n, evals) for n in union_keys(part_keys(s, "config") for s in shapes)}
 
 
 def part_keys(shape: tuple, part: str) -> list[str]:
@@ -355,8 +355,9 @@ def _summary_of(run):
     return stored_summary(run.meta) or log_summary(run)
 
 
-def _union(dicts):
-    return list(dict.fromkeys(k for d in dicts for k in d))
+def union_keys(groups: Iterable[Iterable[str]]) -> list[str]:
+    """Every name of ``groups`` once, in the order first seen."""
+    return list(dict.fromkeys(k for names in groups for k in names))
 
 
 _NESTED = ("list", "dict")

@@ -48,7 +48,7 @@ from .. import layout
 from ..callbacks import schema
 from ..rundir.summary import flat_cells
 from .rows import (column_order, columnar_frame, file_cells, part_keys, rows_of, shape_runs,
-                   table_config, unreadable_rows, warn_skipped)
+                   table_config, union_keys, unreadable_rows, warn_skipped)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -128,7 +128,7 @@ def _from_store(store: RunStore, folder: str) -> Kept | None:
     extra = unreadable_rows(errors, tags="", note="")
     shapes, codes = _group_shapes(gathered, groups, extra)
     # the distinct shapes in order of first appearance name what every row does
-    table = columnar_frame(groups, extra, config, _union(s[2] for s in shapes if not s[0]),
+    table = columnar_frame(groups, extra, config, union_keys(s[2] for s in shapes if not s[0]),
                            column_order([dict.fromkeys(s[3]) for s in shapes], config))
     return Kept(table, codes, shapes, token, seq, config)
 
@@ -336,8 +336,8 @@ def _same_columns(distinct, shapes, kept):
     make a table of ``kept``'s config fields, eval metrics, columns and dtypes."""
     table, used = kept.table, [shapes[c] for c in distinct]
     readable = [shape for shape in used if not shape[0]]
-    if _union(s[1] for s in readable) != list(kept.config) or \
-            _union(s[2] for s in readable) != table.attrs.get("eval_columns"):
+    if union_keys(s[1] for s in readable) != list(kept.config) or \
+            union_keys(s[2] for s in readable) != table.attrs.get("eval_columns"):
         return False
     columns = column_order([dict.fromkeys(s[3]) for s in used], kept.config)
     if columns != list(table.columns):
@@ -348,10 +348,6 @@ def _same_columns(distinct, shapes, kept):
         for column in columns:
             types[column].add(named.get(column, "missing"))
     return all(_dtype_of(frozenset(types[c])) == table.dtypes[c] for c in columns)
-
-
-def _union(lists):
-    return list(dict.fromkeys(k for names in lists for k in names))
 
 
 _SAMPLES = {"int": 1, "float": 0.5, "bool": True, "str": "a", "tuple": ("a",), "NoneType": None}

@@ -43,13 +43,13 @@ import logging
 import os
 import sqlite3
 import tempfile
-from typing import Any, Callable
+from typing import Callable
 
 from ..callbacks.schema import temp_name
 from .leftovers import remove_dead_temp_files_here
 from .store import (FLAT, RunStore, _columns_as_made, _Database, _folder_id, _read_run,
                     _run_signature, _uri_path, catalog_root, database_path, is_catalog_of,
-                    plain_catalog_file, read_only_uri, walk)
+                    plain_catalog_file, read_only_uri)
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,6 @@ PREFIX = "mindexp-dashboard-"
 STARTED_INDEX = "private_started"   # the runs table's default order, newest first
 FAILED_STATUSES = ("failed", "diverged", "interrupted")   # runs whose record holds an error
 FAILED = "(" + ", ".join(f"'{s}'" for s in FAILED_STATUSES) + ")"   # the same, as SQL
-REBUILD_BATCH = 1000   # runs read from their folders per insert, without a store to copy
 COPY_CACHE_KB = 32 * 1024   # the replica's page cache while it copies
 SERVED_CACHE_KB = 2000      # then (SQLite's default)
 # a row written with other values of these is a change the page shows (config first)
@@ -328,32 +327,6 @@ class Replica(RunStore):
                 self._insert_runs([(rel, _read_run(self._abs(rel)))])
             else:
                 self._delete_run(rel)
-
-    def rebuild(self) -> int:
-        """:meth:`RunStore.rebuild` (the root has no store to copy) a thousand runs
-        at a time: 100,000 runs' records are never held at once."""
-        batch: list[tuple[str, Any]]
-        folders: list[tuple[str, Any]]
-        count, batch, folders = 0, [], []   # (rel, run entry), (rel, folder time)
-        self._begin()
-        try:
-            params = self._forget_rows()
-            for kind, rel, value in walk(self.root):
-                (folders if kind == "folder" else batch).append((rel, value))
-                if len(batch) == REBUILD_BATCH:
-                    count += len(batch)
-                    self._insert_runs(batch)
-                    batch.clear()
-            count += len(batch)
-            self._insert_runs(batch)
-            self._store_folders(folders)
-            self.db.execute("INSERT INTO roots (host, root, folder_id) VALUES (?, ?, ?)",
-                            params + (_folder_id(self.root),))
-            self._commit()
-        except BaseException:
-            self._rollback()
-            raise
-        return count
 
     # ---- what was written
     def _insert_runs(self, runs):

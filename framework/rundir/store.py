@@ -96,6 +96,7 @@ TEXT_COLUMNS = ("run_id", "experiment", "status", "problem", "started_at", "ende
 _PG_TYPES = {c: "TEXT" for c in TEXT_COLUMNS} | {"steps": "BIGINT", "epochs": "BIGINT",
                                                  "summarized": "INTEGER",
                                                  "compare_steps": "BIGINT"}
+REBUILD_BATCH = 1000   # runs read from their folders per insert on a rebuild
 # A run's stored values beside FLAT, in table order (as :func:`_read_run` gives them).
 STORED = ("config", "config_nan", "run_sig")
 
@@ -558,13 +559,24 @@ class RunStore:
         return row is not None and row[0] == _folder_id(self.root)
 
     def rebuild(self) -> int:
-        """Forget this host's rows of this root and scan the root again; the number of runs."""
-        runs, folders = _scan(self.root)
+        """Forget this host's rows of this root and scan the root again, a
+        thousand runs at a time (100,000 runs' records are never held at
+        once); the number of runs."""
+        batch: list[tuple[str, Any]] = []
+        folders: list[tuple[str, Any]] = []
+        count = 0
         self._begin()
         try:
             params = self._forget_rows()
             self._next_seq(start=True)   # what a reader held before is gone: it starts over
-            self._insert_runs(runs)
+            for kind, rel, value in walk(self.root):
+                (folders if kind == "folder" else batch).append((rel, value))
+                if len(batch) == REBUILD_BATCH:
+                    count += len(batch)
+                    self._insert_runs(batch)
+                    batch.clear()
+            count += len(batch)
+            self._insert_runs(batch)
             self._store_folders(folders)
             self.db.execute("INSERT INTO roots (host, root, folder_id) VALUES (?, ?, ?)",
                             params + (_folder_id(self.root),))
@@ -572,7 +584,7 @@ class RunStore:
         except BaseException:
             self._rollback()
             raise
-        return len(runs)
+        return count
 
     def _forget_rows(self) -> tuple:
         """Delete this host's rows of this root from every table but the feed

@@ -159,7 +159,7 @@ def test_the_columns_of_interleaved_shapes_make_the_frame_the_rows_make(unreadab
     entries = rows.flat_entries((f"/runs/r{i}", cells) for i, cells in enumerate(made))
     errors = [rows.Skipped("/runs/zz", "bad", "unreadable")] if unreadable else []
     config = rows.table_config(shape for _, shape, _ in entries)
-    evals = rows._union(rows.part_keys(shape, "eval") for _, shape, _ in entries)
+    evals = rows.union_keys(rows.part_keys(shape, "eval") for _, shape, _ in entries)
     expected_rows = rows.rows_of(entries, errors, config)
     columns = rows.column_order(expected_rows, config)
     by_shape = {}

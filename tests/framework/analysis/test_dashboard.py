@@ -887,8 +887,8 @@ def test_a_finished_run_edited_by_hand_shows_within_one_pass_of_the_rolling_chec
 
 
 def test_without_a_roots_catalog_the_server_scans_a_batch_at_a_time(tmp_path, monkeypatch):
-    from mindexp.rundir import replica
-    monkeypatch.setattr(replica, "REBUILD_BATCH", 2)
+    from mindexp.rundir import store
+    monkeypatch.setattr(store, "REBUILD_BATCH", 2)
     root = tmp_path / "runs"
     for i in range(4):
         make_run(root, f"r{i}")
